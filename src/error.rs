@@ -1,0 +1,165 @@
+//! The one error type of cellar.
+
+use std::fmt;
+
+/// Everything that can go wrong in cellar, with the offending value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Another process (or another `Store` in this one) holds the store directory.
+    #[error("store {path} is in use by another process; close it there or open a different directory")]
+    StoreInUse {
+        /// The store directory.
+        path: String,
+    },
+    /// The store was written by a newer cellar than this one.
+    #[error("store format version {found} is newer than this build supports ({supported}); upgrade cellar")]
+    UnsupportedFormat {
+        /// Version found on disk.
+        found: u32,
+        /// Newest version this build reads.
+        supported: u32,
+    },
+    /// A table of that name does not exist.
+    #[error("table {table:?} does not exist")]
+    TableNotFound {
+        /// The name asked for.
+        table: String,
+    },
+    /// A table of that name already exists.
+    #[error("table {table:?} already exists")]
+    TableExists {
+        /// The name asked for.
+        table: String,
+    },
+    /// A family of that name does not exist in the table.
+    #[error("column family {family:?} does not exist in table {table:?}")]
+    FamilyNotFound {
+        /// The table.
+        table: String,
+        /// The family asked for.
+        family: String,
+    },
+    /// A family of that name already exists in the table.
+    #[error("column family {family:?} already exists in table {table:?}")]
+    FamilyExists {
+        /// The table.
+        table: String,
+        /// The family asked for.
+        family: String,
+    },
+    /// A table or family name breaks the naming rules.
+    #[error("invalid {what} name {}: {reason}", Shown(name))]
+    InvalidName {
+        /// "table" or "column family".
+        what: &'static str,
+        /// The offending name.
+        name: String,
+        /// Which rule it breaks.
+        reason: String,
+    },
+    /// A row key is empty.
+    #[error("row key is empty; a row key needs 1 to {max} bytes")]
+    EmptyKey {
+        /// The limit.
+        max: usize,
+    },
+    /// A row key is longer than the limit.
+    #[error("row key is {len} bytes; the limit is {max}")]
+    KeyTooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A column qualifier is longer than the limit.
+    #[error("column qualifier is {len} bytes; the limit is {max}")]
+    QualifierTooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A cell value is longer than the limit.
+    #[error("cell value is {len} bytes; the limit is {max}")]
+    ValueTooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A table would have more families than allowed.
+    #[error("table {table:?} would have {count} column families; the limit is {max}")]
+    TooManyFamilies {
+        /// The table.
+        table: String,
+        /// How many it would have.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A timestamp outside 0..=i64::MAX microseconds.
+    #[error("cell timestamp {timestamp} is out of range; timestamps are microseconds since the Unix epoch, 0 or more")]
+    InvalidTimestamp {
+        /// The offending value.
+        timestamp: i64,
+    },
+    /// A value that must be an 8-byte big-endian int64 is not.
+    #[error("cannot {op} column {column}: its value is {len} bytes, not an 8-byte big-endian int64")]
+    NotAnInt64 {
+        /// The operation ("increment", "add to").
+        op: &'static str,
+        /// family:qualifier.
+        column: String,
+        /// Length of the value found.
+        len: usize,
+    },
+    /// Integer overflow in an increment or a sum.
+    #[error("{op} of column {column} overflows int64")]
+    Overflow {
+        /// The operation.
+        op: &'static str,
+        /// family:qualifier.
+        column: String,
+    },
+    /// A mutation does not fit the kind of family it targets.
+    #[error("{reason}")]
+    InvalidMutation {
+        /// What is wrong, naming the family and value.
+        reason: String,
+    },
+    /// A stored key or value that cannot be decoded: the store is damaged or foreign.
+    #[error("corrupt store data: {reason}")]
+    Corrupt {
+        /// What could not be decoded.
+        reason: String,
+    },
+    /// An invalid argument to an API call (a bad regex, an empty range, ...).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The underlying storage engine failed.
+    #[error("storage engine error: {0}")]
+    Storage(#[from] fjall::Error),
+    /// An I/O error outside the storage engine.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// cellar's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Displays a user-supplied name safely: escaped, and cut short when long.
+struct Shown<'a>(&'a str);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const MAX: usize = 40;
+        let s = self.0;
+        if s.chars().count() <= MAX {
+            write!(f, "{s:?}")
+        } else {
+            let head: String = s.chars().take(MAX).collect();
+            write!(f, "{head:?}... ({} bytes)", s.len())
+        }
+    }
+}

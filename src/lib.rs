@@ -1,0 +1,35 @@
+//! cellar: SQL over a Bigtable-style wide-column store.
+//!
+//! Rows are sorted by a row key; each row holds cells in column families;
+//! a cell is (family, qualifier, timestamp, value). Data lives in an
+//! embedded fjall LSM keyspace on local disk.
+//!
+//! ```
+//! use cellar::{FamilySpec, GcPolicy, Mutation, ReadFilter, RowMutation, Store, TableSpec};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path())?;
+//! store.create_table(
+//!     TableSpec::new("metrics").family(FamilySpec::new("m").gc(GcPolicy::MaxVersions(3))),
+//! )?;
+//! store.mutate_row(
+//!     "metrics",
+//!     RowMutation::new("host1#20240301", vec![Mutation::set_at("m", "cpu", 1_000, "0.93")]),
+//! )?;
+//! let row = store.read_row("metrics", b"host1#20240301", ReadFilter::latest())?;
+//! assert_eq!(row.unwrap().latest("m", b"cpu"), Some(&b"0.93"[..]));
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+
+mod codec;
+mod error;
+mod store;
+
+pub use codec::{CellKey, EncodedRange, escape, row_prefix_range, row_range, show_bytes};
+pub use error::{Error, Result};
+pub use store::{
+    AlterOp, Cell, Durability, FamilyDef, FamilyKind, FamilySpec, GcPolicy, GcStats, MAX_FAMILIES,
+    MAX_KEY_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, QualifierFilter, ReadFilter,
+    ReadModifyWrite, ReadRequest, Row, RowMutation, RowRange, RowSet, RowStream, ScanStats, Store,
+    StoreOptions, TableDef, TableSpec, TimeRange, hll_estimate, now_micros,
+};

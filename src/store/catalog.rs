@@ -1,0 +1,346 @@
+//! Table and family definitions, and their persistence in the catalog keyspace.
+//!
+//! The catalog keyspace maps `table/<name>` to the table's definition as
+//! JSON and `meta/format` to the store format version. Keyspace names for
+//! family data are `f<id>` with ids from `meta/next_id`, so a user's names
+//! never reach the file system and a dropped family's id is never reused.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The store format this build writes. A store with a larger number was
+/// written by a newer cellar and is refused.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Most column families a table may have.
+pub const MAX_FAMILIES: usize = 100;
+/// Longest table name, in bytes.
+pub const MAX_TABLE_NAME: usize = 128;
+/// Longest family name, in bytes.
+pub const MAX_FAMILY_NAME: usize = 64;
+
+/// A garbage-collection policy: which cells of a column may be discarded.
+///
+/// Evaluated per column over its cells newest first: the cell at index `i`
+/// (0 = newest) with timestamp `t` is garbage when the policy says so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum GcPolicy {
+    /// Keep everything.
+    #[default]
+    KeepAll,
+    /// Keep the newest `n` cells of each column (n ≥ 1).
+    MaxVersions(u32),
+    /// Keep cells younger than this many microseconds.
+    MaxAge(i64),
+    /// Garbage when any of the policies says so.
+    Union(Vec<GcPolicy>),
+    /// Garbage when all of the policies say so.
+    Intersection(Vec<GcPolicy>),
+}
+
+impl GcPolicy {
+    /// Whether the cell at `index` (0 = newest of its column) with `timestamp`
+    /// is garbage at time `now` (microseconds).
+    pub fn is_garbage(&self, index: usize, timestamp: i64, now: i64) -> bool {
+        match self {
+            GcPolicy::KeepAll => false,
+            GcPolicy::MaxVersions(n) => index >= *n as usize,
+            GcPolicy::MaxAge(age) => timestamp < now.saturating_sub(*age),
+            GcPolicy::Union(all) => all.iter().any(|p| p.is_garbage(index, timestamp, now)),
+            GcPolicy::Intersection(all) => {
+                !all.is_empty() && all.iter().all(|p| p.is_garbage(index, timestamp, now))
+            }
+        }
+    }
+
+    /// Whether the policy ever discards anything by version count. Only
+    /// age-only policies can be applied by the compaction filter, which
+    /// sees a subset of the cells.
+    pub fn counts_versions(&self) -> bool {
+        match self {
+            GcPolicy::KeepAll | GcPolicy::MaxAge(_) => false,
+            GcPolicy::MaxVersions(_) => true,
+            GcPolicy::Union(all) | GcPolicy::Intersection(all) => {
+                all.iter().any(GcPolicy::counts_versions)
+            }
+        }
+    }
+
+    /// The age past which a cell is garbage whatever its version index, if
+    /// any: what the compaction filter may drop.
+    pub fn unconditional_max_age(&self) -> Option<i64> {
+        match self {
+            GcPolicy::MaxAge(age) => Some(*age),
+            GcPolicy::Union(all) => all.iter().filter_map(GcPolicy::unconditional_max_age).min(),
+            GcPolicy::Intersection(all) => {
+                // Garbage only when every member says so; all must be age rules.
+                let ages: Option<Vec<i64>> = all.iter().map(GcPolicy::unconditional_max_age).collect();
+                ages.and_then(|a| a.into_iter().max())
+            }
+            GcPolicy::KeepAll | GcPolicy::MaxVersions(_) => None,
+        }
+    }
+
+    /// Checks the policy's numbers.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            GcPolicy::KeepAll => Ok(()),
+            GcPolicy::MaxVersions(0) => Err(Error::InvalidArgument(
+                "max versions must be at least 1; use a delete to remove every cell".into(),
+            )),
+            GcPolicy::MaxVersions(_) => Ok(()),
+            GcPolicy::MaxAge(age) if *age <= 0 => Err(Error::InvalidArgument(format!(
+                "max age must be positive, got {age} microseconds"
+            ))),
+            GcPolicy::MaxAge(_) => Ok(()),
+            GcPolicy::Union(all) | GcPolicy::Intersection(all) => {
+                if all.is_empty() {
+                    return Err(Error::InvalidArgument(
+                        "a union or intersection GC policy needs at least one member".into(),
+                    ));
+                }
+                all.iter().try_for_each(GcPolicy::validate)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for GcPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let join = |f: &mut std::fmt::Formatter<'_>, all: &[GcPolicy], op: &str| {
+            write!(f, "(")?;
+            for (i, p) in all.iter().enumerate() {
+                if i > 0 {
+                    write!(f, " {op} ")?;
+                }
+                write!(f, "{p}")?;
+            }
+            write!(f, ")")
+        };
+        match self {
+            GcPolicy::KeepAll => write!(f, "keep all"),
+            GcPolicy::MaxVersions(n) => write!(f, "max versions {n}"),
+            GcPolicy::MaxAge(age) => write!(f, "max age {}", show_duration(*age)),
+            GcPolicy::Union(all) => join(f, all, "or"),
+            GcPolicy::Intersection(all) => join(f, all, "and"),
+        }
+    }
+}
+
+fn show_duration(micros: i64) -> String {
+    const UNITS: [(i64, &str); 5] = [
+        (86_400_000_000, "d"),
+        (3_600_000_000, "h"),
+        (60_000_000, "m"),
+        (1_000_000, "s"),
+        (1_000, "ms"),
+    ];
+    UNITS
+        .iter()
+        .find(|(unit, _)| micros % unit == 0)
+        .map_or_else(|| format!("{micros}us"), |(unit, name)| format!("{}{name}", micros / unit))
+}
+
+/// What a family's cells are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FamilyKind {
+    /// Cells hold whatever is written.
+    #[default]
+    Normal,
+    /// Aggregate: 8-byte big-endian int64, input is added.
+    Sum,
+    /// Aggregate: 8-byte big-endian int64, the smallest input is kept.
+    Min,
+    /// Aggregate: 8-byte big-endian int64, the largest input is kept.
+    Max,
+    /// Aggregate: a HyperLogLog sketch; input values are items to count.
+    HyperLogLog,
+}
+
+impl FamilyKind {
+    /// Whether cells of this kind merge new input on write.
+    pub fn is_aggregate(self) -> bool {
+        self != FamilyKind::Normal
+    }
+}
+
+impl std::fmt::Display for FamilyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FamilyKind::Normal => "normal",
+            FamilyKind::Sum => "sum",
+            FamilyKind::Min => "min",
+            FamilyKind::Max => "max",
+            FamilyKind::HyperLogLog => "hll",
+        })
+    }
+}
+
+/// A column family of a table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FamilyDef {
+    /// Internal id; names the family's keyspace `f<id>`.
+    pub id: u64,
+    /// The family's name.
+    pub name: String,
+    /// Its garbage-collection policy.
+    #[serde(default)]
+    pub gc: GcPolicy,
+    /// Normal or aggregate.
+    #[serde(default)]
+    pub kind: FamilyKind,
+}
+
+impl FamilyDef {
+    /// The name of the fjall keyspace that holds this family's cells.
+    pub fn keyspace_name(&self) -> String {
+        keyspace_name(self.id)
+    }
+}
+
+pub(crate) fn keyspace_name(id: u64) -> String {
+    format!("f{id}")
+}
+
+/// A table: its families, and metadata owned by the layers above the store
+/// (the SQL layer keeps its row-key schema and declared columns there).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableDef {
+    /// Internal id.
+    pub id: u64,
+    /// The table's name.
+    pub name: String,
+    /// Column families, in declaration order.
+    pub families: Vec<FamilyDef>,
+    /// Free-form metadata for higher layers; the store keeps it verbatim.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl TableDef {
+    /// The family of that name.
+    pub fn family(&self, name: &str) -> Result<&FamilyDef> {
+        self.families
+            .iter()
+            .find(|f| f.name == name)
+            .ok_or_else(|| Error::FamilyNotFound {
+                table: self.name.clone(),
+                family: name.to_string(),
+            })
+    }
+}
+
+/// What a caller asks for when creating a family.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FamilySpec {
+    /// The family's name.
+    pub name: String,
+    /// Its GC policy.
+    pub gc: GcPolicy,
+    /// Normal or aggregate.
+    pub kind: FamilyKind,
+}
+
+impl FamilySpec {
+    /// A normal family that keeps everything.
+    pub fn new(name: impl Into<String>) -> Self {
+        FamilySpec {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    /// With a GC policy.
+    pub fn gc(mut self, gc: GcPolicy) -> Self {
+        self.gc = gc;
+        self
+    }
+
+    /// With a kind.
+    pub fn kind(mut self, kind: FamilyKind) -> Self {
+        self.kind = kind;
+        self
+    }
+}
+
+/// Checks a table name: 1 to 128 bytes of letters, digits, `_`, `-`, `.`,
+/// starting with a letter or `_`.
+pub fn validate_table_name(name: &str) -> Result<()> {
+    validate_name("table", name, MAX_TABLE_NAME, true)
+}
+
+/// Checks a family name: 1 to 64 bytes of letters, digits, `_`, `-`, `.`.
+pub fn validate_family_name(name: &str) -> Result<()> {
+    validate_name("column family", name, MAX_FAMILY_NAME, false)
+}
+
+fn validate_name(what: &'static str, name: &str, max: usize, letter_first: bool) -> Result<()> {
+    let invalid = |reason: String| Error::InvalidName {
+        what,
+        name: name.to_string(),
+        reason,
+    };
+    if name.is_empty() {
+        return Err(invalid("names cannot be empty".into()));
+    }
+    if name.len() > max {
+        return Err(invalid(format!("it is {} bytes; the limit is {max}", name.len())));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        return Err(invalid(format!(
+            "character {bad:?} is not allowed; use letters, digits, '_', '-' and '.'"
+        )));
+    }
+    if letter_first && !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        return Err(invalid("it must start with a letter or '_'".into()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_names_are_refused_with_the_name() {
+        for name in ["", "../x", "a/b", "a\0b", "1abc", "a b"] {
+            let err = validate_table_name(name).unwrap_err().to_string();
+            assert!(err.contains("invalid table name"), "{err}");
+        }
+        let long = "x".repeat(10_000);
+        let err = validate_table_name(&long).unwrap_err().to_string();
+        assert!(err.contains("10000 bytes") && err.len() < 300, "{err}");
+        assert!(validate_table_name("weather_balloons").is_ok());
+        assert!(validate_family_name("cf1").is_ok());
+        assert!(validate_family_name("9lives").is_ok());
+        assert!(validate_family_name("a:b").is_err());
+    }
+
+    #[test]
+    fn gc_policies_decide_by_index_and_age() {
+        let now = 1_000_000;
+        let v2 = GcPolicy::MaxVersions(2);
+        assert!(!v2.is_garbage(1, 0, now) && v2.is_garbage(2, now, now));
+        let age = GcPolicy::MaxAge(100);
+        assert!(age.is_garbage(0, now - 101, now) && !age.is_garbage(5, now - 100, now));
+        let union = GcPolicy::Union(vec![v2.clone(), age.clone()]);
+        assert!(union.is_garbage(0, 0, now) && union.is_garbage(3, now, now));
+        let inter = GcPolicy::Intersection(vec![v2, age]);
+        assert!(!inter.is_garbage(0, 0, now) && !inter.is_garbage(3, now, now));
+        assert!(inter.is_garbage(3, 0, now));
+        assert_eq!(inter.unconditional_max_age(), None);
+        assert_eq!(union.unconditional_max_age(), Some(100));
+    }
+
+    #[test]
+    fn policies_display_readably() {
+        let p = GcPolicy::Union(vec![GcPolicy::MaxVersions(3), GcPolicy::MaxAge(7 * 86_400_000_000)]);
+        assert_eq!(p.to_string(), "(max versions 3 or max age 7d)");
+    }
+}

@@ -1,0 +1,724 @@
+//! The wide-column store: tables of rows of timestamped cells on fjall.
+//!
+//! One fjall database per store directory; one keyspace for the catalog and
+//! one per (table, column family), so a read of one family never touches
+//! the others. A row mutation is one fjall batch across the row's family
+//! keyspaces, applied under the row's lock so that conditional and
+//! read-modify-write operations are linearizable per row. Reads walk one
+//! snapshot.
+
+mod aggregate;
+mod catalog;
+mod commit;
+mod gc;
+mod mutation;
+mod read;
+
+pub use aggregate::hll_estimate;
+pub use catalog::{
+    FORMAT_VERSION, FamilyDef, FamilyKind, FamilySpec, GcPolicy, MAX_FAMILIES, TableDef, validate_family_name, validate_table_name,
+};
+pub use commit::Durability;
+pub use mutation::{
+    MAX_KEY_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadModifyWrite, RowMutation, check_key,
+};
+pub use read::{
+    Cell, QualifierFilter, ReadFilter, ReadRequest, Row, RowRange, RowSet, RowStream, ScanStats,
+    TimeRange,
+};
+
+use crate::codec::{self, CellKeyParts};
+use crate::error::{Error, Result};
+use commit::GroupSync;
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
+use gc::{AgeFilterFactory, AgeRules};
+use mutation::Overlay;
+use read::FamilyScan;
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, RandomState};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+const CATALOG_KEYSPACE: &str = "catalog";
+const FORMAT_KEY: &[u8] = b"meta/format";
+const NEXT_ID_KEY: &[u8] = b"meta/next_id";
+const TABLE_PREFIX: &str = "table/";
+const LOCK_STRIPES: usize = 4096;
+/// Rows per fjall batch in a bulk call.
+const BULK_CHUNK_ROWS: usize = 1024;
+
+/// Microseconds since the Unix epoch, by the system clock.
+pub fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// Options for opening a store.
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// How durable a committed mutation is.
+    pub durability: Durability,
+    /// Block cache size in bytes; fjall's default when `None`.
+    pub cache_bytes: Option<u64>,
+}
+
+/// What to create: a table's name, families and metadata.
+#[derive(Debug, Clone, Default)]
+pub struct TableSpec {
+    /// The table's name.
+    pub name: String,
+    /// Its families.
+    pub families: Vec<FamilySpec>,
+    /// Metadata for higher layers.
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl TableSpec {
+    /// A table with no families yet.
+    pub fn new(name: impl Into<String>) -> Self {
+        TableSpec { name: name.into(), ..Default::default() }
+    }
+
+    /// Adds a family.
+    pub fn family(mut self, family: FamilySpec) -> Self {
+        self.families.push(family);
+        self
+    }
+
+    /// Sets a metadata entry.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// One change to a table's definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlterOp {
+    /// Add a family.
+    AddFamily(FamilySpec),
+    /// Drop a family and all its cells.
+    DropFamily(String),
+    /// Change a family's GC policy.
+    SetGc {
+        /// The family.
+        family: String,
+        /// The new policy.
+        gc: GcPolicy,
+    },
+    /// Set (`Some`) or remove (`None`) a metadata entry.
+    SetMetadata(String, Option<String>),
+}
+
+/// What a garbage collection pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GcStats {
+    /// Cells deleted.
+    pub cells_removed: u64,
+    /// Rows that had garbage.
+    pub rows_touched: u64,
+}
+
+/// A table as the store works with it: its definition and family keyspaces.
+pub(crate) struct TableHandle {
+    pub def: TableDef,
+    pub keyspaces: Vec<Keyspace>,
+}
+
+impl TableHandle {
+    fn family_scans(&self, only: Option<&[String]>) -> Result<Vec<FamilyScan>> {
+        if let Some(names) = only {
+            for name in names {
+                self.def.family(name)?;
+            }
+        }
+        Ok(self
+            .def
+            .families
+            .iter()
+            .zip(&self.keyspaces)
+            .filter(|(f, _)| only.is_none_or(|names| names.contains(&f.name)))
+            .map(|(f, ks)| FamilyScan { name: Arc::from(f.name.as_str()), gc: f.gc.clone(), keyspace: ks.clone() })
+            .collect())
+    }
+}
+
+struct Inner {
+    path: PathBuf,
+    db: Database,
+    catalog: Keyspace,
+    tables: RwLock<BTreeMap<String, Arc<TableHandle>>>,
+    ddl: Mutex<()>,
+    row_locks: Box<[Mutex<()>]>,
+    hasher: RandomState,
+    sync: GroupSync,
+    durability: Durability,
+    age_rules: AgeRules,
+}
+
+/// An open store. Cheap to clone; all clones share one database.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.inner.path).finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Store {
+    /// Opens (or creates) the store in directory `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        Store::open_with(path, StoreOptions::default())
+    }
+
+    /// Opens (or creates) the store in directory `path`.
+    pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+        let path = path.as_ref().to_path_buf();
+        let age_rules: AgeRules = AgeRules::default();
+        let rules = age_rules.clone();
+        let mut builder = Database::builder(&path)
+            .manual_journal_persist(true)
+            .with_compaction_filter_factories(Arc::new(move |name: &str| {
+                let factory: Arc<dyn fjall::compaction::filter::Factory> =
+                    Arc::new(AgeFilterFactory { keyspace: name.to_string(), rules: rules.clone() });
+                name.starts_with('f').then_some(factory)
+            }));
+        if let Some(bytes) = options.cache_bytes {
+            builder = builder.cache_size(bytes);
+        }
+        let db = builder.open().map_err(|e| match e {
+            fjall::Error::Locked => Error::StoreInUse { path: path.display().to_string() },
+            other => Error::Storage(other),
+        })?;
+        let catalog = db.keyspace(CATALOG_KEYSPACE, KeyspaceCreateOptions::default)?;
+        match catalog.get(FORMAT_KEY)? {
+            None => {
+                catalog.insert(FORMAT_KEY, FORMAT_VERSION.to_be_bytes())?;
+                db.persist(PersistMode::SyncAll)?;
+            }
+            Some(v) => {
+                let found = <[u8; 4]>::try_from(&*v).map(u32::from_be_bytes).map_err(|_| Error::Corrupt {
+                    reason: format!("store format marker is {} bytes, expected 4", v.len()),
+                })?;
+                if found > FORMAT_VERSION {
+                    return Err(Error::UnsupportedFormat { found, supported: FORMAT_VERSION });
+                }
+            }
+        }
+        let inner = Inner {
+            path,
+            db,
+            catalog,
+            tables: RwLock::default(),
+            ddl: Mutex::default(),
+            row_locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+            hasher: RandomState::new(),
+            sync: GroupSync::default(),
+            durability: options.durability,
+            age_rules,
+        };
+        let store = Store { inner: Arc::new(inner) };
+        store.load_catalog()?;
+        Ok(store)
+    }
+
+    fn load_catalog(&self) -> Result<()> {
+        let inner = &self.inner;
+        let mut tables = BTreeMap::new();
+        for guard in inner.catalog.prefix(TABLE_PREFIX) {
+            let (key, value) = guard.into_inner()?;
+            let def: TableDef = serde_json::from_slice(&value).map_err(|e| Error::Corrupt {
+                reason: format!("catalog entry {} does not parse: {e}", codec::show_bytes(&key)),
+            })?;
+            let handle = self.open_handle(def)?;
+            tables.insert(handle.def.name.clone(), Arc::new(handle));
+        }
+        // Keyspaces that no table references are left over from a drop that
+        // was interrupted after its catalog change: finish the drop.
+        let live: Vec<String> = tables
+            .values()
+            .flat_map(|t| t.def.families.iter().map(FamilyDef::keyspace_name))
+            .collect();
+        for name in inner.db.list_keyspace_names() {
+            let name: &str = &name;
+            if name.starts_with('f') && !live.iter().any(|l| l == name) {
+                let ks = inner.db.keyspace(name, KeyspaceCreateOptions::default)?;
+                inner.db.delete_keyspace(ks)?;
+            }
+        }
+        *inner.tables.write().unwrap_or_else(PoisonError::into_inner) = tables;
+        Ok(())
+    }
+
+    fn open_handle(&self, def: TableDef) -> Result<TableHandle> {
+        let mut keyspaces = Vec::with_capacity(def.families.len());
+        let mut rules = self.inner.age_rules.write().unwrap_or_else(PoisonError::into_inner);
+        for family in &def.families {
+            let name = family.keyspace_name();
+            match family.gc.unconditional_max_age() {
+                Some(age) => rules.insert(name.clone(), age),
+                None => rules.remove(&name),
+            };
+            keyspaces.push(self.inner.db.keyspace(&name, KeyspaceCreateOptions::default)?);
+        }
+        Ok(TableHandle { def, keyspaces })
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Bytes the store occupies on disk.
+    pub fn disk_space(&self) -> Result<u64> {
+        Ok(self.inner.db.disk_space()?)
+    }
+
+    /// How many fsyncs synced mode has run (group commit shares them).
+    pub fn fsync_count(&self) -> u64 {
+        self.inner.sync.fsyncs()
+    }
+
+    /// Writes everything to disk and waits for it.
+    pub fn flush(&self) -> Result<()> {
+        Ok(self.inner.db.persist(PersistMode::SyncAll)?)
+    }
+
+    // ---- catalog -------------------------------------------------------
+
+    pub(crate) fn handle(&self, table: &str) -> Result<Arc<TableHandle>> {
+        self.inner
+            .tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(table)
+            .cloned()
+            .ok_or_else(|| Error::TableNotFound { table: table.to_string() })
+    }
+
+    /// The names of all tables, sorted.
+    pub fn list_tables(&self) -> Vec<String> {
+        self.inner.tables.read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect()
+    }
+
+    /// A table's definition.
+    pub fn table(&self, name: &str) -> Result<TableDef> {
+        Ok(self.handle(name)?.def.clone())
+    }
+
+    /// The next unused internal id.
+    fn next_id(&self) -> Result<u64> {
+        let current = match self.inner.catalog.get(NEXT_ID_KEY)? {
+            None => 1,
+            Some(v) => <[u8; 8]>::try_from(&*v).map(u64::from_be_bytes).map_err(|_| Error::Corrupt {
+                reason: "catalog id counter is not 8 bytes".into(),
+            })?,
+        };
+        Ok(current.max(1))
+    }
+
+    fn write_catalog(&self, def: Option<&TableDef>, remove: Option<&str>, next_id: u64) -> Result<()> {
+        let mut batch = self.inner.db.batch().durability(Some(PersistMode::SyncAll));
+        if let Some(name) = remove {
+            batch.remove(&self.inner.catalog, format!("{TABLE_PREFIX}{name}"));
+        }
+        if let Some(def) = def {
+            let json = serde_json::to_vec(def).map_err(|e| Error::Corrupt {
+                reason: format!("cannot encode the definition of table {:?}: {e}", def.name),
+            })?;
+            batch.insert(&self.inner.catalog, format!("{TABLE_PREFIX}{}", def.name), json);
+        }
+        batch.insert(&self.inner.catalog, NEXT_ID_KEY, next_id.to_be_bytes());
+        batch.commit()?;
+        Ok(())
+    }
+
+    fn check_families(table: &str, families: &[FamilySpec]) -> Result<()> {
+        if families.len() > MAX_FAMILIES {
+            return Err(Error::TooManyFamilies { table: table.to_string(), count: families.len(), max: MAX_FAMILIES });
+        }
+        for (i, f) in families.iter().enumerate() {
+            validate_family_name(&f.name)?;
+            f.gc.validate()?;
+            if families[..i].iter().any(|g| g.name == f.name) {
+                return Err(Error::FamilyExists { table: table.to_string(), family: f.name.clone() });
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a table.
+    pub fn create_table(&self, spec: TableSpec) -> Result<TableDef> {
+        validate_table_name(&spec.name)?;
+        Self::check_families(&spec.name, &spec.families)?;
+        let _ddl = lock(&self.inner.ddl);
+        if self.handle(&spec.name).is_ok() {
+            return Err(Error::TableExists { table: spec.name });
+        }
+        let mut id = self.next_id()?;
+        let table_id = id;
+        id += 1;
+        let families = spec
+            .families
+            .into_iter()
+            .map(|f| {
+                id += 1;
+                FamilyDef { id: id - 1, name: f.name, gc: f.gc, kind: f.kind }
+            })
+            .collect();
+        let def = TableDef { id: table_id, name: spec.name, families, metadata: spec.metadata };
+        let handle = self.open_handle(def.clone())?;
+        self.write_catalog(Some(&def), None, id)?;
+        self.inner
+            .tables
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(def.name.clone(), Arc::new(handle));
+        Ok(def)
+    }
+
+    /// Changes a table's definition: all operations or none.
+    pub fn alter_table(&self, name: &str, ops: Vec<AlterOp>) -> Result<TableDef> {
+        let _ddl = lock(&self.inner.ddl);
+        let old = self.handle(name)?;
+        let mut def = old.def.clone();
+        let mut id = self.next_id()?;
+        for op in ops {
+            match op {
+                AlterOp::AddFamily(spec) => {
+                    if def.families.iter().any(|f| f.name == spec.name) {
+                        return Err(Error::FamilyExists { table: name.to_string(), family: spec.name });
+                    }
+                    def.families.push(FamilyDef { id, name: spec.name, gc: spec.gc, kind: spec.kind });
+                    id += 1;
+                }
+                AlterOp::DropFamily(family) => {
+                    def.family(&family)?;
+                    def.families.retain(|f| f.name != family);
+                }
+                AlterOp::SetGc { family, gc } => {
+                    gc.validate()?;
+                    let index = def.families.iter().position(|f| f.name == family).ok_or_else(|| {
+                        Error::FamilyNotFound { table: name.to_string(), family: family.clone() }
+                    })?;
+                    def.families[index].gc = gc;
+                }
+                AlterOp::SetMetadata(key, Some(value)) => {
+                    def.metadata.insert(key, value);
+                }
+                AlterOp::SetMetadata(key, None) => {
+                    def.metadata.remove(&key);
+                }
+            }
+        }
+        let specs: Vec<FamilySpec> =
+            def.families.iter().map(|f| FamilySpec { name: f.name.clone(), gc: f.gc.clone(), kind: f.kind }).collect();
+        Self::check_families(name, &specs)?;
+        let handle = self.open_handle(def.clone())?;
+        self.write_catalog(Some(&def), None, id)?;
+        self.inner
+            .tables
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_string(), Arc::new(handle));
+        for (family, ks) in old.def.families.iter().zip(&old.keyspaces) {
+            if !def.families.iter().any(|f| f.id == family.id) {
+                self.inner.db.delete_keyspace(ks.clone())?;
+            }
+        }
+        Ok(def)
+    }
+
+    /// Drops a table and all its cells.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        let _ddl = lock(&self.inner.ddl);
+        let old = self.handle(name)?;
+        let id = self.next_id()?;
+        self.write_catalog(None, Some(name), id)?;
+        self.inner.tables.write().unwrap_or_else(PoisonError::into_inner).remove(name);
+        for ks in &old.keyspaces {
+            self.inner.db.delete_keyspace(ks.clone())?;
+        }
+        Ok(())
+    }
+
+    // ---- mutations -----------------------------------------------------
+
+    fn stripe(&self, table: &TableHandle, key: &[u8]) -> usize {
+        (self.inner.hasher.hash_one((table.def.id, key)) as usize) % LOCK_STRIPES
+    }
+
+    fn lock_rows<'a>(&'a self, table: &TableHandle, keys: impl Iterator<Item = &'a [u8]>) -> Vec<MutexGuard<'a, ()>> {
+        let mut stripes: Vec<usize> = keys.map(|k| self.stripe(table, k)).collect();
+        // A fixed order across callers rules out deadlock.
+        stripes.sort_unstable();
+        stripes.dedup();
+        stripes.into_iter().map(|s| lock(&self.inner.row_locks[s])).collect()
+    }
+
+    fn commit(&self, table: &TableHandle, overlay: Overlay) -> Result<()> {
+        if overlay.writes.is_empty() {
+            return Ok(());
+        }
+        let mut batch = self.inner.db.batch().durability(Some(PersistMode::Buffer));
+        for ((family, key), value) in overlay.writes {
+            let ks = &table.keyspaces[family];
+            match value {
+                Some(value) => batch.insert(ks, key, value),
+                None => batch.remove(ks, key),
+            }
+        }
+        batch.commit()?;
+        if self.inner.durability == Durability::Synced {
+            self.inner.sync.wait_durable(&self.inner.db)?;
+        }
+        Ok(())
+    }
+
+    /// Applies one row mutation atomically.
+    pub fn mutate_row(&self, table: &str, row: RowMutation) -> Result<()> {
+        let mut results = self.mutate_rows(table, vec![row])?;
+        results.pop().unwrap_or(Ok(()))
+    }
+
+    /// Applies many row mutations, each atomically, in order, and reports
+    /// each row's outcome; a row that fails changes nothing. Rows are
+    /// committed in batches; an `Err` from the call itself is a storage
+    /// failure, after which rows of earlier batches stay committed.
+    pub fn mutate_rows(&self, table: &str, rows: Vec<RowMutation>) -> Result<Vec<Result<()>>> {
+        let handle = self.handle(table)?;
+        let mut results = Vec::with_capacity(rows.len());
+        for chunk in rows.chunks(BULK_CHUNK_ROWS) {
+            let checked: Vec<Result<()>> = chunk.iter().map(|row| mutation::validate(&handle.def, row)).collect();
+            let valid = chunk.iter().zip(&checked).filter(|(_, c)| c.is_ok()).map(|(r, _)| r.key.as_slice());
+            let _guards = self.lock_rows(&handle, valid);
+            let snapshot = self.inner.db.snapshot();
+            let now = now_micros();
+            let mut overlay = Overlay::default();
+            let mut outcomes = Vec::with_capacity(chunk.len());
+            for (row, check) in chunk.iter().zip(checked) {
+                let outcome = check
+                    .and_then(|()| mutation::apply(&snapshot, &handle, &overlay, row, now))
+                    .map(|pending| overlay.absorb(pending));
+                outcomes.push(outcome);
+            }
+            self.commit(&handle, overlay)?;
+            results.extend(outcomes);
+        }
+        Ok(results)
+    }
+
+    /// Reads the row with `predicate`; applies `on_match` if that yields any
+    /// cell, else `on_no_match`. Returns whether it matched. Atomic and
+    /// linearizable with every other mutation of the row.
+    pub fn check_and_mutate(
+        &self,
+        table: &str,
+        key: &[u8],
+        predicate: ReadFilter,
+        on_match: Vec<Mutation>,
+        on_no_match: Vec<Mutation>,
+    ) -> Result<bool> {
+        let handle = self.handle(table)?;
+        let matched_row = RowMutation::new(key, on_match);
+        let unmatched_row = RowMutation::new(key, on_no_match);
+        mutation::validate(&handle.def, &matched_row)?;
+        mutation::validate(&handle.def, &unmatched_row)?;
+        let families = handle.family_scans(predicate.families.as_deref())?;
+        let _guard = self.lock_rows(&handle, std::iter::once(key));
+        let snapshot = self.inner.db.snapshot();
+        let now = now_micros();
+        let request = ReadRequest::rows(RowSet::keys([key])).filter(predicate).limit(1);
+        let matched = RowStream::new(snapshot.clone(), families, request, now).next().transpose()?.is_some();
+        let chosen = if matched { &matched_row } else { &unmatched_row };
+        let pending = mutation::apply(&snapshot, &handle, &Overlay::default(), chosen, now)?;
+        self.commit(&handle, pending)?;
+        Ok(matched)
+    }
+
+    /// Applies append and increment rules to the latest cells of a row,
+    /// atomically; returns the cells written.
+    pub fn read_modify_write(&self, table: &str, key: &[u8], rules: Vec<ReadModifyWrite>) -> Result<Row> {
+        let handle = self.handle(table)?;
+        check_key(key)?;
+        let _guard = self.lock_rows(&handle, std::iter::once(key));
+        let snapshot = self.inner.db.snapshot();
+        let now = now_micros();
+        let mut overlay = Overlay::default();
+        let mut cells: Vec<Cell> = Vec::new();
+        for rule in rules {
+            let (family, qualifier) = match &rule {
+                ReadModifyWrite::Append { family, qualifier, .. } | ReadModifyWrite::Increment { family, qualifier, .. } => {
+                    (family, qualifier)
+                }
+            };
+            let index = handle.def.families.iter().position(|f| &f.name == family).ok_or_else(|| {
+                Error::FamilyNotFound { table: table.to_string(), family: family.clone() }
+            })?;
+            let def = &handle.def.families[index];
+            let column = mutation::column_name(family, qualifier);
+            if def.kind.is_aggregate() {
+                return Err(Error::InvalidMutation {
+                    reason: format!("cannot read-modify-write column {column}: family {family:?} is an aggregate family; add to it instead"),
+                });
+            }
+            if qualifier.len() > MAX_QUALIFIER_LEN {
+                return Err(Error::QualifierTooLarge { len: qualifier.len(), max: MAX_QUALIFIER_LEN });
+            }
+            let mut prefix = codec::escape(key);
+            codec::escape_into(&mut prefix, qualifier);
+            let range = codec::EncodedRange { end: codec::prefix_successor(&prefix), start: prefix };
+            let latest = overlay
+                .cells_in(&snapshot, &handle, index, &range)?
+                .into_iter()
+                .next()
+                .map(|(k, v)| CellKeyParts::split(&k).map(|p| (p.timestamp, v)))
+                .transpose()?
+                .filter(|(ts, _)| !def.gc.is_garbage(0, *ts, now));
+            let value = match &rule {
+                ReadModifyWrite::Append { suffix, .. } => {
+                    let mut value = latest.as_ref().map(|(_, v)| v.clone()).unwrap_or_default();
+                    value.extend_from_slice(suffix);
+                    if value.len() > MAX_VALUE_LEN {
+                        return Err(Error::ValueTooLarge { len: value.len(), max: MAX_VALUE_LEN });
+                    }
+                    value
+                }
+                ReadModifyWrite::Increment { delta, .. } => {
+                    let old = match &latest {
+                        Some((_, v)) => aggregate::decode_i64("increment", &column, v)?,
+                        None => 0,
+                    };
+                    let new = old.checked_add(*delta).ok_or_else(|| Error::Overflow { op: "increment", column: column.clone() })?;
+                    new.to_be_bytes().to_vec()
+                }
+            };
+            // The new cell must be the column's latest even if a cell carries a future time.
+            let ts = latest.as_ref().map_or(now, |(ts, _)| now.max(*ts));
+            overlay.put(index, codec::encode_cell_key(key, qualifier, ts), value.clone());
+            cells.retain(|c| !(&*c.family == family.as_str() && c.qualifier == *qualifier));
+            cells.push(Cell { family: Arc::from(family.as_str()), qualifier: qualifier.clone(), timestamp: ts, value });
+        }
+        self.commit(&handle, overlay)?;
+        Ok(Row { key: key.to_vec(), cells })
+    }
+
+    // ---- reads ---------------------------------------------------------
+
+    /// Reads rows through one snapshot, lazily.
+    pub fn read_rows(&self, table: &str, request: ReadRequest) -> Result<RowStream> {
+        let handle = self.handle(table)?;
+        let families = handle.family_scans(request.filter.families.as_deref())?;
+        Ok(RowStream::new(self.inner.db.snapshot(), families, request, now_micros()))
+    }
+
+    /// Reads one row.
+    pub fn read_row(&self, table: &str, key: &[u8], filter: ReadFilter) -> Result<Option<Row>> {
+        let request = ReadRequest::rows(RowSet::keys([key])).filter(filter);
+        self.read_rows(table, request)?.next().transpose()
+    }
+
+    // ---- garbage collection --------------------------------------------
+
+    /// Deletes every cell of `table` that its family's GC policy discards,
+    /// then compacts the families so the disk space is returned.
+    pub fn collect_garbage(&self, table: &str) -> Result<GcStats> {
+        let handle = self.handle(table)?;
+        let mut stats = GcStats::default();
+        for (index, family) in handle.def.families.iter().enumerate() {
+            if family.gc == GcPolicy::KeepAll {
+                continue;
+            }
+            let keyspace = &handle.keyspaces[index];
+            let scan = self.inner.db.snapshot();
+            let mut current: Option<Vec<u8>> = None;
+            let mut has_garbage = false;
+            let mut column: Vec<u8> = Vec::new();
+            let mut position = 0;
+            let now = now_micros();
+            let mut rows_with_garbage = Vec::new();
+            for guard in scan.iter(keyspace) {
+                let key = guard.key()?;
+                let parts = CellKeyParts::split(&key)?;
+                if current.as_deref() != Some(parts.escaped_row) {
+                    if has_garbage {
+                        rows_with_garbage.extend(current.take());
+                    }
+                    current = Some(parts.escaped_row.to_vec());
+                    has_garbage = false;
+                    column.clear();
+                }
+                if column != parts.escaped_qualifier {
+                    column = parts.escaped_qualifier.to_vec();
+                    position = 0;
+                }
+                has_garbage |= family.gc.is_garbage(position, parts.timestamp, now);
+                position += 1;
+                if rows_with_garbage.len() >= BULK_CHUNK_ROWS {
+                    stats = self.sweep_rows(&handle, index, &rows_with_garbage, stats)?;
+                    rows_with_garbage.clear();
+                }
+            }
+            if has_garbage {
+                rows_with_garbage.extend(current);
+            }
+            stats = self.sweep_rows(&handle, index, &rows_with_garbage, stats)?;
+            keyspace.rotate_memtable_and_wait()?;
+            keyspace.major_compact()?;
+        }
+        Ok(stats)
+    }
+
+    /// Compacts every family of `table` fully: flushes memtables, merges
+    /// all on-disk tables and drops cells the age rules of the GC policies
+    /// discard.
+    pub fn compact(&self, table: &str) -> Result<()> {
+        let handle = self.handle(table)?;
+        for keyspace in &handle.keyspaces {
+            keyspace.rotate_memtable_and_wait()?;
+            keyspace.major_compact()?;
+        }
+        Ok(())
+    }
+
+    /// Re-evaluates rows (given escaped) under their locks and deletes their garbage.
+    fn sweep_rows(&self, handle: &TableHandle, family: usize, rows: &[Vec<u8>], mut stats: GcStats) -> Result<GcStats> {
+        let policy = &handle.def.families[family].gc;
+        for escaped in rows {
+            let (key, _) = codec::unescape(escaped)?;
+            let _guard = self.lock_rows(handle, std::iter::once(key.as_slice()));
+            let snapshot = self.inner.db.snapshot();
+            let now = now_micros();
+            let range = codec::single_row_range(&key);
+            let overlay = Overlay::default();
+            let mut garbage = Overlay::default();
+            let mut column: Vec<u8> = Vec::new();
+            let mut position = 0;
+            for (cell_key, _) in overlay.cells_in(&snapshot, handle, family, &range)? {
+                let parts = CellKeyParts::split(&cell_key)?;
+                if column != parts.escaped_qualifier {
+                    column = parts.escaped_qualifier.to_vec();
+                    position = 0;
+                }
+                if policy.is_garbage(position, parts.timestamp, now) {
+                    garbage.writes.insert((family, cell_key.clone()), None);
+                }
+                position += 1;
+            }
+            if !garbage.writes.is_empty() {
+                stats.rows_touched += 1;
+                stats.cells_removed += garbage.writes.len() as u64;
+                self.commit(handle, garbage)?;
+            }
+        }
+        Ok(stats)
+    }
+}

@@ -1,0 +1,533 @@
+//! Reads: which rows (a [`RowSet`]), which cells of them (a [`ReadFilter`]),
+//! and the streaming [`RowStream`] that walks one fjall snapshot.
+
+use super::catalog::GcPolicy;
+use crate::codec::{self, CellKeyParts, EncodedRange};
+use crate::error::{Error, Result};
+use fjall::{Keyspace, Readable, Slice, Snapshot};
+use std::collections::{BTreeSet, VecDeque};
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+/// A range of row keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowRange {
+    /// Lower bound.
+    pub start: Bound<Vec<u8>>,
+    /// Upper bound.
+    pub end: Bound<Vec<u8>>,
+}
+
+impl RowRange {
+    /// Every row.
+    pub fn all() -> Self {
+        RowRange { start: Bound::Unbounded, end: Bound::Unbounded }
+    }
+
+    /// Exactly one row.
+    pub fn key(key: impl Into<Vec<u8>>) -> Self {
+        let key = key.into();
+        RowRange { start: Bound::Included(key.clone()), end: Bound::Included(key) }
+    }
+
+    /// The rows whose key starts with `prefix`.
+    pub fn prefix(prefix: impl Into<Vec<u8>>) -> Self {
+        let prefix = prefix.into();
+        let end = codec::prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+        RowRange { start: Bound::Included(prefix), end }
+    }
+
+    /// The rows between two bounds.
+    pub fn between(start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Self {
+        RowRange { start, end }
+    }
+
+    /// The cell keys of these rows.
+    pub fn encode(&self) -> EncodedRange {
+        codec::row_range(as_slice_bound(&self.start), as_slice_bound(&self.end))
+    }
+}
+
+fn as_slice_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v),
+        Bound::Excluded(v) => Bound::Excluded(v),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// A set of rows: the union of some ranges. Empty means no rows.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RowSet {
+    /// The ranges; they may overlap and come in any order.
+    pub ranges: Vec<RowRange>,
+}
+
+impl RowSet {
+    /// Every row of the table.
+    pub fn all() -> Self {
+        RowSet { ranges: vec![RowRange::all()] }
+    }
+
+    /// These keys.
+    pub fn keys<K: Into<Vec<u8>>>(keys: impl IntoIterator<Item = K>) -> Self {
+        RowSet { ranges: keys.into_iter().map(RowRange::key).collect() }
+    }
+
+    /// One range.
+    pub fn range(range: RowRange) -> Self {
+        RowSet { ranges: vec![range] }
+    }
+
+    /// The rows starting with `prefix`.
+    pub fn prefix(prefix: impl Into<Vec<u8>>) -> Self {
+        Self::range(RowRange::prefix(prefix))
+    }
+
+    /// Adds a range.
+    pub fn with(mut self, range: RowRange) -> Self {
+        self.ranges.push(range);
+        self
+    }
+
+    /// The ranges as sorted, disjoint, non-empty cell-key ranges.
+    pub fn encode(&self) -> Vec<EncodedRange> {
+        let mut ranges: Vec<EncodedRange> = self
+            .ranges
+            .iter()
+            .map(RowRange::encode)
+            .filter(|r| !r.is_empty())
+            .collect();
+        ranges.sort_by(|a, b| a.start.cmp(&b.start));
+        let mut merged: Vec<EncodedRange> = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            match merged.last_mut() {
+                Some(last) if last.end.as_ref().is_none_or(|end| *end >= range.start) => {
+                    last.end = match (last.end.take(), range.end) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    };
+                }
+                _ => merged.push(range),
+            }
+        }
+        merged
+    }
+}
+
+/// A half-open range of cell timestamps: `start` inclusive, `end` exclusive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeRange {
+    /// Inclusive lower bound, microseconds.
+    pub start: i64,
+    /// Exclusive upper bound; `None` is unbounded.
+    pub end: Option<i64>,
+}
+
+impl Default for TimeRange {
+    fn default() -> Self {
+        TimeRange::ALL
+    }
+}
+
+impl TimeRange {
+    /// Every timestamp.
+    pub const ALL: TimeRange = TimeRange { start: 0, end: None };
+
+    /// `[start, end)`.
+    pub fn new(start: i64, end: i64) -> Self {
+        TimeRange { start, end: Some(end) }
+    }
+
+    /// Whether `ts` lies in the range.
+    pub fn contains(&self, ts: i64) -> bool {
+        ts >= self.start && self.end.is_none_or(|end| ts < end)
+    }
+}
+
+/// Which qualifiers a read returns.
+#[derive(Debug, Clone, Default)]
+pub enum QualifierFilter {
+    /// All of them.
+    #[default]
+    All,
+    /// Exactly these.
+    Set(BTreeSet<Vec<u8>>),
+    /// Those in a range.
+    Range(Bound<Vec<u8>>, Bound<Vec<u8>>),
+    /// Those the whole of which a regular expression matches (bytes, RE2 syntax).
+    Regex(regex::bytes::Regex),
+}
+
+impl QualifierFilter {
+    /// A regex filter; the pattern must match the whole qualifier.
+    pub fn regex(pattern: &str) -> Result<Self> {
+        regex::bytes::RegexBuilder::new(&format!("^(?:{pattern})$"))
+            .unicode(false)
+            .build()
+            .map(QualifierFilter::Regex)
+            .map_err(|e| Error::InvalidArgument(format!("invalid qualifier regex {pattern:?}: {e}")))
+    }
+
+    /// Whether `qualifier` passes.
+    pub fn matches(&self, qualifier: &[u8]) -> bool {
+        match self {
+            QualifierFilter::All => true,
+            QualifierFilter::Set(set) => set.contains(qualifier),
+            QualifierFilter::Range(lo, hi) => {
+                RangeBounds::<&[u8]>::contains(&(as_slice_bound(lo), as_slice_bound(hi)), &qualifier)
+            }
+            QualifierFilter::Regex(re) => re.is_match(qualifier),
+        }
+    }
+}
+
+/// Which cells of the selected rows a read returns. Garbage-collection
+/// policies apply before the filter: a cell past its policy is never seen.
+#[derive(Debug, Clone, Default)]
+pub struct ReadFilter {
+    /// Only these families; `None` is all of them.
+    pub families: Option<Vec<String>>,
+    /// Only these qualifiers.
+    pub qualifiers: QualifierFilter,
+    /// Only cells whose timestamp lies here.
+    pub time_range: TimeRange,
+    /// At most this many cells per column, newest first (1 = latest only).
+    pub cells_per_column: Option<usize>,
+}
+
+impl ReadFilter {
+    /// Everything.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// The latest cell of each column.
+    pub fn latest() -> Self {
+        ReadFilter { cells_per_column: Some(1), ..Default::default() }
+    }
+
+    /// Only these families.
+    pub fn families<S: Into<String>>(mut self, families: impl IntoIterator<Item = S>) -> Self {
+        self.families = Some(families.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Only these qualifiers.
+    pub fn qualifiers(mut self, qualifiers: QualifierFilter) -> Self {
+        self.qualifiers = qualifiers;
+        self
+    }
+
+    /// Only cells in this time range.
+    pub fn time_range(mut self, range: TimeRange) -> Self {
+        self.time_range = range;
+        self
+    }
+
+    /// At most `n` cells per column.
+    pub fn cells_per_column(mut self, n: usize) -> Self {
+        self.cells_per_column = Some(n);
+        self
+    }
+}
+
+/// A read: rows, a filter, a direction and a row limit.
+#[derive(Debug, Clone, Default)]
+pub struct ReadRequest {
+    /// Which rows.
+    pub rows: RowSet,
+    /// Which cells of them.
+    pub filter: ReadFilter,
+    /// Rows in descending key order.
+    pub reverse: bool,
+    /// Stop after this many rows.
+    pub limit: Option<usize>,
+}
+
+impl ReadRequest {
+    /// Every cell of every row.
+    pub fn all() -> Self {
+        ReadRequest { rows: RowSet::all(), ..Default::default() }
+    }
+
+    /// The rows of a row set.
+    pub fn rows(rows: RowSet) -> Self {
+        ReadRequest { rows, ..Default::default() }
+    }
+
+    /// With a filter.
+    pub fn filter(mut self, filter: ReadFilter) -> Self {
+        self.filter = filter;
+        self
+    }
+
+    /// In descending key order.
+    pub fn reverse(mut self) -> Self {
+        self.reverse = true;
+        self
+    }
+
+    /// At most `n` rows.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+}
+
+/// One cell as read.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cell {
+    /// The family's name.
+    pub family: Arc<str>,
+    /// The qualifier.
+    pub qualifier: Vec<u8>,
+    /// Microseconds since the Unix epoch.
+    pub timestamp: i64,
+    /// The value.
+    pub value: Vec<u8>,
+}
+
+/// One row as read: its cells by family (declaration order), qualifier,
+/// then newest first. A row with no cells is never returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// The row key.
+    pub key: Vec<u8>,
+    /// Its cells.
+    pub cells: Vec<Cell>,
+}
+
+impl Row {
+    /// The cells of one column, newest first.
+    pub fn column<'a>(&'a self, family: &'a str, qualifier: &'a [u8]) -> impl Iterator<Item = &'a Cell> + 'a {
+        self.cells
+            .iter()
+            .filter(move |c| &*c.family == family && c.qualifier == qualifier)
+    }
+
+    /// The newest value of one column.
+    pub fn latest(&self, family: &str, qualifier: &[u8]) -> Option<&[u8]> {
+        self.cells
+            .iter()
+            .find(|c| &*c.family == family && c.qualifier == qualifier)
+            .map(|c| c.value.as_slice())
+    }
+}
+
+/// What a scan needs to know about one family.
+#[derive(Clone)]
+pub(crate) struct FamilyScan {
+    pub name: Arc<str>,
+    pub gc: GcPolicy,
+    pub keyspace: Keyspace,
+}
+
+/// Counters of a scan, for EXPLAIN ANALYZE and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanStats {
+    /// Key-value pairs read from the engine.
+    pub cells_scanned: u64,
+    /// Rows returned.
+    pub rows_returned: u64,
+    /// Cells returned.
+    pub cells_returned: u64,
+}
+
+struct Cursor {
+    family: FamilyScan,
+    iter: fjall::Iter,
+    head: Option<(Slice, Slice)>,
+}
+
+impl Cursor {
+    fn advance(&mut self, reverse: bool) -> Result<()> {
+        let next = if reverse { self.iter.next_back() } else { self.iter.next() };
+        self.head = next.map(|g| g.into_inner()).transpose()?;
+        Ok(())
+    }
+
+    fn head_row(&self) -> Result<Option<&[u8]>> {
+        match &self.head {
+            None => Ok(None),
+            Some((key, _)) => Ok(Some(CellKeyParts::split(key)?.escaped_row)),
+        }
+    }
+}
+
+/// Rows of a read, produced lazily from one snapshot: memory is bounded by
+/// the largest row, not by the table.
+pub struct RowStream {
+    snapshot: Snapshot,
+    families: Vec<FamilyScan>,
+    ranges: VecDeque<EncodedRange>,
+    cursors: Vec<Cursor>,
+    filter: ReadFilter,
+    reverse: bool,
+    remaining: Option<usize>,
+    now: i64,
+    stats: ScanStats,
+    failed: bool,
+}
+
+impl RowStream {
+    pub(crate) fn new(
+        snapshot: Snapshot,
+        families: Vec<FamilyScan>,
+        request: ReadRequest,
+        now: i64,
+    ) -> Self {
+        let mut ranges: VecDeque<EncodedRange> = request.rows.encode().into();
+        if request.reverse {
+            ranges = ranges.into_iter().rev().collect();
+        }
+        RowStream {
+            snapshot,
+            families,
+            ranges,
+            cursors: Vec::new(),
+            filter: request.filter,
+            reverse: request.reverse,
+            remaining: request.limit,
+            now,
+            stats: ScanStats::default(),
+            failed: false,
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ScanStats {
+        self.stats
+    }
+
+    fn open_range(&mut self, range: &EncodedRange) -> Result<()> {
+        self.cursors.clear();
+        for family in &self.families {
+            let iter = match &range.end {
+                Some(end) => self.snapshot.range(&family.keyspace, range.start.as_slice()..end.as_slice()),
+                None => self.snapshot.range(&family.keyspace, range.start.as_slice()..),
+            };
+            let mut cursor = Cursor { family: family.clone(), iter, head: None };
+            cursor.advance(self.reverse)?;
+            self.cursors.push(cursor);
+        }
+        Ok(())
+    }
+
+    /// The next escaped row among the cursors' heads, in scan order.
+    fn next_row_key(&self) -> Result<Option<Vec<u8>>> {
+        let mut best: Option<&[u8]> = None;
+        for cursor in &self.cursors {
+            if let Some(row) = cursor.head_row()? {
+                let better = match best {
+                    None => true,
+                    Some(b) => (row < b) != self.reverse && row != b,
+                };
+                if better {
+                    best = Some(row);
+                }
+            }
+        }
+        Ok(best.map(<[u8]>::to_vec))
+    }
+
+    fn next_row(&mut self) -> Result<Option<Row>> {
+        loop {
+            if self.remaining == Some(0) {
+                return Ok(None);
+            }
+            let Some(escaped_row) = self.next_row_key()? else {
+                match self.ranges.pop_front() {
+                    Some(range) => {
+                        self.open_range(&range)?;
+                        continue;
+                    }
+                    None => return Ok(None),
+                }
+            };
+            let mut cells = Vec::new();
+            for i in 0..self.cursors.len() {
+                let mut pairs = Vec::new();
+                loop {
+                    let cursor = &mut self.cursors[i];
+                    if cursor.head_row()? != Some(escaped_row.as_slice()) {
+                        break;
+                    }
+                    pairs.extend(cursor.head.take());
+                    cursor.advance(self.reverse)?;
+                }
+                self.stats.cells_scanned += pairs.len() as u64;
+                if self.reverse {
+                    pairs.reverse();
+                }
+                let family = &self.cursors[i].family;
+                select_cells(family, &pairs, &self.filter, self.now, &mut cells)?;
+            }
+            if cells.is_empty() {
+                continue;
+            }
+            if let Some(n) = self.remaining.as_mut() {
+                *n -= 1;
+            }
+            self.stats.rows_returned += 1;
+            self.stats.cells_returned += cells.len() as u64;
+            let (key, _) = codec::unescape(&escaped_row)?;
+            return Ok(Some(Row { key, cells }));
+        }
+    }
+}
+
+/// Applies GC and the filter to one family's cells of one row, given in
+/// key order (qualifier ascending, newest first).
+pub(crate) fn select_cells(
+    family: &FamilyScan,
+    pairs: &[(Slice, Slice)],
+    filter: &ReadFilter,
+    now: i64,
+    out: &mut Vec<Cell>,
+) -> Result<()> {
+    let mut column: Option<&[u8]> = None;
+    let mut index = 0;
+    let mut taken = 0;
+    let mut wanted = false;
+    let mut qualifier = Vec::new();
+    for (key, value) in pairs {
+        let parts = CellKeyParts::split(key)?;
+        if column != Some(parts.escaped_qualifier) {
+            column = Some(parts.escaped_qualifier);
+            qualifier = parts.qualifier();
+            wanted = filter.qualifiers.matches(&qualifier);
+            index = 0;
+            taken = 0;
+        }
+        let garbage = family.gc.is_garbage(index, parts.timestamp, now);
+        index += 1;
+        if !wanted || garbage || !filter.time_range.contains(parts.timestamp) {
+            continue;
+        }
+        if filter.cells_per_column.is_some_and(|n| taken >= n) {
+            continue;
+        }
+        taken += 1;
+        out.push(Cell {
+            family: family.name.clone(),
+            qualifier: qualifier.clone(),
+            timestamp: parts.timestamp,
+            value: value.to_vec(),
+        });
+    }
+    Ok(())
+}
+
+impl Iterator for RowStream {
+    type Item = Result<Row>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let next = self.next_row();
+        self.failed = next.is_err();
+        next.transpose()
+    }
+}

@@ -1,0 +1,345 @@
+//! Model-based test: random sequences of mutations, reads, GC changes,
+//! garbage collection and reopens, applied to the store and to a BTreeMap
+//! of cells, must give identical results.
+
+use cellar::{
+    AlterOp, FamilyKind, FamilySpec, GcPolicy, Mutation, QualifierFilter, ReadFilter, ReadModifyWrite,
+    ReadRequest, Row, RowMutation, RowRange, RowSet, Store, TableSpec, TimeRange,
+};
+use proptest::prelude::*;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::{Bound, RangeBounds};
+
+const FAMILIES: [&str; 3] = ["a", "b", "s"];
+
+fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(b'a'), Just(0xFFu8)], 0..=max)
+}
+
+fn row_key() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(b'b'), Just(0xFFu8)], 1..=3)
+}
+
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![bytes(3), any::<i8>().prop_map(|v| i64::from(v).to_be_bytes().to_vec())]
+}
+
+fn normal_family() -> impl Strategy<Value = String> {
+    prop_oneof![Just("a".to_string()), Just("b".to_string())]
+}
+
+fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        Just(Bound::Unbounded),
+        row_key().prop_map(Bound::Included),
+        row_key().prop_map(Bound::Excluded),
+    ]
+}
+
+fn row_range() -> impl Strategy<Value = RowRange> {
+    prop_oneof![
+        row_key().prop_map(RowRange::key),
+        bytes(2).prop_map(RowRange::prefix),
+        (bound(), bound()).prop_map(|(s, e)| RowRange::between(s, e)),
+    ]
+}
+
+fn gc_policy() -> impl Strategy<Value = GcPolicy> {
+    // Age rules that either never or always apply to the test's tiny
+    // timestamps, combined so that no age rule alone discards cells (the
+    // compaction filter could then reclaim them at any moment).
+    prop_oneof![
+        Just(GcPolicy::KeepAll),
+        (1..4u32).prop_map(GcPolicy::MaxVersions),
+        (1..4u32).prop_map(|n| GcPolicy::Union(vec![GcPolicy::MaxVersions(n), GcPolicy::MaxAge(i64::MAX / 2)])),
+        (1..4u32).prop_map(|n| GcPolicy::Intersection(vec![GcPolicy::MaxVersions(n), GcPolicy::MaxAge(1)])),
+    ]
+}
+
+#[derive(Debug, Clone)]
+struct Filter {
+    families: Option<Vec<String>>,
+    qualifiers: Option<BTreeSet<Vec<u8>>>,
+    time: Option<(i64, i64)>,
+    per_column: Option<usize>,
+}
+
+impl Filter {
+    fn to_read_filter(&self) -> ReadFilter {
+        ReadFilter {
+            families: self.families.clone(),
+            qualifiers: self.qualifiers.clone().map_or(QualifierFilter::All, QualifierFilter::Set),
+            time_range: self.time.map_or(TimeRange::ALL, |(s, e)| TimeRange::new(s, e)),
+            cells_per_column: self.per_column,
+        }
+    }
+}
+
+fn filter() -> impl Strategy<Value = Filter> {
+    (
+        prop::option::of(prop::sample::subsequence(FAMILIES.map(String::from).to_vec(), 1..=3)),
+        prop::option::of(prop::collection::btree_set(bytes(1), 1..3)),
+        prop::option::of((0..12i64, 0..12i64)),
+        prop::option::of(1..3usize),
+    )
+        .prop_map(|(families, qualifiers, time, per_column)| Filter { families, qualifiers, time, per_column })
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Set(Vec<u8>, String, Vec<u8>, i64, Vec<u8>),
+    DeleteCells(Vec<u8>, String, Vec<u8>, i64, i64),
+    DeleteFamily(Vec<u8>, String),
+    DeleteRow(Vec<u8>),
+    Add(Vec<u8>, Vec<u8>, i64, i8),
+    Increment(Vec<u8>, Vec<u8>, i8),
+    Append(Vec<u8>, Vec<u8>, Vec<u8>),
+    CheckAndMutate(Vec<u8>, Filter, Vec<u8>),
+    Bulk(Vec<(Vec<u8>, String, Vec<u8>, i64, Vec<u8>)>),
+    Read(Vec<RowRange>, Filter, bool, Option<usize>),
+    SetGc(String, GcPolicy),
+    CollectGarbage,
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let set = (row_key(), normal_family(), bytes(1), 1..10i64, value());
+    prop_oneof![
+        6 => set.clone().prop_map(|(r, f, q, t, v)| Op::Set(r, f, q, t, v)),
+        2 => (row_key(), normal_family(), bytes(1), 0..12i64, 0..12i64).prop_map(|(r, f, q, s, e)| Op::DeleteCells(r, f, q, s.min(e), s.max(e))),
+        1 => (row_key(), normal_family()).prop_map(|(r, f)| Op::DeleteFamily(r, f)),
+        1 => row_key().prop_map(Op::DeleteRow),
+        2 => (row_key(), bytes(1), 0..3i64, any::<i8>()).prop_map(|(r, q, t, v)| Op::Add(r, q, t, v)),
+        1 => (row_key(), bytes(1), any::<i8>()).prop_map(|(r, q, d)| Op::Increment(r, q, d)),
+        1 => (row_key(), bytes(1), bytes(2)).prop_map(|(r, q, s)| Op::Append(r, q, s)),
+        1 => (row_key(), filter(), bytes(1)).prop_map(|(r, f, q)| Op::CheckAndMutate(r, f, q)),
+        1 => prop::collection::vec(set, 1..6).prop_map(Op::Bulk),
+        5 => (prop::collection::vec(row_range(), 0..3), filter(), any::<bool>(), prop::option::of(1..4usize))
+            .prop_map(|(r, f, rev, l)| Op::Read(r, f, rev, l)),
+        1 => (normal_family(), gc_policy()).prop_map(|(f, p)| Op::SetGc(f, p)),
+        1 => Just(Op::CollectGarbage),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+/// (row, family index, qualifier, newest first) -> value.
+type Cells = BTreeMap<(Vec<u8>, usize, Vec<u8>, Reverse<i64>), Vec<u8>>;
+
+#[derive(Default)]
+struct Model {
+    cells: Cells,
+    gc: [GcPolicy; 3],
+}
+
+impl Model {
+    fn family(name: &str) -> usize {
+        FAMILIES.iter().position(|f| *f == name).unwrap()
+    }
+
+    /// The visible cells of a row, in read order, after GC (no filter).
+    fn visible(&self, row: &[u8]) -> Vec<(usize, Vec<u8>, i64, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut last: Option<(usize, Vec<u8>)> = None;
+        let mut index = 0;
+        let start = (row.to_vec(), 0, vec![], Reverse(i64::MAX));
+        for ((_, f, q, Reverse(ts)), v) in self.cells.range(start..).take_while(|(k, _)| k.0 == row) {
+            let column = (*f, q.clone());
+            if last.as_ref() != Some(&column) {
+                last = Some(column);
+                index = 0;
+            }
+            if !self.gc[*f].is_garbage(index, *ts, cellar::now_micros()) {
+                out.push((*f, q.clone(), *ts, v.clone()));
+            }
+            index += 1;
+        }
+        out
+    }
+
+    fn rows(&self) -> BTreeSet<Vec<u8>> {
+        self.cells.keys().map(|k| k.0.clone()).collect()
+    }
+
+    fn read_row(&self, row: &[u8], filter: &Filter) -> Option<Row> {
+        let mut taken: BTreeMap<(usize, Vec<u8>), usize> = BTreeMap::new();
+        let mut cells = Vec::new();
+        for (f, q, ts, v) in self.visible(row) {
+            if filter.families.as_ref().is_some_and(|fs| !fs.iter().any(|n| n == FAMILIES[f])) {
+                continue;
+            }
+            if filter.qualifiers.as_ref().is_some_and(|qs| !qs.contains(&q)) {
+                continue;
+            }
+            if filter.time.is_some_and(|(s, e)| !(s..e).contains(&ts)) {
+                continue;
+            }
+            let n = taken.entry((f, q.clone())).or_default();
+            if filter.per_column.is_some_and(|max| *n >= max) {
+                continue;
+            }
+            *n += 1;
+            cells.push(cellar::Cell { family: FAMILIES[f].into(), qualifier: q, timestamp: ts, value: v });
+        }
+        (!cells.is_empty()).then(|| Row { key: row.to_vec(), cells })
+    }
+
+    fn read(&self, ranges: &[RowRange], filter: &Filter, reverse: bool, limit: Option<usize>) -> Vec<Row> {
+        let mut rows: Vec<Vec<u8>> = self
+            .rows()
+            .into_iter()
+            .filter(|r| ranges.iter().any(|range| (range.start.clone(), range.end.clone()).contains(r)))
+            .collect();
+        if reverse {
+            rows.reverse();
+        }
+        rows.iter()
+            .filter_map(|r| self.read_row(r, filter))
+            .take(limit.unwrap_or(usize::MAX))
+            .collect()
+    }
+
+    fn set(&mut self, row: &[u8], family: usize, q: &[u8], ts: i64, v: Vec<u8>) {
+        self.cells.insert((row.to_vec(), family, q.to_vec(), Reverse(ts)), v);
+    }
+
+    fn delete_where(&mut self, keep: impl Fn(&(Vec<u8>, usize, Vec<u8>, Reverse<i64>)) -> bool) {
+        self.cells.retain(|k, _| keep(k));
+    }
+
+    fn latest(&self, row: &[u8], family: usize, q: &[u8]) -> Option<(i64, Vec<u8>)> {
+        self.visible(row).into_iter().find(|(f, qq, _, _)| *f == family && qq == q).map(|(_, _, ts, v)| (ts, v))
+    }
+
+    fn collect_garbage(&mut self) {
+        let mut keep = Cells::new();
+        for row in self.rows() {
+            for (f, q, ts, v) in self.visible(&row) {
+                keep.insert((row.clone(), f, q, Reverse(ts)), v);
+            }
+        }
+        self.cells = keep;
+    }
+}
+
+fn open(dir: &std::path::Path) -> Store {
+    Store::open(dir).unwrap()
+}
+
+fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(dir.path());
+    store
+        .create_table(
+            TableSpec::new("t")
+                .family(FamilySpec::new("a"))
+                .family(FamilySpec::new("b"))
+                .family(FamilySpec::new("s").kind(FamilyKind::Sum)),
+        )
+        .unwrap();
+    let mut model = Model::default();
+    for op in ops {
+        match op {
+            Op::Set(r, f, q, ts, v) => {
+                store.mutate_row("t", RowMutation::new(r.clone(), vec![Mutation::set_at(&f, q.clone(), ts, v.clone())])).unwrap();
+                model.set(&r, Model::family(&f), &q, ts, v);
+            }
+            Op::DeleteCells(r, f, q, s, e) => {
+                let m = Mutation::DeleteCells { family: f.clone(), qualifier: q.clone(), time_range: TimeRange::new(s, e) };
+                store.mutate_row("t", RowMutation::new(r.clone(), vec![m])).unwrap();
+                let fi = Model::family(&f);
+                model.delete_where(|(rr, ff, qq, Reverse(ts))| !(rr == &r && *ff == fi && qq == &q && (s..e).contains(ts)));
+            }
+            Op::DeleteFamily(r, f) => {
+                store.mutate_row("t", RowMutation::new(r.clone(), vec![Mutation::DeleteFamily { family: f.clone() }])).unwrap();
+                let fi = Model::family(&f);
+                model.delete_where(|(rr, ff, _, _)| !(rr == &r && *ff == fi));
+            }
+            Op::DeleteRow(r) => {
+                store.mutate_row("t", RowMutation::new(r.clone(), vec![Mutation::DeleteRow])).unwrap();
+                model.delete_where(|(rr, _, _, _)| rr != &r);
+            }
+            Op::Add(r, q, ts, v) => {
+                let m = Mutation::AddToCell { family: "s".into(), qualifier: q.clone(), timestamp: Some(ts), input: i64::from(v).to_be_bytes().to_vec() };
+                store.mutate_row("t", RowMutation::new(r.clone(), vec![m])).unwrap();
+                let key = (r.clone(), 2, q.clone(), Reverse(ts));
+                let old = model.cells.get(&key).map_or(0, |b| i64::from_be_bytes(b.as_slice().try_into().unwrap()));
+                model.cells.insert(key, (old + i64::from(v)).to_be_bytes().to_vec());
+            }
+            Op::Increment(r, q, d) => {
+                let rule = ReadModifyWrite::Increment { family: "a".into(), qualifier: q.clone(), delta: i64::from(d) };
+                let got = store.read_modify_write("t", &r, vec![rule]);
+                let latest = model.latest(&r, 0, &q);
+                match latest.as_ref().map(|(_, v)| <[u8; 8]>::try_from(v.as_slice())) {
+                    Some(Err(_)) => prop_assert!(got.is_err(), "increment of a non-int64 must fail"),
+                    other => {
+                        let old = other.map_or(0, |b| i64::from_be_bytes(b.unwrap()));
+                        let row = got.unwrap();
+                        let cell = &row.cells[0];
+                        prop_assert_eq!(&cell.value, &(old + i64::from(d)).to_be_bytes().to_vec());
+                        prop_assert!(latest.is_none_or(|(ts, _)| cell.timestamp >= ts));
+                        model.set(&r, 0, &q, cell.timestamp, cell.value.clone());
+                    }
+                }
+            }
+            Op::Append(r, q, s) => {
+                let rule = ReadModifyWrite::Append { family: "b".into(), qualifier: q.clone(), suffix: s.clone() };
+                let row = store.read_modify_write("t", &r, vec![rule]).unwrap();
+                let mut expected = model.latest(&r, 1, &q).map(|(_, v)| v).unwrap_or_default();
+                expected.extend_from_slice(&s);
+                prop_assert_eq!(&row.cells[0].value, &expected);
+                model.set(&r, 1, &q, row.cells[0].timestamp, expected);
+            }
+            Op::CheckAndMutate(r, f, q) => {
+                let then = vec![Mutation::set_at("a", q.clone(), 11, b"then".to_vec())];
+                let otherwise = vec![Mutation::DeleteRow];
+                let got = store.check_and_mutate("t", &r, f.to_read_filter(), then, otherwise).unwrap();
+                let expected = model.read_row(&r, &f).is_some();
+                prop_assert_eq!(got, expected);
+                if expected {
+                    model.set(&r, 0, &q, 11, b"then".to_vec());
+                } else {
+                    model.delete_where(|(rr, _, _, _)| rr != &r);
+                }
+            }
+            Op::Bulk(rows) => {
+                let muts = rows.iter().map(|(r, f, q, ts, v)| RowMutation::new(r.clone(), vec![Mutation::set_at(f, q.clone(), *ts, v.clone())])).collect();
+                let results = store.mutate_rows("t", muts).unwrap();
+                prop_assert!(results.iter().all(Result::is_ok));
+                for (r, f, q, ts, v) in rows {
+                    model.set(&r, Model::family(&f), &q, ts, v);
+                }
+            }
+            Op::Read(ranges, f, reverse, limit) => {
+                let request = ReadRequest { rows: RowSet { ranges: ranges.clone() }, filter: f.to_read_filter(), reverse, limit };
+                let got: Vec<Row> = store.read_rows("t", request).unwrap().map(Result::unwrap).collect();
+                prop_assert_eq!(got, model.read(&ranges, &f, reverse, limit));
+            }
+            Op::SetGc(f, policy) => {
+                store.alter_table("t", vec![AlterOp::SetGc { family: f.clone(), gc: policy.clone() }]).unwrap();
+                model.gc[Model::family(&f)] = policy;
+            }
+            Op::CollectGarbage => {
+                store.collect_garbage("t").unwrap();
+                model.collect_garbage();
+            }
+            Op::Reopen => {
+                drop(store);
+                store = open(dir.path());
+            }
+        }
+    }
+    let everything = Filter { families: None, qualifiers: None, time: None, per_column: None };
+    let got: Vec<Row> = store.read_rows("t", ReadRequest::all()).unwrap().map(Result::unwrap).collect();
+    prop_assert_eq!(got, model.read(&[RowRange::all()], &everything, false, None));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn store_matches_the_model(ops in prop::collection::vec(op(), 1..40)) {
+        run(ops)?;
+    }
+}
