@@ -96,17 +96,22 @@ enum Op {
     Increment(Vec<u8>, Vec<u8>, i8),
     Append(Vec<u8>, Vec<u8>, Vec<u8>),
     CheckAndMutate(Vec<u8>, Filter, Vec<u8>),
-    Bulk(Vec<(Vec<u8>, String, Vec<u8>, i64, Vec<u8>)>),
+    Bulk(Vec<SetArgs>),
     Read(Vec<RowRange>, Filter, bool, Option<usize>),
     SetGc(String, GcPolicy),
     CollectGarbage,
     Reopen,
 }
 
+type SetArgs = (Vec<u8>, String, Vec<u8>, i64, Vec<u8>);
+
+fn set_args() -> impl Strategy<Value = SetArgs> {
+    (row_key(), normal_family(), bytes(1), 1..10i64, value())
+}
+
 fn op() -> impl Strategy<Value = Op> {
-    let set = (row_key(), normal_family(), bytes(1), 1..10i64, value());
     prop_oneof![
-        6 => set.clone().prop_map(|(r, f, q, t, v)| Op::Set(r, f, q, t, v)),
+        6 => set_args().prop_map(|(r, f, q, t, v)| Op::Set(r, f, q, t, v)),
         2 => (row_key(), normal_family(), bytes(1), 0..12i64, 0..12i64).prop_map(|(r, f, q, s, e)| Op::DeleteCells(r, f, q, s.min(e), s.max(e))),
         1 => (row_key(), normal_family()).prop_map(|(r, f)| Op::DeleteFamily(r, f)),
         1 => row_key().prop_map(Op::DeleteRow),
@@ -114,7 +119,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (row_key(), bytes(1), any::<i8>()).prop_map(|(r, q, d)| Op::Increment(r, q, d)),
         1 => (row_key(), bytes(1), bytes(2)).prop_map(|(r, q, s)| Op::Append(r, q, s)),
         1 => (row_key(), filter(), bytes(1)).prop_map(|(r, f, q)| Op::CheckAndMutate(r, f, q)),
-        1 => prop::collection::vec(set, 1..6).prop_map(Op::Bulk),
+        1 => prop::collection::vec(set_args(), 1..6).prop_map(Op::Bulk),
         5 => (prop::collection::vec(row_range(), 0..3), filter(), any::<bool>(), prop::option::of(1..4usize))
             .prop_map(|(r, f, rev, l)| Op::Read(r, f, rev, l)),
         1 => (normal_family(), gc_policy()).prop_map(|(f, p)| Op::SetGc(f, p)),

@@ -282,6 +282,12 @@ impl Store {
         Ok(self.inner.db.disk_space()?)
     }
 
+    /// Bytes one table's families occupy in on-disk tables (not counting
+    /// the shared journal or cells still in memory).
+    pub fn table_disk_space(&self, table: &str) -> Result<u64> {
+        Ok(self.handle(table)?.keyspaces.iter().map(|k| k.disk_space()).sum())
+    }
+
     /// How many fsyncs synced mode has run (group commit shares them).
     pub fn fsync_count(&self) -> u64 {
         self.inner.sync.fsyncs()
