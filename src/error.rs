@@ -7,13 +7,17 @@ use std::fmt;
 #[non_exhaustive]
 pub enum Error {
     /// Another process (or another `Store` in this one) holds the store directory.
-    #[error("store {path} is in use by another process; close it there or open a different directory")]
+    #[error(
+        "store {path} is in use by another process; close it there or open a different directory"
+    )]
     StoreInUse {
         /// The store directory.
         path: String,
     },
     /// The store was written by a newer cellar than this one.
-    #[error("store format version {found} is newer than this build supports ({supported}); upgrade cellar")]
+    #[error(
+        "store format version {found} is newer than this build supports ({supported}); upgrade cellar"
+    )]
     UnsupportedFormat {
         /// Version found on disk.
         found: u32,
@@ -99,13 +103,17 @@ pub enum Error {
         max: usize,
     },
     /// A timestamp outside 0..=i64::MAX microseconds.
-    #[error("cell timestamp {timestamp} is out of range; timestamps are microseconds since the Unix epoch, 0 or more")]
+    #[error(
+        "cell timestamp {timestamp} is out of range; timestamps are microseconds since the Unix epoch, 0 or more"
+    )]
     InvalidTimestamp {
         /// The offending value.
         timestamp: i64,
     },
     /// A value that must be an 8-byte big-endian int64 is not.
-    #[error("cannot {op} column {column}: its value is {len} bytes, not an 8-byte big-endian int64")]
+    #[error(
+        "cannot {op} column {column}: its value is {len} bytes, not an 8-byte big-endian int64"
+    )]
     NotAnInt64 {
         /// The operation ("increment", "add to").
         op: &'static str,

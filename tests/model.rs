@@ -3,8 +3,8 @@
 //! of cells, must give identical results.
 
 use cellar::{
-    AlterOp, FamilyKind, FamilySpec, GcPolicy, Mutation, QualifierFilter, ReadFilter, ReadModifyWrite,
-    ReadRequest, Row, RowMutation, RowRange, RowSet, Store, TableSpec, TimeRange,
+    AlterOp, FamilyKind, FamilySpec, GcPolicy, Mutation, QualifierFilter, ReadFilter,
+    ReadModifyWrite, ReadRequest, Row, RowMutation, RowRange, RowSet, Store, TableSpec, TimeRange,
 };
 use proptest::prelude::*;
 use std::cmp::Reverse;
@@ -14,15 +14,24 @@ use std::ops::{Bound, RangeBounds};
 const FAMILIES: [&str; 3] = ["a", "b", "s"];
 
 fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(b'a'), Just(0xFFu8)], 0..=max)
+    prop::collection::vec(
+        prop_oneof![Just(0u8), Just(1u8), Just(b'a'), Just(0xFFu8)],
+        0..=max,
+    )
 }
 
 fn row_key() -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(prop_oneof![Just(0u8), Just(b'a'), Just(b'b'), Just(0xFFu8)], 1..=3)
+    prop::collection::vec(
+        prop_oneof![Just(0u8), Just(b'a'), Just(b'b'), Just(0xFFu8)],
+        1..=3,
+    )
 }
 
 fn value() -> impl Strategy<Value = Vec<u8>> {
-    prop_oneof![bytes(3), any::<i8>().prop_map(|v| i64::from(v).to_be_bytes().to_vec())]
+    prop_oneof![
+        bytes(3),
+        any::<i8>().prop_map(|v| i64::from(v).to_be_bytes().to_vec())
+    ]
 }
 
 fn normal_family() -> impl Strategy<Value = String> {
@@ -52,8 +61,14 @@ fn gc_policy() -> impl Strategy<Value = GcPolicy> {
     prop_oneof![
         Just(GcPolicy::KeepAll),
         (1..4u32).prop_map(GcPolicy::MaxVersions),
-        (1..4u32).prop_map(|n| GcPolicy::Union(vec![GcPolicy::MaxVersions(n), GcPolicy::MaxAge(i64::MAX / 2)])),
-        (1..4u32).prop_map(|n| GcPolicy::Intersection(vec![GcPolicy::MaxVersions(n), GcPolicy::MaxAge(1)])),
+        (1..4u32).prop_map(|n| GcPolicy::Union(vec![
+            GcPolicy::MaxVersions(n),
+            GcPolicy::MaxAge(i64::MAX / 2)
+        ])),
+        (1..4u32).prop_map(|n| GcPolicy::Intersection(vec![
+            GcPolicy::MaxVersions(n),
+            GcPolicy::MaxAge(1)
+        ])),
     ]
 }
 
@@ -69,8 +84,13 @@ impl Filter {
     fn to_read_filter(&self) -> ReadFilter {
         ReadFilter {
             families: self.families.clone(),
-            qualifiers: self.qualifiers.clone().map_or(QualifierFilter::All, QualifierFilter::Set),
-            time_range: self.time.map_or(TimeRange::ALL, |(s, e)| TimeRange::new(s, e)),
+            qualifiers: self
+                .qualifiers
+                .clone()
+                .map_or(QualifierFilter::All, QualifierFilter::Set),
+            time_range: self
+                .time
+                .map_or(TimeRange::ALL, |(s, e)| TimeRange::new(s, e)),
             cells_per_column: self.per_column,
         }
     }
@@ -78,12 +98,20 @@ impl Filter {
 
 fn filter() -> impl Strategy<Value = Filter> {
     (
-        prop::option::of(prop::sample::subsequence(FAMILIES.map(String::from).to_vec(), 1..=3)),
+        prop::option::of(prop::sample::subsequence(
+            FAMILIES.map(String::from).to_vec(),
+            1..=3,
+        )),
         prop::option::of(prop::collection::btree_set(bytes(1), 1..3)),
         prop::option::of((0..12i64, 0..12i64)),
         prop::option::of(1..3usize),
     )
-        .prop_map(|(families, qualifiers, time, per_column)| Filter { families, qualifiers, time, per_column })
+        .prop_map(|(families, qualifiers, time, per_column)| Filter {
+            families,
+            qualifiers,
+            time,
+            per_column,
+        })
 }
 
 #[derive(Debug, Clone)]
@@ -148,7 +176,8 @@ impl Model {
         let mut last: Option<(usize, Vec<u8>)> = None;
         let mut index = 0;
         let start = (row.to_vec(), 0, vec![], Reverse(i64::MAX));
-        for ((_, f, q, Reverse(ts)), v) in self.cells.range(start..).take_while(|(k, _)| k.0 == row) {
+        for ((_, f, q, Reverse(ts)), v) in self.cells.range(start..).take_while(|(k, _)| k.0 == row)
+        {
             let column = (*f, q.clone());
             if last.as_ref() != Some(&column) {
                 last = Some(column);
@@ -170,10 +199,18 @@ impl Model {
         let mut taken: BTreeMap<(usize, Vec<u8>), usize> = BTreeMap::new();
         let mut cells = Vec::new();
         for (f, q, ts, v) in self.visible(row) {
-            if filter.families.as_ref().is_some_and(|fs| !fs.iter().any(|n| n == FAMILIES[f])) {
+            if filter
+                .families
+                .as_ref()
+                .is_some_and(|fs| !fs.iter().any(|n| n == FAMILIES[f]))
+            {
                 continue;
             }
-            if filter.qualifiers.as_ref().is_some_and(|qs| !qs.contains(&q)) {
+            if filter
+                .qualifiers
+                .as_ref()
+                .is_some_and(|qs| !qs.contains(&q))
+            {
                 continue;
             }
             if filter.time.is_some_and(|(s, e)| !(s..e).contains(&ts)) {
@@ -184,16 +221,34 @@ impl Model {
                 continue;
             }
             *n += 1;
-            cells.push(cellar::Cell { family: FAMILIES[f].into(), qualifier: q, timestamp: ts, value: v });
+            cells.push(cellar::Cell {
+                family: FAMILIES[f].into(),
+                qualifier: q,
+                timestamp: ts,
+                value: v,
+            });
         }
-        (!cells.is_empty()).then(|| Row { key: row.to_vec(), cells })
+        (!cells.is_empty()).then(|| Row {
+            key: row.to_vec(),
+            cells,
+        })
     }
 
-    fn read(&self, ranges: &[RowRange], filter: &Filter, reverse: bool, limit: Option<usize>) -> Vec<Row> {
+    fn read(
+        &self,
+        ranges: &[RowRange],
+        filter: &Filter,
+        reverse: bool,
+        limit: Option<usize>,
+    ) -> Vec<Row> {
         let mut rows: Vec<Vec<u8>> = self
             .rows()
             .into_iter()
-            .filter(|r| ranges.iter().any(|range| (range.start.clone(), range.end.clone()).contains(r)))
+            .filter(|r| {
+                ranges
+                    .iter()
+                    .any(|range| (range.start.clone(), range.end.clone()).contains(r))
+            })
             .collect();
         if reverse {
             rows.reverse();
@@ -205,7 +260,8 @@ impl Model {
     }
 
     fn set(&mut self, row: &[u8], family: usize, q: &[u8], ts: i64, v: Vec<u8>) {
-        self.cells.insert((row.to_vec(), family, q.to_vec(), Reverse(ts)), v);
+        self.cells
+            .insert((row.to_vec(), family, q.to_vec(), Reverse(ts)), v);
     }
 
     fn delete_where(&mut self, keep: impl Fn(&(Vec<u8>, usize, Vec<u8>, Reverse<i64>)) -> bool) {
@@ -213,7 +269,10 @@ impl Model {
     }
 
     fn latest(&self, row: &[u8], family: usize, q: &[u8]) -> Option<(i64, Vec<u8>)> {
-        self.visible(row).into_iter().find(|(f, qq, _, _)| *f == family && qq == q).map(|(_, _, ts, v)| (ts, v))
+        self.visible(row)
+            .into_iter()
+            .find(|(f, qq, _, _)| *f == family && qq == q)
+            .map(|(_, _, ts, v)| (ts, v))
     }
 
     fn collect_garbage(&mut self) {
@@ -246,37 +305,84 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     for op in ops {
         match op {
             Op::Set(r, f, q, ts, v) => {
-                store.mutate_row("t", RowMutation::new(r.clone(), vec![Mutation::set_at(&f, q.clone(), ts, v.clone())])).unwrap();
+                store
+                    .mutate_row(
+                        "t",
+                        RowMutation::new(
+                            r.clone(),
+                            vec![Mutation::set_at(&f, q.clone(), ts, v.clone())],
+                        ),
+                    )
+                    .unwrap();
                 model.set(&r, Model::family(&f), &q, ts, v);
             }
             Op::DeleteCells(r, f, q, s, e) => {
-                let m = Mutation::DeleteCells { family: f.clone(), qualifier: q.clone(), time_range: TimeRange::new(s, e) };
-                store.mutate_row("t", RowMutation::new(r.clone(), vec![m])).unwrap();
+                let m = Mutation::DeleteCells {
+                    family: f.clone(),
+                    qualifier: q.clone(),
+                    time_range: TimeRange::new(s, e),
+                };
+                store
+                    .mutate_row("t", RowMutation::new(r.clone(), vec![m]))
+                    .unwrap();
                 let fi = Model::family(&f);
-                model.delete_where(|(rr, ff, qq, Reverse(ts))| !(rr == &r && *ff == fi && qq == &q && (s..e).contains(ts)));
+                model.delete_where(|(rr, ff, qq, Reverse(ts))| {
+                    !(rr == &r && *ff == fi && qq == &q && (s..e).contains(ts))
+                });
             }
             Op::DeleteFamily(r, f) => {
-                store.mutate_row("t", RowMutation::new(r.clone(), vec![Mutation::DeleteFamily { family: f.clone() }])).unwrap();
+                store
+                    .mutate_row(
+                        "t",
+                        RowMutation::new(
+                            r.clone(),
+                            vec![Mutation::DeleteFamily { family: f.clone() }],
+                        ),
+                    )
+                    .unwrap();
                 let fi = Model::family(&f);
                 model.delete_where(|(rr, ff, _, _)| !(rr == &r && *ff == fi));
             }
             Op::DeleteRow(r) => {
-                store.mutate_row("t", RowMutation::new(r.clone(), vec![Mutation::DeleteRow])).unwrap();
+                store
+                    .mutate_row("t", RowMutation::new(r.clone(), vec![Mutation::DeleteRow]))
+                    .unwrap();
                 model.delete_where(|(rr, _, _, _)| rr != &r);
             }
             Op::Add(r, q, ts, v) => {
-                let m = Mutation::AddToCell { family: "s".into(), qualifier: q.clone(), timestamp: Some(ts), input: i64::from(v).to_be_bytes().to_vec() };
-                store.mutate_row("t", RowMutation::new(r.clone(), vec![m])).unwrap();
+                let m = Mutation::AddToCell {
+                    family: "s".into(),
+                    qualifier: q.clone(),
+                    timestamp: Some(ts),
+                    input: i64::from(v).to_be_bytes().to_vec(),
+                };
+                store
+                    .mutate_row("t", RowMutation::new(r.clone(), vec![m]))
+                    .unwrap();
                 let key = (r.clone(), 2, q.clone(), Reverse(ts));
-                let old = model.cells.get(&key).map_or(0, |b| i64::from_be_bytes(b.as_slice().try_into().unwrap()));
-                model.cells.insert(key, (old + i64::from(v)).to_be_bytes().to_vec());
+                let old = model
+                    .cells
+                    .get(&key)
+                    .map_or(0, |b| i64::from_be_bytes(b.as_slice().try_into().unwrap()));
+                model
+                    .cells
+                    .insert(key, (old + i64::from(v)).to_be_bytes().to_vec());
             }
             Op::Increment(r, q, d) => {
-                let rule = ReadModifyWrite::Increment { family: "a".into(), qualifier: q.clone(), delta: i64::from(d) };
+                let rule = ReadModifyWrite::Increment {
+                    family: "a".into(),
+                    qualifier: q.clone(),
+                    delta: i64::from(d),
+                };
                 let got = store.read_modify_write("t", &r, vec![rule]);
                 let latest = model.latest(&r, 0, &q);
-                match latest.as_ref().map(|(_, v)| <[u8; 8]>::try_from(v.as_slice())) {
-                    Some(Err(_)) => prop_assert!(got.is_err(), "increment of a non-int64 must fail"),
+                match latest
+                    .as_ref()
+                    .map(|(_, v)| <[u8; 8]>::try_from(v.as_slice()))
+                {
+                    Some(Err(_)) => {
+                        prop_assert!(got.is_err(), "increment of a non-int64 must fail")
+                    }
                     other => {
                         let old = other.map_or(0, |b| i64::from_be_bytes(b.unwrap()));
                         let row = got.unwrap();
@@ -288,7 +394,11 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Append(r, q, s) => {
-                let rule = ReadModifyWrite::Append { family: "b".into(), qualifier: q.clone(), suffix: s.clone() };
+                let rule = ReadModifyWrite::Append {
+                    family: "b".into(),
+                    qualifier: q.clone(),
+                    suffix: s.clone(),
+                };
                 let row = store.read_modify_write("t", &r, vec![rule]).unwrap();
                 let mut expected = model.latest(&r, 1, &q).map(|(_, v)| v).unwrap_or_default();
                 expected.extend_from_slice(&s);
@@ -298,7 +408,9 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::CheckAndMutate(r, f, q) => {
                 let then = vec![Mutation::set_at("a", q.clone(), 11, b"then".to_vec())];
                 let otherwise = vec![Mutation::DeleteRow];
-                let got = store.check_and_mutate("t", &r, f.to_read_filter(), then, otherwise).unwrap();
+                let got = store
+                    .check_and_mutate("t", &r, f.to_read_filter(), then, otherwise)
+                    .unwrap();
                 let expected = model.read_row(&r, &f).is_some();
                 prop_assert_eq!(got, expected);
                 if expected {
@@ -308,7 +420,15 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Bulk(rows) => {
-                let muts = rows.iter().map(|(r, f, q, ts, v)| RowMutation::new(r.clone(), vec![Mutation::set_at(f, q.clone(), *ts, v.clone())])).collect();
+                let muts = rows
+                    .iter()
+                    .map(|(r, f, q, ts, v)| {
+                        RowMutation::new(
+                            r.clone(),
+                            vec![Mutation::set_at(f, q.clone(), *ts, v.clone())],
+                        )
+                    })
+                    .collect();
                 let results = store.mutate_rows("t", muts).unwrap();
                 prop_assert!(results.iter().all(Result::is_ok));
                 for (r, f, q, ts, v) in rows {
@@ -316,12 +436,31 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Read(ranges, f, reverse, limit) => {
-                let request = ReadRequest { rows: RowSet { ranges: ranges.clone() }, filter: f.to_read_filter(), reverse, limit };
-                let got: Vec<Row> = store.read_rows("t", request).unwrap().map(Result::unwrap).collect();
+                let request = ReadRequest {
+                    rows: RowSet {
+                        ranges: ranges.clone(),
+                    },
+                    filter: f.to_read_filter(),
+                    reverse,
+                    limit,
+                };
+                let got: Vec<Row> = store
+                    .read_rows("t", request)
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
                 prop_assert_eq!(got, model.read(&ranges, &f, reverse, limit));
             }
             Op::SetGc(f, policy) => {
-                store.alter_table("t", vec![AlterOp::SetGc { family: f.clone(), gc: policy.clone() }]).unwrap();
+                store
+                    .alter_table(
+                        "t",
+                        vec![AlterOp::SetGc {
+                            family: f.clone(),
+                            gc: policy.clone(),
+                        }],
+                    )
+                    .unwrap();
                 model.gc[Model::family(&f)] = policy;
             }
             Op::CollectGarbage => {
@@ -334,9 +473,21 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
         }
     }
-    let everything = Filter { families: None, qualifiers: None, time: None, per_column: None };
-    let got: Vec<Row> = store.read_rows("t", ReadRequest::all()).unwrap().map(Result::unwrap).collect();
-    prop_assert_eq!(got, model.read(&[RowRange::all()], &everything, false, None));
+    let everything = Filter {
+        families: None,
+        qualifiers: None,
+        time: None,
+        per_column: None,
+    };
+    let got: Vec<Row> = store
+        .read_rows("t", ReadRequest::all())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    prop_assert_eq!(
+        got,
+        model.read(&[RowRange::all()], &everything, false, None)
+    );
     Ok(())
 }
 

@@ -1,9 +1,9 @@
 //! The store through its public API: catalog, mutations, reads, limits, GC.
 
 use cellar::{
-    AlterOp, Durability, Error, FamilyKind, FamilySpec, GcPolicy, Mutation, QualifierFilter, ReadFilter,
-    ReadModifyWrite, ReadRequest, RowMutation, RowRange, RowSet, Store, StoreOptions, TableSpec, TimeRange,
-    hll_estimate, now_micros,
+    AlterOp, Durability, Error, FamilyKind, FamilySpec, GcPolicy, Mutation, QualifierFilter,
+    ReadFilter, ReadModifyWrite, ReadRequest, RowMutation, RowRange, RowSet, Store, StoreOptions,
+    TableSpec, TimeRange, hll_estimate, now_micros,
 };
 use std::ops::Bound;
 
@@ -15,17 +15,36 @@ fn store() -> (tempfile::TempDir, Store) {
 
 fn two_family_table(store: &Store, name: &str) {
     store
-        .create_table(TableSpec::new(name).family(FamilySpec::new("a")).family(FamilySpec::new("b")))
+        .create_table(
+            TableSpec::new(name)
+                .family(FamilySpec::new("a"))
+                .family(FamilySpec::new("b")),
+        )
         .unwrap();
 }
 
 fn keys(store: &Store, table: &str, request: ReadRequest) -> Vec<Vec<u8>> {
-    store.read_rows(table, request).unwrap().map(|r| r.unwrap().key).collect()
+    store
+        .read_rows(table, request)
+        .unwrap()
+        .map(|r| r.unwrap().key)
+        .collect()
 }
 
-fn put(store: &Store, table: &str, key: &[u8], family: &str, qualifier: &str, ts: i64, value: &str) {
+fn put(
+    store: &Store,
+    table: &str,
+    key: &[u8],
+    family: &str,
+    qualifier: &str,
+    ts: i64,
+    value: &str,
+) {
     store
-        .mutate_row(table, RowMutation::new(key, vec![Mutation::set_at(family, qualifier, ts, value)]))
+        .mutate_row(
+            table,
+            RowMutation::new(key, vec![Mutation::set_at(family, qualifier, ts, value)]),
+        )
         .unwrap();
 }
 
@@ -57,7 +76,10 @@ fn catalog_survives_reopen_and_alter_changes_it() {
                 "t",
                 vec![
                     AlterOp::AddFamily(FamilySpec::new("new")),
-                    AlterOp::SetGc { family: "cf".into(), gc: GcPolicy::MaxAge(3_600_000_000) },
+                    AlterOp::SetGc {
+                        family: "cf".into(),
+                        gc: GcPolicy::MaxAge(3_600_000_000),
+                    },
                 ],
             )
             .unwrap();
@@ -70,10 +92,21 @@ fn catalog_survives_reopen_and_alter_changes_it() {
     assert_eq!(names, ["cf", "agg", "new"]);
     assert_eq!(def.families[0].gc, GcPolicy::MaxAge(3_600_000_000));
     assert_eq!(def.families[1].kind, FamilyKind::Sum);
-    assert_eq!(def.metadata.get("key_schema").map(String::as_str), Some("region#id"));
+    assert_eq!(
+        def.metadata.get("key_schema").map(String::as_str),
+        Some("region#id")
+    );
     // MaxAge of an hour hides the cell written at t=5us.
-    assert!(store.read_row("t", b"r1", ReadFilter::all()).unwrap().is_none());
-    assert!(matches!(store.table("other"), Err(Error::TableNotFound { .. })));
+    assert!(
+        store
+            .read_row("t", b"r1", ReadFilter::all())
+            .unwrap()
+            .is_none()
+    );
+    assert!(matches!(
+        store.table("other"),
+        Err(Error::TableNotFound { .. })
+    ));
 }
 
 #[test]
@@ -82,9 +115,16 @@ fn dropping_a_family_removes_its_cells_and_a_recreated_one_starts_empty() {
     two_family_table(&store, "t");
     put(&store, "t", b"r", "a", "q", 1, "x");
     put(&store, "t", b"r", "b", "q", 1, "y");
-    store.alter_table("t", vec![AlterOp::DropFamily("b".into())]).unwrap();
-    store.alter_table("t", vec![AlterOp::AddFamily(FamilySpec::new("b"))]).unwrap();
-    let row = store.read_row("t", b"r", ReadFilter::all()).unwrap().unwrap();
+    store
+        .alter_table("t", vec![AlterOp::DropFamily("b".into())])
+        .unwrap();
+    store
+        .alter_table("t", vec![AlterOp::AddFamily(FamilySpec::new("b"))])
+        .unwrap();
+    let row = store
+        .read_row("t", b"r", ReadFilter::all())
+        .unwrap()
+        .unwrap();
     assert_eq!(row.cells.len(), 1);
     assert_eq!(&*row.cells[0].family, "a");
 }
@@ -99,22 +139,49 @@ fn ddl_errors_name_the_problem() {
         let err = store.create_table(TableSpec::new(bad)).unwrap_err();
         assert!(matches!(err, Error::InvalidName { .. }), "{bad:?}: {err}");
     }
-    let err = store.create_table(TableSpec::new("f").family(FamilySpec::new("../x"))).unwrap_err();
+    let err = store
+        .create_table(TableSpec::new("f").family(FamilySpec::new("../x")))
+        .unwrap_err();
     assert!(err.to_string().contains("column family"), "{err}");
-    let many = (0..101).fold(TableSpec::new("wide"), |t, i| t.family(FamilySpec::new(format!("f{i}"))));
+    let many = (0..101).fold(TableSpec::new("wide"), |t, i| {
+        t.family(FamilySpec::new(format!("f{i}")))
+    });
     let err = store.create_table(many).unwrap_err();
-    assert!(err.to_string().contains("101 column families; the limit is 100"), "{err}");
-    let dup = TableSpec::new("d").family(FamilySpec::new("x")).family(FamilySpec::new("x"));
-    assert!(matches!(store.create_table(dup), Err(Error::FamilyExists { .. })));
-    let err = store.alter_table("t", vec![AlterOp::DropFamily("zz".into())]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("101 column families; the limit is 100"),
+        "{err}"
+    );
+    let dup = TableSpec::new("d")
+        .family(FamilySpec::new("x"))
+        .family(FamilySpec::new("x"));
+    assert!(matches!(
+        store.create_table(dup),
+        Err(Error::FamilyExists { .. })
+    ));
+    let err = store
+        .alter_table("t", vec![AlterOp::DropFamily("zz".into())])
+        .unwrap_err();
     assert!(matches!(err, Error::FamilyNotFound { .. }));
     let err = store
-        .alter_table("t", vec![AlterOp::SetGc { family: "a".into(), gc: GcPolicy::MaxVersions(0) }])
+        .alter_table(
+            "t",
+            vec![AlterOp::SetGc {
+                family: "a".into(),
+                gc: GcPolicy::MaxVersions(0),
+            }],
+        )
         .unwrap_err();
     assert!(err.to_string().contains("at least 1"), "{err}");
     // A failed alter changes nothing.
     let err = store
-        .alter_table("t", vec![AlterOp::AddFamily(FamilySpec::new("c")), AlterOp::DropFamily("nope".into())])
+        .alter_table(
+            "t",
+            vec![
+                AlterOp::AddFamily(FamilySpec::new("c")),
+                AlterOp::DropFamily("nope".into()),
+            ],
+        )
         .unwrap_err();
     assert!(matches!(err, Error::FamilyNotFound { .. }));
     assert_eq!(store.table("t").unwrap().families.len(), 2);
@@ -126,12 +193,36 @@ fn limits_are_checked_before_writing_and_the_store_stays_usable() {
     let (_dir, store) = store();
     two_family_table(&store, "t");
     let cases: Vec<(RowMutation, &str)> = vec![
-        (RowMutation::new(b"".to_vec(), vec![Mutation::set("a", "q", "v")]), "row key is empty"),
-        (RowMutation::new(vec![b'k'; 4097], vec![Mutation::set("a", "q", "v")]), "row key is 4097 bytes; the limit is 4096"),
-        (RowMutation::new("k", vec![Mutation::set("a", vec![b'q'; 16 * 1024 + 1], "v")]), "qualifier is 16385 bytes"),
-        (RowMutation::new("k", vec![Mutation::set("a", "q", vec![0u8; 100 * 1024 * 1024 + 1])]), "the limit is 104857600"),
-        (RowMutation::new("k", vec![Mutation::set("zz", "q", "v")]), "column family \"zz\" does not exist"),
-        (RowMutation::new("k", vec![Mutation::set_at("a", "q", -5, "v")]), "timestamp -5 is out of range"),
+        (
+            RowMutation::new(b"".to_vec(), vec![Mutation::set("a", "q", "v")]),
+            "row key is empty",
+        ),
+        (
+            RowMutation::new(vec![b'k'; 4097], vec![Mutation::set("a", "q", "v")]),
+            "row key is 4097 bytes; the limit is 4096",
+        ),
+        (
+            RowMutation::new(
+                "k",
+                vec![Mutation::set("a", vec![b'q'; 16 * 1024 + 1], "v")],
+            ),
+            "qualifier is 16385 bytes",
+        ),
+        (
+            RowMutation::new(
+                "k",
+                vec![Mutation::set("a", "q", vec![0u8; 100 * 1024 * 1024 + 1])],
+            ),
+            "the limit is 104857600",
+        ),
+        (
+            RowMutation::new("k", vec![Mutation::set("zz", "q", "v")]),
+            "column family \"zz\" does not exist",
+        ),
+        (
+            RowMutation::new("k", vec![Mutation::set_at("a", "q", -5, "v")]),
+            "timestamp -5 is out of range",
+        ),
     ];
     for (row, message) in cases {
         let err = store.mutate_row("t", row).unwrap_err().to_string();
@@ -141,9 +232,18 @@ fn limits_are_checked_before_writing_and_the_store_stays_usable() {
     let key = vec![0u8; 4096];
     let qualifier = vec![0xFFu8; 16 * 1024];
     store
-        .mutate_row("t", RowMutation::new(key.clone(), vec![Mutation::set_at("a", qualifier.clone(), 1, "ok")]))
+        .mutate_row(
+            "t",
+            RowMutation::new(
+                key.clone(),
+                vec![Mutation::set_at("a", qualifier.clone(), 1, "ok")],
+            ),
+        )
         .unwrap();
-    let row = store.read_row("t", &key, ReadFilter::all()).unwrap().unwrap();
+    let row = store
+        .read_row("t", &key, ReadFilter::all())
+        .unwrap()
+        .unwrap();
     assert_eq!(row.latest("a", &qualifier), Some(&b"ok"[..]));
     assert_eq!(keys(&store, "t", ReadRequest::all()), vec![key]);
 }
@@ -152,31 +252,68 @@ fn limits_are_checked_before_writing_and_the_store_stays_usable() {
 fn a_row_mutation_is_all_or_nothing() {
     let (_dir, store) = store();
     two_family_table(&store, "t");
-    let row = RowMutation::new("k", vec![Mutation::set("a", "q", "v"), Mutation::set("missing", "q", "v")]);
+    let row = RowMutation::new(
+        "k",
+        vec![
+            Mutation::set("a", "q", "v"),
+            Mutation::set("missing", "q", "v"),
+        ],
+    );
     assert!(store.mutate_row("t", row).is_err());
-    assert!(store.read_row("t", b"k", ReadFilter::all()).unwrap().is_none());
+    assert!(
+        store
+            .read_row("t", b"k", ReadFilter::all())
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[test]
 fn bulk_mutations_report_per_row_and_apply_in_order() {
     let (_dir, store) = store();
     store
-        .create_table(TableSpec::new("t").family(FamilySpec::new("a")).family(FamilySpec::new("s").kind(FamilyKind::Sum)))
+        .create_table(
+            TableSpec::new("t")
+                .family(FamilySpec::new("a"))
+                .family(FamilySpec::new("s").kind(FamilyKind::Sum)),
+        )
         .unwrap();
-    let mut rows: Vec<RowMutation> =
-        (0..3000).map(|i| RowMutation::new(format!("row{i:05}"), vec![Mutation::set_at("a", "q", 1, "v")])).collect();
-    rows.push(RowMutation::new("bad", vec![Mutation::set("nope", "q", "v")]));
+    let mut rows: Vec<RowMutation> = (0..3000)
+        .map(|i| {
+            RowMutation::new(
+                format!("row{i:05}"),
+                vec![Mutation::set_at("a", "q", 1, "v")],
+            )
+        })
+        .collect();
+    rows.push(RowMutation::new(
+        "bad",
+        vec![Mutation::set("nope", "q", "v")],
+    ));
     // The same row twice: the second sees the first.
-    rows.push(RowMutation::new("ctr", vec![Mutation::add_i64("s", "n", 2)]));
-    rows.push(RowMutation::new("ctr", vec![Mutation::add_i64("s", "n", 5)]));
+    rows.push(RowMutation::new(
+        "ctr",
+        vec![Mutation::add_i64("s", "n", 2)],
+    ));
+    rows.push(RowMutation::new(
+        "ctr",
+        vec![Mutation::add_i64("s", "n", 5)],
+    ));
     rows.push(RowMutation::new("row00001", vec![Mutation::DeleteRow]));
     let results = store.mutate_rows("t", rows).unwrap();
     assert_eq!(results.len(), 3004);
     assert!(results[..3000].iter().all(Result::is_ok));
     assert!(matches!(results[3000], Err(Error::FamilyNotFound { .. })));
-    let row = store.read_row("t", b"ctr", ReadFilter::all()).unwrap().unwrap();
+    let row = store
+        .read_row("t", b"ctr", ReadFilter::all())
+        .unwrap()
+        .unwrap();
     assert_eq!(row.latest("s", b"n"), Some(&7i64.to_be_bytes()[..]));
-    let all = keys(&store, "t", ReadRequest::all().filter(ReadFilter::all().families(["a"])));
+    let all = keys(
+        &store,
+        "t",
+        ReadRequest::all().filter(ReadFilter::all().families(["a"])),
+    );
     assert_eq!(all.len(), 2999);
     assert!(!all.contains(&b"row00001".to_vec()));
 }
@@ -190,20 +327,46 @@ fn deletes_by_column_time_range_family_and_row() {
     }
     put(&store, "t", b"r", "a", "other", 1, "o");
     put(&store, "t", b"r", "b", "q", 1, "b");
-    let delete = Mutation::DeleteCells { family: "a".into(), qualifier: b"q".to_vec(), time_range: TimeRange::new(15, 30) };
-    store.mutate_row("t", RowMutation::new("r", vec![delete])).unwrap();
-    let row = store.read_row("t", b"r", ReadFilter::all().families(["a"])).unwrap().unwrap();
+    let delete = Mutation::DeleteCells {
+        family: "a".into(),
+        qualifier: b"q".to_vec(),
+        time_range: TimeRange::new(15, 30),
+    };
+    store
+        .mutate_row("t", RowMutation::new("r", vec![delete]))
+        .unwrap();
+    let row = store
+        .read_row("t", b"r", ReadFilter::all().families(["a"]))
+        .unwrap()
+        .unwrap();
     let ts: Vec<i64> = row.column("a", b"q").map(|c| c.timestamp).collect();
     assert_eq!(ts, [30, 10]);
-    store.mutate_row("t", RowMutation::new("r", vec![Mutation::DeleteFamily { family: "a".into() }])).unwrap();
-    let row = store.read_row("t", b"r", ReadFilter::all()).unwrap().unwrap();
+    store
+        .mutate_row(
+            "t",
+            RowMutation::new("r", vec![Mutation::DeleteFamily { family: "a".into() }]),
+        )
+        .unwrap();
+    let row = store
+        .read_row("t", b"r", ReadFilter::all())
+        .unwrap()
+        .unwrap();
     assert_eq!(row.cells.len(), 1);
     assert_eq!(&*row.cells[0].family, "b");
     // Delete then set in one mutation: the set survives.
     store
-        .mutate_row("t", RowMutation::new("r", vec![Mutation::DeleteRow, Mutation::set_at("a", "n", 3, "new")]))
+        .mutate_row(
+            "t",
+            RowMutation::new(
+                "r",
+                vec![Mutation::DeleteRow, Mutation::set_at("a", "n", 3, "new")],
+            ),
+        )
         .unwrap();
-    let row = store.read_row("t", b"r", ReadFilter::all()).unwrap().unwrap();
+    let row = store
+        .read_row("t", b"r", ReadFilter::all())
+        .unwrap()
+        .unwrap();
     assert_eq!(row.cells.len(), 1);
     assert_eq!(row.latest("a", b"n"), Some(&b"new"[..]));
 }
@@ -212,23 +375,50 @@ fn deletes_by_column_time_range_family_and_row() {
 fn row_sets_select_keys_ranges_and_prefixes_forward_and_reverse() {
     let (_dir, store) = store();
     two_family_table(&store, "t");
-    let all: Vec<&[u8]> = vec![b"a", b"a\x00", b"a\x00\x00", b"ab", b"a\xff", b"b", b"\xff", b"\xff\xff"];
+    let all: Vec<&[u8]> = vec![
+        b"a",
+        b"a\x00",
+        b"a\x00\x00",
+        b"ab",
+        b"a\xff",
+        b"b",
+        b"\xff",
+        b"\xff\xff",
+    ];
     for k in &all {
         put(&store, "t", k, "a", "q", 1, "v");
     }
     let got = keys(&store, "t", ReadRequest::all());
     assert_eq!(got, all.iter().map(|k| k.to_vec()).collect::<Vec<_>>());
     let rev = keys(&store, "t", ReadRequest::all().reverse());
-    assert_eq!(rev, all.iter().rev().map(|k| k.to_vec()).collect::<Vec<_>>());
-    let prefix = keys(&store, "t", ReadRequest::rows(RowSet::prefix(b"a\x00".to_vec())));
+    assert_eq!(
+        rev,
+        all.iter().rev().map(|k| k.to_vec()).collect::<Vec<_>>()
+    );
+    let prefix = keys(
+        &store,
+        "t",
+        ReadRequest::rows(RowSet::prefix(b"a\x00".to_vec())),
+    );
     assert_eq!(prefix, vec![b"a\x00".to_vec(), b"a\x00\x00".to_vec()]);
-    let ff = keys(&store, "t", ReadRequest::rows(RowSet::prefix(b"\xff".to_vec())));
+    let ff = keys(
+        &store,
+        "t",
+        ReadRequest::rows(RowSet::prefix(b"\xff".to_vec())),
+    );
     assert_eq!(ff, vec![b"\xff".to_vec(), b"\xff\xff".to_vec()]);
-    let range = RowRange::between(Bound::Excluded(b"a".to_vec()), Bound::Included(b"ab".to_vec()));
+    let range = RowRange::between(
+        Bound::Excluded(b"a".to_vec()),
+        Bound::Included(b"ab".to_vec()),
+    );
     let got = keys(&store, "t", ReadRequest::rows(RowSet::range(range)));
-    assert_eq!(got, vec![b"a\x00".to_vec(), b"a\x00\x00".to_vec(), b"ab".to_vec()]);
+    assert_eq!(
+        got,
+        vec![b"a\x00".to_vec(), b"a\x00\x00".to_vec(), b"ab".to_vec()]
+    );
     // Duplicate and overlapping pieces come back once each, in order.
-    let set = RowSet::keys([b"b".to_vec(), b"a".to_vec(), b"b".to_vec(), b"zz".to_vec()]).with(RowRange::prefix(b"a".to_vec()));
+    let set = RowSet::keys([b"b".to_vec(), b"a".to_vec(), b"b".to_vec(), b"zz".to_vec()])
+        .with(RowRange::prefix(b"a".to_vec()));
     let got = keys(&store, "t", ReadRequest::rows(set.clone()));
     assert_eq!(got.len(), 6);
     let got = keys(&store, "t", ReadRequest::rows(set).reverse().limit(2));
@@ -242,26 +432,62 @@ fn filters_select_families_qualifiers_times_and_versions() {
     two_family_table(&store, "t");
     for q in ["0000", "0015", "1200", "2345"] {
         for ts in [100, 200, 300] {
-            put(&store, "t", b"meter1#20240301", "a", q, ts, &format!("{q}@{ts}"));
+            put(
+                &store,
+                "t",
+                b"meter1#20240301",
+                "a",
+                q,
+                ts,
+                &format!("{q}@{ts}"),
+            );
         }
     }
     put(&store, "t", b"meter1#20240301", "b", "x", 1, "b");
-    let read = |filter: ReadFilter| store.read_row("t", b"meter1#20240301", filter).unwrap().unwrap().cells;
+    let read = |filter: ReadFilter| {
+        store
+            .read_row("t", b"meter1#20240301", filter)
+            .unwrap()
+            .unwrap()
+            .cells
+    };
     assert_eq!(read(ReadFilter::all()).len(), 13);
     assert_eq!(read(ReadFilter::all().families(["b"])).len(), 1);
     let latest = read(ReadFilter::latest().families(["a"]));
-    assert_eq!(latest.iter().map(|c| c.timestamp).collect::<Vec<_>>(), [300; 4]);
+    assert_eq!(
+        latest.iter().map(|c| c.timestamp).collect::<Vec<_>>(),
+        [300; 4]
+    );
     let set = QualifierFilter::Set([b"0015".to_vec(), b"2345".to_vec()].into());
-    assert_eq!(read(ReadFilter::all().qualifiers(set).cells_per_column(2)).len(), 4);
-    let range = QualifierFilter::Range(Bound::Included(b"0015".to_vec()), Bound::Excluded(b"2345".to_vec()));
-    assert_eq!(read(ReadFilter::all().families(["a"]).qualifiers(range)).len(), 6);
+    assert_eq!(
+        read(ReadFilter::all().qualifiers(set).cells_per_column(2)).len(),
+        4
+    );
+    let range = QualifierFilter::Range(
+        Bound::Included(b"0015".to_vec()),
+        Bound::Excluded(b"2345".to_vec()),
+    );
+    assert_eq!(
+        read(ReadFilter::all().families(["a"]).qualifiers(range)).len(),
+        6
+    );
     let regex = QualifierFilter::regex("00.*").unwrap();
     assert_eq!(read(ReadFilter::all().qualifiers(regex)).len(), 6);
-    let times = read(ReadFilter::all().families(["a"]).time_range(TimeRange::new(150, 300)));
+    let times = read(
+        ReadFilter::all()
+            .families(["a"])
+            .time_range(TimeRange::new(150, 300)),
+    );
     assert!(times.iter().all(|c| c.timestamp == 200) && times.len() == 4);
     let err = QualifierFilter::regex("(").unwrap_err();
     assert!(err.to_string().contains("invalid qualifier regex"), "{err}");
-    let err = store.read_rows("t", ReadRequest::all().filter(ReadFilter::all().families(["nope"]))).err().unwrap();
+    let err = store
+        .read_rows(
+            "t",
+            ReadRequest::all().filter(ReadFilter::all().families(["nope"])),
+        )
+        .err()
+        .unwrap();
     assert!(matches!(err, Error::FamilyNotFound { .. }));
 }
 
@@ -270,40 +496,109 @@ fn check_and_mutate_chooses_by_the_predicate() {
     let (_dir, store) = store();
     two_family_table(&store, "t");
     put(&store, "t", b"r", "a", "state", 1, "open");
-    let predicate = ReadFilter::all().families(["a"]).qualifiers(QualifierFilter::Set([b"state".to_vec()].into()));
+    let predicate = ReadFilter::all()
+        .families(["a"])
+        .qualifiers(QualifierFilter::Set([b"state".to_vec()].into()));
     let matched = store
-        .check_and_mutate("t", b"r", predicate.clone(), vec![Mutation::set_at("a", "hit", 1, "y")], vec![Mutation::set_at("a", "miss", 1, "y")])
+        .check_and_mutate(
+            "t",
+            b"r",
+            predicate.clone(),
+            vec![Mutation::set_at("a", "hit", 1, "y")],
+            vec![Mutation::set_at("a", "miss", 1, "y")],
+        )
         .unwrap();
     assert!(matched);
     let matched = store
-        .check_and_mutate("t", b"absent", predicate, vec![Mutation::set_at("a", "hit", 1, "y")], vec![Mutation::set_at("a", "miss", 1, "y")])
+        .check_and_mutate(
+            "t",
+            b"absent",
+            predicate,
+            vec![Mutation::set_at("a", "hit", 1, "y")],
+            vec![Mutation::set_at("a", "miss", 1, "y")],
+        )
         .unwrap();
     assert!(!matched);
-    assert!(store.read_row("t", b"r", ReadFilter::all()).unwrap().unwrap().latest("a", b"hit").is_some());
-    assert!(store.read_row("t", b"absent", ReadFilter::all()).unwrap().unwrap().latest("a", b"miss").is_some());
+    assert!(
+        store
+            .read_row("t", b"r", ReadFilter::all())
+            .unwrap()
+            .unwrap()
+            .latest("a", b"hit")
+            .is_some()
+    );
+    assert!(
+        store
+            .read_row("t", b"absent", ReadFilter::all())
+            .unwrap()
+            .unwrap()
+            .latest("a", b"miss")
+            .is_some()
+    );
 }
 
 #[test]
 fn read_modify_write_appends_and_increments() {
     let (_dir, store) = store();
     two_family_table(&store, "t");
-    let inc = |delta| ReadModifyWrite::Increment { family: "a".into(), qualifier: b"n".to_vec(), delta };
-    store.read_modify_write("t", b"r", vec![inc(5), inc(-2)]).unwrap();
+    let inc = |delta| ReadModifyWrite::Increment {
+        family: "a".into(),
+        qualifier: b"n".to_vec(),
+        delta,
+    };
+    store
+        .read_modify_write("t", b"r", vec![inc(5), inc(-2)])
+        .unwrap();
     let row = store.read_modify_write("t", b"r", vec![inc(10)]).unwrap();
     assert_eq!(row.latest("a", b"n"), Some(&13i64.to_be_bytes()[..]));
-    let append = |s: &str| ReadModifyWrite::Append { family: "a".into(), qualifier: b"log".to_vec(), suffix: s.into() };
-    store.read_modify_write("t", b"r", vec![append("ab"), append("cd")]).unwrap();
-    let row = store.read_row("t", b"r", ReadFilter::latest()).unwrap().unwrap();
+    let append = |s: &str| ReadModifyWrite::Append {
+        family: "a".into(),
+        qualifier: b"log".to_vec(),
+        suffix: s.into(),
+    };
+    store
+        .read_modify_write("t", b"r", vec![append("ab"), append("cd")])
+        .unwrap();
+    let row = store
+        .read_row("t", b"r", ReadFilter::latest())
+        .unwrap()
+        .unwrap();
     assert_eq!(row.latest("a", b"log"), Some(&b"abcd"[..]));
     put(&store, "t", b"r", "a", "text", 1, "hello");
     let err = store
-        .read_modify_write("t", b"r", vec![ReadModifyWrite::Increment { family: "a".into(), qualifier: b"text".to_vec(), delta: 1 }])
+        .read_modify_write(
+            "t",
+            b"r",
+            vec![ReadModifyWrite::Increment {
+                family: "a".into(),
+                qualifier: b"text".to_vec(),
+                delta: 1,
+            }],
+        )
         .unwrap_err();
-    assert!(err.to_string().contains("a:text") && err.to_string().contains("5 bytes"), "{err}");
-    let max = ReadModifyWrite::Increment { family: "a".into(), qualifier: b"n".to_vec(), delta: i64::MAX };
-    assert!(matches!(store.read_modify_write("t", b"r", vec![max]), Err(Error::Overflow { .. })));
+    assert!(
+        err.to_string().contains("a:text") && err.to_string().contains("5 bytes"),
+        "{err}"
+    );
+    let max = ReadModifyWrite::Increment {
+        family: "a".into(),
+        qualifier: b"n".to_vec(),
+        delta: i64::MAX,
+    };
+    assert!(matches!(
+        store.read_modify_write("t", b"r", vec![max]),
+        Err(Error::Overflow { .. })
+    ));
     // A future-dated latest cell is still superseded.
-    put(&store, "t", b"r", "a", "n", i64::MAX / 2, &String::from_utf8_lossy(&1i64.to_be_bytes()));
+    put(
+        &store,
+        "t",
+        b"r",
+        "a",
+        "n",
+        i64::MAX / 2,
+        &String::from_utf8_lossy(&1i64.to_be_bytes()),
+    );
     let row = store.read_modify_write("t", b"r", vec![inc(1)]).unwrap();
     assert_eq!(row.latest("a", b"n"), Some(&2i64.to_be_bytes()[..]));
 }
@@ -321,29 +616,63 @@ fn aggregate_families_merge_on_write() {
         )
         .unwrap();
     for v in [5, -3, 12] {
-        let muts = vec![Mutation::add_i64("sum", "x", v), Mutation::add_i64("min", "x", v), Mutation::add_i64("max", "x", v)];
-        store.mutate_row("agg", RowMutation::new("emp1#2024-03", muts)).unwrap();
+        let muts = vec![
+            Mutation::add_i64("sum", "x", v),
+            Mutation::add_i64("min", "x", v),
+            Mutation::add_i64("max", "x", v),
+        ];
+        store
+            .mutate_row("agg", RowMutation::new("emp1#2024-03", muts))
+            .unwrap();
     }
     for user in ["u1", "u2", "u1", "u3"] {
-        let add = Mutation::AddToCell { family: "hll".into(), qualifier: b"visitors".to_vec(), timestamp: Some(0), input: user.into() };
-        store.mutate_row("agg", RowMutation::new("emp1#2024-03", vec![add])).unwrap();
+        let add = Mutation::AddToCell {
+            family: "hll".into(),
+            qualifier: b"visitors".to_vec(),
+            timestamp: Some(0),
+            input: user.into(),
+        };
+        store
+            .mutate_row("agg", RowMutation::new("emp1#2024-03", vec![add]))
+            .unwrap();
     }
-    let row = store.read_row("agg", b"emp1#2024-03", ReadFilter::all()).unwrap().unwrap();
+    let row = store
+        .read_row("agg", b"emp1#2024-03", ReadFilter::all())
+        .unwrap()
+        .unwrap();
     assert_eq!(row.latest("sum", b"x"), Some(&14i64.to_be_bytes()[..]));
     assert_eq!(row.latest("min", b"x"), Some(&(-3i64).to_be_bytes()[..]));
     assert_eq!(row.latest("max", b"x"), Some(&12i64.to_be_bytes()[..]));
-    assert_eq!(hll_estimate(row.latest("hll", b"visitors").unwrap()).unwrap(), 3);
-    let err = store.mutate_row("agg", RowMutation::new("r", vec![Mutation::set("sum", "x", "abc")])).unwrap_err();
+    assert_eq!(
+        hll_estimate(row.latest("hll", b"visitors").unwrap()).unwrap(),
+        3
+    );
+    let err = store
+        .mutate_row(
+            "agg",
+            RowMutation::new("r", vec![Mutation::set("sum", "x", "abc")]),
+        )
+        .unwrap_err();
     assert!(err.to_string().contains("sum:x"), "{err}");
-    let bad_add = Mutation::AddToCell { family: "sum".into(), qualifier: b"x".to_vec(), timestamp: Some(0), input: b"1".to_vec() };
-    assert!(matches!(store.mutate_row("agg", RowMutation::new("r", vec![bad_add])), Err(Error::NotAnInt64 { .. })));
+    let bad_add = Mutation::AddToCell {
+        family: "sum".into(),
+        qualifier: b"x".to_vec(),
+        timestamp: Some(0),
+        input: b"1".to_vec(),
+    };
+    assert!(matches!(
+        store.mutate_row("agg", RowMutation::new("r", vec![bad_add])),
+        Err(Error::NotAnInt64 { .. })
+    ));
 }
 
 #[test]
 fn gc_hides_cells_at_read_time_and_collection_frees_disk() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    store.create_table(TableSpec::new("t").family(FamilySpec::new("a"))).unwrap();
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("a")))
+        .unwrap();
     let mut seed = 0x9E37_79B9_7F4A_7C15u64;
     let mut noise = move || {
         // xorshift: values that do not compress, so sizes mean something
@@ -359,7 +688,9 @@ fn gc_hides_cells_at_read_time_and_collection_frees_disk() {
     for chunk in 0..20 {
         let rows = (0..100)
             .map(|r| {
-                let muts = (0..10).map(|ts| Mutation::set_at("a", "q", chunk * 10 + ts + 1, noise())).collect();
+                let muts = (0..10)
+                    .map(|ts| Mutation::set_at("a", "q", chunk * 10 + ts + 1, noise()))
+                    .collect();
                 RowMutation::new(format!("row{r:04}"), muts)
             })
             .collect();
@@ -369,8 +700,19 @@ fn gc_hides_cells_at_read_time_and_collection_frees_disk() {
     store.compact("t").unwrap(); // everything on disk in one run: a fair baseline
     let before = store.table_disk_space("t").unwrap();
     assert!(before > 1_000_000, "{before}");
-    store.alter_table("t", vec![AlterOp::SetGc { family: "a".into(), gc: GcPolicy::MaxVersions(1) }]).unwrap();
-    let row = store.read_row("t", b"row0000", ReadFilter::all()).unwrap().unwrap();
+    store
+        .alter_table(
+            "t",
+            vec![AlterOp::SetGc {
+                family: "a".into(),
+                gc: GcPolicy::MaxVersions(1),
+            }],
+        )
+        .unwrap();
+    let row = store
+        .read_row("t", b"row0000", ReadFilter::all())
+        .unwrap()
+        .unwrap();
     assert_eq!(row.cells.len(), 1);
     assert_eq!(row.cells[0].timestamp, 200);
     let stats = store.collect_garbage("t").unwrap();
@@ -378,8 +720,24 @@ fn gc_hides_cells_at_read_time_and_collection_frees_disk() {
     let after = store.table_disk_space("t").unwrap();
     assert!(after * 5 < before, "disk use {before} -> {after}");
     // Loosening the policy does not bring reclaimed cells back.
-    store.alter_table("t", vec![AlterOp::SetGc { family: "a".into(), gc: GcPolicy::KeepAll }]).unwrap();
-    assert_eq!(store.read_row("t", b"row0000", ReadFilter::all()).unwrap().unwrap().cells.len(), 1);
+    store
+        .alter_table(
+            "t",
+            vec![AlterOp::SetGc {
+                family: "a".into(),
+                gc: GcPolicy::KeepAll,
+            }],
+        )
+        .unwrap();
+    assert_eq!(
+        store
+            .read_row("t", b"row0000", ReadFilter::all())
+            .unwrap()
+            .unwrap()
+            .cells
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -387,7 +745,9 @@ fn max_age_is_enforced_on_read_and_by_the_compaction_filter() {
     let (_dir, store) = store();
     let hour = 3_600_000_000i64;
     let gc = GcPolicy::MaxAge(hour);
-    store.create_table(TableSpec::new("t").family(FamilySpec::new("a").gc(gc))).unwrap();
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("a").gc(gc)))
+        .unwrap();
     let now = now_micros();
     put(&store, "t", b"old", "a", "q", now - 2 * hour, "old");
     put(&store, "t", b"new", "a", "q", now, "new");
@@ -398,14 +758,29 @@ fn max_age_is_enforced_on_read_and_by_the_compaction_filter() {
     assert_eq!(def.families[0].gc.unconditional_max_age(), Some(hour));
     store.flush().unwrap();
     store.compact("t").unwrap();
-    store.alter_table("t", vec![AlterOp::SetGc { family: "a".into(), gc: GcPolicy::KeepAll }]).unwrap();
+    store
+        .alter_table(
+            "t",
+            vec![AlterOp::SetGc {
+                family: "a".into(),
+                gc: GcPolicy::KeepAll,
+            }],
+        )
+        .unwrap();
     assert_eq!(keys(&store, "t", ReadRequest::all()), vec![b"new".to_vec()]);
 }
 
 #[test]
 fn synced_writers_share_fsyncs() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_with(dir.path(), StoreOptions { durability: Durability::Synced, ..Default::default() }).unwrap();
+    let store = Store::open_with(
+        dir.path(),
+        StoreOptions {
+            durability: Durability::Synced,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     two_family_table(&store, "t");
     let threads = 8;
     let per_thread = 40;
@@ -414,7 +789,8 @@ fn synced_writers_share_fsyncs() {
             let store = &store;
             s.spawn(move || {
                 for i in 0..per_thread {
-                    let row = RowMutation::new(format!("t{t}-{i}"), vec![Mutation::set("a", "q", "v")]);
+                    let row =
+                        RowMutation::new(format!("t{t}-{i}"), vec![Mutation::set("a", "q", "v")]);
                     store.mutate_row("t", row).unwrap();
                 }
             });
@@ -422,7 +798,10 @@ fn synced_writers_share_fsyncs() {
     });
     let commits = threads * per_thread;
     let fsyncs = store.fsync_count();
-    assert!(fsyncs >= 1 && fsyncs < commits as u64, "{fsyncs} fsyncs for {commits} commits");
+    assert!(
+        fsyncs >= 1 && fsyncs < commits as u64,
+        "{fsyncs} fsyncs for {commits} commits"
+    );
     assert_eq!(keys(&store, "t", ReadRequest::all()).len(), commits);
 }
 
@@ -438,34 +817,70 @@ fn concurrent_increments_and_conditional_claims_are_linearizable() {
             let (store, claims) = (&store, &claims);
             s.spawn(move || {
                 for i in 0..per_thread {
-                    let inc = ReadModifyWrite::Increment { family: "a".into(), qualifier: b"n".to_vec(), delta: 1 };
+                    let inc = ReadModifyWrite::Increment {
+                        family: "a".into(),
+                        qualifier: b"n".to_vec(),
+                        delta: 1,
+                    };
                     store.read_modify_write("t", b"counter", vec![inc]).unwrap();
                     // Each slot may be claimed once: set "owner" only if absent.
                     let slot = format!("slot{}", i % 50);
-                    let has_owner = ReadFilter::all().qualifiers(QualifierFilter::Set([b"owner".to_vec()].into()));
+                    let has_owner = ReadFilter::all()
+                        .qualifiers(QualifierFilter::Set([b"owner".to_vec()].into()));
                     let claim = vec![Mutation::set_at("a", "owner", 1, format!("t{t}"))];
-                    if !store.check_and_mutate("t", slot.as_bytes(), has_owner, vec![], claim).unwrap() {
+                    if !store
+                        .check_and_mutate("t", slot.as_bytes(), has_owner, vec![], claim)
+                        .unwrap()
+                    {
                         claims.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     }
                     store
-                        .mutate_row("t", RowMutation::new("sum", vec![Mutation::set_at("a", format!("{t}-{i}"), 1, "x")]))
+                        .mutate_row(
+                            "t",
+                            RowMutation::new(
+                                "sum",
+                                vec![Mutation::set_at("a", format!("{t}-{i}"), 1, "x")],
+                            ),
+                        )
                         .unwrap();
                 }
             });
         }
     });
-    let counter = store.read_row("t", b"counter", ReadFilter::latest()).unwrap().unwrap();
-    assert_eq!(counter.latest("a", b"n"), Some(&((threads * per_thread) as i64).to_be_bytes()[..]));
+    let counter = store
+        .read_row("t", b"counter", ReadFilter::latest())
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        counter.latest("a", b"n"),
+        Some(&((threads * per_thread) as i64).to_be_bytes()[..])
+    );
     assert_eq!(claims.load(std::sync::atomic::Ordering::SeqCst), 50);
-    assert_eq!(store.read_row("t", b"sum", ReadFilter::all()).unwrap().unwrap().cells.len(), threads * per_thread);
+    assert_eq!(
+        store
+            .read_row("t", b"sum", ReadFilter::all())
+            .unwrap()
+            .unwrap()
+            .cells
+            .len(),
+        threads * per_thread
+    );
 }
 
 #[test]
 fn a_large_scan_streams() {
     let (_dir, store) = store();
     two_family_table(&store, "t");
-    let rows = (0..20_000).map(|i| RowMutation::new(format!("{i:08}"), vec![Mutation::set_at("a", "q", 1, "v")])).collect();
-    assert!(store.mutate_rows("t", rows).unwrap().iter().all(Result::is_ok));
+    let rows = (0..20_000)
+        .map(|i| RowMutation::new(format!("{i:08}"), vec![Mutation::set_at("a", "q", 1, "v")]))
+        .collect();
+    assert!(
+        store
+            .mutate_rows("t", rows)
+            .unwrap()
+            .iter()
+            .all(Result::is_ok)
+    );
     let mut stream = store.read_rows("t", ReadRequest::all()).unwrap();
     let first = stream.next().unwrap().unwrap();
     assert_eq!(first.key, b"00000000");

@@ -211,11 +211,6 @@ impl<'a> CellKeyParts<'a> {
         })
     }
 
-    /// The decoded row key.
-    pub fn row(&self) -> Vec<u8> {
-        unescape_exact(self.escaped_row)
-    }
-
     /// The decoded qualifier.
     pub fn qualifier(&self) -> Vec<u8> {
         unescape_exact(self.escaped_qualifier)
@@ -290,7 +285,13 @@ mod tests {
     /// Bytes biased towards 0x00, 0x01 and 0xFF, the interesting ones.
     fn tricky_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
         prop::collection::vec(
-            prop_oneof![Just(0x00u8), Just(0x01u8), Just(0xFFu8), Just(b'a'), any::<u8>()],
+            prop_oneof![
+                Just(0x00u8),
+                Just(0x01u8),
+                Just(0xFFu8),
+                Just(b'a'),
+                any::<u8>()
+            ],
             0..max,
         )
     }

@@ -23,7 +23,12 @@ pub fn decode_i64(op: &'static str, column: &str, value: &[u8]) -> Result<i64> {
 
 /// Checks `input` for an aggregate family and returns the cell value it
 /// becomes when merged into `existing` (`None` when the cell is new).
-pub fn merge(kind: FamilyKind, column: &str, existing: Option<&[u8]>, input: &[u8]) -> Result<Vec<u8>> {
+pub fn merge(
+    kind: FamilyKind,
+    column: &str,
+    existing: Option<&[u8]>,
+    input: &[u8],
+) -> Result<Vec<u8>> {
     match kind {
         FamilyKind::Normal => Err(Error::InvalidMutation {
             reason: format!(
@@ -131,9 +136,18 @@ mod tests {
     fn sum_min_max_merge() {
         let s = merge(FamilyKind::Sum, "a:x", Some(&int(5)), &int(-7)).unwrap();
         assert_eq!(s, int(-2));
-        assert_eq!(merge(FamilyKind::Min, "a:x", Some(&int(5)), &int(9)).unwrap(), int(5));
-        assert_eq!(merge(FamilyKind::Max, "a:x", Some(&int(5)), &int(9)).unwrap(), int(9));
-        assert_eq!(merge(FamilyKind::Max, "a:x", None, &int(9)).unwrap(), int(9));
+        assert_eq!(
+            merge(FamilyKind::Min, "a:x", Some(&int(5)), &int(9)).unwrap(),
+            int(5)
+        );
+        assert_eq!(
+            merge(FamilyKind::Max, "a:x", Some(&int(5)), &int(9)).unwrap(),
+            int(9)
+        );
+        assert_eq!(
+            merge(FamilyKind::Max, "a:x", None, &int(9)).unwrap(),
+            int(9)
+        );
     }
 
     #[test]
@@ -152,12 +166,21 @@ mod tests {
         // Every item twice: duplicates must not count.
         for _ in 0..2 {
             for i in 0..20_000u32 {
-                let next = merge(FamilyKind::HyperLogLog, "h:q", sketch.as_deref(), &i.to_be_bytes()).unwrap();
+                let next = merge(
+                    FamilyKind::HyperLogLog,
+                    "h:q",
+                    sketch.as_deref(),
+                    &i.to_be_bytes(),
+                )
+                .unwrap();
                 sketch = Some(next);
             }
         }
         let estimate = hll_estimate(sketch.as_deref().unwrap()).unwrap() as f64;
-        assert!((estimate - 20_000.0).abs() / 20_000.0 < 0.05, "estimate {estimate}");
+        assert!(
+            (estimate - 20_000.0).abs() / 20_000.0 < 0.05,
+            "estimate {estimate}"
+        );
         let small = merge(FamilyKind::HyperLogLog, "h:q", None, b"one").unwrap();
         assert_eq!(hll_estimate(&small).unwrap(), 1);
     }

@@ -76,7 +76,8 @@ impl GcPolicy {
             GcPolicy::Union(all) => all.iter().filter_map(GcPolicy::unconditional_max_age).min(),
             GcPolicy::Intersection(all) => {
                 // Garbage only when every member says so; all must be age rules.
-                let ages: Option<Vec<i64>> = all.iter().map(GcPolicy::unconditional_max_age).collect();
+                let ages: Option<Vec<i64>> =
+                    all.iter().map(GcPolicy::unconditional_max_age).collect();
                 ages.and_then(|a| a.into_iter().max())
             }
             GcPolicy::KeepAll | GcPolicy::MaxVersions(_) => None,
@@ -140,7 +141,10 @@ fn show_duration(micros: i64) -> String {
     UNITS
         .iter()
         .find(|(unit, _)| micros % unit == 0)
-        .map_or_else(|| format!("{micros}us"), |(unit, name)| format!("{}{name}", micros / unit))
+        .map_or_else(
+            || format!("{micros}us"),
+            |(unit, name)| format!("{}{name}", micros / unit),
+        )
 }
 
 /// What a family's cells are.
@@ -287,7 +291,10 @@ fn validate_name(what: &'static str, name: &str, max: usize, letter_first: bool)
         return Err(invalid("names cannot be empty".into()));
     }
     if name.len() > max {
-        return Err(invalid(format!("it is {} bytes; the limit is {max}", name.len())));
+        return Err(invalid(format!(
+            "it is {} bytes; the limit is {max}",
+            name.len()
+        )));
     }
     if let Some(bad) = name
         .chars()
@@ -340,7 +347,10 @@ mod tests {
 
     #[test]
     fn policies_display_readably() {
-        let p = GcPolicy::Union(vec![GcPolicy::MaxVersions(3), GcPolicy::MaxAge(7 * 86_400_000_000)]);
+        let p = GcPolicy::Union(vec![
+            GcPolicy::MaxVersions(3),
+            GcPolicy::MaxAge(7 * 86_400_000_000),
+        ]);
         assert_eq!(p.to_string(), "(max versions 3 or max age 7d)");
     }
 }

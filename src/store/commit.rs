@@ -48,7 +48,10 @@ impl GroupSync {
                 return Ok(());
             }
             if state.syncing {
-                state = self.done.wait(state).unwrap_or_else(PoisonError::into_inner);
+                state = self
+                    .done
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
                 continue;
             }
             state.syncing = true;

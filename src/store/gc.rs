@@ -35,7 +35,9 @@ impl Factory for AgeFilterFactory {
 
     fn make_filter(&self, _ctx: &Context) -> Box<dyn CompactionFilter> {
         let rules = self.rules.read().unwrap_or_else(PoisonError::into_inner);
-        let cutoff = rules.get(&self.keyspace).map(|age| now_micros().saturating_sub(*age));
+        let cutoff = rules
+            .get(&self.keyspace)
+            .map(|age| now_micros().saturating_sub(*age));
         Box::new(AgeFilter { cutoff })
     }
 }

@@ -16,11 +16,13 @@ mod read;
 
 pub use aggregate::hll_estimate;
 pub use catalog::{
-    FORMAT_VERSION, FamilyDef, FamilyKind, FamilySpec, GcPolicy, MAX_FAMILIES, TableDef, validate_family_name, validate_table_name,
+    FORMAT_VERSION, FamilyDef, FamilyKind, FamilySpec, GcPolicy, MAX_FAMILIES, TableDef,
+    validate_family_name, validate_table_name,
 };
 pub use commit::Durability;
 pub use mutation::{
-    MAX_KEY_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadModifyWrite, RowMutation, check_key,
+    MAX_KEY_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadModifyWrite, RowMutation,
+    check_key,
 };
 pub use read::{
     Cell, QualifierFilter, ReadFilter, ReadRequest, Row, RowRange, RowSet, RowStream, ScanStats,
@@ -77,7 +79,10 @@ pub struct TableSpec {
 impl TableSpec {
     /// A table with no families yet.
     pub fn new(name: impl Into<String>) -> Self {
-        TableSpec { name: name.into(), ..Default::default() }
+        TableSpec {
+            name: name.into(),
+            ..Default::default()
+        }
     }
 
     /// Adds a family.
@@ -139,7 +144,11 @@ impl TableHandle {
             .iter()
             .zip(&self.keyspaces)
             .filter(|(f, _)| only.is_none_or(|names| names.contains(&f.name)))
-            .map(|(f, ks)| FamilyScan { name: Arc::from(f.name.as_str()), gc: f.gc.clone(), keyspace: ks.clone() })
+            .map(|(f, ks)| FamilyScan {
+                name: Arc::from(f.name.as_str()),
+                gc: f.gc.clone(),
+                keyspace: ks.clone(),
+            })
             .collect())
     }
 }
@@ -165,7 +174,9 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.inner.path).finish_non_exhaustive()
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -188,14 +199,19 @@ impl Store {
             .manual_journal_persist(true)
             .with_compaction_filter_factories(Arc::new(move |name: &str| {
                 let factory: Arc<dyn fjall::compaction::filter::Factory> =
-                    Arc::new(AgeFilterFactory { keyspace: name.to_string(), rules: rules.clone() });
+                    Arc::new(AgeFilterFactory {
+                        keyspace: name.to_string(),
+                        rules: rules.clone(),
+                    });
                 name.starts_with('f').then_some(factory)
             }));
         if let Some(bytes) = options.cache_bytes {
             builder = builder.cache_size(bytes);
         }
         let db = builder.open().map_err(|e| match e {
-            fjall::Error::Locked => Error::StoreInUse { path: path.display().to_string() },
+            fjall::Error::Locked => Error::StoreInUse {
+                path: path.display().to_string(),
+            },
             other => Error::Storage(other),
         })?;
         let catalog = db.keyspace(CATALOG_KEYSPACE, KeyspaceCreateOptions::default)?;
@@ -205,11 +221,16 @@ impl Store {
                 db.persist(PersistMode::SyncAll)?;
             }
             Some(v) => {
-                let found = <[u8; 4]>::try_from(&*v).map(u32::from_be_bytes).map_err(|_| Error::Corrupt {
-                    reason: format!("store format marker is {} bytes, expected 4", v.len()),
-                })?;
+                let found = <[u8; 4]>::try_from(&*v)
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| Error::Corrupt {
+                        reason: format!("store format marker is {} bytes, expected 4", v.len()),
+                    })?;
                 if found > FORMAT_VERSION {
-                    return Err(Error::UnsupportedFormat { found, supported: FORMAT_VERSION });
+                    return Err(Error::UnsupportedFormat {
+                        found,
+                        supported: FORMAT_VERSION,
+                    });
                 }
             }
         }
@@ -225,7 +246,9 @@ impl Store {
             durability: options.durability,
             age_rules,
         };
-        let store = Store { inner: Arc::new(inner) };
+        let store = Store {
+            inner: Arc::new(inner),
+        };
         store.load_catalog()?;
         Ok(store)
     }
@@ -236,7 +259,10 @@ impl Store {
         for guard in inner.catalog.prefix(TABLE_PREFIX) {
             let (key, value) = guard.into_inner()?;
             let def: TableDef = serde_json::from_slice(&value).map_err(|e| Error::Corrupt {
-                reason: format!("catalog entry {} does not parse: {e}", codec::show_bytes(&key)),
+                reason: format!(
+                    "catalog entry {} does not parse: {e}",
+                    codec::show_bytes(&key)
+                ),
             })?;
             let handle = self.open_handle(def)?;
             tables.insert(handle.def.name.clone(), Arc::new(handle));
@@ -260,14 +286,22 @@ impl Store {
 
     fn open_handle(&self, def: TableDef) -> Result<TableHandle> {
         let mut keyspaces = Vec::with_capacity(def.families.len());
-        let mut rules = self.inner.age_rules.write().unwrap_or_else(PoisonError::into_inner);
+        let mut rules = self
+            .inner
+            .age_rules
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         for family in &def.families {
             let name = family.keyspace_name();
             match family.gc.unconditional_max_age() {
                 Some(age) => rules.insert(name.clone(), age),
                 None => rules.remove(&name),
             };
-            keyspaces.push(self.inner.db.keyspace(&name, KeyspaceCreateOptions::default)?);
+            keyspaces.push(
+                self.inner
+                    .db
+                    .keyspace(&name, KeyspaceCreateOptions::default)?,
+            );
         }
         Ok(TableHandle { def, keyspaces })
     }
@@ -285,7 +319,12 @@ impl Store {
     /// Bytes one table's families occupy in on-disk tables (not counting
     /// the shared journal or cells still in memory).
     pub fn table_disk_space(&self, table: &str) -> Result<u64> {
-        Ok(self.handle(table)?.keyspaces.iter().map(|k| k.disk_space()).sum())
+        Ok(self
+            .handle(table)?
+            .keyspaces
+            .iter()
+            .map(|k| k.disk_space())
+            .sum())
     }
 
     /// How many fsyncs synced mode has run (group commit shares them).
@@ -307,12 +346,20 @@ impl Store {
             .unwrap_or_else(PoisonError::into_inner)
             .get(table)
             .cloned()
-            .ok_or_else(|| Error::TableNotFound { table: table.to_string() })
+            .ok_or_else(|| Error::TableNotFound {
+                table: table.to_string(),
+            })
     }
 
     /// The names of all tables, sorted.
     pub fn list_tables(&self) -> Vec<String> {
-        self.inner.tables.read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect()
+        self.inner
+            .tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// A table's definition.
@@ -324,14 +371,21 @@ impl Store {
     fn next_id(&self) -> Result<u64> {
         let current = match self.inner.catalog.get(NEXT_ID_KEY)? {
             None => 1,
-            Some(v) => <[u8; 8]>::try_from(&*v).map(u64::from_be_bytes).map_err(|_| Error::Corrupt {
-                reason: "catalog id counter is not 8 bytes".into(),
-            })?,
+            Some(v) => <[u8; 8]>::try_from(&*v)
+                .map(u64::from_be_bytes)
+                .map_err(|_| Error::Corrupt {
+                    reason: "catalog id counter is not 8 bytes".into(),
+                })?,
         };
         Ok(current.max(1))
     }
 
-    fn write_catalog(&self, def: Option<&TableDef>, remove: Option<&str>, next_id: u64) -> Result<()> {
+    fn write_catalog(
+        &self,
+        def: Option<&TableDef>,
+        remove: Option<&str>,
+        next_id: u64,
+    ) -> Result<()> {
         let mut batch = self.inner.db.batch().durability(Some(PersistMode::SyncAll));
         if let Some(name) = remove {
             batch.remove(&self.inner.catalog, format!("{TABLE_PREFIX}{name}"));
@@ -340,7 +394,11 @@ impl Store {
             let json = serde_json::to_vec(def).map_err(|e| Error::Corrupt {
                 reason: format!("cannot encode the definition of table {:?}: {e}", def.name),
             })?;
-            batch.insert(&self.inner.catalog, format!("{TABLE_PREFIX}{}", def.name), json);
+            batch.insert(
+                &self.inner.catalog,
+                format!("{TABLE_PREFIX}{}", def.name),
+                json,
+            );
         }
         batch.insert(&self.inner.catalog, NEXT_ID_KEY, next_id.to_be_bytes());
         batch.commit()?;
@@ -349,13 +407,20 @@ impl Store {
 
     fn check_families(table: &str, families: &[FamilySpec]) -> Result<()> {
         if families.len() > MAX_FAMILIES {
-            return Err(Error::TooManyFamilies { table: table.to_string(), count: families.len(), max: MAX_FAMILIES });
+            return Err(Error::TooManyFamilies {
+                table: table.to_string(),
+                count: families.len(),
+                max: MAX_FAMILIES,
+            });
         }
         for (i, f) in families.iter().enumerate() {
             validate_family_name(&f.name)?;
             f.gc.validate()?;
             if families[..i].iter().any(|g| g.name == f.name) {
-                return Err(Error::FamilyExists { table: table.to_string(), family: f.name.clone() });
+                return Err(Error::FamilyExists {
+                    table: table.to_string(),
+                    family: f.name.clone(),
+                });
             }
         }
         Ok(())
@@ -377,10 +442,20 @@ impl Store {
             .into_iter()
             .map(|f| {
                 id += 1;
-                FamilyDef { id: id - 1, name: f.name, gc: f.gc, kind: f.kind }
+                FamilyDef {
+                    id: id - 1,
+                    name: f.name,
+                    gc: f.gc,
+                    kind: f.kind,
+                }
             })
             .collect();
-        let def = TableDef { id: table_id, name: spec.name, families, metadata: spec.metadata };
+        let def = TableDef {
+            id: table_id,
+            name: spec.name,
+            families,
+            metadata: spec.metadata,
+        };
         let handle = self.open_handle(def.clone())?;
         self.write_catalog(Some(&def), None, id)?;
         self.inner
@@ -401,9 +476,17 @@ impl Store {
             match op {
                 AlterOp::AddFamily(spec) => {
                     if def.families.iter().any(|f| f.name == spec.name) {
-                        return Err(Error::FamilyExists { table: name.to_string(), family: spec.name });
+                        return Err(Error::FamilyExists {
+                            table: name.to_string(),
+                            family: spec.name,
+                        });
                     }
-                    def.families.push(FamilyDef { id, name: spec.name, gc: spec.gc, kind: spec.kind });
+                    def.families.push(FamilyDef {
+                        id,
+                        name: spec.name,
+                        gc: spec.gc,
+                        kind: spec.kind,
+                    });
                     id += 1;
                 }
                 AlterOp::DropFamily(family) => {
@@ -412,9 +495,14 @@ impl Store {
                 }
                 AlterOp::SetGc { family, gc } => {
                     gc.validate()?;
-                    let index = def.families.iter().position(|f| f.name == family).ok_or_else(|| {
-                        Error::FamilyNotFound { table: name.to_string(), family: family.clone() }
-                    })?;
+                    let index = def
+                        .families
+                        .iter()
+                        .position(|f| f.name == family)
+                        .ok_or_else(|| Error::FamilyNotFound {
+                            table: name.to_string(),
+                            family: family.clone(),
+                        })?;
                     def.families[index].gc = gc;
                 }
                 AlterOp::SetMetadata(key, Some(value)) => {
@@ -425,8 +513,15 @@ impl Store {
                 }
             }
         }
-        let specs: Vec<FamilySpec> =
-            def.families.iter().map(|f| FamilySpec { name: f.name.clone(), gc: f.gc.clone(), kind: f.kind }).collect();
+        let specs: Vec<FamilySpec> = def
+            .families
+            .iter()
+            .map(|f| FamilySpec {
+                name: f.name.clone(),
+                gc: f.gc.clone(),
+                kind: f.kind,
+            })
+            .collect();
         Self::check_families(name, &specs)?;
         let handle = self.open_handle(def.clone())?;
         self.write_catalog(Some(&def), None, id)?;
@@ -449,7 +544,11 @@ impl Store {
         let old = self.handle(name)?;
         let id = self.next_id()?;
         self.write_catalog(None, Some(name), id)?;
-        self.inner.tables.write().unwrap_or_else(PoisonError::into_inner).remove(name);
+        self.inner
+            .tables
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name);
         for ks in &old.keyspaces {
             self.inner.db.delete_keyspace(ks.clone())?;
         }
@@ -462,12 +561,19 @@ impl Store {
         (self.inner.hasher.hash_one((table.def.id, key)) as usize) % LOCK_STRIPES
     }
 
-    fn lock_rows<'a>(&'a self, table: &TableHandle, keys: impl Iterator<Item = &'a [u8]>) -> Vec<MutexGuard<'a, ()>> {
+    fn lock_rows<'a>(
+        &'a self,
+        table: &TableHandle,
+        keys: impl Iterator<Item = &'a [u8]>,
+    ) -> Vec<MutexGuard<'a, ()>> {
         let mut stripes: Vec<usize> = keys.map(|k| self.stripe(table, k)).collect();
         // A fixed order across callers rules out deadlock.
         stripes.sort_unstable();
         stripes.dedup();
-        stripes.into_iter().map(|s| lock(&self.inner.row_locks[s])).collect()
+        stripes
+            .into_iter()
+            .map(|s| lock(&self.inner.row_locks[s]))
+            .collect()
     }
 
     fn commit(&self, table: &TableHandle, overlay: Overlay) -> Result<()> {
@@ -503,8 +609,15 @@ impl Store {
         let handle = self.handle(table)?;
         let mut results = Vec::with_capacity(rows.len());
         for chunk in rows.chunks(BULK_CHUNK_ROWS) {
-            let checked: Vec<Result<()>> = chunk.iter().map(|row| mutation::validate(&handle.def, row)).collect();
-            let valid = chunk.iter().zip(&checked).filter(|(_, c)| c.is_ok()).map(|(r, _)| r.key.as_slice());
+            let checked: Vec<Result<()>> = chunk
+                .iter()
+                .map(|row| mutation::validate(&handle.def, row))
+                .collect();
+            let valid = chunk
+                .iter()
+                .zip(&checked)
+                .filter(|(_, c)| c.is_ok())
+                .map(|(r, _)| r.key.as_slice());
             let _guards = self.lock_rows(&handle, valid);
             let snapshot = self.inner.db.snapshot();
             let now = now_micros();
@@ -542,9 +655,18 @@ impl Store {
         let _guard = self.lock_rows(&handle, std::iter::once(key));
         let snapshot = self.inner.db.snapshot();
         let now = now_micros();
-        let request = ReadRequest::rows(RowSet::keys([key])).filter(predicate).limit(1);
-        let matched = RowStream::new(snapshot.clone(), families, request, now).next().transpose()?.is_some();
-        let chosen = if matched { &matched_row } else { &unmatched_row };
+        let request = ReadRequest::rows(RowSet::keys([key]))
+            .filter(predicate)
+            .limit(1);
+        let matched = RowStream::new(snapshot.clone(), families, request, now)
+            .next()
+            .transpose()?
+            .is_some();
+        let chosen = if matched {
+            &matched_row
+        } else {
+            &unmatched_row
+        };
         let pending = mutation::apply(&snapshot, &handle, &Overlay::default(), chosen, now)?;
         self.commit(&handle, pending)?;
         Ok(matched)
@@ -552,7 +674,12 @@ impl Store {
 
     /// Applies append and increment rules to the latest cells of a row,
     /// atomically; returns the cells written.
-    pub fn read_modify_write(&self, table: &str, key: &[u8], rules: Vec<ReadModifyWrite>) -> Result<Row> {
+    pub fn read_modify_write(
+        &self,
+        table: &str,
+        key: &[u8],
+        rules: Vec<ReadModifyWrite>,
+    ) -> Result<Row> {
         let handle = self.handle(table)?;
         check_key(key)?;
         let _guard = self.lock_rows(&handle, std::iter::once(key));
@@ -562,26 +689,43 @@ impl Store {
         let mut cells: Vec<Cell> = Vec::new();
         for rule in rules {
             let (family, qualifier) = match &rule {
-                ReadModifyWrite::Append { family, qualifier, .. } | ReadModifyWrite::Increment { family, qualifier, .. } => {
-                    (family, qualifier)
+                ReadModifyWrite::Append {
+                    family, qualifier, ..
                 }
+                | ReadModifyWrite::Increment {
+                    family, qualifier, ..
+                } => (family, qualifier),
             };
-            let index = handle.def.families.iter().position(|f| &f.name == family).ok_or_else(|| {
-                Error::FamilyNotFound { table: table.to_string(), family: family.clone() }
-            })?;
+            let index = handle
+                .def
+                .families
+                .iter()
+                .position(|f| &f.name == family)
+                .ok_or_else(|| Error::FamilyNotFound {
+                    table: table.to_string(),
+                    family: family.clone(),
+                })?;
             let def = &handle.def.families[index];
             let column = mutation::column_name(family, qualifier);
             if def.kind.is_aggregate() {
                 return Err(Error::InvalidMutation {
-                    reason: format!("cannot read-modify-write column {column}: family {family:?} is an aggregate family; add to it instead"),
+                    reason: format!(
+                        "cannot read-modify-write column {column}: family {family:?} is an aggregate family; add to it instead"
+                    ),
                 });
             }
             if qualifier.len() > MAX_QUALIFIER_LEN {
-                return Err(Error::QualifierTooLarge { len: qualifier.len(), max: MAX_QUALIFIER_LEN });
+                return Err(Error::QualifierTooLarge {
+                    len: qualifier.len(),
+                    max: MAX_QUALIFIER_LEN,
+                });
             }
             let mut prefix = codec::escape(key);
             codec::escape_into(&mut prefix, qualifier);
-            let range = codec::EncodedRange { end: codec::prefix_successor(&prefix), start: prefix };
+            let range = codec::EncodedRange {
+                end: codec::prefix_successor(&prefix),
+                start: prefix,
+            };
             let latest = overlay
                 .cells_in(&snapshot, &handle, index, &range)?
                 .into_iter()
@@ -594,7 +738,10 @@ impl Store {
                     let mut value = latest.as_ref().map(|(_, v)| v.clone()).unwrap_or_default();
                     value.extend_from_slice(suffix);
                     if value.len() > MAX_VALUE_LEN {
-                        return Err(Error::ValueTooLarge { len: value.len(), max: MAX_VALUE_LEN });
+                        return Err(Error::ValueTooLarge {
+                            len: value.len(),
+                            max: MAX_VALUE_LEN,
+                        });
                     }
                     value
                 }
@@ -603,18 +750,33 @@ impl Store {
                         Some((_, v)) => aggregate::decode_i64("increment", &column, v)?,
                         None => 0,
                     };
-                    let new = old.checked_add(*delta).ok_or_else(|| Error::Overflow { op: "increment", column: column.clone() })?;
+                    let new = old.checked_add(*delta).ok_or_else(|| Error::Overflow {
+                        op: "increment",
+                        column: column.clone(),
+                    })?;
                     new.to_be_bytes().to_vec()
                 }
             };
             // The new cell must be the column's latest even if a cell carries a future time.
             let ts = latest.as_ref().map_or(now, |(ts, _)| now.max(*ts));
-            overlay.put(index, codec::encode_cell_key(key, qualifier, ts), value.clone());
+            overlay.put(
+                index,
+                codec::encode_cell_key(key, qualifier, ts),
+                value.clone(),
+            );
             cells.retain(|c| !(&*c.family == family.as_str() && c.qualifier == *qualifier));
-            cells.push(Cell { family: Arc::from(family.as_str()), qualifier: qualifier.clone(), timestamp: ts, value });
+            cells.push(Cell {
+                family: Arc::from(family.as_str()),
+                qualifier: qualifier.clone(),
+                timestamp: ts,
+                value,
+            });
         }
         self.commit(&handle, overlay)?;
-        Ok(Row { key: key.to_vec(), cells })
+        Ok(Row {
+            key: key.to_vec(),
+            cells,
+        })
     }
 
     // ---- reads ---------------------------------------------------------
@@ -623,7 +785,12 @@ impl Store {
     pub fn read_rows(&self, table: &str, request: ReadRequest) -> Result<RowStream> {
         let handle = self.handle(table)?;
         let families = handle.family_scans(request.filter.families.as_deref())?;
-        Ok(RowStream::new(self.inner.db.snapshot(), families, request, now_micros()))
+        Ok(RowStream::new(
+            self.inner.db.snapshot(),
+            families,
+            request,
+            now_micros(),
+        ))
     }
 
     /// Reads one row.
@@ -696,7 +863,13 @@ impl Store {
     }
 
     /// Re-evaluates rows (given escaped) under their locks and deletes their garbage.
-    fn sweep_rows(&self, handle: &TableHandle, family: usize, rows: &[Vec<u8>], mut stats: GcStats) -> Result<GcStats> {
+    fn sweep_rows(
+        &self,
+        handle: &TableHandle,
+        family: usize,
+        rows: &[Vec<u8>],
+        mut stats: GcStats,
+    ) -> Result<GcStats> {
         let policy = &handle.def.families[family].gc;
         for escaped in rows {
             let (key, _) = codec::unescape(escaped)?;

@@ -5,10 +5,10 @@
 //! followed by a set, two adds to one cell). The overlay of a whole bulk
 //! call becomes one fjall batch.
 
+use super::TableHandle;
 use super::aggregate;
 use super::catalog::{FamilyKind, TableDef};
 use super::read::TimeRange;
-use super::TableHandle;
 use crate::codec::{self, EncodedRange};
 use crate::error::{Error, Result};
 use fjall::{Readable, Snapshot};
@@ -67,7 +67,11 @@ pub enum Mutation {
 
 impl Mutation {
     /// Set a cell at the server's time.
-    pub fn set(family: impl Into<String>, qualifier: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Self {
+    pub fn set(
+        family: impl Into<String>,
+        qualifier: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+    ) -> Self {
         Mutation::SetCell {
             family: family.into(),
             qualifier: qualifier.into(),
@@ -123,7 +127,10 @@ pub struct RowMutation {
 impl RowMutation {
     /// A row mutation.
     pub fn new(key: impl Into<Vec<u8>>, mutations: Vec<Mutation>) -> Self {
-        RowMutation { key: key.into(), mutations }
+        RowMutation {
+            key: key.into(),
+            mutations,
+        }
     }
 }
 
@@ -156,21 +163,30 @@ pub fn check_key(key: &[u8]) -> Result<()> {
         return Err(Error::EmptyKey { max: MAX_KEY_LEN });
     }
     if key.len() > MAX_KEY_LEN {
-        return Err(Error::KeyTooLarge { len: key.len(), max: MAX_KEY_LEN });
+        return Err(Error::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY_LEN,
+        });
     }
     Ok(())
 }
 
 fn check_qualifier(qualifier: &[u8]) -> Result<()> {
     if qualifier.len() > MAX_QUALIFIER_LEN {
-        return Err(Error::QualifierTooLarge { len: qualifier.len(), max: MAX_QUALIFIER_LEN });
+        return Err(Error::QualifierTooLarge {
+            len: qualifier.len(),
+            max: MAX_QUALIFIER_LEN,
+        });
     }
     Ok(())
 }
 
 fn check_value(value: &[u8]) -> Result<()> {
     if value.len() > MAX_VALUE_LEN {
-        return Err(Error::ValueTooLarge { len: value.len(), max: MAX_VALUE_LEN });
+        return Err(Error::ValueTooLarge {
+            len: value.len(),
+            max: MAX_VALUE_LEN,
+        });
     }
     Ok(())
 }
@@ -196,11 +212,19 @@ pub(crate) struct Overlay {
 }
 
 impl Overlay {
-    fn get(&self, snapshot: &Snapshot, table: &TableHandle, family: usize, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    fn get(
+        &self,
+        snapshot: &Snapshot,
+        table: &TableHandle,
+        family: usize,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
         if let Some(pending) = self.writes.get(&(family, key.to_vec())) {
             return Ok(pending.clone());
         }
-        Ok(snapshot.get(&table.keyspaces[family], key)?.map(|v| v.to_vec()))
+        Ok(snapshot
+            .get(&table.keyspaces[family], key)?
+            .map(|v| v.to_vec()))
     }
 
     /// The live cells of a key range, pending writes included, in key order.
@@ -228,7 +252,10 @@ impl Overlay {
             }
             cells.insert(k.clone(), v.clone());
         }
-        Ok(cells.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect())
+        Ok(cells
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect())
     }
 
     fn delete_where(
@@ -263,14 +290,24 @@ pub(crate) fn validate(def: &TableDef, row: &RowMutation) -> Result<()> {
     check_key(&row.key)?;
     for m in &row.mutations {
         match m {
-            Mutation::SetCell { family, qualifier, timestamp, value } => {
+            Mutation::SetCell {
+                family,
+                qualifier,
+                timestamp,
+                value,
+            } => {
                 let f = def.family(family)?;
                 check_qualifier(qualifier)?;
                 check_value(value)?;
                 resolve_timestamp(*timestamp, 0)?;
                 aggregate::check_value(f.kind, &column_name(family, qualifier), value)?;
             }
-            Mutation::AddToCell { family, qualifier, timestamp, input } => {
+            Mutation::AddToCell {
+                family,
+                qualifier,
+                timestamp,
+                input,
+            } => {
                 let f = def.family(family)?;
                 check_qualifier(qualifier)?;
                 check_value(input)?;
@@ -284,7 +321,11 @@ pub(crate) fn validate(def: &TableDef, row: &RowMutation) -> Result<()> {
                     });
                 }
             }
-            Mutation::DeleteCells { family, qualifier, time_range } => {
+            Mutation::DeleteCells {
+                family,
+                qualifier,
+                time_range,
+            } => {
                 def.family(family)?;
                 check_qualifier(qualifier)?;
                 if time_range.start < 0 || time_range.end.is_some_and(|e| e < time_range.start) {
@@ -318,7 +359,9 @@ pub(crate) fn apply(
     let mut pending = Overlay::default();
     for family in 0..table.keyspaces.len() {
         let entries = base.writes.range((family, row_range.start.clone())..);
-        for ((f, key), value) in entries.take_while(|((f, k), _)| *f == family && row_range.contains(k)) {
+        for ((f, key), value) in
+            entries.take_while(|((f, k), _)| *f == family && row_range.contains(k))
+        {
             pending.writes.insert((*f, key.clone()), value.clone());
         }
     }
@@ -328,29 +371,58 @@ pub(crate) fn apply(
             .families
             .iter()
             .position(|f| f.name == name)
-            .ok_or_else(|| Error::FamilyNotFound { table: table.def.name.clone(), family: name.to_string() })
+            .ok_or_else(|| Error::FamilyNotFound {
+                table: table.def.name.clone(),
+                family: name.to_string(),
+            })
     };
     for m in &row.mutations {
         match m {
-            Mutation::SetCell { family, qualifier, timestamp, value } => {
+            Mutation::SetCell {
+                family,
+                qualifier,
+                timestamp,
+                value,
+            } => {
                 let f = family_index(family)?;
                 let ts = resolve_timestamp(*timestamp, now)?;
-                pending.put(f, codec::encode_cell_key(&row.key, qualifier, ts), value.clone());
+                pending.put(
+                    f,
+                    codec::encode_cell_key(&row.key, qualifier, ts),
+                    value.clone(),
+                );
             }
-            Mutation::AddToCell { family, qualifier, timestamp, input } => {
+            Mutation::AddToCell {
+                family,
+                qualifier,
+                timestamp,
+                input,
+            } => {
                 let f = family_index(family)?;
                 let ts = resolve_timestamp(*timestamp, now)?;
                 let key = codec::encode_cell_key(&row.key, qualifier, ts);
                 let existing = pending.get(snapshot, table, f, &key)?;
                 let kind = table.def.families[f].kind;
-                let merged = aggregate::merge(kind, &column_name(family, qualifier), existing.as_deref(), input)?;
+                let merged = aggregate::merge(
+                    kind,
+                    &column_name(family, qualifier),
+                    existing.as_deref(),
+                    input,
+                )?;
                 pending.put(f, key, merged);
             }
-            Mutation::DeleteCells { family, qualifier, time_range } => {
+            Mutation::DeleteCells {
+                family,
+                qualifier,
+                time_range,
+            } => {
                 let f = family_index(family)?;
                 let mut prefix = codec::escape(&row.key);
                 codec::escape_into(&mut prefix, qualifier);
-                let range = EncodedRange { end: codec::prefix_successor(&prefix), start: prefix };
+                let range = EncodedRange {
+                    end: codec::prefix_successor(&prefix),
+                    start: prefix,
+                };
                 pending.delete_where(snapshot, table, f, &range, *time_range)?;
             }
             Mutation::DeleteFamily { family } => {

@@ -21,20 +21,29 @@ pub struct RowRange {
 impl RowRange {
     /// Every row.
     pub fn all() -> Self {
-        RowRange { start: Bound::Unbounded, end: Bound::Unbounded }
+        RowRange {
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+        }
     }
 
     /// Exactly one row.
     pub fn key(key: impl Into<Vec<u8>>) -> Self {
         let key = key.into();
-        RowRange { start: Bound::Included(key.clone()), end: Bound::Included(key) }
+        RowRange {
+            start: Bound::Included(key.clone()),
+            end: Bound::Included(key),
+        }
     }
 
     /// The rows whose key starts with `prefix`.
     pub fn prefix(prefix: impl Into<Vec<u8>>) -> Self {
         let prefix = prefix.into();
         let end = codec::prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
-        RowRange { start: Bound::Included(prefix), end }
+        RowRange {
+            start: Bound::Included(prefix),
+            end,
+        }
     }
 
     /// The rows between two bounds.
@@ -66,17 +75,23 @@ pub struct RowSet {
 impl RowSet {
     /// Every row of the table.
     pub fn all() -> Self {
-        RowSet { ranges: vec![RowRange::all()] }
+        RowSet {
+            ranges: vec![RowRange::all()],
+        }
     }
 
     /// These keys.
     pub fn keys<K: Into<Vec<u8>>>(keys: impl IntoIterator<Item = K>) -> Self {
-        RowSet { ranges: keys.into_iter().map(RowRange::key).collect() }
+        RowSet {
+            ranges: keys.into_iter().map(RowRange::key).collect(),
+        }
     }
 
     /// One range.
     pub fn range(range: RowRange) -> Self {
-        RowSet { ranges: vec![range] }
+        RowSet {
+            ranges: vec![range],
+        }
     }
 
     /// The rows starting with `prefix`.
@@ -132,11 +147,17 @@ impl Default for TimeRange {
 
 impl TimeRange {
     /// Every timestamp.
-    pub const ALL: TimeRange = TimeRange { start: 0, end: None };
+    pub const ALL: TimeRange = TimeRange {
+        start: 0,
+        end: None,
+    };
 
     /// `[start, end)`.
     pub fn new(start: i64, end: i64) -> Self {
-        TimeRange { start, end: Some(end) }
+        TimeRange {
+            start,
+            end: Some(end),
+        }
     }
 
     /// Whether `ts` lies in the range.
@@ -166,7 +187,9 @@ impl QualifierFilter {
             .unicode(false)
             .build()
             .map(QualifierFilter::Regex)
-            .map_err(|e| Error::InvalidArgument(format!("invalid qualifier regex {pattern:?}: {e}")))
+            .map_err(|e| {
+                Error::InvalidArgument(format!("invalid qualifier regex {pattern:?}: {e}"))
+            })
     }
 
     /// Whether `qualifier` passes.
@@ -174,9 +197,10 @@ impl QualifierFilter {
         match self {
             QualifierFilter::All => true,
             QualifierFilter::Set(set) => set.contains(qualifier),
-            QualifierFilter::Range(lo, hi) => {
-                RangeBounds::<&[u8]>::contains(&(as_slice_bound(lo), as_slice_bound(hi)), &qualifier)
-            }
+            QualifierFilter::Range(lo, hi) => RangeBounds::<&[u8]>::contains(
+                &(as_slice_bound(lo), as_slice_bound(hi)),
+                &qualifier,
+            ),
             QualifierFilter::Regex(re) => re.is_match(qualifier),
         }
     }
@@ -204,7 +228,10 @@ impl ReadFilter {
 
     /// The latest cell of each column.
     pub fn latest() -> Self {
-        ReadFilter { cells_per_column: Some(1), ..Default::default() }
+        ReadFilter {
+            cells_per_column: Some(1),
+            ..Default::default()
+        }
     }
 
     /// Only these families.
@@ -248,12 +275,18 @@ pub struct ReadRequest {
 impl ReadRequest {
     /// Every cell of every row.
     pub fn all() -> Self {
-        ReadRequest { rows: RowSet::all(), ..Default::default() }
+        ReadRequest {
+            rows: RowSet::all(),
+            ..Default::default()
+        }
     }
 
     /// The rows of a row set.
     pub fn rows(rows: RowSet) -> Self {
-        ReadRequest { rows, ..Default::default() }
+        ReadRequest {
+            rows,
+            ..Default::default()
+        }
     }
 
     /// With a filter.
@@ -300,7 +333,11 @@ pub struct Row {
 
 impl Row {
     /// The cells of one column, newest first.
-    pub fn column<'a>(&'a self, family: &'a str, qualifier: &'a [u8]) -> impl Iterator<Item = &'a Cell> + 'a {
+    pub fn column<'a>(
+        &'a self,
+        family: &'a str,
+        qualifier: &'a [u8],
+    ) -> impl Iterator<Item = &'a Cell> + 'a {
         self.cells
             .iter()
             .filter(move |c| &*c.family == family && c.qualifier == qualifier)
@@ -342,7 +379,11 @@ struct Cursor {
 
 impl Cursor {
     fn advance(&mut self, reverse: bool) -> Result<()> {
-        let next = if reverse { self.iter.next_back() } else { self.iter.next() };
+        let next = if reverse {
+            self.iter.next_back()
+        } else {
+            self.iter.next()
+        };
         self.head = next.map(|g| g.into_inner()).transpose()?;
         Ok(())
     }
@@ -404,10 +445,18 @@ impl RowStream {
         self.cursors.clear();
         for family in &self.families {
             let iter = match &range.end {
-                Some(end) => self.snapshot.range(&family.keyspace, range.start.as_slice()..end.as_slice()),
-                None => self.snapshot.range(&family.keyspace, range.start.as_slice()..),
+                Some(end) => self
+                    .snapshot
+                    .range(&family.keyspace, range.start.as_slice()..end.as_slice()),
+                None => self
+                    .snapshot
+                    .range(&family.keyspace, range.start.as_slice()..),
             };
-            let mut cursor = Cursor { family: family.clone(), iter, head: None };
+            let mut cursor = Cursor {
+                family: family.clone(),
+                iter,
+                head: None,
+            };
             cursor.advance(self.reverse)?;
             self.cursors.push(cursor);
         }

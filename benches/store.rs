@@ -1,0 +1,242 @@
+//! Store benchmarks against a raw-fjall baseline of the same bytes.
+//!
+//! Each group measures cellar and then fjall alone doing the same physical
+//! work (same cell keys, same values, same batch sizes), so the overhead of
+//! our layer reads as a ratio within one run.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use cellar::{
+    CellKey, FamilySpec, Mutation, ReadFilter, ReadRequest, RowMutation, RowSet, Store, TableSpec,
+};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+
+const ROWS: u64 = 1_000_000;
+const BATCH: u64 = 1024;
+const INGEST_ROWS: u64 = 100_000;
+
+fn row_key(i: u64) -> String {
+    format!("user{i:08}")
+}
+
+fn value(i: u64) -> Vec<u8> {
+    format!("{:032}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).into_bytes()
+}
+
+fn cellar_rows(range: std::ops::Range<u64>) -> Vec<RowMutation> {
+    range
+        .map(|i| RowMutation::new(row_key(i), vec![Mutation::set_at("f", "v", 1, value(i))]))
+        .collect()
+}
+
+fn raw_pairs(range: std::ops::Range<u64>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    range
+        .map(|i| {
+            (
+                CellKey {
+                    row: row_key(i).into_bytes(),
+                    qualifier: b"v".to_vec(),
+                    timestamp: 1,
+                }
+                .encode(),
+                value(i),
+            )
+        })
+        .collect()
+}
+
+fn new_store(dir: &std::path::Path) -> Store {
+    let store = Store::open(dir).expect("open store");
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("f")))
+        .expect("create table");
+    store
+}
+
+fn new_raw(dir: &std::path::Path) -> (Database, Keyspace) {
+    let db = Database::builder(dir).open().expect("open fjall");
+    let ks = db
+        .keyspace("raw", KeyspaceCreateOptions::default)
+        .expect("keyspace");
+    (db, ks)
+}
+
+fn cellar_ingest(store: &Store, range: std::ops::Range<u64>) {
+    let mut start = range.start;
+    while start < range.end {
+        let end = (start + BATCH).min(range.end);
+        for result in store
+            .mutate_rows("t", cellar_rows(start..end))
+            .expect("bulk")
+        {
+            result.expect("row");
+        }
+        start = end;
+    }
+}
+
+fn raw_ingest(db: &Database, ks: &Keyspace, range: std::ops::Range<u64>) {
+    let mut start = range.start;
+    while start < range.end {
+        let end = (start + BATCH).min(range.end);
+        let mut batch = db.batch().durability(Some(PersistMode::Buffer));
+        for (k, v) in raw_pairs(start..end) {
+            batch.insert(ks, k, v);
+        }
+        batch.commit().expect("commit");
+        start = end;
+    }
+}
+
+fn ingest(c: &mut Criterion) {
+    let mut group = c.benchmark_group("ingest");
+    group
+        .sample_size(10)
+        .throughput(Throughput::Elements(INGEST_ROWS));
+    group.bench_function("cellar", |b| {
+        b.iter_batched(
+            || tempfile::tempdir().expect("tempdir"),
+            |dir| {
+                let store = new_store(dir.path());
+                cellar_ingest(&store, 0..INGEST_ROWS);
+                dir
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.bench_function("fjall", |b| {
+        b.iter_batched(
+            || tempfile::tempdir().expect("tempdir"),
+            |dir| {
+                let (db, ks) = new_raw(dir.path());
+                raw_ingest(&db, &ks, 0..INGEST_ROWS);
+                dir
+            },
+            BatchSize::PerIteration,
+        )
+    });
+    group.finish();
+}
+
+/// A 1M-row table in both forms, compacted so both read the same layout.
+struct Loaded {
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+    store: Store,
+    db: Database,
+    ks: Keyspace,
+}
+
+fn load() -> Loaded {
+    let (a, b) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let store = new_store(a.path());
+    cellar_ingest(&store, 0..ROWS);
+    store.compact("t").expect("compact");
+    let (db, ks) = new_raw(b.path());
+    raw_ingest(&db, &ks, 0..ROWS);
+    ks.rotate_memtable_and_wait().expect("flush");
+    ks.major_compact().expect("compact");
+    Loaded {
+        _dirs: (a, b),
+        store,
+        db,
+        ks,
+    }
+}
+
+fn reads(c: &mut Criterion) {
+    let data = load();
+    let mut group = c.benchmark_group("point_get");
+    let mut i = 0u64;
+    group.bench_function("cellar", |b| {
+        b.iter(|| {
+            i = (i + 7919) % ROWS;
+            let row = data
+                .store
+                .read_row("t", row_key(i).as_bytes(), ReadFilter::latest())
+                .expect("read");
+            black_box(row.expect("present"));
+        })
+    });
+    group.bench_function("fjall", |b| {
+        b.iter(|| {
+            i = (i + 7919) % ROWS;
+            let prefix = cellar::escape(row_key(i).as_bytes());
+            let snapshot = data.db.snapshot();
+            let mut n = 0;
+            for guard in fjall::Readable::prefix(&snapshot, &data.ks, &prefix) {
+                black_box(guard.into_inner().expect("pair"));
+                n += 1;
+            }
+            assert_eq!(n, 1);
+        })
+    });
+    group.finish();
+
+    // user0012xxxx: 10 000 rows, 1 % of the table.
+    let prefix = b"user0012".to_vec();
+    let mut group = c.benchmark_group("prefix_scan_1pct");
+    group.throughput(Throughput::Elements(ROWS / 100));
+    group.bench_function("cellar", |b| {
+        b.iter(|| {
+            let stream = data
+                .store
+                .read_rows("t", ReadRequest::rows(RowSet::prefix(prefix.clone())))
+                .expect("scan");
+            let mut n = 0;
+            for row in stream {
+                black_box(row.expect("row"));
+                n += 1;
+            }
+            assert_eq!(n, ROWS / 100);
+        })
+    });
+    group.bench_function("fjall", |b| {
+        b.iter(|| {
+            let range = cellar::row_prefix_range(&prefix);
+            let snapshot = data.db.snapshot();
+            let end = range.end.expect("bounded");
+            let mut n = 0;
+            for guard in fjall::Readable::range(&snapshot, &data.ks, range.start..end) {
+                black_box(guard.into_inner().expect("pair"));
+                n += 1;
+            }
+            assert_eq!(n, ROWS / 100);
+        })
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("full_scan");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20))
+        .throughput(Throughput::Elements(ROWS));
+    group.bench_function("cellar", |b| {
+        b.iter(|| {
+            let mut n = 0;
+            for row in data.store.read_rows("t", ReadRequest::all()).expect("scan") {
+                n += row.expect("row").cells.len() as u64;
+            }
+            assert_eq!(n, ROWS);
+        })
+    });
+    group.bench_function("fjall", |b| {
+        b.iter(|| {
+            let snapshot = data.db.snapshot();
+            let mut n = 0;
+            for guard in fjall::Readable::iter(&snapshot, &data.ks) {
+                black_box(guard.into_inner().expect("pair"));
+                n += 1;
+            }
+            assert_eq!(n, ROWS);
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, ingest, reads);
+criterion_main!(benches);
