@@ -5,6 +5,11 @@
 //!
 //! The child is this same test binary, re-run with `CELLAR_CRASH_CHILD` set.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test should fail loudly at the failing call"
+)]
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;

@@ -2,6 +2,11 @@
 //! garbage collection and reopens, applied to the store and to a BTreeMap
 //! of cells, must give identical results.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test should fail loudly at the failing call"
+)]
+
 use cellar::{
     AlterOp, FamilyKind, FamilySpec, GcPolicy, Mutation, QualifierFilter, ReadFilter,
     ReadModifyWrite, ReadRequest, Row, RowMutation, RowRange, RowSet, Store, TableSpec, TimeRange,

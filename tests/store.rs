@@ -1,5 +1,10 @@
 //! The store through its public API: catalog, mutations, reads, limits, GC.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test should fail loudly at the failing call"
+)]
+
 use cellar::{
     AlterOp, Durability, Error, FamilyKind, FamilySpec, GcPolicy, Mutation, QualifierFilter,
     ReadFilter, ReadModifyWrite, ReadRequest, RowMutation, RowRange, RowSet, Store, StoreOptions,
