@@ -23,10 +23,15 @@
 
 mod codec;
 mod error;
+mod schema;
 mod store;
 
 pub use codec::{CellKey, EncodedRange, escape, row_prefix_range, row_range, show_bytes};
 pub use error::{Error, Result};
+pub use schema::{
+    ColumnDef, Constraint, Encoding, KeySchema, KeyValue, Segment, SegmentKind, TableSchema,
+    TimeFormat, Value, ValueType,
+};
 pub use store::{
     AlterOp, Cell, Durability, FamilyDef, FamilyKind, FamilySpec, GcPolicy, GcStats, MAX_FAMILIES,
     MAX_KEY_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, QualifierFilter, ReadFilter,

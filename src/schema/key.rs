@@ -1,0 +1,807 @@
+//! Row-key schemas: a row key declared as delimited, typed segments.
+//!
+//! `BATTERY#<salt>#<ts>` is three segments: the literal `BATTERY`, a salt
+//! bucket computed from `ts`, and a timestamp in the format
+//! `%Y%m%d%H%M%S%3f`. The schema maps typed values to key bytes (writes,
+//! field promotion) and key bytes back to typed values (reads), and turns
+//! constraints on segments into key ranges (pushdown).
+
+use std::ops::Bound;
+
+use chrono::{DateTime, NaiveDateTime};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::store::RowRange;
+
+/// How a timestamp segment is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimeFormat {
+    /// A chrono strftime pattern in UTC, e.g. `%Y-%m-%d-%H%M`.
+    Pattern(String),
+    /// Seconds since the epoch, 10 digits.
+    Seconds,
+    /// Milliseconds since the epoch, 13 digits.
+    Millis,
+    /// Microseconds since the epoch, 16 digits.
+    Micros,
+}
+
+impl TimeFormat {
+    fn unit_micros(&self) -> i64 {
+        match self {
+            TimeFormat::Seconds => 1_000_000,
+            TimeFormat::Millis => 1_000,
+            TimeFormat::Micros | TimeFormat::Pattern(_) => 1,
+        }
+    }
+
+    fn width(&self) -> usize {
+        match self {
+            TimeFormat::Seconds => 10,
+            TimeFormat::Millis => 13,
+            TimeFormat::Micros => 16,
+            TimeFormat::Pattern(_) => 0,
+        }
+    }
+}
+
+/// The type of one named segment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SegmentKind {
+    /// Any UTF-8 text without the delimiter.
+    Text,
+    /// A non-negative integer, zero-padded to `width` digits (0: unpadded).
+    Int {
+        /// Digits; 0 means no padding (and no range pushdown).
+        width: u8,
+    },
+    /// A timestamp (microseconds in SQL).
+    Time {
+        /// How it is written.
+        format: TimeFormat,
+        /// Written as `i64::MAX - n` (19 digits) so newer sorts first.
+        reversed: bool,
+    },
+    /// A bucket `hash(sources) % buckets`, spreading sequential keys.
+    Salt {
+        /// Number of buckets.
+        buckets: u32,
+        /// The named segments hashed, in this order.
+        of: Vec<String>,
+    },
+}
+
+/// One segment of a row key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Segment {
+    /// Fixed text, such as `BATTERY`; not a column.
+    Literal(String),
+    /// A typed value, exposed as a SQL column.
+    Field {
+        /// Column name.
+        name: String,
+        /// Its type.
+        kind: SegmentKind,
+    },
+}
+
+/// A typed segment value.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KeyValue {
+    /// Text.
+    Text(String),
+    /// Integers and salt buckets.
+    Int(i64),
+    /// Microseconds since the epoch.
+    Time(i64),
+}
+
+/// A constraint on one segment, from a query's predicates.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Constraint {
+    /// The segment is one of these values.
+    In(Vec<KeyValue>),
+    /// The segment lies between these bounds.
+    Range(Bound<KeyValue>, Bound<KeyValue>),
+}
+
+/// A row key declared as delimited, typed segments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeySchema {
+    /// The byte between segments, e.g. `#`.
+    pub delimiter: char,
+    /// The segments in key order.
+    pub segments: Vec<Segment>,
+}
+
+/// At most this many key prefixes come out of IN lists and salt fan-out
+/// before the planner stops refining and scans wider.
+const MAX_PREFIXES: usize = 4096;
+
+impl KeySchema {
+    /// Checks the schema itself: names unique, salt sources exist, formats
+    /// usable, delimiter ASCII.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |reason: String| Error::InvalidArgument(format!("row key schema: {reason}"));
+        if !self.delimiter.is_ascii() || self.delimiter.is_ascii_alphanumeric() {
+            return Err(bad(format!(
+                "delimiter {:?} must be one ASCII punctuation character",
+                self.delimiter
+            )));
+        }
+        let mut names = Vec::new();
+        for segment in &self.segments {
+            match segment {
+                Segment::Literal(text) if text.contains(self.delimiter) => {
+                    return Err(bad(format!(
+                        "literal {text:?} contains the delimiter {:?}",
+                        self.delimiter
+                    )));
+                }
+                Segment::Literal(_) => {}
+                Segment::Field { name, kind } => {
+                    if names.contains(&name) {
+                        return Err(bad(format!("segment {name:?} appears twice")));
+                    }
+                    names.push(name);
+                    match kind {
+                        SegmentKind::Salt { buckets, of } => {
+                            if *buckets == 0 {
+                                return Err(bad(format!(
+                                    "salt {name:?} needs at least one bucket"
+                                )));
+                            }
+                            if of.is_empty() {
+                                return Err(bad(format!(
+                                    "salt {name:?} names no segments to hash"
+                                )));
+                            }
+                        }
+                        SegmentKind::Time {
+                            format: TimeFormat::Pattern(p),
+                            reversed,
+                        } => {
+                            if *reversed {
+                                return Err(bad(format!(
+                                    "{name:?}: only epoch timestamps can be REVERSED"
+                                )));
+                            }
+                            check_pattern(p).map_err(|e| bad(format!("{name:?}: {e}")))?;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        for segment in &self.segments {
+            if let Segment::Field {
+                name,
+                kind: SegmentKind::Salt { of, .. },
+            } = segment
+            {
+                for source in of {
+                    let found = self
+                        .fields()
+                        .any(|(_, n, k)| n == source && !matches!(k, SegmentKind::Salt { .. }));
+                    if !found {
+                        return Err(bad(format!(
+                            "salt {name:?} hashes {source:?}, which is not a segment"
+                        )));
+                    }
+                }
+            }
+        }
+        if self.fields().next().is_none() {
+            return Err(bad("no named segments".into()));
+        }
+        Ok(())
+    }
+
+    /// The named segments: (position among fields, name, kind).
+    pub fn fields(&self) -> impl Iterator<Item = (usize, &str, &SegmentKind)> {
+        self.segments
+            .iter()
+            .filter_map(|s| match s {
+                Segment::Field { name, kind } => Some((name.as_str(), kind)),
+                Segment::Literal(_) => None,
+            })
+            .enumerate()
+            .map(|(i, (n, k))| (i, n, k))
+    }
+
+    /// Index of a named segment among the fields.
+    pub fn field_index(&self, name: &str) -> Option<usize> {
+        self.fields()
+            .find(|(_, n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(i, _, _)| i)
+    }
+
+    /// Builds a row key from field values (by field index). Salt fields are
+    /// computed and need no value.
+    pub fn encode(&self, values: &[Option<KeyValue>]) -> Result<Vec<u8>> {
+        let mut texts: Vec<Option<String>> = vec![None; values.len()];
+        for (i, name, kind) in self.fields() {
+            if matches!(kind, SegmentKind::Salt { .. }) {
+                continue;
+            }
+            let value = values.get(i).and_then(Option::as_ref).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "row key segment {name:?} has no value (it is part of the key)"
+                ))
+            })?;
+            texts[i] = Some(self.format_value(name, kind, value)?);
+        }
+        let mut key = String::new();
+        let mut field = 0;
+        for (n, segment) in self.segments.iter().enumerate() {
+            if n > 0 {
+                key.push(self.delimiter);
+            }
+            match segment {
+                Segment::Literal(text) => key.push_str(text),
+                Segment::Field {
+                    kind: SegmentKind::Salt { buckets, of },
+                    ..
+                } => {
+                    let bucket = self.salt_of(*buckets, of, &texts)?;
+                    key.push_str(&format_salt(bucket, *buckets));
+                    field += 1;
+                }
+                Segment::Field { .. } => {
+                    key.push_str(texts[field].as_deref().unwrap_or_default());
+                    field += 1;
+                }
+            }
+        }
+        Ok(key.into_bytes())
+    }
+
+    fn salt_of(&self, buckets: u32, of: &[String], texts: &[Option<String>]) -> Result<u32> {
+        let mut joined = String::new();
+        for source in of {
+            let i = self
+                .field_index(source)
+                .ok_or_else(|| Error::InvalidArgument(format!("no segment {source:?}")))?;
+            joined.push_str(texts.get(i).and_then(Option::as_deref).unwrap_or_default());
+            joined.push(self.delimiter);
+        }
+        Ok((xxhash_rust::xxh3::xxh3_64(joined.as_bytes()) % u64::from(buckets)) as u32)
+    }
+
+    fn format_value(&self, name: &str, kind: &SegmentKind, value: &KeyValue) -> Result<String> {
+        let mismatch =
+            || Error::InvalidArgument(format!("row key segment {name:?} cannot hold {value:?}"));
+        let text = match (kind, value) {
+            (SegmentKind::Text, KeyValue::Text(t)) => {
+                if t.contains(self.delimiter) {
+                    return Err(Error::InvalidArgument(format!(
+                        "row key segment {name:?} value {t:?} contains the delimiter {:?}",
+                        self.delimiter
+                    )));
+                }
+                t.clone()
+            }
+            (SegmentKind::Int { width }, KeyValue::Int(n)) => {
+                format_padded(name, *n, usize::from(*width))?
+            }
+            (SegmentKind::Time { format, reversed }, KeyValue::Time(micros)) => {
+                format_time(name, format, *reversed, *micros)?
+            }
+            _ => return Err(mismatch()),
+        };
+        Ok(text)
+    }
+
+    /// Splits a row key into field values (by field index). `None` when the
+    /// key does not fit the schema.
+    pub fn decode(&self, key: &[u8]) -> Option<Vec<KeyValue>> {
+        let key = std::str::from_utf8(key).ok()?;
+        let parts: Vec<&str> = key.split(self.delimiter).collect();
+        if parts.len() != self.segments.len() {
+            return None;
+        }
+        let mut out = Vec::new();
+        for (part, segment) in parts.iter().zip(&self.segments) {
+            match segment {
+                Segment::Literal(text) => {
+                    if part != text {
+                        return None;
+                    }
+                }
+                Segment::Field { kind, .. } => out.push(parse_value(kind, part)?),
+            }
+        }
+        Some(out)
+    }
+
+    /// Key ranges covering every key whose fields satisfy `constraints`
+    /// (by field index). The ranges may cover more keys than match (the
+    /// scan re-checks); they never miss one. Also returns how many leading
+    /// fields the ranges pin down exactly.
+    pub fn ranges(&self, constraints: &[Option<Constraint>]) -> Vec<RowRange> {
+        let mut prefixes: Vec<String> = vec![String::new()];
+        let mut field = 0;
+        for (n, segment) in self.segments.iter().enumerate() {
+            let delimiter = if n + 1 < self.segments.len() {
+                Some(self.delimiter)
+            } else {
+                None
+            };
+            let extend = |prefixes: &[String], values: &[String]| -> Vec<String> {
+                let mut out = Vec::with_capacity(prefixes.len() * values.len());
+                for p in prefixes {
+                    for v in values {
+                        let mut s = p.clone();
+                        s.push_str(v);
+                        s.extend(delimiter);
+                        out.push(s);
+                    }
+                }
+                out
+            };
+            match segment {
+                Segment::Literal(text) => prefixes = extend(&prefixes, std::slice::from_ref(text)),
+                Segment::Field { name, kind } => {
+                    let constraint = constraints.get(field).and_then(Option::as_ref);
+                    field += 1;
+                    if let SegmentKind::Salt { buckets, of } = kind {
+                        let buckets_used = self.salt_candidates(*buckets, of, constraints);
+                        let texts: Vec<String> = buckets_used
+                            .iter()
+                            .map(|b| format_salt(*b, *buckets))
+                            .collect();
+                        if prefixes.len() * texts.len() > MAX_PREFIXES {
+                            return prefix_ranges(&prefixes);
+                        }
+                        prefixes = extend(&prefixes, &texts);
+                        continue;
+                    }
+                    match constraint {
+                        Some(Constraint::In(values)) => {
+                            let mut texts: Vec<String> = values
+                                .iter()
+                                .filter_map(|v| self.format_value(name, kind, v).ok())
+                                .collect();
+                            texts.sort();
+                            texts.dedup();
+                            if prefixes.len() * texts.len().max(1) > MAX_PREFIXES {
+                                return prefix_ranges(&prefixes);
+                            }
+                            // An IN list of values that cannot be written here matches nothing.
+                            prefixes = extend(&prefixes, &texts);
+                            if prefixes.is_empty() {
+                                return Vec::new();
+                            }
+                        }
+                        Some(Constraint::Range(lo, hi)) => {
+                            return self.range_within(&prefixes, name, kind, lo, hi);
+                        }
+                        None => return prefix_ranges(&prefixes),
+                    }
+                }
+            }
+        }
+        // Every segment pinned: whole keys (the trailing delimiter was not added).
+        prefixes
+            .into_iter()
+            .map(|p| RowRange::key(p.into_bytes()))
+            .collect()
+    }
+
+    /// Salt buckets that keys satisfying `constraints` can fall in.
+    fn salt_candidates(
+        &self,
+        buckets: u32,
+        of: &[String],
+        constraints: &[Option<Constraint>],
+    ) -> Vec<u32> {
+        let all = || (0..buckets).collect();
+        let mut combos: Vec<Vec<Option<String>>> =
+            vec![vec![None; constraints.len().max(self.fields().count())]];
+        for source in of {
+            let Some(i) = self.field_index(source) else {
+                return all();
+            };
+            let Some(Some(Constraint::In(values))) = constraints.get(i) else {
+                return all();
+            };
+            let Some((_, name, kind)) = self.fields().nth(i) else {
+                return all();
+            };
+            let texts: Vec<String> = values
+                .iter()
+                .filter_map(|v| self.format_value(name, kind, v).ok())
+                .collect();
+            if combos.len() * texts.len() > MAX_PREFIXES {
+                return all();
+            }
+            combos = combos
+                .iter()
+                .flat_map(|c| {
+                    texts.iter().map(move |t| {
+                        let mut c = c.clone();
+                        c[i] = Some(t.clone());
+                        c
+                    })
+                })
+                .collect();
+        }
+        let mut out: Vec<u32> = combos
+            .iter()
+            .filter_map(|c| self.salt_of(buckets, of, c).ok())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    fn range_within(
+        &self,
+        prefixes: &[String],
+        name: &str,
+        kind: &SegmentKind,
+        lo: &Bound<KeyValue>,
+        hi: &Bound<KeyValue>,
+    ) -> Vec<RowRange> {
+        let encode = |v: &KeyValue| self.format_value(name, kind, v).ok();
+        let (lo, hi) = match kind {
+            SegmentKind::Time { reversed: true, .. } => (hi, lo),
+            _ => (lo, hi),
+        };
+        let value_of = |b: &Bound<KeyValue>| match b {
+            Bound::Included(v) | Bound::Excluded(v) => Some(v.clone()),
+            Bound::Unbounded => None,
+        };
+        let sortable = match kind {
+            SegmentKind::Int { width } => *width > 0,
+            SegmentKind::Time {
+                format: TimeFormat::Pattern(p),
+                ..
+            } => pattern_sorts(p),
+            SegmentKind::Time { .. } => true,
+            SegmentKind::Text => true,
+            SegmentKind::Salt { .. } => false,
+        };
+        if !sortable {
+            return prefix_ranges(prefixes);
+        }
+        let lo_text = value_of(lo).and_then(|v| encode(&v));
+        let hi_text = value_of(hi).and_then(|v| encode(&v));
+        // Out-of-domain bounds (a negative integer, a date the format cannot
+        // write) fall back to the parent prefix: wider, never wrong.
+        let delimiter = self.delimiter as u8;
+        prefixes
+            .iter()
+            .map(|p| {
+                let parent = RowRange::prefix(p.as_bytes().to_vec());
+                let start = match &lo_text {
+                    Some(t) => Bound::Included(format!("{p}{t}").into_bytes()),
+                    None => parent.start.clone(),
+                };
+                let end = match &hi_text {
+                    Some(t) if !matches!(kind, SegmentKind::Text) => {
+                        let mut end = format!("{p}{t}").into_bytes();
+                        end.push(delimiter);
+                        crate::codec::prefix_successor(&end)
+                            .map_or(Bound::Unbounded, Bound::Excluded)
+                    }
+                    // Text: a shorter value sorts by its delimiter byte, so
+                    // the bound holds only when every byte of the bound sorts
+                    // after the delimiter.
+                    Some(t) if t.bytes().all(|b| b > delimiter) => {
+                        let mut end = format!("{p}{t}").into_bytes();
+                        end.push(delimiter);
+                        crate::codec::prefix_successor(&end)
+                            .map_or(Bound::Unbounded, Bound::Excluded)
+                    }
+                    _ => parent.end.clone(),
+                };
+                RowRange::between(start, end)
+            })
+            .collect()
+    }
+}
+
+fn prefix_ranges(prefixes: &[String]) -> Vec<RowRange> {
+    prefixes
+        .iter()
+        .map(|p| RowRange::prefix(p.as_bytes().to_vec()))
+        .collect()
+}
+
+fn format_salt(bucket: u32, buckets: u32) -> String {
+    let width = (buckets.saturating_sub(1)).to_string().len();
+    format!("{bucket:0width$}")
+}
+
+fn format_padded(name: &str, n: i64, width: usize) -> Result<String> {
+    if n < 0 {
+        return Err(Error::InvalidArgument(format!(
+            "row key segment {name:?} is a zero-padded integer and cannot hold {n}"
+        )));
+    }
+    let text = format!("{n:0width$}");
+    if width > 0 && text.len() > width {
+        return Err(Error::InvalidArgument(format!(
+            "row key segment {name:?} value {n} has more than {width} digits"
+        )));
+    }
+    Ok(text)
+}
+
+fn format_time(name: &str, format: &TimeFormat, reversed: bool, micros: i64) -> Result<String> {
+    if let TimeFormat::Pattern(p) = format {
+        let t = DateTime::from_timestamp_micros(micros).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "row key segment {name:?}: timestamp {micros} µs is out of range"
+            ))
+        })?;
+        return Ok(t.naive_utc().format(p).to_string());
+    }
+    let n = micros.div_euclid(format.unit_micros());
+    if reversed {
+        if n < 0 {
+            return Err(Error::InvalidArgument(format!(
+                "row key segment {name:?}: negative timestamp {micros}"
+            )));
+        }
+        return Ok(format!("{:019}", i64::MAX - n));
+    }
+    format_padded(name, n, format.width())
+}
+
+fn parse_value(kind: &SegmentKind, part: &str) -> Option<KeyValue> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match kind {
+        SegmentKind::Text => Some(KeyValue::Text(part.to_string())),
+        SegmentKind::Int { width } => {
+            if !digits(part) || (*width > 0 && part.len() != usize::from(*width)) {
+                return None;
+            }
+            part.parse().ok().map(KeyValue::Int)
+        }
+        SegmentKind::Salt { .. } => {
+            if !digits(part) {
+                return None;
+            }
+            part.parse().ok().map(KeyValue::Int)
+        }
+        SegmentKind::Time {
+            format: TimeFormat::Pattern(p),
+            ..
+        } => parse_pattern(p, part).map(KeyValue::Time),
+        SegmentKind::Time { format, reversed } => {
+            if !digits(part) {
+                return None;
+            }
+            let n: i64 = part.parse().ok()?;
+            let n = if *reversed {
+                i64::MAX.checked_sub(n)?
+            } else {
+                n
+            };
+            n.checked_mul(format.unit_micros()).map(KeyValue::Time)
+        }
+    }
+}
+
+/// Parses text written with `pattern`; patterns without seconds or minutes
+/// are completed with zeros.
+fn parse_pattern(pattern: &str, text: &str) -> Option<i64> {
+    if let Ok(t) = NaiveDateTime::parse_from_str(text, pattern) {
+        return Some(t.and_utc().timestamp_micros());
+    }
+    // Date-only or hour-only patterns: chrono needs the missing fields.
+    for (extra_pattern, extra_text) in [("%H%M%S", "000000"), ("%M%S", "0000"), ("%S", "00")] {
+        let p = format!("{pattern}|{extra_pattern}");
+        let s = format!("{text}|{extra_text}");
+        if let Ok(t) = NaiveDateTime::parse_from_str(&s, &p) {
+            return Some(t.and_utc().timestamp_micros());
+        }
+    }
+    None
+}
+
+fn check_pattern(pattern: &str) -> std::result::Result<(), String> {
+    let probe = 1_614_945_600_123_000i64; // 2021-03-05 12:00:00.123
+    let text = format_time(
+        "probe",
+        &TimeFormat::Pattern(pattern.to_string()),
+        false,
+        probe,
+    )
+    .map_err(|e| e.to_string())?;
+    if parse_pattern(pattern, &text).is_none() {
+        return Err(format!(
+            "timestamp format {pattern:?} writes {text:?}, which it cannot read back"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether text written with `pattern` sorts like the time it encodes:
+/// checked on probes an hour, a day, a month and a year apart.
+fn pattern_sorts(pattern: &str) -> bool {
+    let base = 946_684_800_000_000i64; // 2000-01-01
+    let steps = [
+        1_000i64,
+        1_000_000,
+        60_000_000,
+        3_600_000_000,
+        86_400_000_000,
+        2_678_400_000_000,
+        31_622_400_000_000,
+    ];
+    let mut probes: Vec<i64> = Vec::new();
+    for step in steps {
+        for k in 0..14 {
+            probes.push(base + step * k * 7 + step * 13);
+        }
+    }
+    probes.sort_unstable();
+    let texts: Vec<String> = probes
+        .iter()
+        .filter_map(|p| {
+            DateTime::from_timestamp_micros(*p).map(|t| t.naive_utc().format(pattern).to_string())
+        })
+        .collect();
+    texts.windows(2).all(|w| w[0] <= w[1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn battery() -> KeySchema {
+        KeySchema {
+            delimiter: '#',
+            segments: vec![
+                Segment::Literal("BATTERY".into()),
+                Segment::Field {
+                    name: "salt".into(),
+                    kind: SegmentKind::Salt {
+                        buckets: 4,
+                        of: vec!["ts".into()],
+                    },
+                },
+                Segment::Field {
+                    name: "ts".into(),
+                    kind: SegmentKind::Time {
+                        format: TimeFormat::Pattern("%Y%m%d%H%M%S%3f".into()),
+                        reversed: false,
+                    },
+                },
+            ],
+        }
+    }
+
+    fn micros(s: &str) -> i64 {
+        NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.3f")
+            .unwrap()
+            .and_utc()
+            .timestamp_micros()
+    }
+
+    #[test]
+    fn salted_keys_round_trip() {
+        let schema = battery();
+        schema.validate().unwrap();
+        let ts = micros("2015-03-01 12:45:01.001");
+        let key = schema.encode(&[None, Some(KeyValue::Time(ts))]).unwrap();
+        let text = String::from_utf8(key.clone()).unwrap();
+        assert!(
+            text.starts_with("BATTERY#") && text.ends_with("#20150301124501001"),
+            "{text}"
+        );
+        let decoded = schema.decode(&key).unwrap();
+        assert_eq!(decoded[1], KeyValue::Time(ts));
+        // Equality on the salt's source pins its bucket: one key.
+        let ranges = schema.ranges(&[None, Some(Constraint::In(vec![KeyValue::Time(ts)]))]);
+        assert_eq!(ranges, vec![RowRange::key(key)]);
+        // A time range fans out over every bucket.
+        let ranges = schema.ranges(&[
+            None,
+            Some(Constraint::Range(
+                Bound::Included(KeyValue::Time(ts)),
+                Bound::Unbounded,
+            )),
+        ]);
+        assert_eq!(ranges.len(), 4);
+    }
+
+    #[test]
+    fn misfits_decode_to_none() {
+        let schema = battery();
+        for bad in [
+            &b"BATTERY#1"[..],
+            b"BATTERY#x#20150301124501001",
+            b"PHONE#1#20150301124501001",
+            b"\xff",
+        ] {
+            assert_eq!(schema.decode(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn reversed_timestamps_invert_ranges() {
+        let schema = KeySchema {
+            delimiter: '#',
+            segments: vec![
+                Segment::Field {
+                    name: "user".into(),
+                    kind: SegmentKind::Text,
+                },
+                Segment::Field {
+                    name: "ts".into(),
+                    kind: SegmentKind::Time {
+                        format: TimeFormat::Millis,
+                        reversed: true,
+                    },
+                },
+            ],
+        };
+        let a = schema
+            .encode(&[
+                Some(KeyValue::Text("u".into())),
+                Some(KeyValue::Time(1_000_000)),
+            ])
+            .unwrap();
+        let b = schema
+            .encode(&[
+                Some(KeyValue::Text("u".into())),
+                Some(KeyValue::Time(2_000_000)),
+            ])
+            .unwrap();
+        assert!(b < a, "newer sorts first");
+        let ranges = schema.ranges(&[
+            Some(Constraint::In(vec![KeyValue::Text("u".into())])),
+            Some(Constraint::Range(
+                Bound::Included(KeyValue::Time(1_500_000)),
+                Bound::Unbounded,
+            )),
+        ]);
+        let [range] = ranges.as_slice() else {
+            panic!("{ranges:?}")
+        };
+        let inside = |k: &[u8]| {
+            std::ops::RangeBounds::<[u8]>::contains(
+                &(
+                    range.start.as_ref().map(|v| v.as_slice()),
+                    range.end.as_ref().map(|v| v.as_slice()),
+                ),
+                k,
+            )
+        };
+        assert!(inside(&b) && !inside(&a));
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let schema = KeySchema {
+            delimiter: '#',
+            segments: vec![Segment::Field {
+                name: "n".into(),
+                kind: SegmentKind::Int { width: 3 },
+            }],
+        };
+        let err = schema
+            .encode(&[Some(KeyValue::Int(1234))])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("1234") && err.contains("3 digits"), "{err}");
+        let err = schema
+            .encode(&[Some(KeyValue::Int(-1))])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("-1"), "{err}");
+        assert_eq!(schema.encode(&[Some(KeyValue::Int(7))]).unwrap(), b"007");
+    }
+
+    #[test]
+    fn unsortable_patterns_are_detected() {
+        assert!(pattern_sorts("%Y-%m-%d-%H%M"));
+        assert!(pattern_sorts("%Y%m%d%H%M%S%3f"));
+        assert!(!pattern_sorts("%d-%m-%Y"));
+    }
+}

@@ -1,0 +1,184 @@
+//! What SQL knows about a table beyond the store's families: the row-key
+//! schema and the declared qualifier columns with their types. Kept in the
+//! table's catalog metadata as JSON; no DataFusion here.
+
+mod key;
+
+pub use key::{Constraint, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::store::TableDef;
+
+/// Metadata key under which the SQL schema of a table is stored.
+pub const SCHEMA_METADATA_KEY: &str = "sql.schema";
+
+/// The SQL type of a qualifier column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ValueType {
+    /// 64-bit signed integer.
+    Int64,
+    /// 64-bit float.
+    Float64,
+    /// UTF-8 text.
+    Text,
+    /// Raw bytes.
+    Bytes,
+}
+
+/// How a value is laid out in the cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Encoding {
+    /// Numbers as 8-byte big-endian; text as UTF-8; bytes as they are.
+    #[default]
+    Binary,
+    /// Numbers written as decimal text (`"98"`).
+    Text,
+}
+
+/// A declared qualifier column.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnDef {
+    /// SQL column name.
+    pub name: String,
+    /// The family holding it.
+    pub family: String,
+    /// The qualifier (defaults to the column name).
+    pub qualifier: String,
+    /// Its type.
+    pub value_type: ValueType,
+    /// How the cell bytes encode it.
+    pub encoding: Encoding,
+}
+
+impl ColumnDef {
+    /// Decodes a cell value; `None` when the bytes do not hold this type.
+    pub fn decode(&self, bytes: &[u8]) -> std::result::Result<Value, String> {
+        let fail = |why: &str| {
+            format!(
+                "column {} ({}:{}) {why}: {}",
+                self.name,
+                self.family,
+                self.qualifier,
+                crate::codec::show_bytes(bytes)
+            )
+        };
+        Ok(match (self.value_type, self.encoding) {
+            (ValueType::Bytes, _) => Value::Bytes(bytes.to_vec()),
+            (ValueType::Text, _) => Value::Text(
+                std::str::from_utf8(bytes)
+                    .map_err(|_| fail("is not UTF-8"))?
+                    .to_string(),
+            ),
+            (ValueType::Int64, Encoding::Binary) => Value::Int64(i64::from_be_bytes(
+                bytes
+                    .try_into()
+                    .map_err(|_| fail("is not an 8-byte big-endian integer"))?,
+            )),
+            (ValueType::Float64, Encoding::Binary) => Value::Float64(f64::from_be_bytes(
+                bytes
+                    .try_into()
+                    .map_err(|_| fail("is not an 8-byte big-endian float"))?,
+            )),
+            (ValueType::Int64, Encoding::Text) => Value::Int64(
+                std::str::from_utf8(bytes)
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .ok_or_else(|| fail("is not an integer"))?,
+            ),
+            (ValueType::Float64, Encoding::Text) => Value::Float64(
+                std::str::from_utf8(bytes)
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .ok_or_else(|| fail("is not a number"))?,
+            ),
+        })
+    }
+
+    /// Encodes a value for this column.
+    pub fn encode(&self, value: &Value) -> Result<Vec<u8>> {
+        Ok(match (value, self.encoding) {
+            (Value::Bytes(b), _) => b.clone(),
+            (Value::Text(t), _) => t.clone().into_bytes(),
+            (Value::Int64(n), Encoding::Binary) => n.to_be_bytes().to_vec(),
+            (Value::Int64(n), Encoding::Text) => n.to_string().into_bytes(),
+            (Value::Float64(f), Encoding::Binary) => f.to_be_bytes().to_vec(),
+            (Value::Float64(f), Encoding::Text) => f.to_string().into_bytes(),
+        })
+    }
+}
+
+/// A decoded cell value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// Integer.
+    Int64(i64),
+    /// Float.
+    Float64(f64),
+    /// Text.
+    Text(String),
+    /// Bytes.
+    Bytes(Vec<u8>),
+}
+
+/// The SQL schema of a table.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TableSchema {
+    /// The row key's segments, if declared.
+    pub key: Option<KeySchema>,
+    /// Declared qualifier columns.
+    pub columns: Vec<ColumnDef>,
+}
+
+impl TableSchema {
+    /// The schema stored with a table (empty when none was declared).
+    pub fn of(def: &TableDef) -> Result<TableSchema> {
+        match def.metadata.get(SCHEMA_METADATA_KEY) {
+            None => Ok(TableSchema::default()),
+            Some(json) => serde_json::from_str(json).map_err(|e| Error::Corrupt {
+                reason: format!("SQL schema of table {:?} does not parse: {e}", def.name),
+            }),
+        }
+    }
+
+    /// The JSON form stored in the catalog.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Checks names: no duplicates between segments, columns, families and
+    /// the reserved `_key`/`_timestamp`; columns name existing families.
+    pub fn validate(&self, families: &[String]) -> Result<()> {
+        let mut names: Vec<String> = vec!["_key".into(), "_timestamp".into()];
+        let mut add = |name: &str| {
+            let lower = name.to_ascii_lowercase();
+            if names.contains(&lower) {
+                return Err(Error::InvalidArgument(format!(
+                    "column name {name:?} is used twice (or is reserved)"
+                )));
+            }
+            names.push(lower);
+            Ok(())
+        };
+        if let Some(key) = &self.key {
+            key.validate()?;
+            for (_, name, _) in key.fields() {
+                add(name)?;
+            }
+        }
+        for column in &self.columns {
+            add(&column.name)?;
+            if !families.contains(&column.family) {
+                return Err(Error::FamilyNotFound {
+                    table: String::new(),
+                    family: column.family.clone(),
+                });
+            }
+        }
+        for family in families {
+            add(family)?;
+        }
+        Ok(())
+    }
+}
