@@ -23,11 +23,13 @@
 
 mod codec;
 mod error;
+mod query;
 mod schema;
 mod store;
 
 pub use codec::{CellKey, EncodedRange, escape, row_prefix_range, row_range, show_bytes};
 pub use error::{Error, Result};
+pub use query::{KeyPlan, WideTable, plan_key_ranges};
 pub use schema::{
     ColumnDef, Constraint, Encoding, KeySchema, KeyValue, Segment, SegmentKind, TableSchema,
     TimeFormat, Value, ValueType,

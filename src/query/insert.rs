@@ -1,0 +1,325 @@
+//! `InsertExec`: writes the rows of an INSERT as row mutations.
+//!
+//! The row key comes from `_key` when given, otherwise it is built from the
+//! segment columns (field promotion). Declared columns become cells of their
+//! family and qualifier; entries of a family's map column become cells with
+//! those qualifiers; aggregate families merge the value in.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, Float64Array, Int64Array, MapArray, RecordBatch,
+    StringArray, TimestampMicrosecondArray, UInt64Array,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::common::Result as DfResult;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
+    PlanProperties, SendableRecordBatchStream,
+};
+use futures::StreamExt;
+
+use super::to_df;
+use super::wide::{ColumnSource, Layout};
+use crate::Error;
+use crate::schema::{KeyValue, Value};
+use crate::store::{FamilyKind, Mutation, RowMutation, Store, now_micros};
+
+/// Writes its input into a table and returns `count`.
+pub struct InsertExec {
+    store: Store,
+    layout: Arc<Layout>,
+    input: Arc<dyn ExecutionPlan>,
+    properties: Arc<PlanProperties>,
+}
+
+impl fmt::Debug for InsertExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "InsertExec({})", self.layout.table)
+    }
+}
+
+fn count_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new(
+        "count",
+        DataType::UInt64,
+        false,
+    )]))
+}
+
+impl InsertExec {
+    pub(crate) fn new(store: Store, layout: Arc<Layout>, input: Arc<dyn ExecutionPlan>) -> Self {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(count_schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        InsertExec {
+            store,
+            layout,
+            input,
+            properties: Arc::new(properties),
+        }
+    }
+}
+
+impl DisplayAs for InsertExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "InsertExec: table={}", self.layout.table)
+    }
+}
+
+/// One column of the input, typed once per batch.
+fn text_at(a: &ArrayRef, row: usize) -> DfResult<Option<String>> {
+    if a.is_null(row) {
+        return Ok(None);
+    }
+    let a = cast(a, &DataType::Utf8)?;
+    Ok(Some(a.as_string::<i32>().value(row).to_string()))
+}
+
+fn value_at(a: &ArrayRef, row: usize) -> Option<Value> {
+    if a.is_null(row) {
+        return None;
+    }
+    let any = a.as_any();
+    if let Some(a) = any.downcast_ref::<Int64Array>() {
+        return Some(Value::Int64(a.value(row)));
+    }
+    if let Some(a) = any.downcast_ref::<Float64Array>() {
+        return Some(Value::Float64(a.value(row)));
+    }
+    if let Some(a) = any.downcast_ref::<StringArray>() {
+        return Some(Value::Text(a.value(row).to_string()));
+    }
+    if let Some(a) = any.downcast_ref::<BinaryArray>() {
+        return Some(Value::Bytes(a.value(row).to_vec()));
+    }
+    None
+}
+
+fn row_mutation(
+    layout: &Layout,
+    batch: &RecordBatch,
+    row: usize,
+    timestamp: i64,
+) -> crate::Result<RowMutation> {
+    let mut key: Option<Vec<u8>> = None;
+    let mut segments: Vec<Option<KeyValue>> = layout
+        .key
+        .as_ref()
+        .map_or(Vec::new(), |k| vec![None; k.fields().count()]);
+    let mut mutations = Vec::new();
+    let df = |e: datafusion::error::DataFusionError| Error::InvalidArgument(e.to_string());
+    for (i, source) in layout.sources.iter().enumerate() {
+        let array = batch.column(i);
+        if array.is_null(row) {
+            continue;
+        }
+        match source {
+            ColumnSource::Key => key = text_at(array, row).map_err(df)?.map(String::into_bytes),
+            ColumnSource::Segment(s) => {
+                let value = match array.data_type() {
+                    DataType::Int64 => Some(KeyValue::Int(
+                        array
+                            .as_any()
+                            .downcast_ref::<Int64Array>()
+                            .map_or(0, |a| a.value(row)),
+                    )),
+                    DataType::Timestamp(TimeUnit::Microsecond, _) => Some(KeyValue::Time(
+                        array
+                            .as_any()
+                            .downcast_ref::<TimestampMicrosecondArray>()
+                            .map_or(0, |a| a.value(row)),
+                    )),
+                    _ => text_at(array, row).map_err(df)?.map(KeyValue::Text),
+                };
+                segments[*s] = value;
+            }
+            ColumnSource::Declared(d) => {
+                let column = &layout.columns[*d];
+                let Some(value) = value_at(array, row) else {
+                    continue;
+                };
+                let bytes = column.encode(&value)?;
+                mutations.push(cell(
+                    layout,
+                    &column.family,
+                    column.qualifier.as_bytes().to_vec(),
+                    bytes,
+                    timestamp,
+                ));
+            }
+            ColumnSource::FamilyMap(f) => {
+                let family = &layout.def.families[*f].name;
+                let Some(map) = array.as_any().downcast_ref::<MapArray>() else {
+                    continue;
+                };
+                let entries = map.value(row);
+                let keys = cast(entries.column(0), &DataType::Utf8)
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                let values = cast(entries.column(1), &DataType::Binary)
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                let (keys, values) = (keys.as_string::<i32>(), values.as_binary::<i32>());
+                for j in 0..keys.len() {
+                    if values.is_null(j) {
+                        continue;
+                    }
+                    mutations.push(cell(
+                        layout,
+                        family,
+                        keys.value(j).as_bytes().to_vec(),
+                        values.value(j).to_vec(),
+                        timestamp,
+                    ));
+                }
+            }
+        }
+    }
+    let key = match (key, &layout.key) {
+        (Some(k), _) => k,
+        (None, Some(schema)) => schema.encode(&segments)?,
+        (None, None) => {
+            return Err(Error::InvalidArgument(format!(
+                "INSERT INTO {} needs a value for _key",
+                layout.table
+            )));
+        }
+    };
+    if let (Some(schema), false) = (&layout.key, segments.iter().all(Option::is_none)) {
+        // Both _key and segments given: they must agree.
+        let built = schema.encode(&segments)?;
+        if built != key {
+            return Err(Error::InvalidArgument(format!(
+                "_key {} does not match its segments, which build {}",
+                crate::codec::show_bytes(&key),
+                crate::codec::show_bytes(&built)
+            )));
+        }
+    }
+    if mutations.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "row {} has no non-NULL column to write; a row exists only through its cells",
+            crate::codec::show_bytes(&key)
+        )));
+    }
+    Ok(RowMutation::new(key, mutations))
+}
+
+fn cell(
+    layout: &Layout,
+    family: &str,
+    qualifier: Vec<u8>,
+    value: Vec<u8>,
+    timestamp: i64,
+) -> Mutation {
+    let kind = layout
+        .def
+        .families
+        .iter()
+        .find(|f| f.name == family)
+        .map_or(FamilyKind::Normal, |f| f.kind);
+    if kind == FamilyKind::Normal {
+        Mutation::SetCell {
+            family: family.to_string(),
+            qualifier,
+            timestamp: Some(timestamp),
+            value,
+        }
+    } else {
+        Mutation::AddToCell {
+            family: family.to_string(),
+            qualifier,
+            timestamp: Some(timestamp),
+            input: value,
+        }
+    }
+}
+
+impl ExecutionPlan for InsertExec {
+    fn name(&self) -> &str {
+        "InsertExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let input = children
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Arc::clone(&self.input));
+        Ok(Arc::new(InsertExec::new(
+            self.store.clone(),
+            Arc::clone(&self.layout),
+            input,
+        )))
+    }
+
+    fn execute(
+        &self,
+        _partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let store = self.store.clone();
+        let layout = Arc::clone(&self.layout);
+        let input = Arc::clone(&self.input);
+        let partitions = input.output_partitioning().partition_count();
+        let timestamp = now_micros();
+        let future = async move {
+            let mut count = 0u64;
+            for p in 0..partitions {
+                let mut stream = input.execute(p, Arc::clone(&context))?;
+                while let Some(batch) = stream.next().await {
+                    let batch = batch?;
+                    let rows = (0..batch.num_rows())
+                        .map(|r| row_mutation(&layout, &batch, r, timestamp))
+                        .collect::<crate::Result<Vec<_>>>()
+                        .map_err(to_df)?;
+                    let store = store.clone();
+                    let table = layout.table.clone();
+                    let results =
+                        tokio::task::spawn_blocking(move || store.mutate_rows(&table, rows))
+                            .await
+                            .map_err(|e| {
+                                to_df(Error::InvalidArgument(format!("insert task failed: {e}")))
+                            })?
+                            .map_err(to_df)?;
+                    for r in results {
+                        r.map_err(to_df)?;
+                        count += 1;
+                    }
+                }
+            }
+            let array: ArrayRef = Arc::new(UInt64Array::from(vec![count]));
+            Ok(RecordBatch::try_new(count_schema(), vec![array])?)
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            count_schema(),
+            futures::stream::once(future),
+        )))
+    }
+}

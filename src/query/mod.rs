@@ -1,0 +1,17 @@
+//! The DataFusion layer: table providers and scan operators over the store,
+//! and the predicate analysis that turns SQL filters into key ranges.
+
+mod insert;
+mod pushdown;
+mod scan;
+mod wide;
+
+pub use pushdown::{KeyPlan, plan as plan_key_ranges};
+pub use wide::WideTable;
+
+use datafusion::error::DataFusionError;
+
+/// Converts a cellar error into DataFusion's, once, at this boundary.
+pub(crate) fn to_df(e: crate::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}

@@ -1,0 +1,374 @@
+//! From SQL predicates to key ranges.
+//!
+//! Predicates on `_key` become row ranges directly (AND intersects, OR
+//! unites); predicates on key segments become per-segment constraints that
+//! the row-key schema turns into ranges. Every range set covers all
+//! matching rows; the scan re-checks each predicate on the rows it reads,
+//! so over-covering is only a cost, never a wrong answer.
+
+use std::ops::Bound;
+
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::{Between, BinaryExpr, Expr, Like, Operator};
+
+use crate::schema::{Constraint, KeySchema, KeyValue, SegmentKind};
+use crate::store::RowRange;
+
+/// The outcome of planning a scan's key ranges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyPlan {
+    /// Ranges to read, or `None` for the whole table.
+    pub ranges: Option<Vec<RowRange>>,
+    /// Filters that narrowed the ranges.
+    pub used: Vec<String>,
+}
+
+/// Plans the key ranges for a conjunction of filters.
+pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
+    let mut ranges: Option<Vec<RowRange>> = None;
+    let mut used = Vec::new();
+    let mut constraints: Vec<Option<Constraint>> =
+        key.map_or(Vec::new(), |k| vec![None; k.fields().count()]);
+    for filter in filters {
+        if let Some(r) = key_ranges(filter) {
+            ranges = Some(match ranges {
+                None => r,
+                Some(existing) => intersect(&existing, &r),
+            });
+            used.push(filter.to_string());
+            continue;
+        }
+        if let Some(key) = key
+            && let Some((field, c)) = segment_constraint(filter, key)
+        {
+            constraints[field] = Some(match constraints[field].take() {
+                None => c,
+                Some(existing) => combine(existing, c),
+            });
+            used.push(filter.to_string());
+        }
+    }
+    if let Some(key) = key
+        && constraints.iter().any(Option::is_some)
+    {
+        let segment_ranges = key.ranges(&constraints);
+        let whole = segment_ranges.len() == 1 && segment_ranges[0] == RowRange::all();
+        if !whole {
+            ranges = Some(match ranges {
+                None => segment_ranges,
+                Some(existing) => intersect(&existing, &segment_ranges),
+            });
+        }
+    }
+    KeyPlan { ranges, used }
+}
+
+/// Whether `expr` is a column reference named `name` (case-insensitive).
+fn is_column(expr: &Expr, name: &str) -> bool {
+    match expr {
+        Expr::Column(c) => c.name.eq_ignore_ascii_case(name),
+        Expr::Cast(c) => is_column(&c.expr, name),
+        _ => false,
+    }
+}
+
+fn column_name(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Column(c) => Some(c.name.as_str()),
+        _ => None,
+    }
+}
+
+fn literal(expr: &Expr) -> Option<&ScalarValue> {
+    match expr {
+        Expr::Literal(v, _) => Some(v),
+        Expr::Cast(c) => literal(&c.expr),
+        _ => None,
+    }
+}
+
+fn text(v: &ScalarValue) -> Option<String> {
+    match v {
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn flip(op: Operator) -> Operator {
+    match op {
+        Operator::Lt => Operator::Gt,
+        Operator::LtEq => Operator::GtEq,
+        Operator::Gt => Operator::Lt,
+        Operator::GtEq => Operator::LtEq,
+        other => other,
+    }
+}
+
+/// `col op literal` in either order, with the operator as seen from `col`.
+fn comparison(b: &BinaryExpr) -> Option<(&Expr, Operator, &ScalarValue)> {
+    if let Some(v) = literal(&b.right) {
+        return Some((&b.left, b.op, v));
+    }
+    literal(&b.left).map(|v| (b.right.as_ref(), flip(b.op), v))
+}
+
+/// Row ranges answering a predicate on `_key`, if it is one.
+fn key_ranges(expr: &Expr) -> Option<Vec<RowRange>> {
+    match expr {
+        Expr::BinaryExpr(b) if b.op == Operator::And => {
+            let (l, r) = (key_ranges(&b.left), key_ranges(&b.right));
+            match (l, r) {
+                (Some(l), Some(r)) => Some(intersect(&l, &r)),
+                (Some(x), None) | (None, Some(x)) => Some(x),
+                (None, None) => None,
+            }
+        }
+        Expr::BinaryExpr(b) if b.op == Operator::Or => {
+            let mut l = key_ranges(&b.left)?;
+            l.extend(key_ranges(&b.right)?);
+            Some(l)
+        }
+        Expr::BinaryExpr(b) => {
+            let (col, op, v) = comparison(b)?;
+            if !is_column(col, "_key") {
+                return None;
+            }
+            let k = text(v)?.into_bytes();
+            let range = match op {
+                Operator::Eq => RowRange::key(k),
+                Operator::Lt => RowRange::between(Bound::Unbounded, Bound::Excluded(k)),
+                Operator::LtEq => RowRange::between(Bound::Unbounded, Bound::Included(k)),
+                Operator::Gt => RowRange::between(Bound::Excluded(k), Bound::Unbounded),
+                Operator::GtEq => RowRange::between(Bound::Included(k), Bound::Unbounded),
+                _ => return None,
+            };
+            Some(vec![range])
+        }
+        Expr::InList(list) if !list.negated && is_column(&list.expr, "_key") => list
+            .list
+            .iter()
+            .map(|e| {
+                literal(e)
+                    .and_then(text)
+                    .map(|k| RowRange::key(k.into_bytes()))
+            })
+            .collect(),
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) if is_column(expr, "_key") => {
+            let (lo, hi) = (literal(low).and_then(text)?, literal(high).and_then(text)?);
+            Some(vec![RowRange::between(
+                Bound::Included(lo.into_bytes()),
+                Bound::Included(hi.into_bytes()),
+            )])
+        }
+        Expr::Like(like) if is_column(&like.expr, "_key") => {
+            like_prefix(like).map(|p| vec![RowRange::prefix(p.into_bytes())])
+        }
+        Expr::ScalarFunction(f)
+            if f.name() == "starts_with" && f.args.len() == 2 && is_column(&f.args[0], "_key") =>
+        {
+            literal(&f.args[1])
+                .and_then(text)
+                .map(|p| vec![RowRange::prefix(p.into_bytes())])
+        }
+        _ => None,
+    }
+}
+
+/// The literal prefix of `LIKE 'p%'` (the pattern may only end in `%`).
+fn like_prefix(like: &Like) -> Option<String> {
+    if like.negated || like.case_insensitive {
+        return None;
+    }
+    let pattern = literal(&like.pattern).and_then(text)?;
+    let escape = like.escape_char.unwrap_or('\\');
+    let mut prefix = String::new();
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c == escape => prefix.push(chars.next()?),
+            '%' => return chars.all(|c| c == '%').then_some(prefix),
+            '_' => return None,
+            c => prefix.push(c),
+        }
+    }
+    None // no wildcard: an equality DataFusion would have rewritten
+}
+
+/// Converts a literal to a segment value of `kind`.
+fn key_value(v: &ScalarValue, kind: &SegmentKind) -> Option<KeyValue> {
+    match kind {
+        SegmentKind::Text => text(v).map(KeyValue::Text),
+        SegmentKind::Int { .. } | SegmentKind::Salt { .. } => match v {
+            ScalarValue::Int8(Some(n)) => Some(KeyValue::Int(i64::from(*n))),
+            ScalarValue::Int16(Some(n)) => Some(KeyValue::Int(i64::from(*n))),
+            ScalarValue::Int32(Some(n)) => Some(KeyValue::Int(i64::from(*n))),
+            ScalarValue::Int64(Some(n)) => Some(KeyValue::Int(*n)),
+            ScalarValue::UInt8(Some(n)) => Some(KeyValue::Int(i64::from(*n))),
+            ScalarValue::UInt16(Some(n)) => Some(KeyValue::Int(i64::from(*n))),
+            ScalarValue::UInt32(Some(n)) => Some(KeyValue::Int(i64::from(*n))),
+            ScalarValue::UInt64(Some(n)) => i64::try_from(*n).ok().map(KeyValue::Int),
+            _ => None,
+        },
+        SegmentKind::Time { .. } => match v {
+            ScalarValue::TimestampMicrosecond(Some(n), _) => Some(KeyValue::Time(*n)),
+            ScalarValue::TimestampMillisecond(Some(n), _) => {
+                n.checked_mul(1_000).map(KeyValue::Time)
+            }
+            ScalarValue::TimestampSecond(Some(n), _) => {
+                n.checked_mul(1_000_000).map(KeyValue::Time)
+            }
+            ScalarValue::TimestampNanosecond(Some(n), _) => {
+                Some(KeyValue::Time(n.div_euclid(1_000)))
+            }
+            _ => None,
+        },
+    }
+}
+
+fn segment_constraint(expr: &Expr, key: &KeySchema) -> Option<(usize, Constraint)> {
+    let field_of = |e: &Expr| {
+        let name = column_name(e)?;
+        let (i, _, kind) = key
+            .fields()
+            .find(|(_, n, _)| n.eq_ignore_ascii_case(name))?;
+        Some((i, kind.clone()))
+    };
+    match expr {
+        Expr::BinaryExpr(b) => {
+            let (col, op, v) = comparison(b)?;
+            let (i, kind) = field_of(col)?;
+            let v = key_value(v, &kind)?;
+            let c = match op {
+                Operator::Eq => Constraint::In(vec![v]),
+                Operator::Lt => Constraint::Range(Bound::Unbounded, Bound::Excluded(v)),
+                Operator::LtEq => Constraint::Range(Bound::Unbounded, Bound::Included(v)),
+                Operator::Gt => Constraint::Range(Bound::Excluded(v), Bound::Unbounded),
+                Operator::GtEq => Constraint::Range(Bound::Included(v), Bound::Unbounded),
+                _ => return None,
+            };
+            Some((i, c))
+        }
+        Expr::InList(list) if !list.negated => {
+            let (i, kind) = field_of(&list.expr)?;
+            let values: Option<Vec<KeyValue>> = list
+                .list
+                .iter()
+                .map(|e| literal(e).and_then(|v| key_value(v, &kind)))
+                .collect();
+            Some((i, Constraint::In(values?)))
+        }
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) => {
+            let (i, kind) = field_of(expr)?;
+            let lo = key_value(literal(low)?, &kind)?;
+            let hi = key_value(literal(high)?, &kind)?;
+            Some((
+                i,
+                Constraint::Range(Bound::Included(lo), Bound::Included(hi)),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Both constraints at once (over-covering is allowed).
+fn combine(a: Constraint, b: Constraint) -> Constraint {
+    match (a, b) {
+        (Constraint::In(x), Constraint::In(y)) => {
+            Constraint::In(x.into_iter().filter(|v| y.contains(v)).collect())
+        }
+        (Constraint::In(x), Constraint::Range(lo, hi))
+        | (Constraint::Range(lo, hi), Constraint::In(x)) => {
+            Constraint::In(x.into_iter().filter(|v| within(v, &lo, &hi)).collect())
+        }
+        (Constraint::Range(lo1, hi1), Constraint::Range(lo2, hi2)) => {
+            Constraint::Range(tighter(lo1, lo2, true), tighter(hi1, hi2, false))
+        }
+    }
+}
+
+fn within(v: &KeyValue, lo: &Bound<KeyValue>, hi: &Bound<KeyValue>) -> bool {
+    std::ops::RangeBounds::<KeyValue>::contains(&(lo.clone(), hi.clone()), v)
+}
+
+fn tighter(a: Bound<KeyValue>, b: Bound<KeyValue>, lower: bool) -> Bound<KeyValue> {
+    let value = |x: &Bound<KeyValue>| match x {
+        Bound::Included(v) | Bound::Excluded(v) => Some(v.clone()),
+        Bound::Unbounded => None,
+    };
+    match (value(&a), value(&b)) {
+        (None, _) => b,
+        (_, None) => a,
+        (Some(x), Some(y)) => {
+            let a_wins = if x == y {
+                matches!(a, Bound::Excluded(_))
+            } else {
+                (x > y) == lower
+            };
+            if a_wins { a } else { b }
+        }
+    }
+}
+
+fn bound_cmp_start(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> std::cmp::Ordering {
+    use std::cmp::Ordering::*;
+    match (a, b) {
+        (Bound::Unbounded, Bound::Unbounded) => Equal,
+        (Bound::Unbounded, _) => Less,
+        (_, Bound::Unbounded) => Greater,
+        (Bound::Included(x), Bound::Included(y)) | (Bound::Excluded(x), Bound::Excluded(y)) => {
+            x.cmp(y)
+        }
+        (Bound::Included(x), Bound::Excluded(y)) => x.cmp(y).then(Less),
+        (Bound::Excluded(x), Bound::Included(y)) => x.cmp(y).then(Greater),
+    }
+}
+
+fn bound_cmp_end(a: &Bound<Vec<u8>>, b: &Bound<Vec<u8>>) -> std::cmp::Ordering {
+    use std::cmp::Ordering::*;
+    match (a, b) {
+        (Bound::Unbounded, Bound::Unbounded) => Equal,
+        (Bound::Unbounded, _) => Greater,
+        (_, Bound::Unbounded) => Less,
+        (Bound::Included(x), Bound::Included(y)) | (Bound::Excluded(x), Bound::Excluded(y)) => {
+            x.cmp(y)
+        }
+        (Bound::Included(x), Bound::Excluded(y)) => x.cmp(y).then(Greater),
+        (Bound::Excluded(x), Bound::Included(y)) => x.cmp(y).then(Less),
+    }
+}
+
+/// Pairwise intersection of two range sets.
+pub fn intersect(a: &[RowRange], b: &[RowRange]) -> Vec<RowRange> {
+    let mut out = Vec::new();
+    for x in a {
+        for y in b {
+            let start = if bound_cmp_start(&x.start, &y.start).is_ge() {
+                x.start.clone()
+            } else {
+                y.start.clone()
+            };
+            let end = if bound_cmp_end(&x.end, &y.end).is_le() {
+                x.end.clone()
+            } else {
+                y.end.clone()
+            };
+            let range = RowRange::between(start, end);
+            if !range.encode().is_empty() {
+                out.push(range);
+            }
+        }
+    }
+    out
+}

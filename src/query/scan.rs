@@ -1,0 +1,304 @@
+//! `KeyScanExec`: reads key ranges of one table through one snapshot per
+//! partition and produces wide-view batches.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, BooleanArray};
+use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::Result as DfResult;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{
+    EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr,
+};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+
+use super::to_df;
+use super::wide::{Layout, WideBatchBuilder};
+use crate::codec::show_bytes;
+use crate::store::{ReadFilter, ReadRequest, RowRange, RowSet, Store};
+
+/// Everything a scan needs, decided at planning time.
+#[derive(Clone)]
+pub(crate) struct ScanSpec {
+    pub store: Store,
+    pub layout: Arc<Layout>,
+    pub projection: Vec<usize>,
+    pub needed: Vec<bool>,
+    pub families: Vec<String>,
+    /// `None`: the whole table.
+    pub ranges: Option<Vec<RowRange>>,
+    pub pushed: Vec<String>,
+    pub residual: Option<Arc<dyn PhysicalExpr>>,
+    pub residual_text: Vec<String>,
+    pub limit: Option<usize>,
+    pub batch_size: usize,
+    pub target_partitions: usize,
+}
+
+/// The physical scan of a cellar table.
+pub struct KeyScanExec {
+    spec: ScanSpec,
+    /// Ranges per partition, in key order within each.
+    partitions: Vec<Vec<RowRange>>,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl fmt::Debug for KeyScanExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KeyScanExec({})", self.spec.layout.table)
+    }
+}
+
+/// A range as the user wrote keys, and as the cell-key bytes read.
+pub(crate) fn describe_range(r: &RowRange) -> String {
+    use std::ops::Bound;
+    let start = match &r.start {
+        Bound::Included(k) => format!("[{}", show_bytes(k)),
+        Bound::Excluded(k) => format!("({}", show_bytes(k)),
+        Bound::Unbounded => "(-inf".to_string(),
+    };
+    let end = match &r.end {
+        Bound::Included(k) => format!("{}]", show_bytes(k)),
+        Bound::Excluded(k) => format!("{})", show_bytes(k)),
+        Bound::Unbounded => "+inf)".to_string(),
+    };
+    let encoded = r.encode();
+    let hex = |b: &[u8]| {
+        b.iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let bytes_end = encoded.end.as_deref().map_or("+inf".to_string(), hex);
+    format!(
+        "{start}..{end} bytes [{}, {bytes_end})",
+        hex(&encoded.start)
+    )
+}
+
+/// Sorts ranges and merges overlapping ones, so that no row is read twice
+/// when ranges are split across partitions.
+fn merge_ranges(ranges: Vec<RowRange>) -> Vec<RowRange> {
+    let mut keyed: Vec<(crate::codec::EncodedRange, RowRange)> = ranges
+        .into_iter()
+        .map(|r| (r.encode(), r))
+        .filter(|(e, _)| !e.is_empty())
+        .collect();
+    keyed.sort_by(|a, b| a.0.start.cmp(&b.0.start));
+    let mut out: Vec<(crate::codec::EncodedRange, RowRange)> = Vec::with_capacity(keyed.len());
+    for (enc, range) in keyed {
+        if let Some((last_enc, last)) = out.last_mut()
+            && last_enc.end.as_ref().is_none_or(|end| *end >= enc.start)
+        {
+            let extends = match (&last_enc.end, &enc.end) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(a), Some(b)) => b > a,
+            };
+            if extends {
+                last.end = range.end;
+                last_enc.end = enc.end;
+            }
+            continue;
+        }
+        out.push((enc, range));
+    }
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+impl KeyScanExec {
+    pub(crate) fn new(spec: ScanSpec) -> Self {
+        let ranges = spec.ranges.clone().unwrap_or_else(|| vec![RowRange::all()]);
+        let sorted = merge_ranges(ranges);
+        let parts = spec.target_partitions.clamp(1, sorted.len().max(1));
+        let per = sorted.len().div_ceil(parts).max(1);
+        let partitions: Vec<Vec<RowRange>> = if sorted.is_empty() {
+            vec![Vec::new()]
+        } else {
+            sorted.chunks(per).map(<[RowRange]>::to_vec).collect()
+        };
+        let schema = Arc::new(
+            spec.layout
+                .arrow
+                .project(&spec.projection)
+                .unwrap_or_else(|_| spec.layout.arrow.as_ref().clone()),
+        );
+        let mut eq = EquivalenceProperties::new(Arc::clone(&schema));
+        if let Ok(key_index) = schema.index_of("_key") {
+            let col: Arc<dyn PhysicalExpr> = Arc::new(
+                datafusion::physical_expr::expressions::Column::new("_key", key_index),
+            );
+            if let Some(ordering) = LexOrdering::new(vec![PhysicalSortExpr::new_default(col)]) {
+                eq.add_ordering(ordering);
+            }
+        }
+        let properties = PlanProperties::new(
+            eq,
+            Partitioning::UnknownPartitioning(partitions.len()),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        KeyScanExec {
+            spec,
+            partitions,
+            schema,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+}
+
+impl DisplayAs for KeyScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let spec = &self.spec;
+        write!(f, "KeyScanExec: table={}", spec.layout.table)?;
+        match &spec.ranges {
+            None => write!(f, ", ranges=FULL TABLE SCAN")?,
+            Some(r) if r.is_empty() => write!(f, ", ranges=NONE (no row can match)")?,
+            Some(r) => {
+                let shown: Vec<String> = r.iter().take(8).map(describe_range).collect();
+                write!(f, ", ranges({})=[{}", r.len(), shown.join(", "))?;
+                if r.len() > 8 {
+                    write!(f, ", ...")?;
+                }
+                write!(f, "]")?;
+            }
+        }
+        if !spec.pushed.is_empty() {
+            write!(f, ", key_predicates=[{}]", spec.pushed.join(", "))?;
+        }
+        if !spec.residual_text.is_empty() {
+            write!(f, ", rechecked=[{}]", spec.residual_text.join(", "))?;
+        }
+        write!(f, ", families=[{}]", spec.families.join(", "))?;
+        if let Some(limit) = spec.limit {
+            write!(f, ", limit={limit}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for KeyScanExec {
+    fn name(&self) -> &str {
+        "KeyScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        match &self.spec.residual {
+            Some(e) => f(e),
+            None => Ok(TreeNodeRecursion::Continue),
+        }
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let ranges = self.partitions.get(partition).cloned().unwrap_or_default();
+        let spec = self.spec.clone();
+        let schema = Arc::clone(&self.schema);
+        let rows_scanned = MetricBuilder::new(&self.metrics).counter("rows_scanned", partition);
+        let cells_scanned = MetricBuilder::new(&self.metrics).counter("cells_scanned", partition);
+        let misfits = MetricBuilder::new(&self.metrics).counter("key_misfits", partition);
+        let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&schema), 2);
+        let tx = builder.tx();
+        builder.spawn_blocking(move || {
+            if ranges.is_empty() {
+                return Ok(());
+            }
+            let request = ReadRequest::rows(RowSet { ranges })
+                .filter(ReadFilter::latest().families(spec.families.clone()));
+            let mut stream = spec
+                .store
+                .read_rows(&spec.layout.table, request)
+                .map_err(to_df)?;
+            let mut wide = WideBatchBuilder::new(Arc::clone(&spec.layout), spec.needed.clone());
+            let mut emitted = 0usize;
+            let mut reported = crate::store::ScanStats::default();
+            let flush = |wide: &mut WideBatchBuilder, emitted: &mut usize| -> DfResult<bool> {
+                let batch = wide.finish()?;
+                let batch = match &spec.residual {
+                    None => batch,
+                    Some(predicate) => {
+                        let mask = predicate.evaluate(&batch)?.into_array(batch.num_rows())?;
+                        let mask = mask
+                            .as_any()
+                            .downcast_ref::<BooleanArray>()
+                            .cloned()
+                            .unwrap_or_else(|| BooleanArray::from(vec![false; batch.num_rows()]));
+                        filter_record_batch(&batch, &mask)?
+                    }
+                };
+                let mut batch = batch.project(&spec.projection)?;
+                if let Some(limit) = spec.limit {
+                    batch = batch.slice(0, batch.num_rows().min(limit.saturating_sub(*emitted)));
+                }
+                *emitted += batch.num_rows();
+                output_rows.add(batch.num_rows());
+                if batch.num_rows() > 0 && tx.blocking_send(Ok(batch)).is_err() {
+                    return Ok(false); // the consumer went away (LIMIT, cancel)
+                }
+                Ok(spec.limit.is_none_or(|l| *emitted < l))
+            };
+            while let Some(row) = stream.next() {
+                let row = row.map_err(to_df)?;
+                wide.push(&row).map_err(to_df)?;
+                if wide.len() >= spec.batch_size {
+                    let go_on = flush(&mut wide, &mut emitted)?;
+                    let stats = stream.stats();
+                    rows_scanned.add((stats.rows_returned - reported.rows_returned) as usize);
+                    cells_scanned.add((stats.cells_scanned - reported.cells_scanned) as usize);
+                    reported = stats;
+                    misfits.add(std::mem::take(&mut wide.misfits));
+                    if !go_on {
+                        return Ok(());
+                    }
+                }
+            }
+            if wide.len() > 0 {
+                flush(&mut wide, &mut emitted)?;
+            }
+            let stats = stream.stats();
+            rows_scanned.add((stats.rows_returned - reported.rows_returned) as usize);
+            cells_scanned.add((stats.cells_scanned - reported.cells_scanned) as usize);
+            misfits.add(wide.misfits);
+            Ok(())
+        });
+        Ok(builder.build())
+    }
+}
