@@ -25,14 +25,19 @@ mod codec;
 mod error;
 mod query;
 mod schema;
+mod sql;
 mod store;
 
 pub use codec::{CellKey, EncodedRange, escape, row_prefix_range, row_range, show_bytes};
 pub use error::{Error, Result};
 pub use query::{KeyPlan, WideTable, plan_key_ranges};
+pub use schema::SCHEMA_METADATA_KEY;
 pub use schema::{
     ColumnDef, Constraint, Encoding, KeySchema, KeyValue, Segment, SegmentKind, TableSchema,
     TimeFormat, Value, ValueType,
+};
+pub use sql::{
+    CellarStatement, FamilyDecl, SqlSession, parse_cellar_statement, parse_duration_micros,
 };
 pub use store::{
     AlterOp, Cell, Durability, FamilyDef, FamilyKind, FamilySpec, GcPolicy, GcStats, MAX_FAMILIES,

@@ -76,7 +76,9 @@ fn segment_type(kind: &SegmentKind) -> DataType {
 impl Layout {
     pub fn new(def: TableDef) -> crate::Result<Layout> {
         let schema = TableSchema::of(&def)?;
-        let mut fields = vec![Field::new("_key", DataType::Utf8, false)];
+        // Nullable only so INSERT may leave it out and build it from the segments;
+        // a scan never produces a NULL key.
+        let mut fields = vec![Field::new("_key", DataType::Utf8, true)];
         let mut sources = vec![ColumnSource::Key];
         if let Some(key) = &schema.key {
             for (i, name, kind) in key.fields() {

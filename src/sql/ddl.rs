@@ -1,0 +1,572 @@
+//! The statements cellar adds to SQL, parsed on top of sqlparser's
+//! tokenizer and parser the way DataFusion's own parser extends it.
+//!
+//! ```sql
+//! CREATE TABLE [IF NOT EXISTS] battery (
+//!     ROW KEY ('BATTERY', salt SALT(4) OF (ts), ts TIMESTAMP '%Y%m%d%H%M%S%3f') DELIMITER '#',
+//!     FAMILY metric GC (MAX_VERSIONS 1 OR MAX_AGE '30d'),
+//!     FAMILY totals SUM,
+//!     user TEXT IN metric QUALIFIER 'USER',
+//!     percentage BIGINT AS TEXT IN metric QUALIFIER 'PERCENTAGE'
+//! );
+//! ALTER TABLE battery ADD FAMILY extra GC MAX_VERSIONS 3;
+//! ALTER TABLE battery ALTER FAMILY metric SET GC MAX_AGE '7d';
+//! ALTER TABLE battery DROP FAMILY extra;
+//! DROP TABLE [IF EXISTS] battery;
+//! DESCRIBE battery;
+//! ```
+
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::Token;
+
+use crate::schema::{ColumnDef, Encoding, KeySchema, Segment, SegmentKind, TimeFormat, ValueType};
+use crate::store::{FamilyKind, GcPolicy};
+
+/// A family as declared in SQL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FamilyDecl {
+    /// Name.
+    pub name: String,
+    /// Normal or aggregate.
+    pub kind: FamilyKind,
+    /// GC policy.
+    pub gc: GcPolicy,
+}
+
+/// A statement cellar runs itself rather than handing to DataFusion.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellarStatement {
+    /// CREATE TABLE with a row-key schema, families and columns.
+    CreateTable {
+        /// Table name.
+        name: String,
+        /// IF NOT EXISTS.
+        if_not_exists: bool,
+        /// The row key, if declared.
+        key: Option<KeySchema>,
+        /// Families in declaration order.
+        families: Vec<FamilyDecl>,
+        /// Declared qualifier columns.
+        columns: Vec<ColumnDef>,
+    },
+    /// ALTER TABLE ... ADD FAMILY.
+    AddFamily {
+        /// Table.
+        table: String,
+        /// The new family.
+        family: FamilyDecl,
+    },
+    /// ALTER TABLE ... DROP FAMILY.
+    DropFamily {
+        /// Table.
+        table: String,
+        /// Family.
+        family: String,
+    },
+    /// ALTER TABLE ... ALTER FAMILY f SET GC ...
+    SetGc {
+        /// Table.
+        table: String,
+        /// Family.
+        family: String,
+        /// New policy.
+        gc: GcPolicy,
+    },
+    /// DROP TABLE.
+    DropTable {
+        /// Table.
+        name: String,
+        /// IF EXISTS.
+        if_exists: bool,
+    },
+    /// DESCRIBE: columns, key schema, families.
+    Describe {
+        /// Table.
+        name: String,
+    },
+}
+
+struct Words<'a> {
+    p: Parser<'a>,
+}
+
+type PResult<T> = Result<T, ParserError>;
+
+impl<'a> Words<'a> {
+    fn peek_word(&self, w: &str) -> bool {
+        matches!(&self.p.peek_token().token, Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w))
+    }
+
+    fn word(&mut self, w: &str) -> bool {
+        let found = self.peek_word(w);
+        if found {
+            self.p.next_token();
+        }
+        found
+    }
+
+    fn words(&mut self, ws: &[&str]) -> bool {
+        let start = self.p.index();
+        for w in ws {
+            if !self.word(w) {
+                while self.p.index() > start {
+                    self.p.prev_token();
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    fn expect_word(&mut self, w: &str) -> PResult<()> {
+        if self.word(w) {
+            Ok(())
+        } else {
+            self.p.expected(w, self.p.peek_token())
+        }
+    }
+
+    fn ident(&mut self) -> PResult<String> {
+        let ident = self.p.parse_identifier()?;
+        Ok(if ident.quote_style.is_some() {
+            ident.value
+        } else {
+            ident.value.to_ascii_lowercase()
+        })
+    }
+
+    fn string(&mut self) -> PResult<String> {
+        self.p.parse_literal_string()
+    }
+
+    fn uint(&mut self) -> PResult<u64> {
+        self.p.parse_literal_uint()
+    }
+
+    fn token(&mut self, t: Token) -> PResult<()> {
+        self.p.expect_token(&t).map(|_| ())
+    }
+
+    fn error<T>(&self, message: String) -> PResult<T> {
+        Err(ParserError::ParserError(message))
+    }
+}
+
+/// Parses `sql` if it is a statement cellar handles; `None` hands it to
+/// DataFusion unchanged.
+pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
+    let dialect = GenericDialect {};
+    let p = Parser::new(&dialect).try_with_sql(sql)?;
+    let mut w = Words { p };
+    let statement = if w.words(&["CREATE", "TABLE"]) {
+        create_table(&mut w)?
+    } else if w.words(&["ALTER", "TABLE"]) {
+        alter_table(&mut w)?
+    } else if w.words(&["DROP", "TABLE"]) {
+        let if_exists = w.words(&["IF", "EXISTS"]);
+        CellarStatement::DropTable {
+            name: w.ident()?,
+            if_exists,
+        }
+    } else if w.word("DESCRIBE") || w.word("DESC") {
+        CellarStatement::Describe { name: w.ident()? }
+    } else {
+        return Ok(None);
+    };
+    let _ = w.p.consume_token(&Token::SemiColon);
+    if w.p.peek_token().token != Token::EOF {
+        return w.p.expected("end of statement", w.p.peek_token());
+    }
+    Ok(Some(statement))
+}
+
+fn create_table(w: &mut Words) -> PResult<CellarStatement> {
+    let if_not_exists = w.words(&["IF", "NOT", "EXISTS"]);
+    let name = w.ident()?;
+    w.token(Token::LParen)?;
+    let mut key = None;
+    let mut families = Vec::new();
+    // (column, family if given)
+    let mut columns: Vec<(ColumnDef, Option<String>)> = Vec::new();
+    loop {
+        if w.words(&["ROW", "KEY"]) {
+            if key.is_some() {
+                return w.error("ROW KEY is declared twice".into());
+            }
+            key = Some(row_key(w)?);
+        } else if w.word("FAMILY") {
+            families.push(family(w)?);
+        } else {
+            columns.push(column(w)?);
+        }
+        if !w.p.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    w.token(Token::RParen)?;
+    if families.is_empty() {
+        return w.error(format!(
+            "table {name} declares no FAMILY; a table needs at least one column family"
+        ));
+    }
+    let columns = columns
+        .into_iter()
+        .map(|(mut c, family)| {
+            c.family = match family {
+                Some(f) => f,
+                None if families.len() == 1 => families[0].name.clone(),
+                None => {
+                    return Err(ParserError::ParserError(format!(
+                        "column {} needs IN <family>: the table has {} families",
+                        c.name,
+                        families.len()
+                    )));
+                }
+            };
+            Ok(c)
+        })
+        .collect::<PResult<Vec<_>>>()?;
+    Ok(CellarStatement::CreateTable {
+        name,
+        if_not_exists,
+        key,
+        families,
+        columns,
+    })
+}
+
+fn row_key(w: &mut Words) -> PResult<KeySchema> {
+    w.token(Token::LParen)?;
+    let mut segments = Vec::new();
+    loop {
+        if let Token::SingleQuotedString(s) = w.p.peek_token().token {
+            w.p.next_token();
+            segments.push(Segment::Literal(s));
+        } else {
+            let name = w.ident()?;
+            let kind = segment_kind(w, &name)?;
+            segments.push(Segment::Field { name, kind });
+        }
+        if !w.p.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    w.token(Token::RParen)?;
+    let delimiter = if w.word("DELIMITER") {
+        let d = w.string()?;
+        let mut chars = d.chars();
+        match (chars.next(), chars.next()) {
+            (Some(c), None) => c,
+            _ => return w.error(format!("DELIMITER must be one character, not {d:?}")),
+        }
+    } else {
+        '#'
+    };
+    Ok(KeySchema {
+        delimiter,
+        segments,
+    })
+}
+
+fn segment_kind(w: &mut Words, name: &str) -> PResult<SegmentKind> {
+    if w.word("TEXT") || w.word("STRING") || w.word("VARCHAR") {
+        return Ok(SegmentKind::Text);
+    }
+    if w.word("INT") || w.word("INTEGER") || w.word("BIGINT") {
+        let width = if w.p.consume_token(&Token::LParen) {
+            let n = w.uint()?;
+            w.token(Token::RParen)?;
+            u8::try_from(n).ok().filter(|n| *n <= 19).map_or_else(
+                || {
+                    w.error(format!(
+                        "segment {name}: width {n} must be at most 19 digits"
+                    ))
+                },
+                Ok,
+            )?
+        } else {
+            0
+        };
+        return Ok(SegmentKind::Int { width });
+    }
+    if w.word("TIMESTAMP") {
+        let format = if let Token::SingleQuotedString(s) = w.p.peek_token().token {
+            w.p.next_token();
+            TimeFormat::Pattern(s)
+        } else if w.word("SECONDS") {
+            TimeFormat::Seconds
+        } else if w.word("MILLIS") {
+            TimeFormat::Millis
+        } else if w.word("MICROS") {
+            TimeFormat::Micros
+        } else {
+            return w.p.expected(
+                "a format string, SECONDS, MILLIS or MICROS",
+                w.p.peek_token(),
+            );
+        };
+        let reversed = w.word("REVERSED");
+        return Ok(SegmentKind::Time { format, reversed });
+    }
+    if w.word("SALT") {
+        w.token(Token::LParen)?;
+        let buckets = w.uint()?;
+        w.token(Token::RParen)?;
+        let buckets = u32::try_from(buckets)
+            .ok()
+            .filter(|b| (1..=10_000).contains(b))
+            .map_or_else(
+                || {
+                    w.error(format!(
+                        "segment {name}: SALT({buckets}) needs 1 to 10000 buckets"
+                    ))
+                },
+                Ok,
+            )?;
+        w.expect_word("OF")?;
+        w.token(Token::LParen)?;
+        let mut of = vec![w.ident()?];
+        while w.p.consume_token(&Token::Comma) {
+            of.push(w.ident()?);
+        }
+        w.token(Token::RParen)?;
+        return Ok(SegmentKind::Salt { buckets, of });
+    }
+    w.p.expected(
+        "a segment type (TEXT, INT, INT(width), TIMESTAMP ..., SALT(n) OF (...))",
+        w.p.peek_token(),
+    )
+}
+
+fn family(w: &mut Words) -> PResult<FamilyDecl> {
+    let name = w.ident()?;
+    let kind = if w.word("SUM") {
+        FamilyKind::Sum
+    } else if w.word("MIN") {
+        FamilyKind::Min
+    } else if w.word("MAX") {
+        FamilyKind::Max
+    } else if w.word("HLL") || w.word("HYPERLOGLOG") {
+        FamilyKind::HyperLogLog
+    } else {
+        FamilyKind::Normal
+    };
+    let gc = if w.word("GC") {
+        gc_policy(w)?
+    } else {
+        GcPolicy::KeepAll
+    };
+    Ok(FamilyDecl { name, kind, gc })
+}
+
+/// `MAX_VERSIONS n`, `MAX_AGE 'd'`, `NONE`, parenthesised, joined by AND
+/// (intersection: garbage only when both say so) or OR (union).
+fn gc_policy(w: &mut Words) -> PResult<GcPolicy> {
+    let first = gc_term(w)?;
+    let mut terms = vec![first];
+    let mut op: Option<bool> = None; // true = OR
+    loop {
+        let is_or = if w.word("OR") {
+            true
+        } else if w.word("AND") {
+            false
+        } else {
+            break;
+        };
+        if op.is_some_and(|o| o != is_or) {
+            return w.error("mix of AND and OR in a GC policy: add parentheses".into());
+        }
+        op = Some(is_or);
+        terms.push(gc_term(w)?);
+    }
+    Ok(match op {
+        None => terms.remove(0),
+        Some(true) => GcPolicy::Union(terms),
+        Some(false) => GcPolicy::Intersection(terms),
+    })
+}
+
+fn gc_term(w: &mut Words) -> PResult<GcPolicy> {
+    if w.p.consume_token(&Token::LParen) {
+        let policy = gc_policy(w)?;
+        w.token(Token::RParen)?;
+        return Ok(policy);
+    }
+    if w.word("MAX_VERSIONS") {
+        let n = w.uint()?;
+        return u32::try_from(n)
+            .ok()
+            .filter(|n| *n >= 1)
+            .map(GcPolicy::MaxVersions)
+            .map_or_else(
+                || w.error(format!("MAX_VERSIONS {n} must be at least 1")),
+                Ok,
+            );
+    }
+    if w.word("MAX_AGE") {
+        let text = w.string()?;
+        return parse_duration_micros(&text)
+            .map(GcPolicy::MaxAge)
+            .map_or_else(
+                || {
+                    w.error(format!(
+                        "MAX_AGE {text:?} is not a duration; write e.g. '30d', '12h', '15m', '90s'"
+                    ))
+                },
+                Ok,
+            );
+    }
+    if w.word("NONE") {
+        return Ok(GcPolicy::KeepAll);
+    }
+    w.p.expected(
+        "MAX_VERSIONS n, MAX_AGE 'duration' or NONE",
+        w.p.peek_token(),
+    )
+}
+
+/// `30d`, `12h`, `15m`, `90s`, `500ms`, also with spaces and long unit names.
+pub fn parse_duration_micros(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let n: i64 = number.parse().ok()?;
+    let unit_micros: i64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "us" | "micros" => 1,
+        "ms" | "millis" => 1_000,
+        "s" | "sec" | "second" | "seconds" => 1_000_000,
+        "m" | "min" | "minute" | "minutes" => 60_000_000,
+        "h" | "hour" | "hours" => 3_600_000_000,
+        "d" | "day" | "days" => 86_400_000_000,
+        "w" | "week" | "weeks" => 604_800_000_000,
+        _ => return None,
+    };
+    n.checked_mul(unit_micros).filter(|m| *m > 0)
+}
+
+fn column(w: &mut Words) -> PResult<(ColumnDef, Option<String>)> {
+    let name = w.ident()?;
+    let value_type = if w.word("BIGINT") || w.word("INT") || w.word("INTEGER") || w.word("INT64") {
+        ValueType::Int64
+    } else if w.word("DOUBLE") || w.word("FLOAT") || w.word("FLOAT64") {
+        ValueType::Float64
+    } else if w.word("TEXT") || w.word("STRING") || w.word("VARCHAR") {
+        ValueType::Text
+    } else if w.word("BYTES") || w.word("BYTEA") || w.word("BINARY") || w.word("BLOB") {
+        ValueType::Bytes
+    } else {
+        return w.p.expected(
+            &format!("a type for column {name} (BIGINT, DOUBLE, TEXT, BYTES), ROW KEY or FAMILY"),
+            w.p.peek_token(),
+        );
+    };
+    let encoding = if w.words(&["AS", "TEXT"]) {
+        Encoding::Text
+    } else {
+        Encoding::Binary
+    };
+    let family = if w.word("IN") { Some(w.ident()?) } else { None };
+    let qualifier = if w.word("QUALIFIER") {
+        w.string()?
+    } else {
+        name.clone()
+    };
+    Ok((
+        ColumnDef {
+            name,
+            family: String::new(),
+            qualifier,
+            value_type,
+            encoding,
+        },
+        family,
+    ))
+}
+
+fn alter_table(w: &mut Words) -> PResult<CellarStatement> {
+    let table = w.ident()?;
+    if w.words(&["ADD", "FAMILY"]) {
+        return Ok(CellarStatement::AddFamily {
+            table,
+            family: family(w)?,
+        });
+    }
+    if w.words(&["DROP", "FAMILY"]) {
+        return Ok(CellarStatement::DropFamily {
+            table,
+            family: w.ident()?,
+        });
+    }
+    if w.words(&["ALTER", "FAMILY"]) {
+        let family = w.ident()?;
+        w.expect_word("SET")?;
+        w.expect_word("GC")?;
+        return Ok(CellarStatement::SetGc {
+            table,
+            family,
+            gc: gc_policy(w)?,
+        });
+    }
+    w.p.expected(
+        "ADD FAMILY, DROP FAMILY or ALTER FAMILY ... SET GC",
+        w.p.peek_token(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn battery_with_salt() {
+        let sql = "CREATE TABLE battery (
+            ROW KEY ('BATTERY', salt SALT(4) OF (ts), ts TIMESTAMP '%Y%m%d%H%M%S%3f') DELIMITER '#',
+            FAMILY metric GC (MAX_VERSIONS 1 OR MAX_AGE '30d'),
+            user TEXT QUALIFIER 'USER',
+            percentage BIGINT AS TEXT IN metric QUALIFIER 'PERCENTAGE')";
+        let Some(CellarStatement::CreateTable {
+            key: Some(key),
+            families,
+            columns,
+            ..
+        }) = parse(sql).unwrap()
+        else {
+            panic!("not a create table")
+        };
+        assert_eq!(key.segments.len(), 3);
+        assert_eq!(
+            families[0].gc,
+            GcPolicy::Union(vec![
+                GcPolicy::MaxVersions(1),
+                GcPolicy::MaxAge(30 * 86_400_000_000)
+            ])
+        );
+        assert_eq!(columns[0].family, "metric");
+        assert_eq!(columns[1].encoding, Encoding::Text);
+    }
+
+    #[test]
+    fn other_statements_go_to_datafusion() {
+        assert_eq!(parse("SELECT 1").unwrap(), None);
+        assert_eq!(parse("INSERT INTO t VALUES (1)").unwrap(), None);
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let err = parse("CREATE TABLE t (FAMILY f GC MAX_VERSIONS 0)")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("MAX_VERSIONS 0"), "{err}");
+        let err = parse("CREATE TABLE t (x TEXT)").unwrap_err().to_string();
+        assert!(err.contains("no FAMILY"), "{err}");
+        let err = parse("CREATE TABLE t (FAMILY a, FAMILY b, x TEXT)")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("IN <family>"), "{err}");
+        let err = parse("CREATE TABLE t (FAMILY a GC MAX_AGE 'soon')")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("soon"), "{err}");
+    }
+}

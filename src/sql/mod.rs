@@ -1,0 +1,307 @@
+//! The SQL surface: a DataFusion session whose catalog is the store, plus
+//! the DDL cellar adds (row-key schemas, families, GC policies).
+
+mod ddl;
+
+pub use ddl::{
+    CellarStatement, FamilyDecl, parse as parse_cellar_statement, parse_duration_micros,
+};
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::catalog::{SchemaProvider, TableProvider};
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::context::{SessionConfig, SessionContext};
+use datafusion::prelude::DataFrame;
+
+use crate::query::{WideTable, to_df};
+use crate::schema::{Segment, SegmentKind, TableSchema, TimeFormat};
+use crate::store::{AlterOp, FamilySpec, Store, TableSpec};
+use crate::{Error, SCHEMA_METADATA_KEY};
+
+/// The store's tables as a DataFusion schema, read from the catalog on
+/// every lookup so DDL is visible at once.
+#[derive(Debug)]
+struct StoreSchema {
+    store: Store,
+}
+
+#[async_trait]
+impl SchemaProvider for StoreSchema {
+    fn table_names(&self) -> Vec<String> {
+        self.store.list_tables()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        match WideTable::new(self.store.clone(), name) {
+            Ok(t) => Ok(Some(Arc::new(t))),
+            Err(Error::TableNotFound { .. }) => Ok(None),
+            Err(e) => Err(to_df(e)),
+        }
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.store.table(name).is_ok()
+    }
+}
+
+/// A SQL session over a store.
+#[derive(Clone)]
+pub struct SqlSession {
+    store: Store,
+    ctx: SessionContext,
+}
+
+impl SqlSession {
+    /// A session whose default schema holds every table of `store`.
+    pub fn new(store: Store) -> SqlSession {
+        let config = SessionConfig::new()
+            .with_information_schema(true)
+            .with_default_catalog_and_schema("cellar", "public")
+            .with_create_default_catalog_and_schema(true);
+        let ctx = SessionContext::new_with_config(config);
+        if let Some(catalog) = ctx.catalog("cellar") {
+            // Replaces the empty in-memory schema created with the catalog.
+            let _ = catalog.register_schema(
+                "public",
+                Arc::new(StoreSchema {
+                    store: store.clone(),
+                }),
+            );
+        }
+        SqlSession { store, ctx }
+    }
+
+    /// The DataFusion context, for registering more sources or functions.
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Plans one statement. cellar's own statements run at once and return
+    /// their result as a DataFrame.
+    pub async fn sql(&self, sql: &str) -> DfResult<DataFrame> {
+        match ddl::parse(sql) {
+            Ok(Some(statement)) => {
+                let batch = self.run(statement)?;
+                self.ctx.read_batch(batch)
+            }
+            Ok(None) => self.ctx.sql(sql).await,
+            Err(e) => Err(DataFusionError::SQL(Box::new(e), None)),
+        }
+    }
+
+    /// Runs one statement and collects its result.
+    pub async fn query(&self, sql: &str) -> DfResult<Vec<RecordBatch>> {
+        self.sql(sql).await?.collect().await
+    }
+
+    fn run(&self, statement: CellarStatement) -> DfResult<RecordBatch> {
+        let store = &self.store;
+        let text = match statement {
+            CellarStatement::CreateTable {
+                name,
+                if_not_exists,
+                key,
+                families,
+                columns,
+            } => {
+                if if_not_exists && store.table(&name).is_ok() {
+                    return Ok(message(format!("table {name} exists")));
+                }
+                let schema = TableSchema { key, columns };
+                let names: Vec<String> = families.iter().map(|f| f.name.clone()).collect();
+                schema.validate(&names).map_err(to_df)?;
+                let mut spec =
+                    TableSpec::new(&name).metadata(SCHEMA_METADATA_KEY, schema.to_json());
+                for f in families {
+                    spec = spec.family(FamilySpec::new(f.name).gc(f.gc).kind(f.kind));
+                }
+                store.create_table(spec).map_err(to_df)?;
+                format!("created table {name}")
+            }
+            CellarStatement::AddFamily { table, family } => {
+                let mut names: Vec<String> = store
+                    .table(&table)
+                    .map_err(to_df)?
+                    .families
+                    .iter()
+                    .map(|f| f.name.clone())
+                    .collect();
+                names.push(family.name.clone());
+                let schema =
+                    TableSchema::of(&store.table(&table).map_err(to_df)?).map_err(to_df)?;
+                schema.validate(&names).map_err(to_df)?;
+                let name = family.name.clone();
+                store
+                    .alter_table(
+                        &table,
+                        vec![AlterOp::AddFamily(
+                            FamilySpec::new(family.name).gc(family.gc).kind(family.kind),
+                        )],
+                    )
+                    .map_err(to_df)?;
+                format!("added family {name} to {table}")
+            }
+            CellarStatement::DropFamily { table, family } => {
+                let def = store.table(&table).map_err(to_df)?;
+                let mut schema = TableSchema::of(&def).map_err(to_df)?;
+                let dropped: Vec<String> = schema
+                    .columns
+                    .iter()
+                    .filter(|c| c.family == family)
+                    .map(|c| c.name.clone())
+                    .collect();
+                schema.columns.retain(|c| c.family != family);
+                let mut ops = vec![AlterOp::DropFamily(family.clone())];
+                if !dropped.is_empty() {
+                    ops.push(AlterOp::SetMetadata(
+                        SCHEMA_METADATA_KEY.into(),
+                        Some(schema.to_json()),
+                    ));
+                }
+                store.alter_table(&table, ops).map_err(to_df)?;
+                format!("dropped family {family} from {table}")
+            }
+            CellarStatement::SetGc { table, family, gc } => {
+                let text = gc.to_string();
+                store
+                    .alter_table(
+                        &table,
+                        vec![AlterOp::SetGc {
+                            family: family.clone(),
+                            gc,
+                        }],
+                    )
+                    .map_err(to_df)?;
+                format!("family {family} of {table}: gc {text}")
+            }
+            CellarStatement::DropTable { name, if_exists } => match store.drop_table(&name) {
+                Ok(()) => format!("dropped table {name}"),
+                Err(Error::TableNotFound { .. }) if if_exists => {
+                    format!("table {name} does not exist")
+                }
+                Err(e) => return Err(to_df(e)),
+            },
+            CellarStatement::Describe { name } => return self.describe(&name),
+        };
+        Ok(message(text))
+    }
+
+    fn describe(&self, name: &str) -> DfResult<RecordBatch> {
+        let table = WideTable::new(self.store.clone(), name).map_err(to_df)?;
+        let def = self.store.table(name).map_err(to_df)?;
+        let schema = TableSchema::of(&def).map_err(to_df)?;
+        let arrow = table.schema();
+        let (mut names, mut types, mut kinds, mut details) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut push = |n: &str, t: String, k: &str, d: String| {
+            names.push(n.to_string());
+            types.push(t);
+            kinds.push(k.to_string());
+            details.push(d);
+        };
+        let key_text = schema.key.as_ref().map(describe_key);
+        push(
+            "_key",
+            "Utf8".into(),
+            "row key",
+            key_text.clone().unwrap_or_else(|| "bytes as text".into()),
+        );
+        if let Some(key) = &schema.key {
+            for (_, n, kind) in key.fields() {
+                let t = arrow
+                    .field_with_name(n)
+                    .map(|f| f.data_type().to_string())
+                    .unwrap_or_default();
+                push(n, t, "key segment", describe_segment(kind));
+            }
+        }
+        for c in &schema.columns {
+            let t = arrow
+                .field_with_name(&c.name)
+                .map(|f| f.data_type().to_string())
+                .unwrap_or_default();
+            let encoding = match c.encoding {
+                crate::schema::Encoding::Binary => "binary",
+                crate::schema::Encoding::Text => "as text",
+            };
+            push(
+                &c.name,
+                t,
+                "column",
+                format!("{}:{} ({encoding})", c.family, c.qualifier),
+            );
+        }
+        for f in &def.families {
+            let kind = format!("{:?}", f.kind).to_lowercase();
+            push(
+                &f.name,
+                "Map(Utf8, Binary)".into(),
+                "family",
+                format!("{kind}, gc {}", f.gc),
+            );
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(names)),
+            Arc::new(StringArray::from(types)),
+            Arc::new(StringArray::from(kinds)),
+            Arc::new(StringArray::from(details)),
+        ];
+        let schema = Schema::new(vec![
+            Field::new("column_name", DataType::Utf8, false),
+            Field::new("data_type", DataType::Utf8, false),
+            Field::new("kind", DataType::Utf8, false),
+            Field::new("detail", DataType::Utf8, false),
+        ]);
+        Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+    }
+}
+
+fn message(text: String) -> RecordBatch {
+    let schema = Schema::new(vec![Field::new("result", DataType::Utf8, false)]);
+    let column: ArrayRef = Arc::new(StringArray::from(vec![text]));
+    RecordBatch::try_new(Arc::new(schema), vec![column])
+        .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
+}
+
+fn describe_segment(kind: &SegmentKind) -> String {
+    match kind {
+        SegmentKind::Text => "text".into(),
+        SegmentKind::Int { width: 0 } => "integer".into(),
+        SegmentKind::Int { width } => format!("integer, zero-padded to {width} digits"),
+        SegmentKind::Time { format, reversed } => {
+            let f = match format {
+                TimeFormat::Pattern(p) => format!("timestamp '{p}'"),
+                TimeFormat::Seconds => "timestamp, epoch seconds".into(),
+                TimeFormat::Millis => "timestamp, epoch millis".into(),
+                TimeFormat::Micros => "timestamp, epoch micros".into(),
+            };
+            if *reversed {
+                format!("{f}, reversed (newest first)")
+            } else {
+                f
+            }
+        }
+        SegmentKind::Salt { buckets, of } => format!("salt: hash({}) mod {buckets}", of.join(", ")),
+    }
+}
+
+fn describe_key(key: &crate::schema::KeySchema) -> String {
+    let parts: Vec<String> = key
+        .segments
+        .iter()
+        .map(|s| match s {
+            Segment::Literal(t) => t.clone(),
+            Segment::Field { name, .. } => format!("<{name}>"),
+        })
+        .collect();
+    parts.join(&key.delimiter.to_string())
+}
