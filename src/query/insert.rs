@@ -1,4 +1,5 @@
-//! `InsertExec`: writes the rows of an INSERT as row mutations.
+//! `InsertExec` writes the rows of an INSERT as row mutations; `DeleteExec`
+//! deletes the rows a scan selected.
 //!
 //! The row key comes from `_key` when given, otherwise it is built from the
 //! segment columns (field promotion). Declared columns become cells of their
@@ -306,6 +307,129 @@ impl ExecutionPlan for InsertExec {
                             .await
                             .map_err(|e| {
                                 to_df(Error::InvalidArgument(format!("insert task failed: {e}")))
+                            })?
+                            .map_err(to_df)?;
+                    for r in results {
+                        r.map_err(to_df)?;
+                        count += 1;
+                    }
+                }
+            }
+            let array: ArrayRef = Arc::new(UInt64Array::from(vec![count]));
+            Ok(RecordBatch::try_new(count_schema(), vec![array])?)
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            count_schema(),
+            futures::stream::once(future),
+        )))
+    }
+}
+
+/// Deletes the rows whose `_key` its input (a scan) produces.
+pub struct DeleteExec {
+    store: Store,
+    table: String,
+    input: Arc<dyn ExecutionPlan>,
+    properties: Arc<PlanProperties>,
+}
+
+impl fmt::Debug for DeleteExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DeleteExec({})", self.table)
+    }
+}
+
+impl DeleteExec {
+    pub(crate) fn new(store: Store, table: String, input: Arc<dyn ExecutionPlan>) -> Self {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(count_schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        DeleteExec {
+            store,
+            table,
+            input,
+            properties: Arc::new(properties),
+        }
+    }
+}
+
+impl DisplayAs for DeleteExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "DeleteExec: table={}", self.table)
+    }
+}
+
+impl ExecutionPlan for DeleteExec {
+    fn name(&self) -> &str {
+        "DeleteExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let input = children
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Arc::clone(&self.input));
+        Ok(Arc::new(DeleteExec::new(
+            self.store.clone(),
+            self.table.clone(),
+            input,
+        )))
+    }
+
+    fn execute(
+        &self,
+        _partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let store = self.store.clone();
+        let table = self.table.clone();
+        let input = Arc::clone(&self.input);
+        let partitions = input.output_partitioning().partition_count();
+        let future = async move {
+            let mut count = 0u64;
+            for p in 0..partitions {
+                let mut stream = input.execute(p, Arc::clone(&context))?;
+                while let Some(batch) = stream.next().await {
+                    let batch = batch?;
+                    let keys = cast(batch.column(0), &DataType::Utf8)?;
+                    let keys = keys.as_string::<i32>();
+                    let rows: Vec<RowMutation> = (0..keys.len())
+                        .filter(|i| !keys.is_null(*i))
+                        .map(|i| {
+                            RowMutation::new(
+                                keys.value(i).as_bytes().to_vec(),
+                                vec![Mutation::DeleteRow],
+                            )
+                        })
+                        .collect();
+                    let store = store.clone();
+                    let table = table.clone();
+                    let results =
+                        tokio::task::spawn_blocking(move || store.mutate_rows(&table, rows))
+                            .await
+                            .map_err(|e| {
+                                to_df(Error::InvalidArgument(format!("delete task failed: {e}")))
                             })?
                             .map_err(to_df)?;
                     for r in results {

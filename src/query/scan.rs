@@ -139,7 +139,12 @@ impl KeyScanExec {
             let col: Arc<dyn PhysicalExpr> = Arc::new(
                 datafusion::physical_expr::expressions::Column::new("_key", key_index),
             );
-            if let Some(ordering) = LexOrdering::new(vec![PhysicalSortExpr::new_default(col)]) {
+            // Keys are never NULL, so this also satisfies SQL's default NULLS LAST.
+            let options = datafusion::arrow::compute::SortOptions {
+                descending: false,
+                nulls_first: false,
+            };
+            if let Some(ordering) = LexOrdering::new(vec![PhysicalSortExpr::new(col, options)]) {
                 eq.add_ordering(ordering);
             }
         }
@@ -217,6 +222,16 @@ impl ExecutionPlan for KeyScanExec {
         _children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         Ok(self)
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        let mut spec = self.spec.clone();
+        spec.limit = limit;
+        Some(Arc::new(KeyScanExec::new(spec)))
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.spec.limit
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

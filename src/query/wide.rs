@@ -22,7 +22,7 @@ use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::insert::InsertExec;
+use super::insert::{DeleteExec, InsertExec};
 use super::pushdown;
 use super::scan::{KeyScanExec, ScanSpec};
 use super::to_df;
@@ -122,6 +122,15 @@ impl Layout {
             out = self.def.families.iter().map(|f| f.name.clone()).collect();
         }
         out
+    }
+
+    /// Whether the scan answers `filter` itself: a deterministic predicate
+    /// over key columns only.
+    pub fn answers(&self, filter: &Expr) -> bool {
+        let refs = filter.column_refs();
+        !refs.is_empty()
+            && !filter.is_volatile()
+            && refs.iter().all(|c| self.is_key_column(&c.name))
     }
 
     /// Whether column `c` is `_key` or a segment.
@@ -352,6 +361,60 @@ impl WideBatchBuilder {
     }
 }
 
+/// Plans a scan: key ranges from the filters, the columns to build, the
+/// families to read, and the predicate the scan re-checks on every row
+/// (the key-column filters; all filters when `recheck_all`).
+pub(crate) fn scan_spec(
+    store: &Store,
+    layout: &Arc<Layout>,
+    state: &dyn Session,
+    projection: Option<Vec<usize>>,
+    filters: &[Expr],
+    limit: Option<usize>,
+    recheck_all: bool,
+) -> DfResult<ScanSpec> {
+    let projection: Vec<usize> = projection.unwrap_or_else(|| (0..layout.sources.len()).collect());
+    let recheck: Vec<Expr> = filters
+        .iter()
+        .filter(|f| recheck_all || layout.answers(f))
+        .cloned()
+        .collect();
+    let key_plan = pushdown::plan(filters, layout.key.as_ref());
+    let mut needed = vec![false; layout.sources.len()];
+    for &p in &projection {
+        needed[p] = true;
+    }
+    for f in &recheck {
+        for c in f.column_refs() {
+            if let Ok(i) = layout.arrow.index_of(&c.name) {
+                needed[i] = true;
+            }
+        }
+    }
+    let needed_columns: Vec<usize> = (0..needed.len()).filter(|i| needed[*i]).collect();
+    let residual = match recheck.iter().cloned().reduce(Expr::and) {
+        None => None,
+        Some(e) => {
+            let df_schema = DFSchema::try_from(layout.arrow.as_ref().clone())?;
+            Some(state.create_physical_expr(e, &df_schema)?)
+        }
+    };
+    Ok(ScanSpec {
+        store: store.clone(),
+        layout: Arc::clone(layout),
+        projection,
+        needed,
+        families: layout.families_for(&needed_columns),
+        ranges: key_plan.ranges,
+        pushed: key_plan.used,
+        residual,
+        residual_text: recheck.iter().map(ToString::to_string).collect(),
+        limit,
+        batch_size: state.config().batch_size(),
+        target_partitions: state.config().target_partitions(),
+    })
+}
+
 /// The DataFusion table provider of one cellar table.
 #[derive(Debug)]
 pub struct WideTable {
@@ -410,55 +473,40 @@ impl TableProvider for WideTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let layout = &self.layout;
-        let projection: Vec<usize> = projection
-            .cloned()
-            .unwrap_or_else(|| (0..layout.sources.len()).collect());
-        let exact: Vec<Expr> = filters
-            .iter()
-            .filter(|f| {
-                let refs = f.column_refs();
-                !refs.is_empty()
-                    && !f.is_volatile()
-                    && refs.iter().all(|c| layout.is_key_column(&c.name))
-            })
-            .cloned()
-            .collect();
-        let key_plan = pushdown::plan(filters, layout.key.as_ref());
-        let mut needed = vec![false; layout.sources.len()];
-        for &p in &projection {
-            needed[p] = true;
-        }
-        for f in &exact {
-            for c in f.column_refs() {
-                if let Ok(i) = layout.arrow.index_of(&c.name) {
-                    needed[i] = true;
-                }
-            }
-        }
-        let needed_columns: Vec<usize> = (0..needed.len()).filter(|i| needed[*i]).collect();
-        let residual = match exact.iter().cloned().reduce(Expr::and) {
-            None => None,
-            Some(e) => {
-                let df_schema = DFSchema::try_from(layout.arrow.as_ref().clone())?;
-                Some(state.create_physical_expr(e, &df_schema)?)
-            }
-        };
-        let spec = ScanSpec {
-            store: self.store.clone(),
-            layout: Arc::clone(layout),
-            projection,
-            needed,
-            families: layout.families_for(&needed_columns),
-            ranges: key_plan.ranges,
-            pushed: key_plan.used,
-            residual,
-            residual_text: exact.iter().map(ToString::to_string).collect(),
+        let spec = scan_spec(
+            &self.store,
+            &self.layout,
+            state,
+            projection.cloned(),
+            filters,
             limit,
-            batch_size: state.config().batch_size(),
-            target_partitions: state.config().target_partitions(),
-        };
+            false,
+        )?;
         Ok(Arc::new(KeyScanExec::new(spec)))
+    }
+
+    async fn delete_from(
+        &self,
+        state: &dyn Session,
+        filters: Vec<Expr>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        // Every filter is re-checked in the scan, so only matching rows come out.
+        let key = self.layout.arrow.index_of("_key")?;
+        let spec = scan_spec(
+            &self.store,
+            &self.layout,
+            state,
+            Some(vec![key]),
+            &filters,
+            None,
+            true,
+        )?;
+        let scan = Arc::new(KeyScanExec::new(spec));
+        Ok(Arc::new(DeleteExec::new(
+            self.store.clone(),
+            self.layout.table.clone(),
+            scan,
+        )))
     }
 
     async fn insert_into(
