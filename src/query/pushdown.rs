@@ -27,6 +27,7 @@ pub struct KeyPlan {
 pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
     let mut ranges: Option<Vec<RowRange>> = None;
     let mut used = Vec::new();
+    let mut segment_filters = Vec::new();
     let mut constraints: Vec<Option<Constraint>> =
         key.map_or(Vec::new(), |k| vec![None; k.fields().count()]);
     for filter in filters {
@@ -45,15 +46,16 @@ pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
                 None => c,
                 Some(existing) => combine(existing, c),
             });
-            used.push(filter.to_string());
+            segment_filters.push(filter.to_string());
         }
     }
     if let Some(key) = key
         && constraints.iter().any(Option::is_some)
     {
         let segment_ranges = key.ranges(&constraints);
-        let whole = segment_ranges.len() == 1 && segment_ranges[0] == RowRange::all();
+        let whole = segment_ranges.len() == 1 && is_everything(&segment_ranges[0]);
         if !whole {
+            used.extend(segment_filters);
             ranges = Some(match ranges {
                 None => segment_ranges,
                 Some(existing) => intersect(&existing, &segment_ranges),
@@ -61,6 +63,16 @@ pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
         }
     }
     KeyPlan { ranges, used }
+}
+
+/// Whether a range holds every key.
+fn is_everything(r: &RowRange) -> bool {
+    let open_start = match &r.start {
+        Bound::Unbounded => true,
+        Bound::Included(k) => k.is_empty(),
+        Bound::Excluded(_) => false,
+    };
+    open_start && r.end == Bound::Unbounded
 }
 
 /// Whether `expr` is a column reference named `name` (case-insensitive).
@@ -241,6 +253,18 @@ fn segment_constraint(expr: &Expr, key: &KeySchema) -> Option<(usize, Constraint
         Some((i, kind.clone()))
     };
     match expr {
+        // `a = 1 OR a = 2` (how DataFusion writes short IN lists).
+        Expr::BinaryExpr(b) if b.op == Operator::Or => {
+            let (i, left) = segment_constraint(&b.left, key)?;
+            let (j, right) = segment_constraint(&b.right, key)?;
+            match (left, right) {
+                (Constraint::In(mut x), Constraint::In(y)) if i == j => {
+                    x.extend(y);
+                    Some((i, Constraint::In(x)))
+                }
+                _ => None,
+            }
+        }
         Expr::BinaryExpr(b) => {
             let (col, op, v) = comparison(b)?;
             let (i, kind) = field_of(col)?;
