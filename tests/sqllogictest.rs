@@ -92,7 +92,7 @@ impl sqllogictest::AsyncDB for CellarDb {
             .await
             .map_err(|e| DbError(e.to_string()))?;
         let schema = batches.first().map(|b| b.schema());
-        let is_statement = sql.trim_start().split_whitespace().next().is_some_and(|w| {
+        let is_statement = sql.split_whitespace().next().is_some_and(|w| {
             ["create", "insert", "delete", "update", "drop", "alter"]
                 .contains(&w.to_ascii_lowercase().as_str())
         });

@@ -122,6 +122,34 @@ pub enum Value {
     Bytes(Vec<u8>),
 }
 
+/// How a family's undeclared qualifiers and values read in SQL: for
+/// families that keep data in their qualifiers (a friend's name, a time of
+/// day such as `0015`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FamilyTypes {
+    /// The type qualifiers decode to (in the cells view).
+    pub qualifier: ColumnDef,
+    /// The type values decode to (cells view and the family's map column).
+    pub value: ColumnDef,
+}
+
+impl FamilyTypes {
+    /// The untyped default: qualifiers as text, values as bytes.
+    pub fn untyped(family: &str) -> FamilyTypes {
+        let def = |value_type, name: &str| ColumnDef {
+            name: name.into(),
+            family: family.into(),
+            qualifier: String::new(),
+            value_type,
+            encoding: Encoding::Binary,
+        };
+        FamilyTypes {
+            qualifier: def(ValueType::Text, "qualifier"),
+            value: def(ValueType::Bytes, "value"),
+        }
+    }
+}
+
 /// The SQL schema of a table.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TableSchema {
@@ -129,6 +157,19 @@ pub struct TableSchema {
     pub key: Option<KeySchema>,
     /// Declared qualifier columns.
     pub columns: Vec<ColumnDef>,
+    /// Families with typed qualifiers or values.
+    #[serde(default)]
+    pub family_types: std::collections::BTreeMap<String, FamilyTypes>,
+}
+
+impl TableSchema {
+    /// The types of a family's qualifiers and values.
+    pub fn family_types(&self, family: &str) -> FamilyTypes {
+        self.family_types
+            .get(family)
+            .cloned()
+            .unwrap_or_else(|| FamilyTypes::untyped(family))
+    }
 }
 
 impl TableSchema {

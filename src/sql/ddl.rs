@@ -32,6 +32,10 @@ pub struct FamilyDecl {
     pub kind: FamilyKind,
     /// GC policy.
     pub gc: GcPolicy,
+    /// Types of undeclared qualifiers and values, if declared.
+    pub qualifiers: Option<(ValueType, Encoding)>,
+    /// See `qualifiers`.
+    pub values: Option<(ValueType, Encoding)>,
 }
 
 /// A statement cellar runs itself rather than handing to DataFusion.
@@ -357,7 +361,23 @@ fn family(w: &mut Words) -> PResult<FamilyDecl> {
     } else {
         GcPolicy::KeepAll
     };
-    Ok(FamilyDecl { name, kind, gc })
+    let qualifiers = if w.word("QUALIFIERS") {
+        Some(value_type(w, &format!("the qualifiers of {name}"))?)
+    } else {
+        None
+    };
+    let values = if w.word("VALUES") {
+        Some(value_type(w, &format!("the values of {name}"))?)
+    } else {
+        None
+    };
+    Ok(FamilyDecl {
+        name,
+        kind,
+        gc,
+        qualifiers,
+        values,
+    })
 }
 
 /// `MAX_VERSIONS n`, `MAX_AGE 'd'`, `NONE`, parenthesised, joined by AND
@@ -447,25 +467,7 @@ pub fn parse_duration_micros(text: &str) -> Option<i64> {
 
 fn column(w: &mut Words) -> PResult<(ColumnDef, Option<String>)> {
     let name = w.ident()?;
-    let value_type = if w.word("BIGINT") || w.word("INT") || w.word("INTEGER") || w.word("INT64") {
-        ValueType::Int64
-    } else if w.word("DOUBLE") || w.word("FLOAT") || w.word("FLOAT64") {
-        ValueType::Float64
-    } else if w.word("TEXT") || w.word("STRING") || w.word("VARCHAR") {
-        ValueType::Text
-    } else if w.word("BYTES") || w.word("BYTEA") || w.word("BINARY") || w.word("BLOB") {
-        ValueType::Bytes
-    } else {
-        return w.p.expected(
-            &format!("a type for column {name} (BIGINT, DOUBLE, TEXT, BYTES), ROW KEY or FAMILY"),
-            w.p.peek_token(),
-        );
-    };
-    let encoding = if w.words(&["AS", "TEXT"]) {
-        Encoding::Text
-    } else {
-        Encoding::Binary
-    };
+    let (value_type, encoding) = value_type(w, &format!("column {name}"))?;
     let family = if w.word("IN") { Some(w.ident()?) } else { None };
     let qualifier = if w.word("QUALIFIER") {
         w.string()?
@@ -482,6 +484,30 @@ fn column(w: &mut Words) -> PResult<(ColumnDef, Option<String>)> {
         },
         family,
     ))
+}
+
+/// `BIGINT|DOUBLE|TEXT|BYTES [AS TEXT]`.
+fn value_type(w: &mut Words, what: &str) -> PResult<(ValueType, Encoding)> {
+    let value_type = if w.word("BIGINT") || w.word("INT") || w.word("INTEGER") || w.word("INT64") {
+        ValueType::Int64
+    } else if w.word("DOUBLE") || w.word("FLOAT") || w.word("FLOAT64") {
+        ValueType::Float64
+    } else if w.word("TEXT") || w.word("STRING") || w.word("VARCHAR") {
+        ValueType::Text
+    } else if w.word("BYTES") || w.word("BYTEA") || w.word("BINARY") || w.word("BLOB") {
+        ValueType::Bytes
+    } else {
+        return w.p.expected(
+            &format!("a type for {what} (BIGINT, DOUBLE, TEXT, BYTES)"),
+            w.p.peek_token(),
+        );
+    };
+    let encoding = if w.words(&["AS", "TEXT"]) {
+        Encoding::Text
+    } else {
+        Encoding::Binary
+    };
+    Ok((value_type, encoding))
 }
 
 fn alter_table(w: &mut Words) -> PResult<CellarStatement> {

@@ -18,7 +18,7 @@ use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::prelude::DataFrame;
 
 use crate::query::{WideTable, to_df};
-use crate::schema::{Segment, SegmentKind, TableSchema, TimeFormat};
+use crate::schema::{FamilyTypes, Segment, SegmentKind, TableSchema, TimeFormat};
 use crate::store::{AlterOp, FamilySpec, Store, TableSpec};
 use crate::{Error, SCHEMA_METADATA_KEY};
 
@@ -116,7 +116,16 @@ impl SqlSession {
                 if if_not_exists && store.table(&name).is_ok() {
                     return Ok(message(format!("table {name} exists")));
                 }
-                let schema = TableSchema { key, columns };
+                let family_types = families
+                    .iter()
+                    .filter(|f| f.qualifiers.is_some() || f.values.is_some())
+                    .map(|f| (f.name.clone(), family_types(f)))
+                    .collect();
+                let schema = TableSchema {
+                    key,
+                    columns,
+                    family_types,
+                };
                 let names: Vec<String> = families.iter().map(|f| f.name.clone()).collect();
                 schema.validate(&names).map_err(to_df)?;
                 let mut spec =
@@ -128,26 +137,27 @@ impl SqlSession {
                 format!("created table {name}")
             }
             CellarStatement::AddFamily { table, family } => {
-                let mut names: Vec<String> = store
-                    .table(&table)
-                    .map_err(to_df)?
-                    .families
-                    .iter()
-                    .map(|f| f.name.clone())
-                    .collect();
+                let def = store.table(&table).map_err(to_df)?;
+                let mut names: Vec<String> = def.families.iter().map(|f| f.name.clone()).collect();
                 names.push(family.name.clone());
-                let schema =
-                    TableSchema::of(&store.table(&table).map_err(to_df)?).map_err(to_df)?;
+                let mut schema = TableSchema::of(&def).map_err(to_df)?;
                 schema.validate(&names).map_err(to_df)?;
                 let name = family.name.clone();
-                store
-                    .alter_table(
-                        &table,
-                        vec![AlterOp::AddFamily(
-                            FamilySpec::new(family.name).gc(family.gc).kind(family.kind),
-                        )],
-                    )
-                    .map_err(to_df)?;
+                let mut ops = vec![AlterOp::AddFamily(
+                    FamilySpec::new(&family.name)
+                        .gc(family.gc.clone())
+                        .kind(family.kind),
+                )];
+                if family.qualifiers.is_some() || family.values.is_some() {
+                    schema
+                        .family_types
+                        .insert(family.name.clone(), family_types(&family));
+                    ops.push(AlterOp::SetMetadata(
+                        SCHEMA_METADATA_KEY.into(),
+                        Some(schema.to_json()),
+                    ));
+                }
+                store.alter_table(&table, ops).map_err(to_df)?;
                 format!("added family {name} to {table}")
             }
             CellarStatement::DropFamily { table, family } => {
@@ -160,8 +170,9 @@ impl SqlSession {
                     .map(|c| c.name.clone())
                     .collect();
                 schema.columns.retain(|c| c.family != family);
+                let typed = schema.family_types.remove(&family).is_some();
                 let mut ops = vec![AlterOp::DropFamily(family.clone())];
-                if !dropped.is_empty() {
+                if !dropped.is_empty() || typed {
                     ops.push(AlterOp::SetMetadata(
                         SCHEMA_METADATA_KEY.into(),
                         Some(schema.to_json()),
@@ -270,6 +281,19 @@ fn message(text: String) -> RecordBatch {
     let column: ArrayRef = Arc::new(StringArray::from(vec![text]));
     RecordBatch::try_new(Arc::new(schema), vec![column])
         .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
+}
+
+fn family_types(f: &FamilyDecl) -> FamilyTypes {
+    let mut types = FamilyTypes::untyped(&f.name);
+    if let Some((t, e)) = f.qualifiers {
+        types.qualifier.value_type = t;
+        types.qualifier.encoding = e;
+    }
+    if let Some((t, e)) = f.values {
+        types.value.value_type = t;
+        types.value.encoding = e;
+    }
+    types
 }
 
 fn describe_segment(kind: &SegmentKind) -> String {
