@@ -30,7 +30,7 @@ mod store;
 
 pub use codec::{CellKey, EncodedRange, escape, row_prefix_range, row_range, show_bytes};
 pub use error::{Error, Result};
-pub use query::{KeyPlan, WideTable, plan_key_ranges};
+pub use query::{CellarTable, KeyPlan, View, ViewFunction, plan_key_ranges};
 pub use schema::SCHEMA_METADATA_KEY;
 pub use schema::{
     ColumnDef, Constraint, Encoding, FamilyTypes, KeySchema, KeyValue, Segment, SegmentKind,

@@ -120,6 +120,26 @@ fn row_mutation(
         .map_or(Vec::new(), |k| vec![None; k.fields().count()]);
     let mut mutations = Vec::new();
     let df = |e: datafusion::error::DataFusionError| Error::InvalidArgument(e.to_string());
+    // An explicit `_timestamp` applies to every cell of the row.
+    let timestamp = match layout
+        .sources
+        .iter()
+        .position(|s| matches!(s, ColumnSource::Timestamp))
+        .map(|i| batch.column(i))
+        .filter(|a| !a.is_null(row))
+        .and_then(|a| {
+            a.as_any()
+                .downcast_ref::<TimestampMicrosecondArray>()
+                .map(|a| a.value(row))
+        }) {
+        Some(t) if t < 0 => {
+            return Err(Error::InvalidArgument(format!(
+                "_timestamp {t} µs is before 1970-01-01; cell timestamps are not negative"
+            )));
+        }
+        Some(t) => t,
+        None => timestamp,
+    };
     for (i, source) in layout.sources.iter().enumerate() {
         let array = batch.column(i);
         if array.is_null(row) {
@@ -167,21 +187,28 @@ fn row_mutation(
                 let entries = map.value(row);
                 let keys = cast(entries.column(0), &DataType::Utf8)
                     .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-                let values = cast(entries.column(1), &DataType::Binary)
-                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-                let (keys, values) = (keys.as_string::<i32>(), values.as_binary::<i32>());
+                let keys = keys.as_string::<i32>();
+                let values = entries.column(1);
+                let def = &layout.map_values[*f];
                 for j in 0..keys.len() {
-                    if values.is_null(j) {
+                    let Some(value) = value_at(values, j) else {
                         continue;
-                    }
+                    };
                     mutations.push(cell(
                         layout,
                         family,
                         keys.value(j).as_bytes().to_vec(),
-                        values.value(j).to_vec(),
+                        def.encode(&value)?,
                         timestamp,
                     ));
                 }
+            }
+            ColumnSource::Timestamp => {}
+            ColumnSource::Family | ColumnSource::Qualifier | ColumnSource::Value => {
+                return Err(Error::InvalidArgument(format!(
+                    "the cells view of {} is read-only",
+                    layout.table
+                )));
             }
         }
     }

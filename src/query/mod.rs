@@ -1,13 +1,15 @@
 //! The DataFusion layer: table providers and scan operators over the store,
 //! and the predicate analysis that turns SQL filters into key ranges.
 
+mod functions;
 mod insert;
 mod pushdown;
 mod scan;
 mod wide;
 
+pub use functions::ViewFunction;
 pub use pushdown::{KeyPlan, plan as plan_key_ranges};
-pub use wide::WideTable;
+pub use wide::{CellarTable, View};
 
 use datafusion::error::DataFusionError;
 

@@ -12,7 +12,7 @@ use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Like, Operator};
 
 use crate::schema::{Constraint, KeySchema, KeyValue, SegmentKind};
-use crate::store::RowRange;
+use crate::store::{RowRange, TimeRange};
 
 /// The outcome of planning a scan's key ranges.
 #[derive(Debug, Clone, PartialEq)]
@@ -395,4 +395,117 @@ pub fn intersect(a: &[RowRange], b: &[RowRange]) -> Vec<RowRange> {
         }
     }
     out
+}
+
+/// A timestamp literal in microseconds, rounded down, and whether the
+/// rounding was exact.
+fn micros(v: &ScalarValue) -> Option<(i64, bool)> {
+    match v {
+        ScalarValue::TimestampMicrosecond(Some(n), _) => Some((*n, true)),
+        ScalarValue::TimestampMillisecond(Some(n), _) => n.checked_mul(1_000).map(|n| (n, true)),
+        ScalarValue::TimestampSecond(Some(n), _) => n.checked_mul(1_000_000).map(|n| (n, true)),
+        ScalarValue::TimestampNanosecond(Some(n), _) => {
+            Some((n.div_euclid(1_000), n.rem_euclid(1_000) == 0))
+        }
+        _ => None,
+    }
+}
+
+/// The cell time range that `_timestamp` predicates in a conjunction allow
+/// (over-covering where a literal is finer than a microsecond), and the
+/// predicates used.
+pub fn time_range(filters: &[Expr]) -> (TimeRange, Vec<String>) {
+    let mut range = TimeRange::ALL;
+    let mut used = Vec::new();
+    for filter in filters {
+        if let Some(r) = time_bounds(filter) {
+            range.start = range.start.max(r.start);
+            range.end = match (range.end, r.end) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            used.push(filter.to_string());
+        }
+    }
+    (range, used)
+}
+
+fn time_bounds(expr: &Expr) -> Option<TimeRange> {
+    let after = |t: i64| TimeRange {
+        start: t.max(0),
+        end: None,
+    };
+    let before = |t: i64| TimeRange {
+        start: 0,
+        end: Some(t.max(0)),
+    };
+    match expr {
+        Expr::BinaryExpr(b) => {
+            let (col, op, v) = comparison(b)?;
+            if !is_column(col, "_timestamp") {
+                return None;
+            }
+            let (t, exact) = micros(v)?;
+            Some(match op {
+                Operator::Eq => TimeRange {
+                    start: t.max(0),
+                    end: Some(t.saturating_add(1).max(0)),
+                },
+                Operator::Gt if exact => after(t.saturating_add(1)),
+                Operator::Gt | Operator::GtEq => after(t),
+                Operator::Lt if exact => before(t),
+                Operator::Lt | Operator::LtEq => before(t.saturating_add(1)),
+                _ => return None,
+            })
+        }
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) if is_column(expr, "_timestamp") => {
+            let (lo, _) = micros(literal(low)?)?;
+            let (hi, _) = micros(literal(high)?)?;
+            Some(TimeRange {
+                start: lo.max(0),
+                end: Some(hi.saturating_add(1).max(0)),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The families a conjunction of `family` predicates allows (the cells
+/// view), if any predicate names them.
+pub fn families(filters: &[Expr]) -> Option<Vec<String>> {
+    let mut out: Option<Vec<String>> = None;
+    for filter in filters {
+        if let Some(names) = family_names(filter) {
+            out = Some(match out {
+                None => names,
+                Some(prev) => prev.into_iter().filter(|n| names.contains(n)).collect(),
+            });
+        }
+    }
+    out
+}
+
+fn family_names(expr: &Expr) -> Option<Vec<String>> {
+    match expr {
+        Expr::BinaryExpr(b) if b.op == Operator::Or => {
+            let mut names = family_names(&b.left)?;
+            names.extend(family_names(&b.right)?);
+            Some(names)
+        }
+        Expr::BinaryExpr(b) => {
+            let (col, op, v) = comparison(b)?;
+            (op == Operator::Eq && is_column(col, "family")).then(|| text(v).map(|t| vec![t]))?
+        }
+        Expr::InList(list) if !list.negated && is_column(&list.expr, "family") => list
+            .list
+            .iter()
+            .map(|e| literal(e).and_then(text))
+            .collect(),
+        _ => None,
+    }
 }

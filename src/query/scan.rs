@@ -22,9 +22,9 @@ use datafusion::physical_plan::{
 };
 
 use super::to_df;
-use super::wide::{Layout, WideBatchBuilder};
+use super::wide::{Layout, View, ViewBatchBuilder};
 use crate::codec::show_bytes;
-use crate::store::{ReadFilter, ReadRequest, RowRange, RowSet, Store};
+use crate::store::{ReadFilter, ReadRequest, RowRange, RowSet, Store, TimeRange};
 
 /// Everything a scan needs, decided at planning time.
 #[derive(Clone)]
@@ -37,6 +37,10 @@ pub(crate) struct ScanSpec {
     /// `None`: the whole table.
     pub ranges: Option<Vec<RowRange>>,
     pub pushed: Vec<String>,
+    /// Cell timestamps read, and the predicates that narrowed them.
+    pub time: TimeRange,
+    pub time_used: Vec<String>,
+    pub cells_per_column: Option<usize>,
     pub residual: Option<Arc<dyn PhysicalExpr>>,
     pub residual_text: Vec<String>,
     pub limit: Option<usize>,
@@ -84,6 +88,14 @@ pub(crate) fn describe_range(r: &RowRange) -> String {
     format!(
         "{start}..{end} bytes [{}, {bytes_end})",
         hex(&encoded.start)
+    )
+}
+
+/// A cell timestamp as an ISO time (UTC), or microseconds when out of range.
+fn show_time(micros: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(micros).map_or_else(
+        || format!("{micros}µs"),
+        |t| t.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string(),
     )
 }
 
@@ -168,6 +180,14 @@ impl DisplayAs for KeyScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let spec = &self.spec;
         write!(f, "KeyScanExec: table={}", spec.layout.table)?;
+        match &spec.layout.view {
+            View::Wide { as_of: None } => {}
+            View::Wide { as_of: Some(t) } => write!(f, ", view=as_of({})", show_time(*t))?,
+            View::Versions { latest: None } => write!(f, ", view=versions")?,
+            View::Versions { latest: Some(n) } => write!(f, ", view=versions(latest {n})")?,
+            View::Cells { family: None } => write!(f, ", view=cells")?,
+            View::Cells { family: Some(fam) } => write!(f, ", view=cells({fam})")?,
+        }
         match &spec.ranges {
             None => write!(f, ", ranges=FULL TABLE SCAN")?,
             Some(r) if r.is_empty() => write!(f, ", ranges=NONE (no row can match)")?,
@@ -185,6 +205,18 @@ impl DisplayAs for KeyScanExec {
         }
         if !spec.residual_text.is_empty() {
             write!(f, ", rechecked=[{}]", spec.residual_text.join(", "))?;
+        }
+        if spec.time != TimeRange::ALL {
+            let end = spec.time.end.map_or("+inf".to_string(), show_time);
+            write!(f, ", time=[{}, {end})", show_time(spec.time.start))?;
+        }
+        if !spec.time_used.is_empty() {
+            write!(f, ", time_predicates=[{}]", spec.time_used.join(", "))?;
+        }
+        if let Some(n) = spec.cells_per_column
+            && n != 1
+        {
+            write!(f, ", cells_per_column={n}")?;
         }
         write!(f, ", families=[{}]", spec.families.join(", "))?;
         if let Some(limit) = spec.limit {
@@ -256,16 +288,19 @@ impl ExecutionPlan for KeyScanExec {
             if ranges.is_empty() {
                 return Ok(());
             }
-            let request = ReadRequest::rows(RowSet { ranges })
-                .filter(ReadFilter::latest().families(spec.families.clone()));
+            let mut filter = ReadFilter::all()
+                .families(spec.families.clone())
+                .time_range(spec.time);
+            filter.cells_per_column = spec.cells_per_column;
+            let request = ReadRequest::rows(RowSet { ranges }).filter(filter);
             let mut stream = spec
                 .store
                 .read_rows(&spec.layout.table, request)
                 .map_err(to_df)?;
-            let mut wide = WideBatchBuilder::new(Arc::clone(&spec.layout), spec.needed.clone());
+            let mut wide = ViewBatchBuilder::new(Arc::clone(&spec.layout), spec.needed.clone());
             let mut emitted = 0usize;
             let mut reported = crate::store::ScanStats::default();
-            let flush = |wide: &mut WideBatchBuilder, emitted: &mut usize| -> DfResult<bool> {
+            let flush = |wide: &mut ViewBatchBuilder, emitted: &mut usize| -> DfResult<bool> {
                 let batch = wide.finish()?;
                 let batch = match &spec.residual {
                     None => batch,

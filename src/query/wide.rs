@@ -1,4 +1,5 @@
-//! `WideTable`: the table as SQL sees it, one row per row key.
+//! `CellarTable`: a table as SQL sees it, in one of its views: wide (one
+//! row per row key), versions (one row per row and timestamp) or cells.
 //!
 //! Columns: `_key`, the row-key segments, the declared qualifier columns
 //! (latest cell, decoded by type), and per family a map of its undeclared
@@ -10,8 +11,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{
-    Array, ArrayRef, BinaryBuilder, Float64Builder, Int64Builder, MapBuilder, StringBuilder,
-    TimestampMicrosecondBuilder, new_null_array,
+    Array, ArrayBuilder, ArrayRef, BinaryBuilder, Float64Builder, Int64Builder, MapBuilder,
+    StringBuilder, TimestampMicrosecondBuilder, make_builder, new_null_array,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::arrow::record_batch::RecordBatch;
@@ -26,37 +27,68 @@ use super::insert::{DeleteExec, InsertExec};
 use super::pushdown;
 use super::scan::{KeyScanExec, ScanSpec};
 use super::to_df;
-use crate::schema::{ColumnDef, KeySchema, SegmentKind, TableSchema, ValueType};
-use crate::store::{Row, Store, TableDef};
+use crate::schema::{
+    ColumnDef, FamilyTypes, KeySchema, KeyValue, SegmentKind, TableSchema, Value, ValueType,
+};
+use crate::store::{Cell, Row, Store, TableDef, TimeRange};
 
-/// What a column of the wide view is.
+/// Which shape of a table a provider shows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum View {
+    /// One row per row key with the latest cells, as of a time (inclusive,
+    /// microseconds) when given.
+    Wide {
+        /// Only cells written at or before this time.
+        as_of: Option<i64>,
+    },
+    /// One row per (row key, cell timestamp); the latest N cells per column
+    /// when given.
+    Versions {
+        /// Cells per column.
+        latest: Option<usize>,
+    },
+    /// One row per cell, of one family when given.
+    Cells {
+        /// The family.
+        family: Option<String>,
+    },
+}
+
+/// What a column of a view is.
 #[derive(Debug, Clone)]
 pub(crate) enum ColumnSource {
     Key,
     Segment(usize),
+    Timestamp,
     Declared(usize),
     FamilyMap(usize),
+    Family,
+    Qualifier,
+    Value,
 }
 
-/// A table's SQL shape, shared by its scans and writers.
+/// A table's SQL shape in one view, shared by its scans and writers.
 #[derive(Debug)]
 pub(crate) struct Layout {
     pub table: String,
     pub def: TableDef,
+    pub view: View,
     pub key: Option<KeySchema>,
     pub columns: Vec<ColumnDef>,
+    /// Per family (declaration order): how its map values decode.
+    pub map_values: Vec<ColumnDef>,
+    /// The cells view: how qualifiers and values decode.
+    pub cell_types: FamilyTypes,
     pub sources: Vec<ColumnSource>,
     pub arrow: SchemaRef,
 }
 
-fn map_type() -> DataType {
-    MapBuilder::new(None, StringBuilder::new(), BinaryBuilder::new())
-        .finish()
-        .data_type()
-        .clone()
+pub(crate) fn map_type(values: &DataType) -> DataType {
+    let mut builder = MapBuilder::new(None, StringBuilder::new(), make_builder(values, 0));
+    builder.finish().data_type().clone()
 }
 
-fn value_type(t: ValueType) -> DataType {
+pub(crate) fn value_type(t: ValueType) -> DataType {
     match t {
         ValueType::Int64 => DataType::Int64,
         ValueType::Float64 => DataType::Float64,
@@ -73,9 +105,21 @@ fn segment_type(kind: &SegmentKind) -> DataType {
     }
 }
 
+fn timestamp_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, None)
+}
+
 impl Layout {
-    pub fn new(def: TableDef) -> crate::Result<Layout> {
+    pub fn new(def: TableDef, view: View) -> crate::Result<Layout> {
         let schema = TableSchema::of(&def)?;
+        if let View::Cells { family: Some(f) } = &view
+            && !def.families.iter().any(|d| &d.name == f)
+        {
+            return Err(crate::Error::FamilyNotFound {
+                table: def.name.clone(),
+                family: f.clone(),
+            });
+        }
         // Nullable only so INSERT may leave it out and build it from the segments;
         // a scan never produces a NULL key.
         let mut fields = vec![Field::new("_key", DataType::Utf8, true)];
@@ -86,27 +130,68 @@ impl Layout {
                 sources.push(ColumnSource::Segment(i));
             }
         }
-        for (i, c) in schema.columns.iter().enumerate() {
-            fields.push(Field::new(&c.name, value_type(c.value_type), true));
-            sources.push(ColumnSource::Declared(i));
-        }
-        for (i, f) in def.families.iter().enumerate() {
-            fields.push(Field::new(&f.name, map_type(), true));
-            sources.push(ColumnSource::FamilyMap(i));
+        let map_values: Vec<ColumnDef> = def
+            .families
+            .iter()
+            .map(|f| schema.family_types(&f.name).value)
+            .collect();
+        let cell_types = match &view {
+            View::Cells { family: Some(f) } => schema.family_types(f),
+            _ => FamilyTypes::untyped(""),
+        };
+        let timestamp = Field::new("_timestamp", timestamp_type(), true);
+        if let View::Cells { .. } = &view {
+            fields.push(Field::new("family", DataType::Utf8, true));
+            sources.push(ColumnSource::Family);
+            fields.push(Field::new(
+                "qualifier",
+                value_type(cell_types.qualifier.value_type),
+                true,
+            ));
+            sources.push(ColumnSource::Qualifier);
+            fields.push(timestamp);
+            sources.push(ColumnSource::Timestamp);
+            fields.push(Field::new(
+                "value",
+                value_type(cell_types.value.value_type),
+                true,
+            ));
+            sources.push(ColumnSource::Value);
+        } else {
+            fields.push(timestamp);
+            sources.push(ColumnSource::Timestamp);
+            for (i, c) in schema.columns.iter().enumerate() {
+                fields.push(Field::new(&c.name, value_type(c.value_type), true));
+                sources.push(ColumnSource::Declared(i));
+            }
+            for (i, f) in def.families.iter().enumerate() {
+                let values = value_type(map_values[i].value_type);
+                fields.push(Field::new(&f.name, map_type(&values), true));
+                sources.push(ColumnSource::FamilyMap(i));
+            }
         }
         Ok(Layout {
             table: def.name.clone(),
+            view,
             key: schema.key,
             columns: schema.columns,
+            map_values,
+            cell_types,
             sources,
             arrow: Arc::new(Schema::new(fields)),
             def,
         })
     }
 
-    /// The families a set of columns needs; all of them when the columns
-    /// need none (the row keys alone).
+    /// The families a set of columns needs; all of them (or the view's
+    /// family) when the columns need none in particular.
     pub fn families_for(&self, columns: &[usize]) -> Vec<String> {
+        if let View::Cells { family } = &self.view {
+            return match family {
+                Some(f) => vec![f.clone()],
+                None => self.def.families.iter().map(|f| f.name.clone()).collect(),
+            };
+        }
         let mut out: Vec<String> = Vec::new();
         for &c in columns {
             let family = match &self.sources[c] {
@@ -125,101 +210,132 @@ impl Layout {
     }
 
     /// Whether the scan answers `filter` itself: a deterministic predicate
-    /// over key columns only.
+    /// over columns every scanned row carries without decoding cell values
+    /// (key, segments, timestamp, family, qualifier).
     pub fn answers(&self, filter: &Expr) -> bool {
         let refs = filter.column_refs();
         !refs.is_empty()
             && !filter.is_volatile()
-            && refs.iter().all(|c| self.is_key_column(&c.name))
-    }
-
-    /// Whether column `c` is `_key` or a segment.
-    pub fn is_key_column(&self, name: &str) -> bool {
-        self.arrow.index_of(name).ok().is_some_and(|i| {
-            matches!(
-                self.sources[i],
-                ColumnSource::Key | ColumnSource::Segment(_)
-            )
-        })
+            && refs.iter().all(|c| {
+                self.arrow.index_of(&c.name).ok().is_some_and(|i| {
+                    matches!(
+                        self.sources[i],
+                        ColumnSource::Key
+                            | ColumnSource::Segment(_)
+                            | ColumnSource::Timestamp
+                            | ColumnSource::Family
+                            | ColumnSource::Qualifier
+                    )
+                })
+            })
     }
 }
 
-/// Builds record batches of the wide view from store rows.
-pub(crate) struct WideBatchBuilder {
+/// One value on its way into a builder.
+#[derive(Clone, Copy)]
+enum Datum<'a> {
+    Int(i64),
+    Float(f64),
+    Text(&'a str),
+    Bytes(&'a [u8]),
+    Time(i64),
+}
+
+impl<'a> Datum<'a> {
+    fn of(value: &'a Value) -> Datum<'a> {
+        match value {
+            Value::Int64(n) => Datum::Int(*n),
+            Value::Float64(f) => Datum::Float(*f),
+            Value::Text(t) => Datum::Text(t),
+            Value::Bytes(b) => Datum::Bytes(b),
+        }
+    }
+
+    fn key(value: &'a KeyValue) -> Datum<'a> {
+        match value {
+            KeyValue::Text(t) => Datum::Text(t),
+            KeyValue::Int(n) => Datum::Int(*n),
+            KeyValue::Time(n) => Datum::Time(*n),
+        }
+    }
+}
+
+/// Appends to a builder made by `make_builder` for one of our types; a
+/// value of another type, or `None`, appends NULL.
+fn put(builder: &mut dyn ArrayBuilder, value: Option<Datum>) {
+    let any = builder.as_any_mut();
+    if let Some(b) = any.downcast_mut::<StringBuilder>() {
+        match value {
+            Some(Datum::Text(t)) => b.append_value(t),
+            _ => b.append_null(),
+        }
+    } else if let Some(b) = any.downcast_mut::<Int64Builder>() {
+        match value {
+            Some(Datum::Int(n)) => b.append_value(n),
+            _ => b.append_null(),
+        }
+    } else if let Some(b) = any.downcast_mut::<Float64Builder>() {
+        match value {
+            Some(Datum::Float(f)) => b.append_value(f),
+            _ => b.append_null(),
+        }
+    } else if let Some(b) = any.downcast_mut::<BinaryBuilder>() {
+        match value {
+            Some(Datum::Bytes(v)) => b.append_value(v),
+            _ => b.append_null(),
+        }
+    } else if let Some(b) = any.downcast_mut::<TimestampMicrosecondBuilder>() {
+        match value {
+            Some(Datum::Time(n)) => b.append_value(n),
+            _ => b.append_null(),
+        }
+    }
+}
+
+type MapColumn = MapBuilder<StringBuilder, Box<dyn ArrayBuilder>>;
+
+/// Builds record batches of a view from store rows.
+pub(crate) struct ViewBatchBuilder {
     layout: Arc<Layout>,
     needed: Vec<bool>,
-    key: StringBuilder,
-    segments: Vec<Builder>,
-    declared: Vec<Builder>,
-    maps: Vec<MapBuilder<StringBuilder, BinaryBuilder>>,
+    /// One per column; `None` for maps and for columns not needed.
+    builders: Vec<Option<Box<dyn ArrayBuilder>>>,
+    maps: Vec<Option<MapColumn>>,
     declared_by_column: HashMap<(String, Vec<u8>), usize>,
     family_index: HashMap<String, usize>,
+    /// Column index of each segment, declared column and family map.
+    segment_columns: Vec<usize>,
+    declared_columns: Vec<usize>,
+    map_columns: Vec<usize>,
     rows: usize,
     pub misfits: usize,
 }
 
-enum Builder {
-    Text(StringBuilder),
-    Int(Int64Builder),
-    Float(Float64Builder),
-    Bytes(BinaryBuilder),
-    Time(TimestampMicrosecondBuilder),
-}
-
-impl Builder {
-    fn new(t: &DataType) -> Builder {
-        match t {
-            DataType::Int64 => Builder::Int(Int64Builder::new()),
-            DataType::Float64 => Builder::Float(Float64Builder::new()),
-            DataType::Binary => Builder::Bytes(BinaryBuilder::new()),
-            DataType::Timestamp(..) => Builder::Time(TimestampMicrosecondBuilder::new()),
-            _ => Builder::Text(StringBuilder::new()),
-        }
-    }
-
-    fn null(&mut self) {
-        match self {
-            Builder::Text(b) => b.append_null(),
-            Builder::Int(b) => b.append_null(),
-            Builder::Float(b) => b.append_null(),
-            Builder::Bytes(b) => b.append_null(),
-            Builder::Time(b) => b.append_null(),
-        }
-    }
-
-    fn finish(&mut self) -> ArrayRef {
-        match self {
-            Builder::Text(b) => Arc::new(b.finish()),
-            Builder::Int(b) => Arc::new(b.finish()),
-            Builder::Float(b) => Arc::new(b.finish()),
-            Builder::Bytes(b) => Arc::new(b.finish()),
-            Builder::Time(b) => Arc::new(b.finish()),
-        }
-    }
-}
-
-impl WideBatchBuilder {
+impl ViewBatchBuilder {
     pub fn new(layout: Arc<Layout>, needed: Vec<bool>) -> Self {
-        let segments = layout
-            .key
-            .as_ref()
-            .map(|k| {
-                k.fields()
-                    .map(|(_, _, kind)| Builder::new(&segment_type(kind)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let declared = layout
-            .columns
-            .iter()
-            .map(|c| Builder::new(&value_type(c.value_type)))
-            .collect();
-        let maps = layout
-            .def
-            .families
-            .iter()
-            .map(|_| MapBuilder::new(None, StringBuilder::new(), BinaryBuilder::new()))
-            .collect();
+        let mut builders = Vec::new();
+        let mut maps = Vec::new();
+        let (mut segment_columns, mut declared_columns, mut map_columns) =
+            (Vec::new(), Vec::new(), Vec::new());
+        for (i, source) in layout.sources.iter().enumerate() {
+            match source {
+                ColumnSource::Segment(_) => segment_columns.push(i),
+                ColumnSource::Declared(_) => declared_columns.push(i),
+                ColumnSource::FamilyMap(_) => map_columns.push(i),
+                _ => {}
+            }
+            if let ColumnSource::FamilyMap(f) = source {
+                let values = value_type(layout.map_values[*f].value_type);
+                maps.push(needed[i].then(|| {
+                    MapBuilder::new(None, StringBuilder::new(), make_builder(&values, 0))
+                }));
+                builders.push(None);
+            } else {
+                maps.push(None);
+                builders
+                    .push(needed[i].then(|| make_builder(layout.arrow.field(i).data_type(), 0)));
+            }
+        }
         let declared_by_column = layout
             .columns
             .iter()
@@ -233,126 +349,201 @@ impl WideBatchBuilder {
             .enumerate()
             .map(|(i, f)| (f.name.clone(), i))
             .collect();
-        WideBatchBuilder {
+        ViewBatchBuilder {
             layout,
             needed,
-            key: StringBuilder::new(),
-            segments,
-            declared,
+            builders,
             maps,
             declared_by_column,
             family_index,
+            segment_columns,
+            declared_columns,
+            map_columns,
             rows: 0,
             misfits: 0,
         }
     }
 
+    /// Output rows so far.
     pub fn len(&self) -> usize {
         self.rows
     }
 
-    /// Adds one row (its cells: latest first per column).
-    pub fn push(&mut self, row: &Row) -> crate::Result<()> {
+    fn put(&mut self, column: usize, value: Option<Datum>) {
+        if let Some(b) = &mut self.builders[column] {
+            put(b.as_mut(), value);
+        }
+    }
+
+    /// The key and segment columns of one output row.
+    fn start_row(&mut self, key: &str, segments: Option<&[KeyValue]>) {
         self.rows += 1;
-        self.key.append_value(String::from_utf8_lossy(&row.key));
-        if let Some(key) = &self.layout.key {
-            match key.decode(&row.key) {
-                Some(values) => {
-                    for (b, v) in self.segments.iter_mut().zip(values) {
-                        match (b, v) {
-                            (Builder::Text(b), crate::schema::KeyValue::Text(t)) => {
-                                b.append_value(t)
-                            }
-                            (Builder::Int(b), crate::schema::KeyValue::Int(n)) => b.append_value(n),
-                            (Builder::Time(b), crate::schema::KeyValue::Time(n)) => {
-                                b.append_value(n)
-                            }
-                            (b, _) => b.null(),
-                        }
-                    }
-                }
-                None => {
+        self.put(0, Some(Datum::Text(key)));
+        for s in 0..self.segment_columns.len() {
+            let column = self.segment_columns[s];
+            self.put(column, segments.and_then(|v| v.get(s)).map(Datum::key));
+        }
+    }
+
+    fn decode_error(row: &Row, e: String) -> crate::Error {
+        crate::Error::InvalidArgument(format!("row {}: {e}", crate::codec::show_bytes(&row.key)))
+    }
+
+    /// Adds the output rows of one store row (its cells: by family,
+    /// qualifier, newest first).
+    pub fn push(&mut self, row: &Row) -> crate::Result<()> {
+        let key = String::from_utf8_lossy(&row.key);
+        let segments = match &self.layout.key {
+            None => None,
+            Some(schema) => {
+                let decoded = schema.decode(&row.key);
+                if decoded.is_none() {
                     self.misfits += 1;
-                    self.segments.iter_mut().for_each(Builder::null);
+                }
+                decoded
+            }
+        };
+        let ts_column = self
+            .layout
+            .sources
+            .iter()
+            .position(|s| matches!(s, ColumnSource::Timestamp));
+        match self.layout.view.clone() {
+            View::Wide { .. } => {
+                self.start_row(&key, segments.as_deref());
+                if let Some(c) = ts_column {
+                    let newest = row.cells.iter().map(|c| c.timestamp).max();
+                    self.put(c, newest.map(Datum::Time));
+                }
+                let mut last: Option<(&str, &[u8])> = None;
+                let latest: Vec<&Cell> = row
+                    .cells
+                    .iter()
+                    .filter(|cell| {
+                        let column = (&*cell.family, cell.qualifier.as_slice());
+                        let first = last != Some(column);
+                        last = Some(column);
+                        first
+                    })
+                    .collect();
+                self.columns_of(row, &latest)?;
+            }
+            View::Versions { .. } => {
+                let mut times: Vec<i64> = row.cells.iter().map(|c| c.timestamp).collect();
+                times.sort_unstable_by(|a, b| b.cmp(a));
+                times.dedup();
+                for t in times {
+                    self.start_row(&key, segments.as_deref());
+                    if let Some(c) = ts_column {
+                        self.put(c, Some(Datum::Time(t)));
+                    }
+                    let cells: Vec<&Cell> = row.cells.iter().filter(|c| c.timestamp == t).collect();
+                    self.columns_of(row, &cells)?;
+                }
+            }
+            View::Cells { .. } => {
+                let columns = |s: fn(&ColumnSource) -> bool| self.layout.sources.iter().position(s);
+                let family = columns(|s| matches!(s, ColumnSource::Family));
+                let qualifier = columns(|s| matches!(s, ColumnSource::Qualifier));
+                let value = columns(|s| matches!(s, ColumnSource::Value));
+                let types = self.layout.cell_types.clone();
+                for cell in &row.cells {
+                    self.start_row(&key, segments.as_deref());
+                    if let Some(c) = family {
+                        self.put(c, Some(Datum::Text(&cell.family)));
+                    }
+                    if let Some(c) = ts_column {
+                        self.put(c, Some(Datum::Time(cell.timestamp)));
+                    }
+                    if let Some(c) = qualifier.filter(|c| self.needed[*c]) {
+                        let mut def = types.qualifier.clone();
+                        def.name = "qualifier".into();
+                        def.family = cell.family.to_string();
+                        let q = def
+                            .decode(&cell.qualifier)
+                            .map_err(|e| Self::decode_error(row, e))?;
+                        self.put(c, Some(Datum::of(&q)));
+                    }
+                    if let Some(c) = value.filter(|c| self.needed[*c]) {
+                        let mut def = types.value.clone();
+                        def.family = cell.family.to_string();
+                        def.qualifier = String::from_utf8_lossy(&cell.qualifier).into_owned();
+                        let v = def
+                            .decode(&cell.value)
+                            .map_err(|e| Self::decode_error(row, e))?;
+                        self.put(c, Some(Datum::of(&v)));
+                    }
                 }
             }
         }
-        let mut declared: Vec<Option<&[u8]>> = vec![None; self.declared.len()];
-        let mut last: Option<(&str, &[u8])> = None;
-        for cell in &row.cells {
-            let column = (&*cell.family, cell.qualifier.as_slice());
-            if last == Some(column) {
-                continue; // an older version
-            }
-            last = Some(column);
+        Ok(())
+    }
+
+    /// Declared columns and family maps of one output row from its cells
+    /// (at most one per column).
+    fn columns_of(&mut self, row: &Row, cells: &[&Cell]) -> crate::Result<()> {
+        let mut declared: Vec<Option<&[u8]>> = vec![None; self.declared_columns.len()];
+        for cell in cells {
             if let Some(&i) = self
                 .declared_by_column
                 .get(&(cell.family.to_string(), cell.qualifier.clone()))
             {
                 declared[i] = Some(&cell.value);
             } else if let Some(&f) = self.family_index.get(&*cell.family)
-                && self.needed[self.map_column(f)]
+                && let Some(map) = &mut self.maps[self.map_columns[f]]
             {
-                let map = &mut self.maps[f];
+                let value = self.layout.map_values[f].decode(&cell.value).map_err(|e| {
+                    Self::decode_error(
+                        row,
+                        format!(
+                            "{e} (qualifier {})",
+                            crate::codec::show_bytes(&cell.qualifier)
+                        ),
+                    )
+                })?;
                 map.keys()
                     .append_value(String::from_utf8_lossy(&cell.qualifier));
-                map.values().append_value(&cell.value);
+                put(map.values().as_mut(), Some(Datum::of(&value)));
             }
         }
-        for (i, (b, value)) in self.declared.iter_mut().zip(declared).enumerate() {
-            match value {
-                None => b.null(),
-                Some(bytes) => match self.layout.columns[i]
-                    .decode(bytes)
-                    .map_err(crate::Error::InvalidArgument)?
-                {
-                    crate::schema::Value::Int64(n) => match b {
-                        Builder::Int(b) => b.append_value(n),
-                        b => b.null(),
-                    },
-                    crate::schema::Value::Float64(n) => match b {
-                        Builder::Float(b) => b.append_value(n),
-                        b => b.null(),
-                    },
-                    crate::schema::Value::Text(t) => match b {
-                        Builder::Text(b) => b.append_value(t),
-                        b => b.null(),
-                    },
-                    crate::schema::Value::Bytes(v) => match b {
-                        Builder::Bytes(b) => b.append_value(v),
-                        b => b.null(),
-                    },
-                },
+        for (i, bytes) in declared.into_iter().enumerate() {
+            let column = self.declared_columns[i];
+            if !self.needed[column] {
+                continue;
+            }
+            match bytes {
+                None => self.put(column, None),
+                Some(bytes) => {
+                    let value = self.layout.columns[i]
+                        .decode(bytes)
+                        .map_err(|e| Self::decode_error(row, e))?;
+                    self.put(column, Some(Datum::of(&value)));
+                }
             }
         }
-        for map in &mut self.maps {
+        for map in self.maps.iter_mut().flatten() {
             map.append(true)
                 .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
         }
         Ok(())
     }
 
-    fn map_column(&self, family: usize) -> usize {
-        1 + self.segments.len() + self.declared.len() + family
-    }
-
-    /// The rows so far as a batch of the full wide schema; columns not
+    /// The rows so far as a batch of the full view schema; columns not
     /// needed are all-null.
     pub fn finish(&mut self) -> DfResult<RecordBatch> {
         let rows = std::mem::take(&mut self.rows);
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.layout.sources.len());
-        for (i, source) in self.layout.sources.iter().enumerate() {
-            let array: ArrayRef = match source {
-                ColumnSource::Key => Arc::new(self.key.finish()),
-                ColumnSource::Segment(s) => self.segments[*s].finish(),
-                ColumnSource::Declared(d) => self.declared[*d].finish(),
-                ColumnSource::FamilyMap(f) => Arc::new(self.maps[*f].finish()),
+        for i in 0..self.layout.sources.len() {
+            let array: Option<ArrayRef> = match (&mut self.builders[i], &mut self.maps[i]) {
+                (Some(b), _) => Some(b.finish()),
+                (None, Some(m)) => Some(Arc::new(m.finish())),
+                (None, None) => None,
             };
-            columns.push(if self.needed[i] {
-                array
-            } else {
-                new_null_array(self.layout.arrow.field(i).data_type(), rows)
-            });
+            columns.push(
+                array.unwrap_or_else(|| {
+                    new_null_array(self.layout.arrow.field(i).data_type(), rows)
+                }),
+            );
         }
         Ok(RecordBatch::try_new(
             Arc::clone(&self.layout.arrow),
@@ -379,7 +570,24 @@ pub(crate) fn scan_spec(
         .filter(|f| recheck_all || layout.answers(f))
         .cloned()
         .collect();
-    let key_plan = pushdown::plan(filters, layout.key.as_ref());
+    let mut key_plan = pushdown::plan(filters, layout.key.as_ref());
+    let (time, time_used, cells_per_column) = match &layout.view {
+        View::Wide { as_of } => (
+            TimeRange {
+                start: 0,
+                end: as_of.map(|t| t.saturating_add(1).max(0)),
+            },
+            Vec::new(),
+            Some(1),
+        ),
+        // Latest N is taken before SQL filters apply, so a time predicate
+        // is only re-checked, never pushed, there.
+        View::Versions { latest: Some(n) } => (TimeRange::ALL, Vec::new(), Some(*n)),
+        View::Versions { latest: None } | View::Cells { .. } => {
+            let (range, used) = pushdown::time_range(filters);
+            (range, used, None)
+        }
+    };
     let mut needed = vec![false; layout.sources.len()];
     for &p in &projection {
         needed[p] = true;
@@ -392,6 +600,21 @@ pub(crate) fn scan_spec(
         }
     }
     let needed_columns: Vec<usize> = (0..needed.len()).filter(|i| needed[*i]).collect();
+    let mut families = layout.families_for(&needed_columns);
+    if let View::Cells { .. } = layout.view
+        && let Some(named) = pushdown::families(filters)
+    {
+        families.retain(|f| named.contains(f));
+        key_plan
+            .used
+            .push(format!("family IN ({})", named.join(", ")));
+        if families.is_empty() {
+            key_plan.ranges = Some(Vec::new());
+        }
+    }
+    if time.end.is_some_and(|end| end <= time.start) {
+        key_plan.ranges = Some(Vec::new());
+    }
     let residual = match recheck.iter().cloned().reduce(Expr::and) {
         None => None,
         Some(e) => {
@@ -404,9 +627,12 @@ pub(crate) fn scan_spec(
         layout: Arc::clone(layout),
         projection,
         needed,
-        families: layout.families_for(&needed_columns),
+        families,
         ranges: key_plan.ranges,
         pushed: key_plan.used,
+        time,
+        time_used,
+        cells_per_column,
         residual,
         residual_text: recheck.iter().map(ToString::to_string).collect(),
         limit,
@@ -415,26 +641,43 @@ pub(crate) fn scan_spec(
     })
 }
 
-/// The DataFusion table provider of one cellar table.
+/// The DataFusion table provider of one cellar table in one view.
 #[derive(Debug)]
-pub struct WideTable {
+pub struct CellarTable {
     store: Store,
     layout: Arc<Layout>,
 }
 
-impl WideTable {
-    /// The provider for `table` as it is defined now.
-    pub fn new(store: Store, table: &str) -> crate::Result<WideTable> {
+impl CellarTable {
+    /// The wide view of `table` as it is defined now.
+    pub fn new(store: Store, table: &str) -> crate::Result<CellarTable> {
+        Self::with_view(store, table, View::Wide { as_of: None })
+    }
+
+    /// `table` in `view`.
+    pub fn with_view(store: Store, table: &str, view: View) -> crate::Result<CellarTable> {
         let def = store.table(table)?;
-        Ok(WideTable {
+        Ok(CellarTable {
             store,
-            layout: Arc::new(Layout::new(def)?),
+            layout: Arc::new(Layout::new(def, view)?),
         })
     }
 }
 
+impl CellarTable {
+    fn writable(&self, what: &str) -> DfResult<()> {
+        match self.layout.view {
+            View::Wide { as_of: None } => Ok(()),
+            _ => Err(to_df(crate::Error::InvalidArgument(format!(
+                "{what} needs the table {} itself; versions, cells and as-of views are read-only",
+                self.layout.table
+            )))),
+        }
+    }
+}
+
 #[async_trait]
-impl TableProvider for WideTable {
+impl TableProvider for CellarTable {
     fn schema(&self) -> SchemaRef {
         Arc::clone(&self.layout.arrow)
     }
@@ -447,17 +690,13 @@ impl TableProvider for WideTable {
         &self,
         filters: &[&Expr],
     ) -> DfResult<Vec<TableProviderFilterPushDown>> {
-        // Filters over key columns are answered by key ranges and re-checked
-        // row by row inside the scan: Exact. Others DataFusion applies.
+        // Filters over key columns (and timestamps, families, qualifiers)
+        // narrow the read and are re-checked row by row inside the scan:
+        // Exact. Others DataFusion applies.
         Ok(filters
             .iter()
             .map(|f| {
-                let refs = f.column_refs();
-                let volatile = f.is_volatile();
-                if !refs.is_empty()
-                    && !volatile
-                    && refs.iter().all(|c| self.layout.is_key_column(&c.name))
-                {
+                if self.layout.answers(f) {
                     TableProviderFilterPushDown::Exact
                 } else {
                     TableProviderFilterPushDown::Inexact
@@ -490,6 +729,7 @@ impl TableProvider for WideTable {
         state: &dyn Session,
         filters: Vec<Expr>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.writable("DELETE FROM")?;
         // Every filter is re-checked in the scan, so only matching rows come out.
         let key = self.layout.arrow.index_of("_key")?;
         let spec = scan_spec(
@@ -515,6 +755,7 @@ impl TableProvider for WideTable {
         input: Arc<dyn ExecutionPlan>,
         insert_op: InsertOp,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.writable("INSERT INTO")?;
         if insert_op != InsertOp::Append {
             return Err(to_df(crate::Error::InvalidArgument(format!(
                 "{insert_op} is not supported; cellar tables take INSERT INTO (writes new cells)"

@@ -17,7 +17,7 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::prelude::DataFrame;
 
-use crate::query::{WideTable, to_df};
+use crate::query::{CellarTable, ViewFunction, to_df};
 use crate::schema::{FamilyTypes, Segment, SegmentKind, TableSchema, TimeFormat};
 use crate::store::{AlterOp, FamilySpec, Store, TableSpec};
 use crate::{Error, SCHEMA_METADATA_KEY};
@@ -36,7 +36,7 @@ impl SchemaProvider for StoreSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        match WideTable::new(self.store.clone(), name) {
+        match CellarTable::new(self.store.clone(), name) {
             Ok(t) => Ok(Some(Arc::new(t))),
             Err(Error::TableNotFound { .. }) => Ok(None),
             Err(e) => Err(to_df(e)),
@@ -72,6 +72,9 @@ impl SqlSession {
                 }),
             );
         }
+        ctx.register_udtf("versions", ViewFunction::versions(store.clone()));
+        ctx.register_udtf("cells", ViewFunction::cells(store.clone()));
+        ctx.register_udtf("as_of", ViewFunction::as_of(store.clone()));
         SqlSession { store, ctx }
     }
 
@@ -207,7 +210,7 @@ impl SqlSession {
     }
 
     fn describe(&self, name: &str) -> DfResult<RecordBatch> {
-        let table = WideTable::new(self.store.clone(), name).map_err(to_df)?;
+        let table = CellarTable::new(self.store.clone(), name).map_err(to_df)?;
         let def = self.store.table(name).map_err(to_df)?;
         let schema = TableSchema::of(&def).map_err(to_df)?;
         let arrow = table.schema();
