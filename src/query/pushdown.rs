@@ -12,7 +12,7 @@ use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Like, Operator};
 
 use crate::schema::{Constraint, KeySchema, KeyValue, SegmentKind};
-use crate::store::{RowRange, TimeRange};
+use crate::store::{QualifierFilter, RowRange, TimeRange};
 
 /// The outcome of planning a scan's key ranges.
 #[derive(Debug, Clone, PartialEq)]
@@ -506,6 +506,135 @@ fn family_names(expr: &Expr) -> Option<Vec<String>> {
             .iter()
             .map(|e| literal(e).and_then(text))
             .collect(),
+        _ => None,
+    }
+}
+
+/// A qualifier selection for the read from the `qualifier` predicates of
+/// a conjunction that one can express (the cells view, text or byte
+/// qualifiers compared by their bytes): sets and ranges intersect; a LIKE
+/// prefix is used when nothing else is. Returns the predicates used.
+pub fn qualifiers(filters: &[Expr]) -> Option<(QualifierFilter, String)> {
+    let mut set: Option<std::collections::BTreeSet<Vec<u8>>> = None;
+    let (mut lo, mut hi): (Bound<Vec<u8>>, Bound<Vec<u8>>) = (Bound::Unbounded, Bound::Unbounded);
+    let mut other = None;
+    let mut used = Vec::new();
+    for f in filters {
+        match qualifier_filter(f) {
+            Some(QualifierFilter::Set(s)) => {
+                set = Some(match set {
+                    None => s,
+                    Some(prev) => prev.intersection(&s).cloned().collect(),
+                });
+            }
+            Some(QualifierFilter::Range(l, h)) => {
+                lo = narrower(lo, l, true);
+                hi = narrower(hi, h, false);
+            }
+            Some(q) => {
+                if other.is_none() {
+                    other = Some(q);
+                } else {
+                    continue;
+                }
+            }
+            None => continue,
+        }
+        used.push(f.to_string());
+    }
+    let ranged = !matches!((&lo, &hi), (Bound::Unbounded, Bound::Unbounded));
+    let filter = match (set, ranged, other) {
+        (Some(set), _, _) => {
+            let range = (as_ref_bound(&lo), as_ref_bound(&hi));
+            QualifierFilter::Set(
+                set.into_iter()
+                    .filter(|q| std::ops::RangeBounds::<&[u8]>::contains(&range, &q.as_slice()))
+                    .collect(),
+            )
+        }
+        (None, true, _) => QualifierFilter::Range(lo, hi),
+        (None, false, Some(q)) => q,
+        (None, false, None) => return None,
+    };
+    Some((filter, used.join(" AND ")))
+}
+
+fn as_ref_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v.as_slice()),
+        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// The narrower of two lower (or upper) bounds.
+fn narrower(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>, lower: bool) -> Bound<Vec<u8>> {
+    let value = |x: &Bound<Vec<u8>>| match x {
+        Bound::Included(v) | Bound::Excluded(v) => Some(v.clone()),
+        Bound::Unbounded => None,
+    };
+    match (value(&a), value(&b)) {
+        (None, _) => b,
+        (_, None) => a,
+        (Some(x), Some(y)) if x == y => {
+            if matches!(a, Bound::Excluded(_)) {
+                a
+            } else {
+                b
+            }
+        }
+        (Some(x), Some(y)) => {
+            if (x > y) == lower {
+                a
+            } else {
+                b
+            }
+        }
+    }
+}
+
+fn qualifier_filter(expr: &Expr) -> Option<QualifierFilter> {
+    let bytes = |v: &ScalarValue| -> Option<Vec<u8>> {
+        match v {
+            ScalarValue::Binary(Some(b)) | ScalarValue::BinaryView(Some(b)) => Some(b.clone()),
+            other => text(other).map(String::into_bytes),
+        }
+    };
+    match expr {
+        Expr::BinaryExpr(b) => {
+            let (col, op, v) = comparison(b)?;
+            if !is_column(col, "qualifier") {
+                return None;
+            }
+            let q = bytes(v)?;
+            Some(match op {
+                Operator::Eq => QualifierFilter::Set([q].into()),
+                Operator::Lt => QualifierFilter::Range(Bound::Unbounded, Bound::Excluded(q)),
+                Operator::LtEq => QualifierFilter::Range(Bound::Unbounded, Bound::Included(q)),
+                Operator::Gt => QualifierFilter::Range(Bound::Excluded(q), Bound::Unbounded),
+                Operator::GtEq => QualifierFilter::Range(Bound::Included(q), Bound::Unbounded),
+                _ => return None,
+            })
+        }
+        Expr::InList(list) if !list.negated && is_column(&list.expr, "qualifier") => list
+            .list
+            .iter()
+            .map(|e| literal(e).and_then(bytes))
+            .collect::<Option<_>>()
+            .map(QualifierFilter::Set),
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) if is_column(expr, "qualifier") => Some(QualifierFilter::Range(
+            Bound::Included(literal(low).and_then(bytes)?),
+            Bound::Included(literal(high).and_then(bytes)?),
+        )),
+        Expr::Like(like) if is_column(&like.expr, "qualifier") => {
+            let prefix = like_prefix(like)?;
+            QualifierFilter::regex(&format!("{}(?s:.*)", regex::escape(&prefix))).ok()
+        }
         _ => None,
     }
 }

@@ -24,7 +24,7 @@ use datafusion::physical_plan::{
 use super::to_df;
 use super::wide::{Layout, View, ViewBatchBuilder};
 use crate::codec::show_bytes;
-use crate::store::{ReadFilter, ReadRequest, RowRange, RowSet, Store, TimeRange};
+use crate::store::{QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet, Store, TimeRange};
 
 /// Everything a scan needs, decided at planning time.
 #[derive(Clone)]
@@ -41,6 +41,9 @@ pub(crate) struct ScanSpec {
     pub time: TimeRange,
     pub time_used: Vec<String>,
     pub cells_per_column: Option<usize>,
+    /// Qualifiers read (the cells view), and the predicate that chose them.
+    pub qualifiers: QualifierFilter,
+    pub qualifiers_used: Option<String>,
     pub residual: Option<Arc<dyn PhysicalExpr>>,
     pub residual_text: Vec<String>,
     pub limit: Option<usize>,
@@ -218,6 +221,9 @@ impl DisplayAs for KeyScanExec {
         {
             write!(f, ", cells_per_column={n}")?;
         }
+        if let Some(q) = &spec.qualifiers_used {
+            write!(f, ", qualifier_predicate=[{q}]")?;
+        }
         write!(f, ", families=[{}]", spec.families.join(", "))?;
         if let Some(limit) = spec.limit {
             write!(f, ", limit={limit}")?;
@@ -290,7 +296,8 @@ impl ExecutionPlan for KeyScanExec {
             }
             let mut filter = ReadFilter::all()
                 .families(spec.families.clone())
-                .time_range(spec.time);
+                .time_range(spec.time)
+                .qualifiers(spec.qualifiers.clone());
             filter.cells_per_column = spec.cells_per_column;
             let request = ReadRequest::rows(RowSet { ranges }).filter(filter);
             let mut stream = spec

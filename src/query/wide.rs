@@ -30,7 +30,7 @@ use super::to_df;
 use crate::schema::{
     ColumnDef, FamilyTypes, KeySchema, KeyValue, SegmentKind, TableSchema, Value, ValueType,
 };
-use crate::store::{Cell, Row, Store, TableDef, TimeRange};
+use crate::store::{Cell, QualifierFilter, Row, Store, TableDef, TimeRange};
 
 /// Which shape of a table a provider shows.
 #[derive(Debug, Clone, PartialEq)]
@@ -612,6 +612,17 @@ pub(crate) fn scan_spec(
             key_plan.ranges = Some(Vec::new());
         }
     }
+    let mut qualifiers = (QualifierFilter::All, None);
+    if let View::Cells { .. } = layout.view
+        && layout.cell_types.qualifier.encoding == crate::schema::Encoding::Binary
+        && matches!(
+            layout.cell_types.qualifier.value_type,
+            ValueType::Text | ValueType::Bytes
+        )
+        && let Some((q, used)) = pushdown::qualifiers(filters)
+    {
+        qualifiers = (q, Some(used));
+    }
     if time.end.is_some_and(|end| end <= time.start) {
         key_plan.ranges = Some(Vec::new());
     }
@@ -633,6 +644,8 @@ pub(crate) fn scan_spec(
         time,
         time_used,
         cells_per_column,
+        qualifiers: qualifiers.0,
+        qualifiers_used: qualifiers.1,
         residual,
         residual_text: recheck.iter().map(ToString::to_string).collect(),
         limit,

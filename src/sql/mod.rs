@@ -2,6 +2,7 @@
 //! the DDL cellar adds (row-key schemas, families, GC policies).
 
 mod ddl;
+mod functions;
 
 pub use ddl::{
     CellarStatement, FamilyDecl, parse as parse_cellar_statement, parse_duration_micros,
@@ -75,6 +76,7 @@ impl SqlSession {
         ctx.register_udtf("versions", ViewFunction::versions(store.clone()));
         ctx.register_udtf("cells", ViewFunction::cells(store.clone()));
         ctx.register_udtf("as_of", ViewFunction::as_of(store.clone()));
+        ctx.register_udf(functions::reverse_domain_udf());
         SqlSession { store, ctx }
     }
 

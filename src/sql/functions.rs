@@ -1,0 +1,45 @@
+//! Scalar functions for key design: `reverse_domain('www.example.com')` is
+//! `com.example.www`, so that one site's rows sort together (the guides'
+//! reversed domain names) and a domain is one key prefix.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{ArrayRef, StringArray};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::cast::as_string_array;
+use datafusion::logical_expr::{ColumnarValue, ScalarUDF, Volatility, create_udf};
+
+/// The labels of a dotted name in reverse order.
+pub fn reverse_domain(name: &str) -> String {
+    name.rsplit('.').collect::<Vec<_>>().join(".")
+}
+
+/// `reverse_domain(text) -> text`.
+pub fn reverse_domain_udf() -> ScalarUDF {
+    create_udf(
+        "reverse_domain",
+        vec![DataType::Utf8],
+        DataType::Utf8,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            let arrays = ColumnarValue::values_to_arrays(args)?;
+            let input = as_string_array(&arrays[0])?;
+            let out: StringArray = input.iter().map(|v| v.map(reverse_domain)).collect();
+            let out: ArrayRef = Arc::new(out);
+            Ok(ColumnarValue::Array(out))
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reverse_domain;
+
+    #[test]
+    fn reverses_labels() {
+        assert_eq!(reverse_domain("www.google.com"), "com.google.www");
+        assert_eq!(reverse_domain("localhost"), "localhost");
+        assert_eq!(reverse_domain(""), "");
+        assert_eq!(reverse_domain("a..b"), "b..a");
+    }
+}
