@@ -18,7 +18,7 @@ use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder,
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-    SendableRecordBatchStream,
+    SendableRecordBatchStream, SortOrderPushdownResult,
 };
 
 use super::to_df;
@@ -47,6 +47,8 @@ pub(crate) struct ScanSpec {
     pub residual: Option<Arc<dyn PhysicalExpr>>,
     pub residual_text: Vec<String>,
     pub limit: Option<usize>,
+    /// Read in descending key order (ORDER BY _key DESC).
+    pub reverse: bool,
     pub batch_size: usize,
     pub target_partitions: usize,
 }
@@ -154,10 +156,10 @@ impl KeyScanExec {
             let col: Arc<dyn PhysicalExpr> = Arc::new(
                 datafusion::physical_expr::expressions::Column::new("_key", key_index),
             );
-            // Keys are never NULL, so this also satisfies SQL's default NULLS LAST.
+            // Keys are never NULL, so either NULLS option holds.
             let options = datafusion::arrow::compute::SortOptions {
-                descending: false,
-                nulls_first: false,
+                descending: spec.reverse,
+                nulls_first: spec.reverse,
             };
             if let Some(ordering) = LexOrdering::new(vec![PhysicalSortExpr::new(col, options)]) {
                 eq.add_ordering(ordering);
@@ -228,6 +230,9 @@ impl DisplayAs for KeyScanExec {
         if let Some(limit) = spec.limit {
             write!(f, ", limit={limit}")?;
         }
+        if spec.reverse {
+            write!(f, ", order=_key DESC (reverse scan)")?;
+        }
         Ok(())
     }
 }
@@ -268,6 +273,27 @@ impl ExecutionPlan for KeyScanExec {
         Some(Arc::new(KeyScanExec::new(spec)))
     }
 
+    fn try_pushdown_sort(
+        &self,
+        order: &[PhysicalSortExpr],
+    ) -> DfResult<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
+        let [only] = order else {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        };
+        let expr: &dyn PhysicalExpr = only.expr.as_ref();
+        let on_key = (expr as &dyn std::any::Any)
+            .downcast_ref::<datafusion::physical_expr::expressions::Column>()
+            .is_some_and(|c| self.schema.field(c.index()).name() == "_key");
+        if !on_key {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        }
+        let mut spec = self.spec.clone();
+        spec.reverse = only.options.descending;
+        Ok(SortOrderPushdownResult::Exact {
+            inner: Arc::new(KeyScanExec::new(spec)),
+        })
+    }
+
     fn fetch(&self) -> Option<usize> {
         self.spec.limit
     }
@@ -299,7 +325,8 @@ impl ExecutionPlan for KeyScanExec {
                 .time_range(spec.time)
                 .qualifiers(spec.qualifiers.clone());
             filter.cells_per_column = spec.cells_per_column;
-            let request = ReadRequest::rows(RowSet { ranges }).filter(filter);
+            let mut request = ReadRequest::rows(RowSet { ranges }).filter(filter);
+            request.reverse = spec.reverse;
             let mut stream = spec
                 .store
                 .read_rows(&spec.layout.table, request)
@@ -335,7 +362,16 @@ impl ExecutionPlan for KeyScanExec {
             while let Some(row) = stream.next() {
                 let row = row.map_err(to_df)?;
                 wide.push(&row).map_err(to_df)?;
-                if wide.len() >= spec.batch_size {
+                // With a LIMIT, stop reading as soon as enough rows may be in.
+                let due = match spec.limit {
+                    None => spec.batch_size,
+                    Some(limit) => {
+                        let remaining = limit.saturating_sub(emitted);
+                        let slack = if spec.residual.is_some() { 64 } else { 1 };
+                        spec.batch_size.min(remaining.max(slack))
+                    }
+                };
+                if wide.len() >= due {
                     let go_on = flush(&mut wide, &mut emitted)?;
                     let stats = stream.stats();
                     rows_scanned.add((stats.rows_returned - reported.rows_returned) as usize);

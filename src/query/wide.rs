@@ -649,6 +649,7 @@ pub(crate) fn scan_spec(
         residual,
         residual_text: recheck.iter().map(ToString::to_string).collect(),
         limit,
+        reverse: false,
         batch_size: state.config().batch_size(),
         target_partitions: state.config().target_partitions(),
     })

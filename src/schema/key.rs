@@ -466,6 +466,18 @@ impl KeySchema {
         if !sortable {
             return prefix_ranges(prefixes);
         }
+        // Segments whose values all have one width: an exclusive bound can
+        // then stop exactly at the bound's key.
+        // (Time formats coarser than the value truncate it, so only exact
+        // ones qualify.)
+        let fixed = match kind {
+            SegmentKind::Int { width } => *width > 0,
+            SegmentKind::Time {
+                format: TimeFormat::Micros,
+                reversed: true,
+            } => true,
+            _ => false,
+        };
         let lo_text = value_of(lo).and_then(|v| encode(&v));
         let hi_text = value_of(hi).and_then(|v| encode(&v));
         // Out-of-domain bounds (a negative integer, a date the format cannot
@@ -476,10 +488,19 @@ impl KeySchema {
             .map(|p| {
                 let parent = RowRange::prefix(p.as_bytes().to_vec());
                 let start = match &lo_text {
+                    // Fixed width: every key holding exactly `lo` starts with
+                    // it, and every larger value sorts after all of them.
+                    Some(t) if fixed && matches!(lo, Bound::Excluded(_)) => {
+                        crate::codec::prefix_successor(format!("{p}{t}").as_bytes())
+                            .map_or(parent.start.clone(), Bound::Included)
+                    }
                     Some(t) => Bound::Included(format!("{p}{t}").into_bytes()),
                     None => parent.start.clone(),
                 };
                 let end = match &hi_text {
+                    Some(t) if fixed && matches!(hi, Bound::Excluded(_)) => {
+                        Bound::Excluded(format!("{p}{t}").into_bytes())
+                    }
                     Some(t) if !matches!(kind, SegmentKind::Text) => {
                         let mut end = format!("{p}{t}").into_bytes();
                         end.push(delimiter);
@@ -803,5 +824,87 @@ mod tests {
         assert!(pattern_sorts("%Y-%m-%d-%H%M"));
         assert!(pattern_sorts("%Y%m%d%H%M%S%3f"));
         assert!(!pattern_sorts("%d-%m-%Y"));
+    }
+
+    fn host_n(reversed_ts: bool) -> KeySchema {
+        KeySchema {
+            delimiter: '#',
+            segments: vec![
+                Segment::Field {
+                    name: "host".into(),
+                    kind: SegmentKind::Text,
+                },
+                Segment::Field {
+                    name: "n".into(),
+                    kind: if reversed_ts {
+                        SegmentKind::Time {
+                            format: TimeFormat::Micros,
+                            reversed: true,
+                        }
+                    } else {
+                        SegmentKind::Int { width: 4 }
+                    },
+                },
+            ],
+        }
+    }
+
+    fn bound(kind: u8, v: i64, reversed_ts: bool) -> Bound<KeyValue> {
+        let value = if reversed_ts {
+            KeyValue::Time(v)
+        } else {
+            KeyValue::Int(v)
+        };
+        match kind % 3 {
+            0 => Bound::Included(value),
+            1 => Bound::Excluded(value),
+            _ => Bound::Unbounded,
+        }
+    }
+
+    fn inside(v: i64, b: &Bound<KeyValue>, lower: bool) -> bool {
+        let x = match b {
+            Bound::Included(KeyValue::Int(x) | KeyValue::Time(x))
+            | Bound::Excluded(KeyValue::Int(x) | KeyValue::Time(x)) => *x,
+            _ => return true,
+        };
+        match (b, lower) {
+            (Bound::Included(_), true) => v >= x,
+            (Bound::Excluded(_), true) => v > x,
+            (Bound::Included(_), false) => v <= x,
+            _ => v < x,
+        }
+    }
+
+    proptest::proptest! {
+        /// Every key whose segments satisfy the constraints lies in one of
+        /// the ranges, and for integer and exact-time segments no other
+        /// key of the schema does.
+        #[test]
+        fn ranges_cover_exactly(
+            reversed_ts in proptest::bool::ANY,
+            host in "[a-c]{0,2}",
+            lo in 0i64..40, lo_kind in 0u8..3,
+            hi in 0i64..40, hi_kind in 0u8..3,
+            keys in proptest::collection::vec(("[a-c]{0,2}", 0i64..40), 1..40),
+        ) {
+            let schema = host_n(reversed_ts);
+            let (lo, hi) = (bound(lo_kind, lo, reversed_ts), bound(hi_kind, hi, reversed_ts));
+            let ranges = schema.ranges(&[
+                Some(Constraint::In(vec![KeyValue::Text(host.clone())])),
+                Some(Constraint::Range(lo.clone(), hi.clone())),
+            ]);
+            for (h, n) in keys {
+                let value = if reversed_ts { KeyValue::Time(n) } else { KeyValue::Int(n) };
+                let key = schema
+                    .encode(&[Some(KeyValue::Text(h.clone())), Some(value)])
+                    .unwrap();
+                let wanted = h == host && inside(n, &lo, true) && inside(n, &hi, false);
+                let found = ranges.iter().any(|r| {
+                    std::ops::RangeBounds::<Vec<u8>>::contains(&(r.start.clone(), r.end.clone()), &key)
+                });
+                proptest::prop_assert_eq!(found, wanted, "key {:?} ranges {:?}", String::from_utf8_lossy(&key), ranges);
+            }
+        }
     }
 }

@@ -1,0 +1,145 @@
+//! The cost of a selective query follows its result, not its table: the
+//! same query on a 10 000-row and a 1 000 000-row table reads the same
+//! number of rows and cells, as EXPLAIN ANALYZE reports. Nothing is timed.
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+
+use cellar::{Mutation, RowMutation, SqlSession, Store};
+use std::sync::Arc;
+
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::physical_plan::{collect, displayable};
+
+/// Loads `rows` rows into `table`: 100 hosts, `rows / 100` samples each.
+async fn load(session: &SqlSession, table: &str, rows: usize) {
+    session
+        .query(&format!(
+            "CREATE TABLE {table} (ROW KEY (host TEXT, n INT(8)), FAMILY m, v BIGINT IN m)"
+        ))
+        .await
+        .unwrap();
+    let per_host = rows / 100;
+    let store = session.store();
+    let mut batch = Vec::with_capacity(10_000);
+    for host in 0..100 {
+        for n in 0..per_host {
+            let key = format!("h{host:02}#{n:08}");
+            let value = (n as i64).to_be_bytes().to_vec();
+            batch.push(RowMutation::new(
+                key,
+                vec![Mutation::set_at("m", "v", 1, value)],
+            ));
+            if batch.len() == 10_000 {
+                for r in store
+                    .mutate_rows(table, std::mem::take(&mut batch))
+                    .unwrap()
+                {
+                    r.unwrap();
+                }
+            }
+        }
+    }
+    for r in store.mutate_rows(table, batch).unwrap() {
+        r.unwrap();
+    }
+}
+
+/// Runs `sql` and returns its scans' counters: (rows scanned, cells
+/// scanned), summed over partitions, and whether any scan read the whole
+/// table. These are the numbers EXPLAIN ANALYZE prints (rounded there).
+async fn scanned(session: &SqlSession, sql: &str) -> (usize, usize, bool) {
+    let plan = session
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let task = session.context().task_ctx();
+    collect(Arc::clone(&plan), task).await.unwrap();
+    let mut totals = (0, 0, false);
+    let mut stack = vec![plan];
+    while let Some(node) = stack.pop() {
+        if node.name() == "KeyScanExec" {
+            let metrics = node.metrics().unwrap();
+            totals.0 += metrics.sum_by_name("rows_scanned").unwrap().as_usize();
+            totals.1 += metrics.sum_by_name("cells_scanned").unwrap().as_usize();
+            let shown = displayable(node.as_ref()).one_line().to_string();
+            totals.2 |= shown.contains("FULL TABLE SCAN");
+        }
+        stack.extend(node.children().into_iter().cloned());
+    }
+    totals
+}
+
+async fn analyze(session: &SqlSession, sql: &str) -> String {
+    let batches = session
+        .query(&format!("EXPLAIN ANALYZE {sql}"))
+        .await
+        .unwrap();
+    pretty_format_batches(&batches).unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selective_queries_read_their_result_not_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = SqlSession::new(Store::open(dir.path()).unwrap());
+    load(&session, "small", 10_000).await;
+    load(&session, "large", 1_000_000).await;
+
+    let queries = [
+        // a key range inside one host
+        (
+            "SELECT sum(v) FROM {t} WHERE host = 'h42' AND n BETWEEN 10 AND 59",
+            50,
+        ),
+        // an IN list on the leading segment, a range on the next
+        (
+            "SELECT count(*) FROM {t} WHERE host IN ('h01', 'h99') AND n < 20",
+            40,
+        ),
+        // point lookups by full key
+        (
+            "SELECT v FROM {t} WHERE _key IN ('h07#00000003', 'h08#00000004')",
+            2,
+        ),
+        // LIMIT stops the scan
+        ("SELECT v FROM {t} LIMIT 5", 5),
+    ];
+    for (template, expected_rows) in queries {
+        let mut counts = Vec::new();
+        for table in ["small", "large"] {
+            let sql = template.replace("{t}", table);
+            let (rows, cells, full) = scanned(&session, &sql).await;
+            assert_eq!(rows, expected_rows, "{sql}: rows scanned");
+            assert_eq!(cells, rows, "{sql}: cells scanned (one per row)");
+            assert_eq!(
+                full,
+                sql.contains("LIMIT"),
+                "{sql}: full scan (only LIMIT may say so)"
+            );
+            counts.push((rows, cells));
+        }
+        assert_eq!(counts[0], counts[1], "{template}: small vs large differ");
+    }
+
+    // A query that cannot use the key reads everything, and says so.
+    let (rows, _, full) = scanned(&session, "SELECT count(*) FROM large WHERE v = 7").await;
+    assert_eq!(rows, 1_000_000);
+    assert!(full);
+
+    // EXPLAIN ANALYZE shows the counters next to the rows returned.
+    let plan = analyze(
+        &session,
+        "SELECT v FROM large WHERE host = 'h42' AND n < 10",
+    )
+    .await;
+    for metric in [
+        "rows_scanned=10",
+        "cells_scanned=10",
+        "output_rows=10",
+        "key_misfits=0",
+    ] {
+        assert!(plan.contains(metric), "{metric} missing in\n{plan}");
+    }
+}
