@@ -47,7 +47,7 @@ impl fmt::Debug for InsertExec {
     }
 }
 
-fn count_schema() -> SchemaRef {
+pub(crate) fn count_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![Field::new(
         "count",
         DataType::UInt64,
@@ -87,7 +87,7 @@ fn text_at(a: &ArrayRef, row: usize) -> DfResult<Option<String>> {
     Ok(Some(a.as_string::<i32>().value(row).to_string()))
 }
 
-fn value_at(a: &ArrayRef, row: usize) -> Option<Value> {
+pub(crate) fn value_at(a: &ArrayRef, row: usize) -> Option<Value> {
     if a.is_null(row) {
         return None;
     }
@@ -165,43 +165,8 @@ fn row_mutation(
                 };
                 segments[*s] = value;
             }
-            ColumnSource::Declared(d) => {
-                let column = &layout.columns[*d];
-                let Some(value) = value_at(array, row) else {
-                    continue;
-                };
-                let bytes = column.encode(&value)?;
-                mutations.push(cell(
-                    layout,
-                    &column.family,
-                    column.qualifier.as_bytes().to_vec(),
-                    bytes,
-                    timestamp,
-                ));
-            }
-            ColumnSource::FamilyMap(f) => {
-                let family = &layout.def.families[*f].name;
-                let Some(map) = array.as_any().downcast_ref::<MapArray>() else {
-                    continue;
-                };
-                let entries = map.value(row);
-                let keys = cast(entries.column(0), &DataType::Utf8)
-                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-                let keys = keys.as_string::<i32>();
-                let values = entries.column(1);
-                let def = &layout.map_values[*f];
-                for j in 0..keys.len() {
-                    let Some(value) = value_at(values, j) else {
-                        continue;
-                    };
-                    mutations.push(cell(
-                        layout,
-                        family,
-                        keys.value(j).as_bytes().to_vec(),
-                        def.encode(&value)?,
-                        timestamp,
-                    ));
-                }
+            ColumnSource::Declared(_) | ColumnSource::FamilyMap(_) => {
+                mutations.extend(cells_of(layout, source, array, row, timestamp)?);
             }
             ColumnSource::Timestamp => {}
             ColumnSource::Family | ColumnSource::Qualifier | ColumnSource::Value => {
@@ -240,6 +205,60 @@ fn row_mutation(
         )));
     }
     Ok(RowMutation::new(key, mutations))
+}
+
+/// The cells a non-NULL value of a declared column or a family map writes.
+pub(crate) fn cells_of(
+    layout: &Layout,
+    source: &ColumnSource,
+    array: &ArrayRef,
+    row: usize,
+    timestamp: i64,
+) -> crate::Result<Vec<Mutation>> {
+    let mut mutations = Vec::new();
+    match source {
+        ColumnSource::Declared(d) => {
+            let column = &layout.columns[*d];
+            if let Some(value) = value_at(array, row) {
+                mutations.push(cell(
+                    layout,
+                    &column.family,
+                    column.qualifier.as_bytes().to_vec(),
+                    column.encode(&value)?,
+                    timestamp,
+                ));
+            }
+        }
+        ColumnSource::FamilyMap(f) => {
+            let family = &layout.def.families[*f].name;
+            let Some(map) = array.as_any().downcast_ref::<MapArray>() else {
+                return Ok(mutations);
+            };
+            if map.is_null(row) {
+                return Ok(mutations);
+            }
+            let entries = map.value(row);
+            let keys = cast(entries.column(0), &DataType::Utf8)
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            let keys = keys.as_string::<i32>();
+            let values = entries.column(1);
+            let def = &layout.map_values[*f];
+            for j in 0..keys.len() {
+                let Some(value) = value_at(values, j) else {
+                    continue;
+                };
+                mutations.push(cell(
+                    layout,
+                    family,
+                    keys.value(j).as_bytes().to_vec(),
+                    def.encode(&value)?,
+                    timestamp,
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(mutations)
 }
 
 fn cell(

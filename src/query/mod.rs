@@ -5,6 +5,7 @@ mod functions;
 mod insert;
 mod pushdown;
 mod scan;
+mod update;
 mod wide;
 
 pub use functions::ViewFunction;

@@ -27,6 +27,7 @@ use super::insert::{DeleteExec, InsertExec};
 use super::pushdown;
 use super::scan::{KeyScanExec, ScanSpec};
 use super::to_df;
+use super::update::{UpdateExec, plan_assignments};
 use crate::schema::{
     ColumnDef, FamilyTypes, KeySchema, KeyValue, SegmentKind, TableSchema, Value, ValueType,
 };
@@ -759,6 +760,25 @@ impl TableProvider for CellarTable {
         Ok(Arc::new(DeleteExec::new(
             self.store.clone(),
             self.layout.table.clone(),
+            scan,
+        )))
+    }
+
+    async fn update(
+        &self,
+        state: &dyn Session,
+        assignments: Vec<(String, Expr)>,
+        filters: Vec<Expr>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        self.writable("UPDATE")?;
+        let assignments = plan_assignments(&self.layout, state, assignments)?;
+        // Every filter is re-checked in the scan, so only matching rows come out.
+        let spec = scan_spec(&self.store, &self.layout, state, None, &filters, None, true)?;
+        let scan = Arc::new(KeyScanExec::new(spec));
+        Ok(Arc::new(UpdateExec::new(
+            self.store.clone(),
+            Arc::clone(&self.layout),
+            assignments,
             scan,
         )))
     }

@@ -1,0 +1,95 @@
+//! The embedding API: open a store, run SQL through a session, share the
+//! store between sessions.
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+
+use cellar::{SqlSession, Store};
+use datafusion::arrow::array::{AsArray, Int64Array};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_sql_increments_all_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let session = SqlSession::new(store.clone());
+    session
+        .query("CREATE TABLE c (ROW KEY (name TEXT), FAMILY f, n BIGINT IN f)")
+        .await
+        .unwrap();
+    session
+        .query("INSERT INTO c (name, n) VALUES ('a', 0), ('b', 0)")
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        // Each task has its own session over the same store.
+        let session = SqlSession::new(store.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..25 {
+                session
+                    .query("UPDATE c SET n = n + 1 WHERE name IN ('a', 'b')")
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let batches = session
+        .query("SELECT n FROM c ORDER BY name")
+        .await
+        .unwrap();
+    let values: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            b.column(0)
+                .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+                .values()
+                .to_vec()
+        })
+        .collect();
+    assert_eq!(values, vec![200, 200]);
+}
+
+#[tokio::test]
+async fn tables_are_visible_to_a_plain_session_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = SqlSession::new(Store::open(dir.path()).unwrap());
+    session
+        .query("CREATE TABLE t (FAMILY f, v BIGINT)")
+        .await
+        .unwrap();
+    session
+        .query("INSERT INTO t (_key, v) VALUES ('x', 41)")
+        .await
+        .unwrap();
+    // The DataFusion context is usable directly, with the store's catalog.
+    let ctx = session.context();
+    let batches = ctx
+        .sql("SELECT v + 1 AS v FROM cellar.public.t")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let v = batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .unwrap();
+    assert_eq!(v.value(0), 42);
+    let tables = ctx
+        .sql("SHOW TABLES")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&tables)
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains("| cellar        | public             | t "),
+        "{text}"
+    );
+}
