@@ -23,6 +23,7 @@
 
 mod codec;
 mod error;
+pub mod proto;
 mod query;
 mod schema;
 mod sql;

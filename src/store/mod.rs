@@ -45,6 +45,7 @@ const CATALOG_KEYSPACE: &str = "catalog";
 const FORMAT_KEY: &[u8] = b"meta/format";
 const NEXT_ID_KEY: &[u8] = b"meta/next_id";
 const TABLE_PREFIX: &str = "table/";
+const SETTING_PREFIX: &str = "setting/";
 const LOCK_STRIPES: usize = 4096;
 /// Rows per fjall batch in a bulk call.
 const BULK_CHUNK_ROWS: usize = 1024;
@@ -338,6 +339,44 @@ impl Store {
     }
 
     // ---- catalog -------------------------------------------------------
+
+    /// Sets (or with `None` removes) a store-wide setting of the layers
+    /// above the store, such as a registered `.proto` source. Durable when
+    /// this returns.
+    pub fn put_setting(&self, key: &str, value: Option<&str>) -> Result<()> {
+        if key.is_empty() || key.len() > 4096 {
+            return Err(Error::InvalidArgument(format!(
+                "setting name must be 1 to 4096 bytes, got {}",
+                key.len()
+            )));
+        }
+        let mut batch = self.inner.db.batch().durability(Some(PersistMode::SyncAll));
+        let name = format!("{SETTING_PREFIX}{key}");
+        match value {
+            Some(v) => batch.insert(&self.inner.catalog, name, v.as_bytes()),
+            None => batch.remove(&self.inner.catalog, name),
+        }
+        batch.commit()?;
+        Ok(())
+    }
+
+    /// The settings whose names start with `prefix`, sorted by name.
+    pub fn settings(&self, prefix: &str) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for guard in self
+            .inner
+            .catalog
+            .prefix(format!("{SETTING_PREFIX}{prefix}"))
+        {
+            let (k, v) = guard.into_inner()?;
+            let name = String::from_utf8_lossy(&k[SETTING_PREFIX.len()..]).into_owned();
+            let value = String::from_utf8(v.to_vec()).map_err(|_| Error::Corrupt {
+                reason: format!("setting {name:?} is not UTF-8"),
+            })?;
+            out.push((name, value));
+        }
+        Ok(out)
+    }
 
     pub(crate) fn handle(&self, table: &str) -> Result<Arc<TableHandle>> {
         self.inner
