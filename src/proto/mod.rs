@@ -157,19 +157,19 @@ fn message_fields(message: &MessageDescriptor, depth: usize) -> Fields {
 }
 
 fn field_type(field: &FieldDescriptor, depth: usize) -> DataType {
-    if field.is_map() {
-        if let Kind::Message(entry) = field.kind() {
-            let key = entry.map_entry_key_field();
-            let value = entry.map_entry_value_field();
-            let entries = Fields::from(vec![
-                Field::new("key", kind_type(&key.kind(), depth + 1), false),
-                Field::new("value", kind_type(&value.kind(), depth + 1), true),
-            ]);
-            return DataType::Map(
-                Arc::new(Field::new("entries", DataType::Struct(entries), false)),
-                false,
-            );
-        }
+    if field.is_map()
+        && let Kind::Message(entry) = field.kind()
+    {
+        let key = entry.map_entry_key_field();
+        let value = entry.map_entry_value_field();
+        let entries = Fields::from(vec![
+            Field::new("key", kind_type(&key.kind(), depth + 1), false),
+            Field::new("value", kind_type(&value.kind(), depth + 1), true),
+        ]);
+        return DataType::Map(
+            Arc::new(Field::new("entries", DataType::Struct(entries), false)),
+            false,
+        );
     }
     let item = kind_type(&field.kind(), depth + 1);
     if field.is_list() {
