@@ -34,8 +34,8 @@ pub use error::{Error, Result};
 pub use query::{CellarTable, KeyPlan, View, ViewFunction, plan_key_ranges};
 pub use schema::SCHEMA_METADATA_KEY;
 pub use schema::{
-    ColumnDef, Constraint, Encoding, FamilyTypes, KeySchema, KeyValue, Segment, SegmentKind,
-    TableSchema, TimeFormat, Value, ValueType,
+    ColumnDef, Constraint, Encoding, FamilyTypes, KeySchema, KeyValue, ProtoColumn, Segment,
+    SegmentKind, TableSchema, TimeFormat, Value, ValueType,
 };
 pub use sql::{
     CellarStatement, FamilyDecl, SqlSession, parse_cellar_statement, parse_duration_micros,

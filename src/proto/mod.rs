@@ -121,7 +121,7 @@ impl ProtoRegistry {
         let mut names: Vec<String> = self
             .pool
             .all_messages()
-            .filter(|m| !m.full_name().starts_with("google.protobuf."))
+            .filter(|m| !m.full_name().starts_with("google.protobuf.") && !m.is_map_entry())
             .map(|m| m.full_name().to_string())
             .collect();
         names.sort();

@@ -217,6 +217,20 @@ pub(crate) fn cells_of(
 ) -> crate::Result<Vec<Mutation>> {
     let mut mutations = Vec::new();
     match source {
+        ColumnSource::Declared(d) if layout.protos[*d].is_some() => {
+            let column = &layout.columns[*d];
+            if let Some(p) = &layout.protos[*d]
+                && !array.is_null(row)
+            {
+                mutations.push(cell(
+                    layout,
+                    &column.family,
+                    column.qualifier.as_bytes().to_vec(),
+                    crate::proto::encode(&p.message, array, row)?,
+                    timestamp,
+                ));
+            }
+        }
         ColumnSource::Declared(d) => {
             let column = &layout.columns[*d];
             if let Some(value) = value_at(array, row) {

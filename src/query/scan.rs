@@ -22,9 +22,15 @@ use datafusion::physical_plan::{
 };
 
 use super::to_df;
-use super::wide::{Layout, View, ViewBatchBuilder};
+use super::wide::{ColumnSource, Layout, View, ViewBatchBuilder};
 use crate::codec::show_bytes;
+use crate::proto::FieldMask;
 use crate::store::{QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet, Store, TimeRange};
+use datafusion::common::ScalarValue;
+use datafusion::physical_expr::ScalarFunctionExpr;
+use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_plan::projection::ProjectionExec;
+use std::collections::HashMap;
 
 /// Everything a scan needs, decided at planning time.
 #[derive(Clone)]
@@ -44,6 +50,8 @@ pub(crate) struct ScanSpec {
     /// Qualifiers read (the cells view), and the predicate that chose them.
     pub qualifiers: QualifierFilter,
     pub qualifiers_used: Option<String>,
+    /// Protobuf columns (by index) decoded only in part.
+    pub proto_masks: std::collections::HashMap<usize, crate::proto::FieldMask>,
     pub residual: Option<Arc<dyn PhysicalExpr>>,
     pub residual_text: Vec<String>,
     pub limit: Option<usize>,
@@ -94,6 +102,54 @@ pub(crate) fn describe_range(r: &RowRange) -> String {
         "{start}..{end} bytes [{}, {bytes_end})",
         hex(&encoded.start)
     )
+}
+
+/// Adds to `masks` the protobuf field paths `expr` reads: `get_field(col,
+/// 'a', 'b')` reads a.b; any other use of the column reads all of it.
+fn field_paths(
+    expr: &Arc<dyn PhysicalExpr>,
+    protos: &HashMap<usize, usize>,
+    masks: &mut HashMap<usize, FieldMask>,
+) {
+    let any = expr.as_ref() as &dyn std::any::Any;
+    if let Some(f) = any.downcast_ref::<ScalarFunctionExpr>()
+        && f.name() == "get_field"
+        && let Some((first, rest)) = f.args().split_first()
+        && let Some(col) = (first.as_ref() as &dyn std::any::Any).downcast_ref::<Column>()
+        && let Some(layout_index) = protos.get(&col.index())
+    {
+        let path: Option<Vec<String>> = rest
+            .iter()
+            .map(|a| {
+                (a.as_ref() as &dyn std::any::Any)
+                    .downcast_ref::<Literal>()
+                    .and_then(|l| match l.value() {
+                        ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
+                            Some(s.clone())
+                        }
+                        _ => None,
+                    })
+            })
+            .collect();
+        if let Some(mask) = masks.get_mut(layout_index) {
+            match path {
+                Some(path) => mask.add_path(&path),
+                None => mask.fields = None,
+            }
+        }
+        return;
+    }
+    if let Some(col) = any.downcast_ref::<Column>() {
+        if let Some(layout_index) = protos.get(&col.index())
+            && let Some(mask) = masks.get_mut(layout_index)
+        {
+            mask.fields = None;
+        }
+        return;
+    }
+    for child in expr.children() {
+        field_paths(child, protos, masks);
+    }
 }
 
 /// A cell timestamp as an ISO time (UTC), or microseconds when out of range.
@@ -223,6 +279,15 @@ impl DisplayAs for KeyScanExec {
         {
             write!(f, ", cells_per_column={n}")?;
         }
+        if !spec.proto_masks.is_empty() {
+            let mut shown: Vec<String> = spec
+                .proto_masks
+                .iter()
+                .map(|(c, m)| format!("{}: {}", spec.layout.arrow.field(*c).name(), m.describe()))
+                .collect();
+            shown.sort();
+            write!(f, ", protobuf_fields=[{}]", shown.join("; "))?;
+        }
         if let Some(q) = &spec.qualifiers_used {
             write!(f, ", qualifier_predicate=[{q}]")?;
         }
@@ -271,6 +336,52 @@ impl ExecutionPlan for KeyScanExec {
         let mut spec = self.spec.clone();
         spec.limit = limit;
         Some(Arc::new(KeyScanExec::new(spec)))
+    }
+
+    fn try_swapping_with_projection(
+        &self,
+        projection: &ProjectionExec,
+    ) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+        let layout = &self.spec.layout;
+        // Output column -> layout column, for protobuf columns.
+        let protos: HashMap<usize, usize> = self
+            .spec
+            .projection
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| {
+                matches!(layout.sources[**l], ColumnSource::Declared(d) if layout.protos[d].is_some())
+            })
+            .map(|(o, l)| (o, *l))
+            .collect();
+        if protos.is_empty() {
+            return Ok(None);
+        }
+        let mut masks: HashMap<usize, FieldMask> = protos
+            .values()
+            .map(|l| {
+                (
+                    *l,
+                    FieldMask {
+                        fields: Some(HashMap::new()),
+                    },
+                )
+            })
+            .collect();
+        for e in projection.expr() {
+            field_paths(&e.expr, &protos, &mut masks);
+        }
+        masks.retain(|_, m| m.fields.is_some());
+        if masks == self.spec.proto_masks || masks.is_empty() {
+            return Ok(None);
+        }
+        let mut spec = self.spec.clone();
+        spec.proto_masks = masks;
+        let scan: Arc<dyn ExecutionPlan> = Arc::new(KeyScanExec::new(spec));
+        Ok(Some(Arc::new(ProjectionExec::try_new(
+            projection.expr().to_vec(),
+            scan,
+        )?)))
     }
 
     fn try_pushdown_sort(
@@ -331,13 +442,23 @@ impl ExecutionPlan for KeyScanExec {
                 .store
                 .read_rows(&spec.layout.table, request)
                 .map_err(to_df)?;
-            let mut wide = ViewBatchBuilder::new(Arc::clone(&spec.layout), spec.needed.clone());
+            let mut wide = ViewBatchBuilder::new(
+                Arc::clone(&spec.layout),
+                spec.needed.clone(),
+                &spec.proto_masks,
+            );
             let mut emitted = 0usize;
             let mut reported = crate::store::ScanStats::default();
             let flush = |wide: &mut ViewBatchBuilder, emitted: &mut usize| -> DfResult<bool> {
                 let batch = wide.finish()?;
+                let errors = std::mem::take(&mut wide.errors);
                 let batch = match &spec.residual {
-                    None => batch,
+                    None => {
+                        if let Some((_, e)) = errors.into_iter().next() {
+                            return Err(to_df(e));
+                        }
+                        batch
+                    }
                     Some(predicate) => {
                         let mask = predicate.evaluate(&batch)?.into_array(batch.num_rows())?;
                         let mask = mask
@@ -345,6 +466,14 @@ impl ExecutionPlan for KeyScanExec {
                             .downcast_ref::<BooleanArray>()
                             .cloned()
                             .unwrap_or_else(|| BooleanArray::from(vec![false; batch.num_rows()]));
+                        // A cell that did not decode fails the query only if
+                        // its row is wanted.
+                        if let Some((_, e)) = errors
+                            .into_iter()
+                            .find(|(row, _)| mask.is_valid(*row) && mask.value(*row))
+                        {
+                            return Err(to_df(e));
+                        }
                         filter_record_batch(&batch, &mask)?
                     }
                 };

@@ -31,6 +31,9 @@ use super::update::{UpdateExec, plan_assignments};
 use crate::schema::{
     ColumnDef, FamilyTypes, KeySchema, KeyValue, SegmentKind, TableSchema, Value, ValueType,
 };
+use prost_reflect::MessageDescriptor;
+
+use crate::proto::{FieldMask, PValue};
 use crate::store::{Cell, QualifierFilter, Row, Store, TableDef, TimeRange};
 
 /// Which shape of a table a provider shows.
@@ -68,6 +71,13 @@ pub(crate) enum ColumnSource {
     Value,
 }
 
+/// A protobuf column's message type.
+#[derive(Debug, Clone)]
+pub(crate) struct ProtoDecl {
+    pub message: MessageDescriptor,
+    pub null_on_error: bool,
+}
+
 /// A table's SQL shape in one view, shared by its scans and writers.
 #[derive(Debug)]
 pub(crate) struct Layout {
@@ -80,6 +90,8 @@ pub(crate) struct Layout {
     pub map_values: Vec<ColumnDef>,
     /// The cells view: how qualifiers and values decode.
     pub cell_types: FamilyTypes,
+    /// Per declared column: its message type when it holds protobuf.
+    pub protos: Vec<Option<ProtoDecl>>,
     pub sources: Vec<ColumnSource>,
     pub arrow: SchemaRef,
 }
@@ -111,7 +123,7 @@ fn timestamp_type() -> DataType {
 }
 
 impl Layout {
-    pub fn new(def: TableDef, view: View) -> crate::Result<Layout> {
+    pub fn new(store: &Store, def: TableDef, view: View) -> crate::Result<Layout> {
         let schema = TableSchema::of(&def)?;
         if let View::Cells { family: Some(f) } = &view
             && !def.families.iter().any(|d| &d.name == f)
@@ -140,6 +152,26 @@ impl Layout {
             View::Cells { family: Some(f) } => schema.family_types(f),
             _ => FamilyTypes::untyped(""),
         };
+        let protos: Vec<Option<ProtoDecl>> = if schema.columns.iter().any(|c| c.proto.is_some()) {
+            let registry = crate::proto::ProtoRegistry::load(store)?;
+            schema
+                .columns
+                .iter()
+                .map(|c| {
+                    c.proto
+                        .as_ref()
+                        .map(|p| {
+                            registry.message(&p.message).map(|message| ProtoDecl {
+                                message,
+                                null_on_error: p.null_on_error,
+                            })
+                        })
+                        .transpose()
+                })
+                .collect::<crate::Result<_>>()?
+        } else {
+            vec![None; schema.columns.len()]
+        };
         let timestamp = Field::new("_timestamp", timestamp_type(), true);
         if let View::Cells { .. } = &view {
             fields.push(Field::new("family", DataType::Utf8, true));
@@ -162,7 +194,11 @@ impl Layout {
             fields.push(timestamp);
             sources.push(ColumnSource::Timestamp);
             for (i, c) in schema.columns.iter().enumerate() {
-                fields.push(Field::new(&c.name, value_type(c.value_type), true));
+                let data_type = match &protos[i] {
+                    Some(p) => crate::proto::message_type(&p.message),
+                    None => value_type(c.value_type),
+                };
+                fields.push(Field::new(&c.name, data_type, true));
                 sources.push(ColumnSource::Declared(i));
             }
             for (i, f) in def.families.iter().enumerate() {
@@ -178,6 +214,7 @@ impl Layout {
             columns: schema.columns,
             map_values,
             cell_types,
+            protos,
             sources,
             arrow: Arc::new(Schema::new(fields)),
             def,
@@ -304,17 +341,29 @@ pub(crate) struct ViewBatchBuilder {
     maps: Vec<Option<MapColumn>>,
     declared_by_column: HashMap<(String, Vec<u8>), usize>,
     family_index: HashMap<String, usize>,
+    /// Decoded protobuf values of needed proto columns, and their masks.
+    proto_values: HashMap<usize, Vec<PValue>>,
+    proto_masks: HashMap<usize, FieldMask>,
     /// Column index of each segment, declared column and family map.
     segment_columns: Vec<usize>,
     declared_columns: Vec<usize>,
     map_columns: Vec<usize>,
     rows: usize,
     pub misfits: usize,
+    /// Cells that did not decode, by output row of the current batch: an
+    /// error only if the row survives the scan's own predicate.
+    pub errors: Vec<(usize, crate::Error)>,
 }
 
 impl ViewBatchBuilder {
-    pub fn new(layout: Arc<Layout>, needed: Vec<bool>) -> Self {
+    pub fn new(
+        layout: Arc<Layout>,
+        needed: Vec<bool>,
+        proto_masks: &HashMap<usize, FieldMask>,
+    ) -> Self {
         let mut builders = Vec::new();
+        let mut proto_values = HashMap::new();
+        let mut masks = HashMap::new();
         let mut maps = Vec::new();
         let (mut segment_columns, mut declared_columns, mut map_columns) =
             (Vec::new(), Vec::new(), Vec::new());
@@ -331,6 +380,15 @@ impl ViewBatchBuilder {
                     MapBuilder::new(None, StringBuilder::new(), make_builder(&values, 0))
                 }));
                 builders.push(None);
+            } else if let ColumnSource::Declared(d) = source
+                && layout.protos[*d].is_some()
+            {
+                maps.push(None);
+                builders.push(None);
+                if needed[i] {
+                    proto_values.insert(i, Vec::new());
+                    masks.insert(i, proto_masks.get(&i).cloned().unwrap_or_default());
+                }
             } else {
                 maps.push(None);
                 builders
@@ -357,11 +415,14 @@ impl ViewBatchBuilder {
             maps,
             declared_by_column,
             family_index,
+            proto_values,
+            proto_masks: masks,
             segment_columns,
             declared_columns,
             map_columns,
             rows: 0,
             misfits: 0,
+            errors: Vec::new(),
         }
     }
 
@@ -512,14 +573,36 @@ impl ViewBatchBuilder {
             if !self.needed[column] {
                 continue;
             }
+            if let Some(values) = self.proto_values.get_mut(&column) {
+                let value = match (bytes, &self.layout.protos[i]) {
+                    (Some(bytes), Some(p)) => {
+                        let mask = self.proto_masks.get(&column).cloned().unwrap_or_default();
+                        match crate::proto::decode(&p.message, bytes, &mask) {
+                            Ok(v) => v,
+                            Err(_) if p.null_on_error => PValue::Null,
+                            Err(e) => {
+                                let e = format!("column {}: {e}", self.layout.columns[i].name);
+                                self.errors
+                                    .push((self.rows - 1, Self::decode_error(row, e)));
+                                PValue::Null
+                            }
+                        }
+                    }
+                    _ => PValue::Null,
+                };
+                values.push(value);
+                continue;
+            }
             match bytes {
                 None => self.put(column, None),
-                Some(bytes) => {
-                    let value = self.layout.columns[i]
-                        .decode(bytes)
-                        .map_err(|e| Self::decode_error(row, e))?;
-                    self.put(column, Some(Datum::of(&value)));
-                }
+                Some(bytes) => match self.layout.columns[i].decode(bytes) {
+                    Ok(value) => self.put(column, Some(Datum::of(&value))),
+                    Err(e) => {
+                        self.errors
+                            .push((self.rows - 1, Self::decode_error(row, e)));
+                        self.put(column, None);
+                    }
+                },
             }
         }
         for map in self.maps.iter_mut().flatten() {
@@ -538,7 +621,16 @@ impl ViewBatchBuilder {
             let array: Option<ArrayRef> = match (&mut self.builders[i], &mut self.maps[i]) {
                 (Some(b), _) => Some(b.finish()),
                 (None, Some(m)) => Some(Arc::new(m.finish())),
-                (None, None) => None,
+                (None, None) => match self.proto_values.get_mut(&i) {
+                    Some(values) => Some(
+                        crate::proto::to_array(
+                            self.layout.arrow.field(i).data_type(),
+                            &std::mem::take(values),
+                        )
+                        .map_err(to_df)?,
+                    ),
+                    None => None,
+                },
             };
             columns.push(
                 array.unwrap_or_else(|| {
@@ -647,6 +739,7 @@ pub(crate) fn scan_spec(
         cells_per_column,
         qualifiers: qualifiers.0,
         qualifiers_used: qualifiers.1,
+        proto_masks: HashMap::new(),
         residual,
         residual_text: recheck.iter().map(ToString::to_string).collect(),
         limit,
@@ -672,10 +765,8 @@ impl CellarTable {
     /// `table` in `view`.
     pub fn with_view(store: Store, table: &str, view: View) -> crate::Result<CellarTable> {
         let def = store.table(table)?;
-        Ok(CellarTable {
-            store,
-            layout: Arc::new(Layout::new(def, view)?),
-        })
+        let layout = Arc::new(Layout::new(&store, def, view)?);
+        Ok(CellarTable { store, layout })
     }
 }
 

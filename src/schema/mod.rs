@@ -50,6 +50,18 @@ pub struct ColumnDef {
     pub value_type: ValueType,
     /// How the cell bytes encode it.
     pub encoding: Encoding,
+    /// A protobuf message column (bytes in the cell, a struct in SQL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proto: Option<ProtoColumn>,
+}
+
+/// A column holding serialized protobuf messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtoColumn {
+    /// Full message type name, `package.Message`.
+    pub message: String,
+    /// Read malformed blobs as NULL instead of failing the query.
+    pub null_on_error: bool,
 }
 
 impl ColumnDef {
@@ -142,6 +154,7 @@ impl FamilyTypes {
             qualifier: String::new(),
             value_type,
             encoding: Encoding::Binary,
+            proto: None,
         };
         FamilyTypes {
             qualifier: def(ValueType::Text, "qualifier"),

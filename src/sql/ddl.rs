@@ -20,7 +20,9 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
 
-use crate::schema::{ColumnDef, Encoding, KeySchema, Segment, SegmentKind, TimeFormat, ValueType};
+use crate::schema::{
+    ColumnDef, Encoding, KeySchema, ProtoColumn, Segment, SegmentKind, TimeFormat, ValueType,
+};
 use crate::store::{FamilyKind, GcPolicy};
 
 /// A family as declared in SQL.
@@ -89,6 +91,31 @@ pub enum CellarStatement {
         /// Table.
         name: String,
     },
+    /// CREATE [OR REPLACE] PROTO 'file.proto' AS 'source' | FROM FILE 'path'.
+    CreateProto {
+        /// File name the source is registered (and imported) under.
+        name: String,
+        /// The source.
+        source: ProtoSource,
+        /// OR REPLACE.
+        replace: bool,
+    },
+    /// DROP PROTO 'file.proto'.
+    DropProto {
+        /// File name.
+        name: String,
+    },
+    /// SHOW PROTOS: registered files and message types.
+    ShowProtos,
+}
+
+/// Where a `.proto` source comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProtoSource {
+    /// Given inline.
+    Text(String),
+    /// Read from a file by the session.
+    File(String),
 }
 
 struct Words<'a> {
@@ -173,6 +200,30 @@ pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
             name: w.ident()?,
             if_exists,
         }
+    } else if w.words(&["CREATE", "PROTO"]) || w.words(&["CREATE", "OR", "REPLACE", "PROTO"]) {
+        let replace = sql
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|t| t.eq_ignore_ascii_case("OR"));
+        let name = w.string()?;
+        let source = if w.word("AS") {
+            ProtoSource::Text(w.string()?)
+        } else if w.words(&["FROM", "FILE"]) {
+            ProtoSource::File(w.string()?)
+        } else {
+            return w
+                .p
+                .expected("AS 'source' or FROM FILE 'path'", w.p.peek_token());
+        };
+        CellarStatement::CreateProto {
+            name,
+            source,
+            replace,
+        }
+    } else if w.words(&["DROP", "PROTO"]) {
+        CellarStatement::DropProto { name: w.string()? }
+    } else if w.words(&["SHOW", "PROTOS"]) {
+        CellarStatement::ShowProtos
     } else if w.word("DESCRIBE") || w.word("DESC") {
         CellarStatement::Describe { name: w.ident()? }
     } else {
@@ -467,7 +518,21 @@ pub fn parse_duration_micros(text: &str) -> Option<i64> {
 
 fn column(w: &mut Words) -> PResult<(ColumnDef, Option<String>)> {
     let name = w.ident()?;
-    let (value_type, encoding) = value_type(w, &format!("column {name}"))?;
+    let (value_type, encoding, proto) = if w.word("PROTO") {
+        let message = w.string()?;
+        let null_on_error = w.words(&["NULL", "ON", "ERROR"]);
+        (
+            ValueType::Bytes,
+            Encoding::Binary,
+            Some(ProtoColumn {
+                message,
+                null_on_error,
+            }),
+        )
+    } else {
+        let (t, e) = value_type(w, &format!("column {name}"))?;
+        (t, e, None)
+    };
     let family = if w.word("IN") { Some(w.ident()?) } else { None };
     let qualifier = if w.word("QUALIFIER") {
         w.string()?
@@ -481,6 +546,7 @@ fn column(w: &mut Words) -> PResult<(ColumnDef, Option<String>)> {
             qualifier,
             value_type,
             encoding,
+            proto,
         },
         family,
     ))
@@ -498,7 +564,7 @@ fn value_type(w: &mut Words, what: &str) -> PResult<(ValueType, Encoding)> {
         ValueType::Bytes
     } else {
         return w.p.expected(
-            &format!("a type for {what} (BIGINT, DOUBLE, TEXT, BYTES)"),
+            &format!("a type for {what} (BIGINT, DOUBLE, TEXT, BYTES, PROTO 'package.Message')"),
             w.p.peek_token(),
         );
     };

@@ -5,7 +5,8 @@ mod ddl;
 mod functions;
 
 pub use ddl::{
-    CellarStatement, FamilyDecl, parse as parse_cellar_statement, parse_duration_micros,
+    CellarStatement, FamilyDecl, ProtoSource, parse as parse_cellar_statement,
+    parse_duration_micros,
 };
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::prelude::DataFrame;
 
+use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};
 use crate::query::{CellarTable, ViewFunction, to_df};
 use crate::schema::{FamilyTypes, Segment, SegmentKind, TableSchema, TimeFormat};
 use crate::store::{AlterOp, FamilySpec, Store, TableSpec};
@@ -133,6 +135,14 @@ impl SqlSession {
                 };
                 let names: Vec<String> = families.iter().map(|f| f.name.clone()).collect();
                 schema.validate(&names).map_err(to_df)?;
+                if schema.columns.iter().any(|c| c.proto.is_some()) {
+                    let registry = ProtoRegistry::load(store).map_err(to_df)?;
+                    for c in &schema.columns {
+                        if let Some(p) = &c.proto {
+                            registry.message(&p.message).map_err(to_df)?;
+                        }
+                    }
+                }
                 let mut spec =
                     TableSpec::new(&name).metadata(SCHEMA_METADATA_KEY, schema.to_json());
                 for f in families {
@@ -207,6 +217,79 @@ impl SqlSession {
                 Err(e) => return Err(to_df(e)),
             },
             CellarStatement::Describe { name } => return self.describe(&name),
+            CellarStatement::CreateProto {
+                name,
+                source,
+                replace,
+            } => {
+                let exists = store
+                    .settings(&format!("{PROTO_SETTING_PREFIX}{name}"))
+                    .map_err(to_df)?
+                    .iter()
+                    .any(|(k, _)| k[PROTO_SETTING_PREFIX.len()..] == name);
+                if exists && !replace {
+                    return Err(to_df(Error::InvalidArgument(format!(
+                        "proto file {name:?} is already registered; CREATE OR REPLACE PROTO replaces it"
+                    ))));
+                }
+                let text = match source {
+                    ProtoSource::Text(t) => t,
+                    ProtoSource::File(path) => std::fs::read_to_string(&path).map_err(|e| {
+                        to_df(Error::InvalidArgument(format!("cannot read {path}: {e}")))
+                    })?,
+                };
+                let registry = ProtoRegistry::register(store, &name, &text).map_err(to_df)?;
+                format!(
+                    "registered {name}; message types: {}",
+                    registry.messages().join(", ")
+                )
+            }
+            CellarStatement::DropProto { name } => {
+                let mut files: std::collections::BTreeMap<String, String> = store
+                    .settings(PROTO_SETTING_PREFIX)
+                    .map_err(to_df)?
+                    .into_iter()
+                    .map(|(k, v)| (k[PROTO_SETTING_PREFIX.len()..].to_string(), v))
+                    .collect();
+                files.remove(&name);
+                let remaining = ProtoRegistry::compile(files).map_err(to_df)?;
+                for table in store.list_tables() {
+                    let def = store.table(&table).map_err(to_df)?;
+                    let schema = TableSchema::of(&def).map_err(to_df)?;
+                    for c in &schema.columns {
+                        if let Some(p) = &c.proto
+                            && remaining.message(&p.message).is_err()
+                        {
+                            return Err(to_df(Error::InvalidArgument(format!(
+                                "column {} of table {table} uses {} from {name}; drop the table first",
+                                c.name, p.message
+                            ))));
+                        }
+                    }
+                }
+                ProtoRegistry::unregister(store, &name).map_err(to_df)?;
+                format!("dropped proto file {name}")
+            }
+            CellarStatement::ShowProtos => {
+                let registry = ProtoRegistry::load(store).map_err(to_df)?;
+                let files: Vec<String> = registry.files().map(str::to_string).collect();
+                let messages = registry.messages();
+                let schema = Schema::new(vec![
+                    Field::new("kind", DataType::Utf8, false),
+                    Field::new("name", DataType::Utf8, false),
+                ]);
+                let kinds: Vec<&str> = files
+                    .iter()
+                    .map(|_| "file")
+                    .chain(messages.iter().map(|_| "message"))
+                    .collect();
+                let names: Vec<String> = files.into_iter().chain(messages).collect();
+                let columns: Vec<ArrayRef> = vec![
+                    Arc::new(StringArray::from(kinds)),
+                    Arc::new(StringArray::from(names)),
+                ];
+                return Ok(RecordBatch::try_new(Arc::new(schema), columns)?);
+            }
         };
         Ok(message(text))
     }
@@ -245,9 +328,11 @@ impl SqlSession {
                 .field_with_name(&c.name)
                 .map(|f| f.data_type().to_string())
                 .unwrap_or_default();
-            let encoding = match c.encoding {
-                crate::schema::Encoding::Binary => "binary",
-                crate::schema::Encoding::Text => "as text",
+            let encoding = match (&c.proto, c.encoding) {
+                (Some(p), _) if p.null_on_error => format!("protobuf {}, NULL on error", p.message),
+                (Some(p), _) => format!("protobuf {}", p.message),
+                (None, crate::schema::Encoding::Binary) => "binary".into(),
+                (None, crate::schema::Encoding::Text) => "as text".into(),
             };
             push(
                 &c.name,
