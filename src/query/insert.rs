@@ -121,7 +121,7 @@ fn row_mutation(
     let mut mutations = Vec::new();
     let df = |e: datafusion::error::DataFusionError| Error::InvalidArgument(e.to_string());
     // An explicit `_timestamp` applies to every cell of the row.
-    let timestamp = match layout
+    let explicit = match layout
         .sources
         .iter()
         .position(|s| matches!(s, ColumnSource::Timestamp))
@@ -137,8 +137,11 @@ fn row_mutation(
                 "_timestamp {t} µs is before 1970-01-01; cell timestamps are not negative"
             )));
         }
-        Some(t) => t,
-        None => timestamp,
+        other => other,
+    };
+    let time = CellTime {
+        at: explicit.unwrap_or(timestamp),
+        explicit: explicit.is_some(),
     };
     for (i, source) in layout.sources.iter().enumerate() {
         let array = batch.column(i);
@@ -166,7 +169,7 @@ fn row_mutation(
                 segments[*s] = value;
             }
             ColumnSource::Declared(_) | ColumnSource::FamilyMap(_) => {
-                mutations.extend(cells_of(layout, source, array, row, timestamp)?);
+                mutations.extend(cells_of(layout, source, array, row, time)?);
             }
             ColumnSource::Timestamp => {}
             ColumnSource::Family | ColumnSource::Qualifier | ColumnSource::Value => {
@@ -213,7 +216,7 @@ pub(crate) fn cells_of(
     source: &ColumnSource,
     array: &ArrayRef,
     row: usize,
-    timestamp: i64,
+    timestamp: CellTime,
 ) -> crate::Result<Vec<Mutation>> {
     let mut mutations = Vec::new();
     match source {
@@ -275,12 +278,24 @@ pub(crate) fn cells_of(
     Ok(mutations)
 }
 
+/// When the cells of a write are stamped.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CellTime {
+    /// The statement's time, or the row's `_timestamp`.
+    pub at: i64,
+    /// Whether `_timestamp` was given.
+    pub explicit: bool,
+}
+
+/// A cell write. Aggregate families accumulate into the cell at timestamp
+/// 0 unless a `_timestamp` names another accumulator (a time bucket):
+/// Bigtable merges AddToCell input into the cell of the same timestamp.
 fn cell(
     layout: &Layout,
     family: &str,
     qualifier: Vec<u8>,
     value: Vec<u8>,
-    timestamp: i64,
+    time: CellTime,
 ) -> Mutation {
     let kind = layout
         .def
@@ -292,14 +307,14 @@ fn cell(
         Mutation::SetCell {
             family: family.to_string(),
             qualifier,
-            timestamp: Some(timestamp),
+            timestamp: Some(time.at),
             value,
         }
     } else {
         Mutation::AddToCell {
             family: family.to_string(),
             qualifier,
-            timestamp: Some(timestamp),
+            timestamp: Some(if time.explicit { time.at } else { 0 }),
             input: value,
         }
     }

@@ -28,7 +28,7 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 
-use super::insert::{cells_of, count_schema};
+use super::insert::{CellTime, cells_of, count_schema};
 use super::to_df;
 use super::wide::{ColumnSource, Layout};
 use crate::Error;
@@ -253,8 +253,14 @@ fn row_changes(
                 t.value(row)
             )));
         }
-        Some(t) if !t.is_null(row) => t.value(row),
-        _ => now,
+        Some(t) if !t.is_null(row) => CellTime {
+            at: t.value(row),
+            explicit: true,
+        },
+        _ => CellTime {
+            at: now,
+            explicit: false,
+        },
     };
     let mut mutations = Vec::new();
     let mut rules = Vec::new();

@@ -1,10 +1,11 @@
-//! Scalar functions for key design: `reverse_domain('www.example.com')` is
+//! Scalar functions cellar adds: `reverse_domain('www.example.com')` is
 //! `com.example.www`, so that one site's rows sort together (the guides'
-//! reversed domain names) and a domain is one key prefix.
+//! reversed domain names) and a domain is one key prefix;
+//! `hll_count(sketch)` reads the estimate of a HyperLogLog family's cell.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, StringArray};
+use datafusion::arrow::array::{Array, ArrayRef, StringArray};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::cast::as_string_array;
 use datafusion::logical_expr::{ColumnarValue, ScalarUDF, Volatility, create_udf};
@@ -26,6 +27,35 @@ pub fn reverse_domain_udf() -> ScalarUDF {
             let input = as_string_array(&arrays[0])?;
             let out: StringArray = input.iter().map(|v| v.map(reverse_domain)).collect();
             let out: ArrayRef = Arc::new(out);
+            Ok(ColumnarValue::Array(out))
+        }),
+    )
+}
+
+/// `hll_count(bytes) -> bigint`: the distinct count a HyperLogLog sketch
+/// holds; a value that is not a sketch is an error naming it.
+pub fn hll_count_udf() -> ScalarUDF {
+    create_udf(
+        "hll_count",
+        vec![DataType::Binary],
+        DataType::Int64,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            let arrays = ColumnarValue::values_to_arrays(args)?;
+            let input = datafusion::common::cast::as_binary_array(&arrays[0])?;
+            let mut out = Vec::with_capacity(input.len());
+            for v in input.iter() {
+                out.push(match v {
+                    None => None,
+                    Some(sketch) => {
+                        let n = crate::store::hll_estimate(sketch).map_err(|e| {
+                            datafusion::error::DataFusionError::Execution(format!("hll_count: {e}"))
+                        })?;
+                        Some(i64::try_from(n).unwrap_or(i64::MAX))
+                    }
+                });
+            }
+            let out: ArrayRef = Arc::new(datafusion::arrow::array::Int64Array::from(out));
             Ok(ColumnarValue::Array(out))
         }),
     )

@@ -79,6 +79,7 @@ impl SqlSession {
         ctx.register_udtf("cells", ViewFunction::cells(store.clone()));
         ctx.register_udtf("as_of", ViewFunction::as_of(store.clone()));
         ctx.register_udf(functions::reverse_domain_udf());
+        ctx.register_udf(functions::hll_count_udf());
         SqlSession { store, ctx }
     }
 
