@@ -84,6 +84,14 @@ async fn analyze(session: &SqlSession, sql: &str) -> String {
 async fn selective_queries_read_their_result_not_the_table() {
     let dir = tempfile::tempdir().unwrap();
     let session = SqlSession::new(Store::open(dir.path()).unwrap());
+    session
+        .context()
+        .state_ref()
+        .write()
+        .config_mut()
+        .options_mut()
+        .execution
+        .target_partitions = 2;
     load(&session, "small", 10_000).await;
     load(&session, "large", 1_000_000).await;
 
@@ -127,6 +135,17 @@ async fn selective_queries_read_their_result_not_the_table() {
     let (rows, _, full) = scanned(&session, "SELECT count(*) FROM large WHERE v = 7").await;
     assert_eq!(rows, 1_000_000);
     assert!(full);
+
+    // A whole-table read of the large table is cut into key ranges read in
+    // parallel, and still sees every row once.
+    let plan = analyze(&session, "SELECT count(*) FROM large").await;
+    assert!(plan.contains("partitions=2"), "{plan}");
+    let count = session
+        .query("SELECT count(*) AS n FROM large")
+        .await
+        .unwrap();
+    let text = pretty_format_batches(&count).unwrap().to_string();
+    assert!(text.contains("| 1000000 |"), "{text}");
 
     // EXPLAIN ANALYZE shows the counters next to the rows returned.
     let plan = analyze(

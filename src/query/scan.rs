@@ -52,6 +52,9 @@ pub(crate) struct ScanSpec {
     pub qualifiers_used: Option<String>,
     /// Protobuf columns (by index) decoded only in part.
     pub proto_masks: std::collections::HashMap<usize, crate::proto::FieldMask>,
+    /// A single large range cut into pieces for parallel partitions
+    /// (unused when a LIMIT asks for an early stop).
+    pub splits: Option<Vec<RowRange>>,
     pub residual: Option<Arc<dyn PhysicalExpr>>,
     pub residual_text: Vec<String>,
     pub limit: Option<usize>,
@@ -152,6 +155,83 @@ fn field_paths(
     }
 }
 
+/// Tables with fewer cells than this are read by one partition per range.
+const SPLIT_MIN_CELLS: u64 = 200_000;
+
+/// Cuts a single range of a large table into up to `n` ranges of about
+/// equal key space between its first and last row, so that several
+/// partitions read it in parallel. Reads two rows; `None` when there is
+/// nothing worth splitting.
+pub(crate) fn split_ranges(
+    store: &Store,
+    table: &str,
+    families: &[String],
+    ranges: Option<&Vec<RowRange>>,
+    n: usize,
+) -> Option<Vec<RowRange>> {
+    use std::ops::Bound;
+    let range = match ranges {
+        None => RowRange::all(),
+        Some(r) if r.len() == 1 => r[0].clone(),
+        Some(_) => return None,
+    };
+    if n < 2 || store.approximate_cells(table).ok()? < SPLIT_MIN_CELLS {
+        return None;
+    }
+    let edge = |reverse: bool| -> Option<Vec<u8>> {
+        let mut request = ReadRequest::rows(RowSet::range(range.clone()))
+            .filter(ReadFilter::latest().families(families.iter().take(1).cloned()))
+            .limit(1);
+        request.reverse = reverse;
+        let row = store.read_rows(table, request).ok()?.next()?.ok()?;
+        Some(row.key)
+    };
+    let (first, last) = (edge(false)?, edge(true)?);
+    let points = interpolate(&first, &last, n);
+    if points.is_empty() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(points.len() + 1);
+    let mut start = range.start.clone();
+    for p in points {
+        out.push(RowRange::between(start, Bound::Excluded(p.clone())));
+        start = Bound::Included(p);
+    }
+    out.push(RowRange::between(start, range.end.clone()));
+    Some(out)
+}
+
+/// `n - 1` keys strictly between `a` and `b` (a < b), evenly spaced over
+/// the eight bytes after their common prefix.
+fn interpolate(a: &[u8], b: &[u8], n: usize) -> Vec<Vec<u8>> {
+    let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let word = |k: &[u8]| {
+        let mut buf = [0u8; 8];
+        for (i, byte) in k.iter().skip(common).take(8).enumerate() {
+            buf[i] = *byte;
+        }
+        u64::from_be_bytes(buf)
+    };
+    let (lo, hi) = (word(a), word(b));
+    let parts = n as u64;
+    if hi <= lo || hi - lo < parts * 2 {
+        return Vec::new();
+    }
+    let step = (hi - lo) / parts;
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for i in 1..parts {
+        let mut key = a[..common].to_vec();
+        key.extend((lo + step * i).to_be_bytes());
+        while key.len() > common + 1 && key.last() == Some(&0) {
+            key.pop();
+        }
+        if key.as_slice() > a && key.as_slice() <= b && out.last().is_none_or(|p| *p < key) {
+            out.push(key);
+        }
+    }
+    out
+}
+
 /// A cell timestamp as an ISO time (UTC), or microseconds when out of range.
 fn show_time(micros: i64) -> String {
     chrono::DateTime::from_timestamp_micros(micros).map_or_else(
@@ -161,7 +241,7 @@ fn show_time(micros: i64) -> String {
 }
 
 /// Sorts ranges and merges overlapping ones, so that no row is read twice
-/// when ranges are split across partitions.
+/// when ranges are spread over partitions.
 fn merge_ranges(ranges: Vec<RowRange>) -> Vec<RowRange> {
     let mut keyed: Vec<(crate::codec::EncodedRange, RowRange)> = ranges
         .into_iter()
@@ -172,7 +252,8 @@ fn merge_ranges(ranges: Vec<RowRange>) -> Vec<RowRange> {
     let mut out: Vec<(crate::codec::EncodedRange, RowRange)> = Vec::with_capacity(keyed.len());
     for (enc, range) in keyed {
         if let Some((last_enc, last)) = out.last_mut()
-            && last_enc.end.as_ref().is_none_or(|end| *end >= enc.start)
+            // Overlapping ranges merge; touching ones stay apart (splits).
+            && last_enc.end.as_ref().is_none_or(|end| *end > enc.start)
         {
             let extends = match (&last_enc.end, &enc.end) {
                 (None, _) => false,
@@ -192,7 +273,10 @@ fn merge_ranges(ranges: Vec<RowRange>) -> Vec<RowRange> {
 
 impl KeyScanExec {
     pub(crate) fn new(spec: ScanSpec) -> Self {
-        let ranges = spec.ranges.clone().unwrap_or_else(|| vec![RowRange::all()]);
+        let ranges = match (&spec.splits, spec.limit) {
+            (Some(splits), None) => splits.clone(),
+            _ => spec.ranges.clone().unwrap_or_else(|| vec![RowRange::all()]),
+        };
         let sorted = merge_ranges(ranges);
         let parts = spec.target_partitions.clamp(1, sorted.len().max(1));
         let per = sorted.len().div_ceil(parts).max(1);
@@ -260,6 +344,9 @@ impl DisplayAs for KeyScanExec {
                 }
                 write!(f, "]")?;
             }
+        }
+        if self.partitions.len() > 1 {
+            write!(f, ", partitions={}", self.partitions.len())?;
         }
         if !spec.pushed.is_empty() {
             write!(f, ", key_predicates=[{}]", spec.pushed.join(", "))?;
@@ -522,5 +609,24 @@ impl ExecutionPlan for KeyScanExec {
             Ok(())
         });
         Ok(builder.build())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::interpolate;
+
+    #[test]
+    fn split_points_lie_strictly_between() {
+        let (a, b): (&[u8], &[u8]) = (b"h00#00000000", b"h99#00009999");
+        let points = interpolate(a, b, 4);
+        assert_eq!(points.len(), 3);
+        let mut last = a;
+        for p in &points {
+            assert!(p.as_slice() > last && p.as_slice() <= b, "{p:?}");
+            last = p;
+        }
+        assert!(interpolate(b"a", b"a\x00", 4).is_empty());
+        assert!(interpolate(b"b", b"a", 2).is_empty());
     }
 }

@@ -339,7 +339,9 @@ pub(crate) struct ViewBatchBuilder {
     /// One per column; `None` for maps and for columns not needed.
     builders: Vec<Option<Box<dyn ArrayBuilder>>>,
     maps: Vec<Option<MapColumn>>,
-    declared_by_column: HashMap<(String, Vec<u8>), usize>,
+    /// family -> qualifier -> declared column
+    declared_by_column: HashMap<String, HashMap<Vec<u8>, usize>>,
+    ts_column: Option<usize>,
     family_index: HashMap<String, usize>,
     /// Decoded protobuf values of needed proto columns, and their masks.
     proto_values: HashMap<usize, Vec<PValue>>,
@@ -395,12 +397,17 @@ impl ViewBatchBuilder {
                     .push(needed[i].then(|| make_builder(layout.arrow.field(i).data_type(), 0)));
             }
         }
-        let declared_by_column = layout
-            .columns
+        let mut declared_by_column: HashMap<String, HashMap<Vec<u8>, usize>> = HashMap::new();
+        for (i, c) in layout.columns.iter().enumerate() {
+            declared_by_column
+                .entry(c.family.clone())
+                .or_default()
+                .insert(c.qualifier.clone().into_bytes(), i);
+        }
+        let ts_column = layout
+            .sources
             .iter()
-            .enumerate()
-            .map(|(i, c)| ((c.family.clone(), c.qualifier.clone().into_bytes()), i))
-            .collect();
+            .position(|s| matches!(s, ColumnSource::Timestamp));
         let family_index = layout
             .def
             .families
@@ -414,6 +421,7 @@ impl ViewBatchBuilder {
             builders,
             maps,
             declared_by_column,
+            ts_column,
             family_index,
             proto_values,
             proto_masks: masks,
@@ -454,22 +462,23 @@ impl ViewBatchBuilder {
     /// Adds the output rows of one store row (its cells: by family,
     /// qualifier, newest first).
     pub fn push(&mut self, row: &Row) -> crate::Result<()> {
-        let key = String::from_utf8_lossy(&row.key);
+        let key = if self.needed[0] {
+            String::from_utf8_lossy(&row.key)
+        } else {
+            std::borrow::Cow::Borrowed("")
+        };
+        let segments_needed = self.segment_columns.iter().any(|c| self.needed[*c]);
         let segments = match &self.layout.key {
-            None => None,
-            Some(schema) => {
+            Some(schema) if segments_needed => {
                 let decoded = schema.decode(&row.key);
                 if decoded.is_none() {
                     self.misfits += 1;
                 }
                 decoded
             }
+            _ => None,
         };
-        let ts_column = self
-            .layout
-            .sources
-            .iter()
-            .position(|s| matches!(s, ColumnSource::Timestamp));
+        let ts_column = self.ts_column;
         match self.layout.view.clone() {
             View::Wide { .. } => {
                 self.start_row(&key, segments.as_deref());
@@ -548,7 +557,8 @@ impl ViewBatchBuilder {
         for cell in cells {
             if let Some(&i) = self
                 .declared_by_column
-                .get(&(cell.family.to_string(), cell.qualifier.clone()))
+                .get(&*cell.family)
+                .and_then(|q| q.get(cell.qualifier.as_slice()))
             {
                 declared[i] = Some(&cell.value);
             } else if let Some(&f) = self.family_index.get(&*cell.family)
@@ -726,7 +736,18 @@ pub(crate) fn scan_spec(
             Some(state.create_physical_expr(e, &df_schema)?)
         }
     };
+    let splits = match limit {
+        Some(_) => None,
+        None => super::scan::split_ranges(
+            store,
+            &layout.table,
+            &families,
+            key_plan.ranges.as_ref(),
+            state.config().target_partitions(),
+        ),
+    };
     Ok(ScanSpec {
+        splits,
         store: store.clone(),
         layout: Arc::clone(layout),
         projection,

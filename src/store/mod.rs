@@ -328,6 +328,17 @@ impl Store {
             .sum())
     }
 
+    /// About how many cells (key-value pairs, before GC) a table holds:
+    /// cheap, from the LSM's own counts; for planning, never for answers.
+    pub fn approximate_cells(&self, table: &str) -> Result<u64> {
+        Ok(self
+            .handle(table)?
+            .keyspaces
+            .iter()
+            .map(|k| k.approximate_len() as u64)
+            .sum())
+    }
+
     /// How many fsyncs synced mode has run (group commit shares them).
     pub fn fsync_count(&self) -> u64 {
         self.inner.sync.fsyncs()
