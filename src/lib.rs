@@ -26,6 +26,7 @@ mod error;
 pub mod proto;
 mod query;
 mod schema;
+pub mod shell;
 mod sql;
 mod store;
 

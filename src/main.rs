@@ -1,8 +1,9 @@
-//! The `cellar` command line. The interactive shell grows here (issue #4);
-//! for now it opens a store and describes its tables.
+//! The `cellar` command line: the SQL shell on a local store.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+use cellar::shell::{Format, Options, Script, default_history_file, run};
 
 fn default_store() -> PathBuf {
     std::env::var_os("HOME").map_or_else(
@@ -11,55 +12,82 @@ fn default_store() -> PathBuf {
     )
 }
 
-fn run() -> cellar::Result<()> {
-    let mut args = std::env::args().skip(1);
-    let mut store_dir = default_store();
+fn usage() -> String {
+    format!(
+        "usage: cellar [--store DIR] [-c SQL]... [-f FILE]... [--format FORMAT] [--maxrows N]
+              [--history-file FILE]
+
+Opens the SQL shell on a store directory (default {}).
+  -c SQL            run SQL and exit (repeatable)
+  -f FILE           run the statements in FILE and exit (repeatable)
+  --format FORMAT   table (default), vertical, csv, tsv, json, ndjson
+  --maxrows N       rows printed per result in table formats (default 1000)
+  --history-file F  interactive history (default ~/.local/share/cellar/history)
+SQL on standard input runs too when it is not a terminal. The first error
+stops a script with exit status 1.",
+        default_store().display()
+    )
+}
+
+fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
+    let mut options = Options {
+        store: default_store(),
+        scripts: Vec::new(),
+        format: Format::Table,
+        max_rows: 1000,
+        history_file: default_history_file(),
+    };
+    let mut args = args.into_iter();
     while let Some(arg) = args.next() {
+        let mut value = |what: &str| args.next().ok_or_else(|| format!("{arg} needs {what}"));
         match arg.as_str() {
-            "--store" => {
-                store_dir = args.next().map(PathBuf::from).ok_or_else(|| {
-                    cellar::Error::InvalidArgument("--store needs a directory".into())
-                })?
+            "--store" => options.store = PathBuf::from(value("a directory")?),
+            "-c" | "--command" => options.scripts.push(Script::Sql(value("SQL")?)),
+            "-f" | "--file" => options
+                .scripts
+                .push(Script::File(PathBuf::from(value("a file")?))),
+            "--format" => {
+                let name = value("a format")?;
+                options.format = Format::parse(&name).ok_or_else(|| {
+                    format!(
+                        "unknown format {name:?}; use table, vertical, csv, tsv, json or ndjson"
+                    )
+                })?;
             }
+            "--maxrows" => {
+                let n = value("a number")?;
+                options.max_rows = n
+                    .parse()
+                    .map_err(|_| format!("--maxrows needs a number, got {n:?}"))?;
+            }
+            "--history-file" => options.history_file = Some(PathBuf::from(value("a file")?)),
             "--version" | "-V" => {
                 println!("cellar {}", env!("CARGO_PKG_VERSION"));
-                return Ok(());
+                return Ok(None);
             }
             "--help" | "-h" => {
-                println!(
-                    "usage: cellar [--store DIR]\n\nOpens the store (default {}) and describes its tables.",
-                    default_store().display()
-                );
-                return Ok(());
+                println!("{}", usage());
+                return Ok(None);
             }
-            other => {
-                return Err(cellar::Error::InvalidArgument(format!(
-                    "unknown argument {other:?}; try --help"
-                )));
-            }
+            other => return Err(format!("unknown argument {other:?}; try --help")),
         }
     }
-    std::fs::create_dir_all(&store_dir)?;
-    let store = cellar::Store::open(&store_dir)?;
-    println!("store {}", store_dir.display());
-    for name in store.list_tables() {
-        let def = store.table(&name)?;
-        let families: Vec<String> = def
-            .families
-            .iter()
-            .map(|f| format!("{} (gc: {})", f.name, f.gc))
-            .collect();
-        println!("  {name}: {}", families.join(", "));
-    }
-    Ok(())
+    Ok(Some(options))
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
+    match parse(std::env::args().skip(1).collect()) {
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(options)) => {
+            if run(options) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(2)
         }
     }
 }

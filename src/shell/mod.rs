@@ -1,0 +1,343 @@
+//! The `cellar` shell: SQL from `-c`, `-f`, standard input, or an
+//! interactive line editor with history, multi-line statements and
+//! meta-commands.
+
+mod input;
+mod output;
+
+pub use input::{is_incomplete, split};
+pub use output::{Format, escape_text, render};
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use datafusion::error::DataFusionError;
+
+use crate::{SqlSession, Store};
+
+/// Where statements come from when not interactive.
+#[derive(Debug, Clone)]
+pub enum Script {
+    /// `-c SQL`
+    Sql(String),
+    /// `-f FILE`
+    File(PathBuf),
+}
+
+/// What the command line asked for.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The store directory.
+    pub store: PathBuf,
+    /// `-c` and `-f`, in order.
+    pub scripts: Vec<Script>,
+    /// Output format.
+    pub format: Format,
+    /// Rows printed per result in table formats.
+    pub max_rows: usize,
+    /// Where interactive history is kept.
+    pub history_file: Option<PathBuf>,
+}
+
+/// The default history file: `~/.local/share/cellar/history`.
+pub fn default_history_file() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share/cellar/history"))
+}
+
+/// One line naming what went wrong, without Rust debug output.
+pub fn error_line(e: &DataFusionError) -> String {
+    let text = e.to_string();
+    let text = text
+        .strip_prefix("External error: ")
+        .unwrap_or(&text)
+        .to_string();
+    // sqlparser's errors arrive wrapped in their Debug form.
+    let text = match text
+        .strip_prefix("SQL error: ParserError(\"")
+        .and_then(|t| t.strip_suffix("\")"))
+    {
+        Some(inner) => format!("syntax error: {}", inner.replace("\\\"", "\"")),
+        None => text,
+    };
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+const HELP: &str = "\
+SQL statements end with ';' and may span lines.
+  \\d              list tables
+  \\d NAME         describe a table: columns, row key, families, GC
+  \\timing         toggle the time shown after each statement
+  \\format NAME    table, vertical, csv, tsv, json or ndjson
+  \\maxrows N      rows printed per result in table formats
+  \\i FILE         run the statements in FILE
+  \\q              quit (or Ctrl-D); Ctrl-C cancels a query or clears the line
+Views: versions('t'), cells('t', 'family'), as_of('t', TIMESTAMP '...').
+More: docs/sql.md";
+
+/// A shell session.
+pub struct Shell {
+    session: SqlSession,
+    runtime: tokio::runtime::Runtime,
+    format: Format,
+    max_rows: usize,
+    timing: bool,
+    interactive: bool,
+}
+
+/// What a statement asks of the loop.
+enum Flow {
+    Continue,
+    Quit,
+}
+
+impl Shell {
+    fn new(store: Store, format: Format, max_rows: usize) -> std::io::Result<Shell> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        Ok(Shell {
+            session: SqlSession::new(store),
+            runtime,
+            format,
+            max_rows,
+            timing: false,
+            interactive: false,
+        })
+    }
+
+    fn print(&self, text: &str) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    }
+
+    /// Runs one statement or meta-command.
+    fn execute(&mut self, statement: &str) -> Result<Flow, String> {
+        if let Some(meta) = statement.strip_prefix('\\') {
+            return self.meta(meta.trim());
+        }
+        let started = Instant::now();
+        let session = self.session.clone();
+        let sql = statement.to_string();
+        let result = self.runtime.block_on(async move {
+            tokio::select! {
+                r = session.query(&sql) => Some(r),
+                _ = tokio::signal::ctrl_c() => None,
+            }
+        });
+        let batches = match result {
+            None => return Err("query cancelled".into()),
+            Some(Err(e)) => return Err(error_line(&e)),
+            Some(Ok(b)) => b,
+        };
+        let text = render(&batches, self.format, self.max_rows)?;
+        self.print(&text);
+        if self.interactive || self.timing {
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            let noun = if rows == 1 { "row" } else { "rows" };
+            if self.timing || self.interactive {
+                self.print(&format!(
+                    "{rows} {noun} in {:.3} s\n",
+                    started.elapsed().as_secs_f64()
+                ));
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn meta(&mut self, command: &str) -> Result<Flow, String> {
+        let (name, arg) = command
+            .split_once(char::is_whitespace)
+            .map_or((command, ""), |(n, a)| (n, a.trim()));
+        match name {
+            "q" | "quit" => return Ok(Flow::Quit),
+            "?" | "h" | "help" => self.print(&format!("{HELP}\n")),
+            "d" if arg.is_empty() => {
+                let store = self.session.store().clone();
+                let mut text = String::new();
+                for table in store.list_tables() {
+                    let def = store.table(&table).map_err(|e| e.to_string())?;
+                    let families: Vec<String> = def
+                        .families
+                        .iter()
+                        .map(|f| format!("{} (gc {})", f.name, f.gc))
+                        .collect();
+                    text.push_str(&format!("{table}: {}\n", families.join(", ")));
+                }
+                if text.is_empty() {
+                    text = "no tables yet; CREATE TABLE makes one (\\? for help)\n".into();
+                }
+                self.print(&escape_text_lines(&text));
+            }
+            "d" => return self.execute(&format!("DESCRIBE {arg}")),
+            "timing" => {
+                self.timing = !self.timing;
+                self.print(&format!(
+                    "timing {}\n",
+                    if self.timing { "on" } else { "off" }
+                ));
+            }
+            "format" => {
+                self.format = Format::parse(arg).ok_or_else(|| {
+                    format!("unknown format {arg:?}; use table, vertical, csv, tsv, json or ndjson")
+                })?;
+            }
+            "maxrows" => {
+                self.max_rows = arg
+                    .parse()
+                    .map_err(|_| format!("\\maxrows needs a number, got {arg:?}"))?;
+            }
+            "i" => {
+                let text = std::fs::read_to_string(arg)
+                    .map_err(|e| format!("cannot read {arg:?}: {e}"))?;
+                return self.run_text(&text);
+            }
+            other => {
+                return Err(format!("unknown command \\{other}; \\? lists the commands"));
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Runs every statement of a script, stopping at the first error.
+    fn run_text(&mut self, text: &str) -> Result<Flow, String> {
+        let (mut statements, rest) = split(text);
+        if !rest.trim().is_empty() {
+            statements.push(rest.trim().to_string());
+        }
+        for s in statements {
+            if let Flow::Quit = self.execute(&s)? {
+                return Ok(Flow::Quit);
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn interactive(&mut self, history: Option<PathBuf>, store: &std::path::Path) -> bool {
+        self.interactive = true;
+        let Ok(mut editor) = rustyline::DefaultEditor::new() else {
+            eprintln!("error: cannot open the terminal for editing");
+            return false;
+        };
+        if let Some(h) = &history {
+            let _ = editor.load_history(h);
+        }
+        self.print(&format!(
+            "cellar {} on store {}\nType SQL ending with ';', \\? for help, \\q to quit.\n",
+            env!("CARGO_PKG_VERSION"),
+            store.display()
+        ));
+        let mut buffer = String::new();
+        loop {
+            let prompt = if buffer.is_empty() {
+                "cellar> "
+            } else {
+                "   ...> "
+            };
+            match editor.readline(prompt) {
+                Ok(line) => {
+                    buffer.push_str(&line);
+                    buffer.push('\n');
+                    let meta = buffer.trim_start().starts_with('\\');
+                    if !meta && is_incomplete(&buffer) {
+                        continue;
+                    }
+                    let text = std::mem::take(&mut buffer);
+                    let _ = editor.add_history_entry(text.trim());
+                    match self.run_text(&text) {
+                        Ok(Flow::Quit) => break,
+                        Ok(Flow::Continue) => {}
+                        Err(e) => eprintln!("error: {e}"),
+                    }
+                }
+                Err(rustyline::error::ReadlineError::Interrupted) => buffer.clear(),
+                Err(rustyline::error::ReadlineError::Eof) => break,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    break;
+                }
+            }
+        }
+        if let Some(h) = &history {
+            if let Some(dir) = h.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            if let Err(e) = editor.save_history(h) {
+                eprintln!("warning: history not saved to {}: {e}", h.display());
+            }
+        }
+        true
+    }
+}
+
+fn escape_text_lines(text: &str) -> String {
+    text.lines().map(|l| escape_text(l) + "\n").collect()
+}
+
+/// Runs the shell; returns whether everything succeeded.
+pub fn run(options: Options) -> bool {
+    if let Err(e) = std::fs::create_dir_all(&options.store) {
+        eprintln!(
+            "error: cannot create store directory {}: {e}",
+            options.store.display()
+        );
+        return false;
+    }
+    let store = match Store::open(&options.store) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return false;
+        }
+    };
+    let mut shell = match Shell::new(store, options.format, options.max_rows) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return false;
+        }
+    };
+    if !options.scripts.is_empty() {
+        for script in &options.scripts {
+            let text = match script {
+                Script::Sql(s) => s.clone(),
+                Script::File(path) => match std::fs::read_to_string(path) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        eprintln!("error: cannot read {}: {e}", path.display());
+                        return false;
+                    }
+                },
+            };
+            match shell.run_text(&text) {
+                Ok(Flow::Quit) => return true,
+                Ok(Flow::Continue) => {}
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+    if !std::io::stdin().is_terminal() {
+        let mut text = String::new();
+        if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+            eprintln!("error: cannot read standard input: {e}");
+            return false;
+        }
+        return match shell.run_text(&text) {
+            Ok(_) => true,
+            Err(e) => {
+                eprintln!("error: {e}");
+                false
+            }
+        };
+    }
+    shell.interactive(options.history_file, &options.store)
+}

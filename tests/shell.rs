@@ -1,0 +1,125 @@
+//! The `cellar` binary end to end: `-c`, `-f`, standard input, formats,
+//! exit codes and one-line errors.
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn cellar(store: &std::path::Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cellar"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env("HOME", store)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn commands_files_and_stdin_run_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let script = dir.path().join("setup.sql");
+    std::fs::write(
+        &script,
+        "-- a comment; with a semicolon\nCREATE TABLE t (ROW KEY (host TEXT, n INT(4)), FAMILY m, v BIGINT IN m);\n\
+         INSERT INTO t (host, n, v) VALUES ('a', 1, 10), ('b', 2, 20);\n",
+    )
+    .unwrap();
+    let out = cellar(
+        &store,
+        &[
+            "-f",
+            script.to_str().unwrap(),
+            "-c",
+            "SELECT _key, v FROM t WHERE host = 'b'",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "+-----------------+\n| result          |\n+-----------------+\n| created table t |\n+-----------------+\n\
+         +-------+\n| count |\n+-------+\n| 2     |\n+-------+\n\
+         +--------+----+\n| _key   | v  |\n+--------+----+\n| b#0002 | 20 |\n+--------+----+\n"
+    );
+
+    let out = cellar(
+        &store,
+        &["--format", "csv"],
+        Some("SELECT host, v\nFROM t\nORDER BY host;"),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "host,v\na,10\nb,20\n");
+
+    let out = cellar(
+        &store,
+        &["--format", "ndjson", "-c", "SELECT n FROM t"],
+        None,
+    );
+    assert_eq!(text(&out.stdout), "{\"n\":1}\n{\"n\":2}\n");
+}
+
+#[test]
+fn the_first_error_stops_with_one_line_and_status_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out = cellar(&store, &[], Some("SELECT 1 AS a; SELEC 2; SELECT 3 AS c;"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("| a |"));
+    assert!(!text(&out.stdout).contains("| c |"), "ran past the error");
+    assert_eq!(
+        text(&out.stderr),
+        "error: syntax error: Expected: an SQL statement, found: SELEC at Line: 1, Column: 1\n"
+    );
+
+    let out = cellar(&store, &["-c", "SELECT * FROM missing"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("missing"), "{err}");
+
+    let out = cellar(&store, &["--format", "xml"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("unknown format \"xml\""));
+}
+
+#[test]
+fn meta_commands_work_in_scripts() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out = cellar(
+        &store,
+        &[],
+        Some(
+            "\\d\nCREATE TABLE t (FAMILY f GC MAX_VERSIONS 2, v TEXT);\n\\d\n\\format csv\nDESCRIBE t;\n\\nope\n",
+        ),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = text(&out.stdout);
+    assert!(stdout.starts_with("no tables yet"), "{stdout}");
+    assert!(
+        stdout.contains("t: f (gc max_versions(2))") || stdout.contains("t: f (gc"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("column_name,data_type,kind,detail\n_key,Utf8,row key,"),
+        "{stdout}"
+    );
+    assert_eq!(
+        text(&out.stderr),
+        "error: unknown command \\nope; \\? lists the commands\n"
+    );
+}
