@@ -14,10 +14,12 @@ fn default_store() -> PathBuf {
 
 fn usage() -> String {
     format!(
-        "usage: cellar [--store DIR] [-c SQL]... [-f FILE]... [--format FORMAT] [--maxrows N]
-              [--history-file FILE]
+        "usage: cellar [demo] [--store DIR] [-c SQL]... [-f FILE]... [--format FORMAT]
+              [--maxrows N] [--history-file FILE]
 
 Opens the SQL shell on a store directory (default {}).
+  demo              first create the guides' example tables with generated
+                    data (default store ~/.local/share/cellar/demo)
   -c SQL            run SQL and exit (repeatable)
   -f FILE           run the statements in FILE and exit (repeatable)
   --format FORMAT   table (default), vertical, csv, tsv, json, ndjson
@@ -36,12 +38,21 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
         format: Format::Table,
         max_rows: 1000,
         history_file: default_history_file(),
+        demo: false,
     };
-    let mut args = args.into_iter();
+    let mut store_given = false;
+    let mut args = args.into_iter().peekable();
+    if args.peek().is_some_and(|a| a == "demo") {
+        args.next();
+        options.demo = true;
+    }
     while let Some(arg) = args.next() {
         let mut value = |what: &str| args.next().ok_or_else(|| format!("{arg} needs {what}"));
         match arg.as_str() {
-            "--store" => options.store = PathBuf::from(value("a directory")?),
+            "--store" => {
+                options.store = PathBuf::from(value("a directory")?);
+                store_given = true;
+            }
             "-c" | "--command" => options.scripts.push(Script::Sql(value("SQL")?)),
             "-f" | "--file" => options
                 .scripts
@@ -71,6 +82,9 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
             }
             other => return Err(format!("unknown argument {other:?}; try --help")),
         }
+    }
+    if options.demo && !store_given {
+        options.store = default_store().with_file_name("demo");
     }
     Ok(Some(options))
 }

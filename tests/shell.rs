@@ -123,3 +123,35 @@ fn meta_commands_work_in_scripts() {
         "error: unknown command \\nope; \\? lists the commands\n"
     );
 }
+
+#[test]
+fn the_demo_fills_its_tables_and_refuses_to_run_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("demo");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cellar"))
+            .args(args)
+            .arg("--store")
+            .arg(&store)
+            .env("HOME", dir.path())
+            .env("CELLAR_DEMO_SMALL", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["demo"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("demo tables written"), "{stdout}");
+    assert!(stdout.contains("Try these"), "{stdout}");
+    let out = run(&[
+        "-c",
+        "SELECT count(*) AS n FROM weather WHERE location = 'us-west2'",
+        "--format",
+        "csv",
+    ]);
+    assert_eq!(text(&out.stdout), "n\n200\n");
+    let out = run(&["demo"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("already has the demo tables"));
+}

@@ -2,6 +2,7 @@
 //! interactive line editor with history, multi-line statements and
 //! meta-commands.
 
+mod demo;
 mod input;
 mod output;
 
@@ -38,6 +39,8 @@ pub struct Options {
     pub max_rows: usize,
     /// Where interactive history is kept.
     pub history_file: Option<PathBuf>,
+    /// Create and fill the demo tables first.
+    pub demo: bool,
 }
 
 /// The default history file: `~/.local/share/cellar/history`.
@@ -302,6 +305,15 @@ pub fn run(options: Options) -> bool {
             return false;
         }
     };
+    if options.demo {
+        if let Err(e) = demo::run(&shell.session, &shell.runtime) {
+            eprintln!("error: {e}");
+            return false;
+        }
+        if options.scripts.is_empty() && !std::io::stdin().is_terminal() {
+            return true;
+        }
+    }
     if !options.scripts.is_empty() {
         for script in &options.scripts {
             let text = match script {

@@ -39,11 +39,12 @@ impl Format {
     }
 }
 
-/// Text safe for a terminal: control characters escaped.
+/// Text safe for a terminal: control characters escaped (line breaks
+/// kept; tables print them as continuation lines).
 pub fn escape_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if c.is_control() {
+        if c.is_control() && c != '\n' {
             let _ = write!(out, "\\x{:02x}", c as u32);
         } else {
             out.push(c);
@@ -117,7 +118,7 @@ pub fn render(batches: &[RecordBatch], format: Format, max_rows: usize) -> Resul
             let mut widths: Vec<usize> = header.iter().map(|h| width(h)).collect();
             for row in &rows {
                 for (w, cell) in widths.iter_mut().zip(row) {
-                    *w = (*w).max(width(cell));
+                    *w = cell.lines().map(width).fold(*w, usize::max);
                 }
             }
             let line = |out: &mut String| {
@@ -129,11 +130,16 @@ pub fn render(batches: &[RecordBatch], format: Format, max_rows: usize) -> Resul
                 out.push('\n');
             };
             let print_row = |out: &mut String, row: &[String]| {
-                out.push('|');
-                for (w, cell) in widths.iter().zip(row) {
-                    let _ = write!(out, " {cell}{} |", " ".repeat(w - width(cell)));
+                let lines: Vec<Vec<&str>> = row.iter().map(|c| c.split('\n').collect()).collect();
+                let height = lines.iter().map(Vec::len).max().unwrap_or(1);
+                for i in 0..height {
+                    out.push('|');
+                    for (w, cell) in widths.iter().zip(&lines) {
+                        let part = cell.get(i).copied().unwrap_or("");
+                        let _ = write!(out, " {part}{} |", " ".repeat(w - width(part)));
+                    }
+                    out.push('\n');
                 }
-                out.push('\n');
             };
             line(&mut out);
             print_row(&mut out, &header);
@@ -148,6 +154,7 @@ pub fn render(batches: &[RecordBatch], format: Format, max_rows: usize) -> Resul
             for (i, row) in rows.iter().enumerate() {
                 let _ = writeln!(out, "-[ row {} ]{}", i + 1, "-".repeat(20));
                 for (h, cell) in header.iter().zip(row) {
+                    let cell = cell.replace('\n', &format!("\n{} | ", " ".repeat(name_width)));
                     let _ = writeln!(out, "{h}{} | {cell}", " ".repeat(name_width - width(h)));
                 }
             }
@@ -236,6 +243,12 @@ mod tests {
              | a\\x1b[31m | 1    | 00ff |\n\
              | b,c       | NULL | 6f6b |\n\
              +-----------+------+------+\n"
+        );
+        let k: ArrayRef = Arc::new(StringArray::from(vec!["two\nlines"]));
+        let two = RecordBatch::try_from_iter(vec![("plan", k)]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            render(&[two], Format::Table, 10).unwrap_or_default(),
+            "+-------+\n| plan  |\n+-------+\n| two   |\n| lines |\n+-------+\n"
         );
         let cut = render(&[batch()], Format::Table, 1).unwrap_or_default();
         assert!(

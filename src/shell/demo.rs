@@ -1,0 +1,265 @@
+//! `cellar demo`: the schema-design guides' example tables, filled with
+//! generated data large enough that key-range pushdown shows (millions of
+//! cells), written through SQL in chunks with a progress bar.
+
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
+
+use crate::SqlSession;
+
+/// One step: what it does, and its SQL.
+struct Step {
+    label: String,
+    sql: String,
+}
+
+fn step(label: impl Into<String>, sql: impl Into<String>) -> Step {
+    Step {
+        label: label.into(),
+        sql: sql.into(),
+    }
+}
+
+const LOCATIONS: [&str; 4] = ["us-west2", "us-east1", "europe-west1", "asia-south2"];
+
+/// `small`: a tiny version of the same data, for tests.
+fn steps(small: bool) -> Vec<Step> {
+    let (balloons, minutes) = if small { (2, 99) } else { (25, 10079) };
+    let (symbols, quotes) = if small { (2, 49) } else { (20, 4999) };
+    let (host_chunks, days, last_meter) = if small {
+        (1, 2, 987009)
+    } else {
+        (10, 30, 987999)
+    };
+    let mut s = vec![
+        step(
+            "tables",
+            "CREATE TABLE weather (
+                ROW KEY (location TEXT, balloon INT(5), ts TIMESTAMP '%Y-%m-%d-%H%M'),
+                FAMILY measurements GC MAX_VERSIONS 1,
+                pressure BIGINT IN measurements,
+                temperature DOUBLE IN measurements,
+                humidity BIGINT IN measurements,
+                altitude BIGINT IN measurements
+            )",
+        ),
+        step(
+            "tables",
+            "CREATE TABLE balloon_week (
+                ROW KEY (week TEXT, location TEXT, balloon INT(5)),
+                FAMILY measurements,
+                pressure BIGINT IN measurements,
+                temperature DOUBLE IN measurements
+            )",
+        ),
+        step(
+            "tables",
+            "CREATE TABLE quote (
+                ROW KEY (exchange TEXT, symbol TEXT, quotetime TIMESTAMP MILLIS),
+                FAMILY md,
+                bid DOUBLE AS TEXT IN md QUALIFIER 'BID',
+                ask DOUBLE AS TEXT IN md QUALIFIER 'ASK',
+                bidsize BIGINT AS TEXT IN md QUALIFIER 'BIDSIZE',
+                asksize BIGINT AS TEXT IN md QUALIFIER 'ASKSIZE'
+            )",
+        ),
+        step(
+            "tables",
+            "CREATE TABLE metric (
+                ROW KEY (hostname TEXT, ts TIMESTAMP MILLIS),
+                FAMILY metric VALUES DOUBLE AS TEXT,
+                cpu DOUBLE AS TEXT IN metric QUALIFIER 'CPU/CPU1_USR',
+                mem DOUBLE AS TEXT IN metric QUALIFIER 'MEM/USED_PCT'
+            )",
+        ),
+        step(
+            "tables",
+            "CREATE TABLE current_metric (
+                ROW KEY (hostname TEXT),
+                FAMILY metric GC MAX_VERSIONS 1 VALUES DOUBLE AS TEXT,
+                cpu DOUBLE AS TEXT IN metric QUALIFIER 'CPU/CPU1_USR',
+                mem DOUBLE AS TEXT IN metric QUALIFIER 'MEM/USED_PCT'
+            )",
+        ),
+        step(
+            "tables",
+            "CREATE TABLE sensor (
+                ROW KEY (meter_id INT(10), date TIMESTAMP '%Y%m%d'),
+                FAMILY meter QUALIFIERS TEXT VALUES DOUBLE AS TEXT
+            )",
+        ),
+        step(
+            "tables",
+            "CREATE TABLE friends (ROW KEY (person TEXT), FAMILY friends QUALIFIERS TEXT VALUES TEXT)",
+        ),
+        step(
+            "tables",
+            "CREATE TABLE purchases (
+                ROW KEY (tenant TEXT, order_id INT(8)),
+                FAMILY p,
+                item TEXT IN p,
+                amount DOUBLE IN p
+            )",
+        ),
+    ];
+    // Weather: 4 locations x 25 balloons x one week of minutes = 1M rows.
+    for location in LOCATIONS {
+        for balloon in 0..balloons {
+            let id = 3600 + balloon;
+            s.push(step(
+                "weather (1M rows, 4M cells)",
+                format!(
+                    "INSERT INTO weather (location, balloon, ts, pressure, temperature, humidity, altitude)
+                     SELECT '{location}', {id}, to_timestamp_seconds(1614556800 + m * 60),
+                            94000 + (m * 37 + {id}) % 2500,
+                            round(5.0 + ((m + {id}) % 600) / 60.0, 1),
+                            40 + (m * 7 + {id}) % 50,
+                            500 + (m * 3 + {id}) % 200
+                     FROM generate_series(0, {minutes}) AS t(m)"
+                ),
+            ));
+        }
+    }
+    // The same readings as one row per balloon and week, a cell per minute.
+    for location in LOCATIONS {
+        s.push(step(
+            "balloon_week (new cell per event)",
+            format!(
+                "INSERT INTO balloon_week (week, location, balloon, _timestamp, pressure, temperature)
+                 SELECT 'week09', location, balloon, ts, pressure, temperature
+                 FROM weather WHERE location = '{location}' AND balloon < 3605
+                   AND ts < TIMESTAMP '2021-03-01T06:00:00'"
+            ),
+        ));
+    }
+    // Market data: 3 exchanges x 20 symbols x 5000 quotes.
+    for exchange in ["NASDAQ", "NYSE", "LSE"] {
+        for sym in 0..symbols {
+            let symbol = format!("S{sym:03}");
+            s.push(step(
+                "quote (300k rows)",
+                format!(
+                    "INSERT INTO quote (exchange, symbol, quotetime, bid, ask, bidsize, asksize)
+                     SELECT '{exchange}', '{symbol}', to_timestamp_millis(1426535612156 + q * 250),
+                            round(100 + {sym} * 10 + (q % 97) / 10.0, 2),
+                            round(100.05 + {sym} * 10 + (q % 97) / 10.0, 2),
+                            100 * (1 + q % 9), 100 * (1 + q % 13)
+                     FROM generate_series(0, {quotes}) AS t(q)"
+                ),
+            ));
+        }
+    }
+    // Server metrics: 200 hosts x 1440 minutes, and the latest per host.
+    for chunk in 0..host_chunks {
+        s.push(step(
+            "metric (288k rows)",
+            format!(
+                "INSERT INTO metric (hostname, ts, cpu, mem, metric)
+                 SELECT 'server' || CAST(h AS VARCHAR) || '.aaa.bbb.com',
+                        to_timestamp_millis(1426535612045 + m * 60000),
+                        round(((h * 31 + m * 7) % 100) / 100.0, 2),
+                        round(20 + (h * 13 + m) % 70, 1),
+                        MAP {{'CPU/CPU1_NICE': round(((h + m) % 10) / 100.0, 2)}}
+                 FROM generate_series({}, {}) AS hosts(h), generate_series(0, 1439) AS mins(m)",
+                chunk * 20,
+                chunk * 20 + 19
+            ),
+        ));
+    }
+    s.push(step(
+        "current_metric",
+        "INSERT INTO current_metric (hostname, _timestamp, cpu, mem)
+         SELECT hostname, ts, cpu, mem FROM metric
+         WHERE ts = to_timestamp_millis(1426535612045 + 1439 * 60000)",
+    ));
+    // Smart meters: 1000 meters x 30 days x 96 quarter hours.
+    for day in 0..days {
+        s.push(step(
+            "sensor (30k rows, 2.9M cells)",
+            format!(
+                "INSERT INTO sensor (meter_id, date, meter)
+                 SELECT m, to_timestamp_seconds(1498867200 + 86400 * {day}),
+                        map(array_agg(lpad(CAST(q / 4 AS VARCHAR), 2, '0') || lpad(CAST(q % 4 * 15 AS VARCHAR), 2, '0')),
+                            array_agg(round(5.0 + (m * 7 + q * 3 + {day}) % 400 / 10.0, 2)))
+                 FROM generate_series(987000, {last_meter}) AS meters(m), generate_series(0, 95) AS qs(q)
+                 GROUP BY m"
+            ),
+        ));
+    }
+    s.push(step(
+        "friends",
+        "INSERT INTO friends (person, friends)
+         SELECT 'user' || CAST(p AS VARCHAR),
+                map(array_agg('user' || CAST((p * 7 + f * 13) % 1000 AS VARCHAR)),
+                    array_agg(CASE f % 4 WHEN 0 THEN 'work' WHEN 1 THEN 'school' WHEN 2 THEN 'tennis' ELSE 'book-club' END))
+         FROM generate_series(0, 999) AS people(p), generate_series(1, 20) AS fs(f)
+         GROUP BY p",
+    ));
+    s.push(step(
+        "purchases",
+        "INSERT INTO purchases (tenant, order_id, item, amount)
+         SELECT 'tenant' || lpad(CAST(t AS VARCHAR), 3, '0'), o,
+                CASE o % 5 WHEN 0 THEN 'anvil' WHEN 1 THEN 'rope' WHEN 2 THEN 'rocket' WHEN 3 THEN 'magnet' ELSE 'glue' END,
+                round(1 + (t * 17 + o * 3) % 500 / 3.0, 2)
+         FROM generate_series(1, 50) AS tenants(t), generate_series(1, 2000) AS orders(o)",
+    ));
+    s
+}
+
+/// Queries printed at the end.
+pub const TRY: &str = "\
+Try these (EXPLAIN shows the key ranges each one reads):
+  SELECT ts, pressure, temperature FROM weather
+   WHERE location = 'us-west2' AND balloon = 3610
+     AND ts BETWEEN '2021-03-03T12:00:00' AND '2021-03-03T12:10:00';
+  SELECT avg(bid), max(ask) FROM quote WHERE exchange = 'NASDAQ' AND symbol = 'S007';
+  SELECT hostname, cpu, mem FROM current_metric ORDER BY cpu DESC LIMIT 5;
+  SELECT qualifier, value FROM cells('sensor', 'meter')
+   WHERE meter_id = 987123 AND date = '2017-07-04' AND qualifier BETWEEN '0800' AND '0900';
+  SELECT _timestamp, pressure FROM versions('balloon_week') WHERE location = 'asia-south2' LIMIT 5;
+  SELECT friends FROM friends WHERE person = 'user1';
+  DELETE FROM purchases WHERE tenant = 'tenant042';
+  EXPLAIN ANALYZE SELECT count(*) FROM weather WHERE location = 'europe-west1' AND balloon = 3601;";
+
+/// Creates and fills the demo tables. Fails when a table of the demo
+/// already exists (the store keeps what it has).
+pub fn run(session: &SqlSession, runtime: &tokio::runtime::Runtime) -> Result<(), String> {
+    let existing = session.store().list_tables();
+    if existing.iter().any(|t| t == "weather") {
+        return Err(format!(
+            "this store already has the demo tables ({}); use another --store",
+            existing.join(", ")
+        ));
+    }
+    let steps = steps(std::env::var_os("CELLAR_DEMO_SMALL").is_some());
+    let terminal = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    for (i, s) in steps.iter().enumerate() {
+        if terminal {
+            let done = (i * 30) / steps.len();
+            eprint!(
+                "\r[{}{}] {:>3}% {:<40}",
+                "#".repeat(done),
+                " ".repeat(30 - done),
+                i * 100 / steps.len(),
+                s.label
+            );
+            let _ = std::io::stderr().flush();
+        } else if i == 0 || steps[i - 1].label != s.label {
+            eprintln!("demo: {}", s.label);
+        }
+        runtime
+            .block_on(session.query(&s.sql))
+            .map_err(|e| format!("demo step {:?} failed: {}", s.label, super::error_line(&e)))?;
+    }
+    if terminal {
+        eprintln!("\r[{}] 100% {:<40}", "#".repeat(30), "done");
+    }
+    println!(
+        "demo tables written in {:.1} s: {}",
+        started.elapsed().as_secs_f64(),
+        session.store().list_tables().join(", ")
+    );
+    println!("{TRY}");
+    Ok(())
+}
