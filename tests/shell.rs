@@ -155,3 +155,32 @@ fn the_demo_fills_its_tables_and_refuses_to_run_twice() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("already has the demo tables"));
 }
+
+/// The interactive shell through a pseudo-terminal (driven by
+/// tests/pty/interactive.py): multi-line input, Tab completion of a table
+/// and a column, Ctrl-C during a long query and on a half-typed line,
+/// Ctrl-D, and the history file.
+#[test]
+fn interactive_through_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let history = dir.path().join("hist").join("history");
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/pty/interactive.py"
+        ))
+        .arg(env!("CARGO_BIN_EXE_cellar"))
+        .arg(dir.path().join("store"))
+        .arg(&history)
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    // Nothing was written in the working directory.
+    assert!(!std::path::Path::new("history").exists());
+}

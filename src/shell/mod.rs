@@ -2,10 +2,12 @@
 //! interactive line editor with history, multi-line statements and
 //! meta-commands.
 
+mod complete;
 mod demo;
 mod input;
 mod output;
 
+pub use complete::{CellarHelper, Names, complete};
 pub use input::{is_incomplete, split};
 pub use output::{Format, escape_text, render};
 
@@ -223,10 +225,13 @@ impl Shell {
 
     fn interactive(&mut self, history: Option<PathBuf>, store: &std::path::Path) -> bool {
         self.interactive = true;
-        let Ok(mut editor) = rustyline::DefaultEditor::new() else {
+        let Ok(mut editor) =
+            rustyline::Editor::<CellarHelper, rustyline::history::DefaultHistory>::new()
+        else {
             eprintln!("error: cannot open the terminal for editing");
             return false;
         };
+        editor.set_helper(Some(CellarHelper::new(self.session.store().clone())));
         if let Some(h) = &history {
             let _ = editor.load_history(h);
         }
