@@ -221,15 +221,16 @@ Try these (EXPLAIN shows the key ranges each one reads):
   DELETE FROM purchases WHERE tenant = 'tenant042';
   EXPLAIN ANALYZE SELECT count(*) FROM weather WHERE location = 'europe-west1' AND balloon = 3601;";
 
-/// Creates and fills the demo tables. Fails when a table of the demo
-/// already exists (the store keeps what it has).
+/// Creates and fills the demo tables; when they are already there, only
+/// prints the queries to try.
 pub fn run(session: &SqlSession, runtime: &tokio::runtime::Runtime) -> Result<(), String> {
     let existing = session.store().list_tables();
     if existing.iter().any(|t| t == "weather") {
-        return Err(format!(
-            "this store already has the demo tables ({}); use another --store",
+        println!(
+            "the demo tables are already here ({})\n{TRY}",
             existing.join(", ")
-        ));
+        );
+        return Ok(());
     }
     let steps = steps(std::env::var_os("CELLAR_DEMO_SMALL").is_some());
     let terminal = std::io::stderr().is_terminal();

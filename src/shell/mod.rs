@@ -92,6 +92,9 @@ pub struct Shell {
     max_rows: usize,
     timing: bool,
     interactive: bool,
+    /// SIGINT, taken over for the whole interactive session so that a
+    /// Ctrl-C never kills the shell, only the running query.
+    interrupts: Option<tokio::signal::unix::Signal>,
 }
 
 /// What a statement asks of the loop.
@@ -112,6 +115,7 @@ impl Shell {
             max_rows,
             timing: false,
             interactive: false,
+            interrupts: None,
         })
     }
 
@@ -129,12 +133,22 @@ impl Shell {
         let started = Instant::now();
         let session = self.session.clone();
         let sql = statement.to_string();
-        let result = self.runtime.block_on(async move {
-            tokio::select! {
-                r = session.query(&sql) => Some(r),
-                _ = tokio::signal::ctrl_c() => None,
+        let result = match &mut self.interrupts {
+            Some(sigint) => {
+                // Forget Ctrl-Cs that arrived while no query ran.
+                while futures::FutureExt::now_or_never(sigint.recv()).is_some() {}
+                self.runtime.block_on(async move {
+                    tokio::select! {
+                        r = session.query(&sql) => Some(r),
+                        _ = sigint.recv() => None,
+                    }
+                })
             }
-        });
+            None => Some(
+                self.runtime
+                    .block_on(async move { session.query(&sql).await }),
+            ),
+        };
         let batches = match result {
             None => return Err("query cancelled".into()),
             Some(Err(e)) => return Err(error_line(&e)),
@@ -225,6 +239,13 @@ impl Shell {
 
     fn interactive(&mut self, history: Option<PathBuf>, store: &std::path::Path) -> bool {
         self.interactive = true;
+        let sigint = self.runtime.block_on(async {
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        });
+        match sigint {
+            Ok(s) => self.interrupts = Some(s),
+            Err(e) => eprintln!("warning: Ctrl-C will end the shell: {e}"),
+        }
         let Ok(mut editor) =
             rustyline::Editor::<CellarHelper, rustyline::history::DefaultHistory>::new()
         else {

@@ -41,6 +41,9 @@ def read_until(needle, timeout=60.0):
 
 
 def send(text):
+    # Type like a person: a moment after the prompt, so that the line editor
+    # has its terminal set up before the keys arrive.
+    time.sleep(0.3)
     os.write(fd, text.encode())
 
 
@@ -51,7 +54,7 @@ read_until("...> ")
 send("FAMILY m, pressure BIGINT IN m);\r")
 read_until("created table weather")
 read_until("cellar> ")
-send("INSERT INTO weather (location, n, pressure) SELECT 'loc' || CAST(x % 10 AS VARCHAR), x, x FROM generate_series(1, 2000) AS t(x);\r")
+send("INSERT INTO weather (location, n, pressure) SELECT 'loc' || CAST(x % 10 AS VARCHAR), x AS n, x * 10 AS pressure FROM generate_series(1, 2000) AS t(x);\r")
 read_until("cellar> ")
 # Tab completes a table name, then a column name.
 send("SELECT count(*) FROM wea\t")
@@ -59,7 +62,7 @@ read_until("weather")
 send(" WHERE locat\t")
 read_until("location")
 send(" = 'loc3';\r")
-read_until("200")
+read_until("| 200 ")
 read_until("cellar> ")
 # Ctrl-C cancels a long query and the shell stays.
 send("SELECT count(*) FROM generate_series(1, 20000000000) AS a(x), generate_series(1, 3) AS b(y);\r")
