@@ -195,3 +195,39 @@ fn interactive_through_a_terminal() {
     // Nothing was written in the working directory.
     assert!(!std::path::Path::new("history").exists());
 }
+
+#[test]
+fn bigtable_verbs_output_files_and_hints() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out_file = dir.path().join("out.csv");
+    let script = format!(
+        "CREATE TABLE weather (ROW KEY (loc TEXT, n INT(2)), FAMILY m, p BIGINT AS TEXT IN m);\n\
+         INSERT INTO weather (loc, n, p, _timestamp) VALUES ('a', 1, 5, '2024-01-01T00:00:00'), ('a', 2, 6, '2024-01-01T00:00:00'), ('b', 1, 7, '2024-01-01T00:00:00');\n\
+         \\o {}\n\\format csv\nSELECT _key FROM weather;\n\\o\n\\format table\n\
+         \\lookup weather a#01\n\\scan weather a#\n",
+        out_file.display()
+    );
+    let out = cellar(&store, &[], Some(&script));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&out_file).unwrap(),
+        "_key\na#01\na#02\nb#01\n"
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(
+            "a#01\n  m:p                              @ 2024/01/01-00:00:00.000000\n    \"5\"\n"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("2 rows, 2 cells\n"), "{stdout}");
+
+    let out = cellar(&store, &["-c", "SELECT * FROM wheather"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("did you mean weather?"),
+        "{}",
+        text(&out.stderr)
+    );
+}

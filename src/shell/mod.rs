@@ -6,6 +6,7 @@ mod complete;
 mod demo;
 mod input;
 mod output;
+mod verbs;
 
 pub use complete::{CellarHelper, Names, complete};
 pub use input::{is_incomplete, split};
@@ -80,6 +81,10 @@ SQL statements end with ';' and may span lines.
   \\format NAME    table, vertical, csv, tsv, json or ndjson
   \\maxrows N      rows printed per result in table formats
   \\i FILE         run the statements in FILE
+  \\o [FILE]       send results to FILE (no FILE: back to the screen)
+  \\lookup T KEY   every cell of one row, like cbt lookup
+  \\scan T [PREFIX | START..END] [LIMIT n]
+                  rows of a key range, cell by cell, like cbt read
   \\q              quit (or Ctrl-D); Ctrl-C cancels a query or clears the line
 Views: versions('t'), cells('t', 'family'), as_of('t', TIMESTAMP '...').
 More: docs/sql.md";
@@ -95,6 +100,8 @@ pub struct Shell {
     /// SIGINT, taken over for the whole interactive session so that a
     /// Ctrl-C never kills the shell, only the running query.
     interrupts: Option<tokio::signal::unix::Signal>,
+    /// Where `\o` sends results.
+    output: Option<std::fs::File>,
 }
 
 /// What a statement asks of the loop.
@@ -116,13 +123,39 @@ impl Shell {
             timing: false,
             interactive: false,
             interrupts: None,
+            output: None,
         })
     }
 
-    fn print(&self, text: &str) {
+    fn print(&mut self, text: &str) {
+        if let Some(file) = &mut self.output {
+            if let Err(e) = file.write_all(text.as_bytes()) {
+                eprintln!("error: writing the \\o file failed: {e}");
+            }
+            return;
+        }
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
+    }
+
+    /// A hint for a name the catalog does not know.
+    fn hint(&self, message: &str) -> String {
+        let tables = self.session.store().list_tables();
+        let missing = message
+            .split_once("table '")
+            .and_then(|(_, rest)| rest.split_once("' not found"))
+            .map(|(name, _)| name.rsplit('.').next().unwrap_or(name).to_string())
+            .or_else(|| {
+                message
+                    .split_once("table \"")
+                    .and_then(|(_, rest)| rest.split_once("\" does not exist"))
+                    .map(|(name, _)| name.to_string())
+            });
+        match missing.and_then(|m| verbs::nearest(&m, tables.iter().map(String::as_str))) {
+            Some(near) => format!("{message}; did you mean {near}?"),
+            None => message.to_string(),
+        }
     }
 
     /// Runs one statement or meta-command.
@@ -133,6 +166,7 @@ impl Shell {
         let started = Instant::now();
         let session = self.session.clone();
         let sql = statement.to_string();
+        let progress = (self.interactive && std::io::stderr().is_terminal()).then(Progress::start);
         let result = match &mut self.interrupts {
             Some(sigint) => {
                 // Forget Ctrl-Cs that arrived while no query ran.
@@ -149,9 +183,10 @@ impl Shell {
                     .block_on(async move { session.query(&sql).await }),
             ),
         };
+        drop(progress);
         let batches = match result {
             None => return Err("query cancelled".into()),
-            Some(Err(e)) => return Err(error_line(&e)),
+            Some(Err(e)) => return Err(self.hint(&error_line(&e))),
             Some(Ok(b)) => b,
         };
         let text = render(&batches, self.format, self.max_rows)?;
@@ -210,6 +245,24 @@ impl Shell {
                 self.max_rows = arg
                     .parse()
                     .map_err(|_| format!("\\maxrows needs a number, got {arg:?}"))?;
+            }
+            "o" => {
+                self.output = if arg.is_empty() {
+                    None
+                } else {
+                    Some(
+                        std::fs::File::create(arg)
+                            .map_err(|e| format!("cannot write {arg:?}: {e}"))?,
+                    )
+                };
+            }
+            "lookup" => {
+                let text = verbs::lookup(self.session.store(), arg)?;
+                self.print(&text);
+            }
+            "scan" => {
+                let text = verbs::scan(self.session.store(), arg)?;
+                self.print(&text);
             }
             "i" => {
                 let text = std::fs::read_to_string(arg)
@@ -301,6 +354,48 @@ impl Shell {
             }
         }
         true
+    }
+}
+
+/// "running 3.2 s" on stderr while a query takes longer than a second,
+/// erased when it ends. Only on a terminal.
+struct Progress {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Progress {
+    fn start() -> Progress {
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&done);
+        let thread = std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut shown = false;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                let elapsed = started.elapsed().as_secs_f64();
+                if elapsed >= 1.0 && !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    eprint!("\rrunning {elapsed:.1} s (Ctrl-C cancels)");
+                    shown = true;
+                }
+            }
+            if shown {
+                eprint!("\r{}\r", " ".repeat(40));
+            }
+        });
+        Progress {
+            done,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
