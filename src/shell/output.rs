@@ -89,12 +89,32 @@ fn cells(batches: &[RecordBatch], max_rows: usize) -> Result<Cells, String> {
             rows.push(
                 formatters
                     .iter()
-                    .map(|f| escape_text(&f.value(r).to_string()))
+                    .zip(batch.columns())
+                    .map(|(f, column)| match binary_at(column.as_ref(), r) {
+                        Some(bytes) => crate::codec::show_bytes(bytes),
+                        None => escape_text(&f.value(r).to_string()),
+                    })
                     .collect(),
             );
         }
     }
     Ok((header, rows, total))
+}
+
+/// The bytes of a non-NULL binary value, shown escaped (`\x00`) rather
+/// than as hex.
+fn binary_at(column: &dyn datafusion::arrow::array::Array, row: usize) -> Option<&[u8]> {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::datatypes::DataType;
+    if column.is_null(row) {
+        return None;
+    }
+    match column.data_type() {
+        DataType::Binary => Some(column.as_binary::<i32>().value(row)),
+        DataType::LargeBinary => Some(column.as_binary::<i64>().value(row)),
+        DataType::BinaryView => Some(column.as_binary_view().value(row)),
+        _ => None,
+    }
 }
 
 fn width(s: &str) -> usize {
@@ -237,12 +257,12 @@ mod tests {
         let text = render(&[batch()], Format::Table, 100).unwrap_or_default();
         assert_eq!(
             text,
-            "+-----------+------+------+\n\
-             | _key      | v    | raw  |\n\
-             +-----------+------+------+\n\
-             | a\\x1b[31m | 1    | 00ff |\n\
-             | b,c       | NULL | 6f6b |\n\
-             +-----------+------+------+\n"
+            "+-----------+------+----------+\n\
+             | _key      | v    | raw      |\n\
+             +-----------+------+----------+\n\
+             | a\\x1b[31m | 1    | \\x00\\xff |\n\
+             | b,c       | NULL | ok       |\n\
+             +-----------+------+----------+\n"
         );
         let k: ArrayRef = Arc::new(StringArray::from(vec!["two\nlines"]));
         let two = RecordBatch::try_from_iter(vec![("plan", k)]).unwrap_or_else(|e| panic!("{e}"));
@@ -260,7 +280,10 @@ mod tests {
     #[test]
     fn csv_quotes_and_json_lines() {
         let csv = render(&[batch()], Format::Csv, 1).unwrap_or_default();
-        assert_eq!(csv, "_key,v,raw\na\\x1b[31m,1,00ff\n\"b,c\",NULL,6f6b\n");
+        assert_eq!(
+            csv,
+            "_key,v,raw\na\\x1b[31m,1,\\x00\\xff\n\"b,c\",NULL,ok\n"
+        );
         let nd = render(&[batch()], Format::Ndjson, 10).unwrap_or_default();
         assert_eq!(nd.lines().count(), 2);
         assert_eq!(Format::parse("JSONL"), Some(Format::Ndjson));
