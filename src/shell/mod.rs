@@ -152,10 +152,26 @@ impl Shell {
                     .and_then(|(_, rest)| rest.split_once("\" does not exist"))
                     .map(|(name, _)| name.to_string())
             });
-        match missing.and_then(|m| verbs::nearest(&m, tables.iter().map(String::as_str))) {
-            Some(near) => format!("{message}; did you mean {near}?"),
-            None => message.to_string(),
+        if let Some(near) =
+            missing.and_then(|m| verbs::nearest(&m, tables.iter().map(String::as_str)))
+        {
+            return format!("{message}; did you mean {near}?");
         }
+        // "No field named x. Valid fields are t.a, t.b."
+        if let Some((_, rest)) = message.split_once("No field named ")
+            && let Some((name, valid)) = rest.split_once(". Valid fields are ")
+        {
+            let name = name.rsplit('.').next().unwrap_or(name).trim_matches('"');
+            let fields: Vec<&str> = valid
+                .trim_end_matches('.')
+                .split(", ")
+                .map(|f| f.rsplit('.').next().unwrap_or(f).trim_matches('"'))
+                .collect();
+            if let Some(near) = verbs::nearest(name, fields) {
+                return format!("No field named {name}; did you mean {near}?");
+            }
+        }
+        message.to_string()
     }
 
     /// Runs one statement or meta-command.
