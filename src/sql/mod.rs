@@ -344,11 +344,31 @@ impl SqlSession {
         }
         for f in &def.families {
             let kind = format!("{:?}", f.kind).to_lowercase();
+            let types = schema.family_types(&f.name);
+            let value_type = match types.value.value_type {
+                crate::schema::ValueType::Int64 => "Int64",
+                crate::schema::ValueType::Float64 => "Float64",
+                crate::schema::ValueType::Text => "Utf8",
+                crate::schema::ValueType::Bytes => "Binary",
+            };
+            let mut detail = format!("{kind}, gc {}", f.gc);
+            if schema.family_types.contains_key(&f.name) {
+                detail.push_str(&format!(
+                    ", qualifiers {:?}, values {:?}{}",
+                    types.qualifier.value_type,
+                    types.value.value_type,
+                    if types.value.encoding == crate::schema::Encoding::Text {
+                        " as text"
+                    } else {
+                        ""
+                    }
+                ));
+            }
             push(
                 &f.name,
-                "Map(Utf8, Binary)".into(),
+                format!("Map(Utf8, {value_type})"),
                 "family",
-                format!("{kind}, gc {}", f.gc),
+                detail,
             );
         }
         let columns: Vec<ArrayRef> = vec![
