@@ -324,6 +324,12 @@ impl SqlSession {
                 push(n, t, "key segment", describe_segment(kind));
             }
         }
+        push(
+            "_timestamp",
+            "Timestamp(µs)".into(),
+            "cell time",
+            "newest cell of the row; sets the time of cells written".into(),
+        );
         for c in &schema.columns {
             let t = arrow
                 .field_with_name(&c.name)
