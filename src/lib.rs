@@ -23,6 +23,7 @@
 
 mod codec;
 mod error;
+pub mod flight;
 pub mod proto;
 mod query;
 mod schema;

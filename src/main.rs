@@ -20,6 +20,8 @@ fn usage() -> String {
 Opens the SQL shell on a store directory (default {}).
   demo              first create the guides' example tables with generated
                     data (default store ~/.local/share/cellar/demo)
+  serve [--addr A]  serve the store over Arrow Flight SQL (default
+                    127.0.0.1:32010; statement queries and updates so far)
   -c SQL            run SQL and exit (repeatable)
   -f FILE           run the statements in FILE and exit (repeatable)
   --format FORMAT   table (default), vertical, csv, tsv, json, ndjson
@@ -89,8 +91,78 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
     Ok(Some(options))
 }
 
+/// `cellar serve [--store DIR] [--addr HOST:PORT]`: Flight SQL.
+fn serve(args: Vec<String>) -> ExitCode {
+    let mut store = default_store();
+    let mut addr = "127.0.0.1:32010".to_string();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let value = args.next();
+        match (arg.as_str(), value) {
+            ("--store", Some(v)) => store = PathBuf::from(v),
+            ("--addr", Some(v)) => addr = v,
+            (other, _) => {
+                eprintln!(
+                    "error: cellar serve takes --store DIR and --addr HOST:PORT, not {other:?}"
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let addr: std::net::SocketAddr = match addr.parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: --addr {addr:?}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&store) {
+        eprintln!(
+            "error: cannot create store directory {}: {e}",
+            store.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let session = match cellar::Store::open(&store) {
+        Ok(s) => cellar::SqlSession::new(s),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let served = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        let bound = listener.local_addr().map_err(|e| e.to_string())?;
+        eprintln!(
+            "cellar Flight SQL on {bound}, store {} (anonymous: no credentials are configured)",
+            store.display()
+        );
+        cellar::flight::serve_listener(session, listener).await
+    });
+    match served {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    match parse(std::env::args().skip(1).collect()) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "serve") {
+        return serve(args.into_iter().skip(1).collect());
+    }
+    match parse(args) {
         Ok(None) => ExitCode::SUCCESS,
         Ok(Some(options)) => {
             if run(options) {
