@@ -97,3 +97,49 @@ async fn errors_carry_the_right_codes() {
         .unwrap_err();
     assert_eq!(code(e), Code::NotFound);
 }
+
+#[tokio::test]
+async fn metadata_lists_the_store_tables_with_schemas() {
+    use arrow_flight::sql::CommandGetTables;
+    let (mut client, _dir) = start().await;
+    client
+        .execute_update("CREATE TABLE quote (ROW KEY (exchange TEXT, symbol TEXT), FAMILY md, bid DOUBLE IN md)".into(), None)
+        .await
+        .unwrap();
+    let info = client.get_catalogs().await.unwrap();
+    let stream = client
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap();
+    let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+    assert_eq!(batches[0].column(0).as_string::<i32>().value(0), "cellar");
+    let info = client
+        .get_tables(CommandGetTables {
+            catalog: None,
+            db_schema_filter_pattern: None,
+            table_name_filter_pattern: Some("quo%".into()),
+            table_types: vec![],
+            include_schema: true,
+        })
+        .await
+        .unwrap();
+    let stream = client
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap();
+    let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+    let batch = &batches[0];
+    assert_eq!(batch.num_rows(), 1);
+    let names = batch
+        .column_by_name("table_name")
+        .unwrap()
+        .as_string::<i32>();
+    assert_eq!(names.value(0), "quote");
+    let schema_bytes = batch
+        .column_by_name("table_schema")
+        .unwrap()
+        .as_binary::<i32>()
+        .value(0);
+    let schema = datafusion::arrow::ipc::convert::try_schema_from_ipc_buffer(schema_bytes).unwrap();
+    assert!(schema.field_with_name("bid").is_ok() && schema.field_with_name("symbol").is_ok());
+}

@@ -1,8 +1,10 @@
 //! Arrow Flight SQL over a store (issue #5, first part): statement
 //! queries (GetFlightInfo + DoGet, results streamed batch by batch with the
-//! schema announced up front) and statement updates (DDL and DML with
-//! affected-row counts). Authentication, prepared statements, metadata
-//! calls and ingest are not built yet and answer UNIMPLEMENTED.
+//! schema announced up front), statement updates (DDL and DML with
+//! affected-row counts), and the catalogs / schemas / tables metadata
+//! calls (with table schemas). Authentication, prepared statements, the
+//! other metadata calls and ingest are not built yet and answer
+//! UNIMPLEMENTED.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -12,8 +14,8 @@ use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightServiceServer;
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
-    Any, CommandStatementQuery, CommandStatementUpdate, ProstMessageExt, SqlInfo,
-    TicketStatementQuery,
+    Any, CommandGetCatalogs, CommandGetDbSchemas, CommandGetTables, CommandStatementQuery,
+    CommandStatementUpdate, ProstMessageExt, SqlInfo, TicketStatementQuery,
 };
 use arrow_flight::{
     FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, Ticket,
@@ -165,7 +167,109 @@ impl FlightSqlService for CellarFlightSql {
         )))
     }
 
+    async fn get_flight_info_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        metadata_info(query.as_any(), &schema, request)
+    }
+
+    async fn do_get_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        _request: Request<Ticket>,
+    ) -> Result<Response<FlightStream<arrow_flight::FlightData>>, Status> {
+        let mut builder = query.into_builder();
+        builder.append(CATALOG);
+        let schema = builder.schema();
+        stream_batch(schema, builder.build())
+    }
+
+    async fn get_flight_info_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        metadata_info(query.as_any(), &schema, request)
+    }
+
+    async fn do_get_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        _request: Request<Ticket>,
+    ) -> Result<Response<FlightStream<arrow_flight::FlightData>>, Status> {
+        let mut builder = query.into_builder();
+        builder.append(CATALOG, SCHEMA);
+        let schema = builder.schema();
+        stream_batch(schema, builder.build())
+    }
+
+    async fn get_flight_info_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        metadata_info(query.as_any(), &schema, request)
+    }
+
+    async fn do_get_tables(
+        &self,
+        query: CommandGetTables,
+        _request: Request<Ticket>,
+    ) -> Result<Response<FlightStream<arrow_flight::FlightData>>, Status> {
+        let store = self.session.store().clone();
+        let mut builder = query.into_builder();
+        for table in store.list_tables() {
+            let provider = crate::CellarTable::new(store.clone(), &table)
+                .map_err(|e| Status::internal(e.to_string()))?;
+            let schema = datafusion::catalog::TableProvider::schema(&provider);
+            builder
+                .append(CATALOG, SCHEMA, &table, "TABLE", &schema)
+                .map_err(|e| Status::internal(e.to_string()))?;
+        }
+        let schema = builder.schema();
+        stream_batch(schema, builder.build())
+    }
+
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+const CATALOG: &str = "cellar";
+const SCHEMA: &str = "public";
+
+/// The FlightInfo of a metadata command: its result schema, and a ticket
+/// that is the command itself.
+fn metadata_info(
+    command: Any,
+    schema: &datafusion::arrow::datatypes::Schema,
+    request: Request<FlightDescriptor>,
+) -> Result<Response<FlightInfo>, Status> {
+    let endpoint = FlightEndpoint::new().with_ticket(Ticket {
+        ticket: command.encode_to_vec().into(),
+    });
+    let info = FlightInfo::new()
+        .try_with_schema(schema)
+        .map_err(|e| Status::internal(e.to_string()))?
+        .with_endpoint(endpoint)
+        .with_descriptor(request.into_inner());
+    Ok(Response::new(info))
+}
+
+/// One batch (or its error) as a Flight data stream.
+fn stream_batch(
+    schema: datafusion::arrow::datatypes::SchemaRef,
+    batch: Result<datafusion::arrow::array::RecordBatch, FlightError>,
+) -> Result<Response<FlightStream<arrow_flight::FlightData>>, Status> {
+    let batch = batch.map_err(|e| Status::internal(e.to_string()))?;
+    let stream = FlightDataEncoderBuilder::new()
+        .with_schema(schema)
+        .build(futures::stream::once(async { Ok(batch) }))
+        .map_err(|e| Status::internal(e.to_string()));
+    Ok(Response::new(Box::pin(stream)))
 }
 
 /// Serves `session` on `addr` until the process ends.
