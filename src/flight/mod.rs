@@ -172,7 +172,7 @@ impl FlightSqlService for CellarFlightSql {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         metadata_info(query.as_any(), &schema, request)
     }
 
