@@ -110,10 +110,7 @@ fn meta_commands_work_in_scripts() {
     assert_eq!(out.status.code(), Some(1));
     let stdout = text(&out.stdout);
     assert!(stdout.starts_with("no tables yet"), "{stdout}");
-    assert!(
-        stdout.contains("t: f (gc max_versions(2))") || stdout.contains("t: f (gc"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("\nt: f (gc max versions 2)\n"), "{stdout}");
     assert!(
         stdout.contains("column_name,data_type,kind,detail\n_key,Utf8,row key,"),
         "{stdout}"

@@ -195,6 +195,9 @@ fn kind_type(kind: &Kind, depth: usize) -> DataType {
     }
 }
 
+/// The mask of every field, to borrow.
+static ALL_FIELDS: FieldMask = FieldMask { fields: None };
+
 /// Which fields of a message to decode: all of them, or some, each with a
 /// mask of its own.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -210,10 +213,10 @@ impl FieldMask {
     }
 
     /// The mask of a child field; `None` when it is not needed.
-    pub fn child(&self, name: &str) -> Option<FieldMask> {
+    pub fn child(&self, name: &str) -> Option<&FieldMask> {
         match &self.fields {
-            None => Some(FieldMask::all()),
-            Some(f) => f.get(name).cloned(),
+            None => Some(&ALL_FIELDS),
+            Some(f) => f.get(name),
         }
     }
 
@@ -255,6 +258,21 @@ impl FieldMask {
 pub fn decode(message: &MessageDescriptor, bytes: &[u8], mask: &FieldMask) -> Result<PValue> {
     wire::decode_message(message, bytes, mask, 0)
         .map_err(|e| Error::InvalidArgument(format!("malformed {}: {e}", message.full_name())))
+}
+
+/// The array of one copyable scalar variant; other values are NULL.
+macro_rules! scalars {
+    ($values:expr, $array:ty, $variant:ident) => {
+        Arc::new(
+            $values
+                .iter()
+                .map(|v| match v {
+                    PValue::$variant(x) => Some(*x),
+                    _ => None,
+                })
+                .collect::<$array>(),
+        )
+    };
 }
 
 /// Builds the Arrow array of type `data_type` from decoded values (`None`
@@ -308,69 +326,13 @@ pub fn to_array(data_type: &DataType, values: &[PValue]) -> Result<ArrayRef> {
                 .map_err(bad)?,
             )
         }
-        DataType::Int32 => Arc::new(
-            values
-                .iter()
-                .map(|v| match v {
-                    PValue::I32(n) => Some(*n),
-                    _ => None,
-                })
-                .collect::<Int32Array>(),
-        ),
-        DataType::Int64 => Arc::new(
-            values
-                .iter()
-                .map(|v| match v {
-                    PValue::I64(n) => Some(*n),
-                    _ => None,
-                })
-                .collect::<Int64Array>(),
-        ),
-        DataType::UInt32 => Arc::new(
-            values
-                .iter()
-                .map(|v| match v {
-                    PValue::U32(n) => Some(*n),
-                    _ => None,
-                })
-                .collect::<UInt32Array>(),
-        ),
-        DataType::UInt64 => Arc::new(
-            values
-                .iter()
-                .map(|v| match v {
-                    PValue::U64(n) => Some(*n),
-                    _ => None,
-                })
-                .collect::<UInt64Array>(),
-        ),
-        DataType::Float32 => Arc::new(
-            values
-                .iter()
-                .map(|v| match v {
-                    PValue::F32(n) => Some(*n),
-                    _ => None,
-                })
-                .collect::<Float32Array>(),
-        ),
-        DataType::Float64 => Arc::new(
-            values
-                .iter()
-                .map(|v| match v {
-                    PValue::F64(n) => Some(*n),
-                    _ => None,
-                })
-                .collect::<Float64Array>(),
-        ),
-        DataType::Boolean => Arc::new(
-            values
-                .iter()
-                .map(|v| match v {
-                    PValue::Bool(b) => Some(*b),
-                    _ => None,
-                })
-                .collect::<BooleanArray>(),
-        ),
+        DataType::Int32 => scalars!(values, Int32Array, I32),
+        DataType::Int64 => scalars!(values, Int64Array, I64),
+        DataType::UInt32 => scalars!(values, UInt32Array, U32),
+        DataType::UInt64 => scalars!(values, UInt64Array, U64),
+        DataType::Float32 => scalars!(values, Float32Array, F32),
+        DataType::Float64 => scalars!(values, Float64Array, F64),
+        DataType::Boolean => scalars!(values, BooleanArray, Bool),
         DataType::Utf8 => Arc::new(
             values
                 .iter()

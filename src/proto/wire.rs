@@ -210,7 +210,7 @@ pub(super) fn decode_message(
     depth: usize,
 ) -> WireResult<PValue> {
     let fields: Vec<FieldDescriptor> = desc.fields().collect();
-    let masks: Vec<Option<FieldMask>> = fields.iter().map(|f| mask.child(f.name())).collect();
+    let masks: Vec<Option<&FieldMask>> = fields.iter().map(|f| mask.child(f.name())).collect();
     let mut out = vec![PValue::Null; fields.len()];
     let mut pos = 0;
     while pos < bytes.len() {
@@ -220,13 +220,16 @@ pub(super) fn decode_message(
             .ok()
             .filter(|n| *n > 0)
             .ok_or_else(|| format!("invalid field number {number}"))?;
-        let found = fields.iter().position(|f| f.number() == field);
-        let (Some(i), true) = (found, found.is_some_and(|i| masks[i].is_some())) else {
+        // Unknown fields and fields outside the mask are skipped undecoded.
+        let Some((i, Some(child_mask))) = fields
+            .iter()
+            .position(|f| f.number() == field)
+            .map(|i| (i, masks[i]))
+        else {
             skip(bytes, &mut pos, wire_type, number)?;
             continue;
         };
         let f = &fields[i];
-        let child_mask = masks[i].clone().unwrap_or_default();
         let kind = f.kind();
         let expected = wire_type_of(&kind);
         let what = |got: u64| {
@@ -255,13 +258,13 @@ pub(super) fn decode_message(
                     push(&mut out[i], v);
                 }
             } else if wire_type == expected {
-                let v = nested(&kind, bytes, &mut pos, &child_mask, depth + 1)?;
+                let v = nested(&kind, bytes, &mut pos, child_mask, depth + 1)?;
                 push(&mut out[i], v);
             } else {
                 return Err(what(wire_type));
             }
         } else if wire_type == expected {
-            out[i] = nested(&kind, bytes, &mut pos, &child_mask, depth + 1)?;
+            out[i] = nested(&kind, bytes, &mut pos, child_mask, depth + 1)?;
         } else {
             return Err(what(wire_type));
         }

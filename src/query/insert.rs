@@ -11,22 +11,19 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BinaryArray, Float64Array, Int64Array, MapArray, RecordBatch,
-    StringArray, TimestampMicrosecondArray, UInt64Array,
+    StringArray, TimestampMicrosecondArray,
 };
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::Result as DfResult;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
-    PlanProperties, SendableRecordBatchStream,
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
 };
-use futures::StreamExt;
 
+use super::dml::{blocking, count_batches, count_properties};
 use super::to_df;
 use super::wide::{ColumnSource, Layout};
 use crate::Error;
@@ -47,27 +44,13 @@ impl fmt::Debug for InsertExec {
     }
 }
 
-pub(crate) fn count_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![Field::new(
-        "count",
-        DataType::UInt64,
-        false,
-    )]))
-}
-
 impl InsertExec {
     pub(crate) fn new(store: Store, layout: Arc<Layout>, input: Arc<dyn ExecutionPlan>) -> Self {
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(count_schema()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        );
         InsertExec {
             store,
             layout,
             input,
-            properties: Arc::new(properties),
+            properties: count_properties(),
         }
     }
 }
@@ -362,41 +345,30 @@ impl ExecutionPlan for InsertExec {
     ) -> DfResult<SendableRecordBatchStream> {
         let store = self.store.clone();
         let layout = Arc::clone(&self.layout);
-        let input = Arc::clone(&self.input);
-        let partitions = input.output_partitioning().partition_count();
         let timestamp = now_micros();
-        let future = async move {
-            let mut count = 0u64;
-            for p in 0..partitions {
-                let mut stream = input.execute(p, Arc::clone(&context))?;
-                while let Some(batch) = stream.next().await {
-                    let batch = batch?;
+        Ok(count_batches(
+            Arc::clone(&self.input),
+            context,
+            move |batch| {
+                let store = store.clone();
+                let layout = Arc::clone(&layout);
+                async move {
                     let rows = (0..batch.num_rows())
                         .map(|r| row_mutation(&layout, &batch, r, timestamp))
                         .collect::<crate::Result<Vec<_>>>()
                         .map_err(to_df)?;
-                    let store = store.clone();
-                    let table = layout.table.clone();
-                    let results =
-                        tokio::task::spawn_blocking(move || store.mutate_rows(&table, rows))
-                            .await
-                            .map_err(|e| {
-                                to_df(Error::InvalidArgument(format!("insert task failed: {e}")))
-                            })?
-                            .map_err(to_df)?;
-                    for r in results {
-                        r.map_err(to_df)?;
-                        count += 1;
-                    }
+                    blocking("insert", move || {
+                        let mut written = 0u64;
+                        for r in store.mutate_rows(&layout.table, rows)? {
+                            r?;
+                            written += 1;
+                        }
+                        Ok(written)
+                    })
+                    .await
                 }
-            }
-            let array: ArrayRef = Arc::new(UInt64Array::from(vec![count]));
-            Ok(RecordBatch::try_new(count_schema(), vec![array])?)
-        };
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            count_schema(),
-            futures::stream::once(future),
-        )))
+            },
+        ))
     }
 }
 
@@ -416,17 +388,11 @@ impl fmt::Debug for DeleteExec {
 
 impl DeleteExec {
     pub(crate) fn new(store: Store, table: String, input: Arc<dyn ExecutionPlan>) -> Self {
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(count_schema()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        );
         DeleteExec {
             store,
             table,
             input,
-            properties: Arc::new(properties),
+            properties: count_properties(),
         }
     }
 }
@@ -479,14 +445,13 @@ impl ExecutionPlan for DeleteExec {
     ) -> DfResult<SendableRecordBatchStream> {
         let store = self.store.clone();
         let table = self.table.clone();
-        let input = Arc::clone(&self.input);
-        let partitions = input.output_partitioning().partition_count();
-        let future = async move {
-            let mut count = 0u64;
-            for p in 0..partitions {
-                let mut stream = input.execute(p, Arc::clone(&context))?;
-                while let Some(batch) = stream.next().await {
-                    let batch = batch?;
+        Ok(count_batches(
+            Arc::clone(&self.input),
+            context,
+            move |batch| {
+                let store = store.clone();
+                let table = table.clone();
+                async move {
                     let keys = cast(batch.column(0), &DataType::Utf8)?;
                     let keys = keys.as_string::<i32>();
                     let rows: Vec<RowMutation> = (0..keys.len())
@@ -498,27 +463,17 @@ impl ExecutionPlan for DeleteExec {
                             )
                         })
                         .collect();
-                    let store = store.clone();
-                    let table = table.clone();
-                    let results =
-                        tokio::task::spawn_blocking(move || store.mutate_rows(&table, rows))
-                            .await
-                            .map_err(|e| {
-                                to_df(Error::InvalidArgument(format!("delete task failed: {e}")))
-                            })?
-                            .map_err(to_df)?;
-                    for r in results {
-                        r.map_err(to_df)?;
-                        count += 1;
-                    }
+                    blocking("delete", move || {
+                        let mut deleted = 0u64;
+                        for r in store.mutate_rows(&table, rows)? {
+                            r?;
+                            deleted += 1;
+                        }
+                        Ok(deleted)
+                    })
+                    .await
                 }
-            }
-            let array: ArrayRef = Arc::new(UInt64Array::from(vec![count]));
-            Ok(RecordBatch::try_new(count_schema(), vec![array])?)
-        };
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            count_schema(),
-            futures::stream::once(future),
-        )))
+            },
+        ))
     }
 }

@@ -175,7 +175,9 @@ pub(crate) fn split_ranges(
         Some(r) if r.len() == 1 => r[0].clone(),
         Some(_) => return None,
     };
-    if n < 2 || store.approximate_cells(table).ok()? < SPLIT_MIN_CELLS {
+    let single_key =
+        matches!((&range.start, &range.end), (Bound::Included(a), Bound::Included(b)) if a == b);
+    if n < 2 || single_key || store.approximate_cells(table).ok()? < SPLIT_MIN_CELLS {
         return None;
     }
     let edge = |reverse: bool| -> Option<Vec<u8>> {

@@ -8,9 +8,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, RecordBatch, TimestampMicrosecondArray, UInt64Array,
-};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, TimestampMicrosecondArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::catalog::Session;
@@ -19,16 +17,13 @@ use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, Partitioning,
-    PlanProperties, SendableRecordBatchStream,
+    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
 };
-use futures::StreamExt;
 
-use super::insert::{CellTime, cells_of, count_schema};
+use super::dml::{blocking, count_batches, count_properties};
+use super::insert::{CellTime, cells_of};
 use super::to_df;
 use super::wide::{ColumnSource, Layout};
 use crate::Error;
@@ -189,18 +184,12 @@ impl UpdateExec {
         assignments: Vec<Assignment>,
         input: Arc<dyn ExecutionPlan>,
     ) -> Self {
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(count_schema()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        );
         UpdateExec {
             store,
             layout,
             assignments,
             input,
-            properties: Arc::new(properties),
+            properties: count_properties(),
         }
     }
 }
@@ -361,87 +350,86 @@ impl ExecutionPlan for UpdateExec {
     ) -> DfResult<SendableRecordBatchStream> {
         let store = self.store.clone();
         let layout = Arc::clone(&self.layout);
-        let assignments = self.assignments.clone();
-        let input = Arc::clone(&self.input);
-        let partitions = input.output_partitioning().partition_count();
+        let assignments = Arc::new(self.assignments.clone());
         let now = now_micros();
-        let future = async move {
-            let mut count = 0u64;
-            for p in 0..partitions {
-                let mut stream = input.execute(p, Arc::clone(&context))?;
-                while let Some(batch) = stream.next().await {
-                    let batch: RecordBatch = batch?;
-                    let rows = batch.num_rows();
-                    let mut values: Vec<Option<ArrayRef>> = Vec::new();
-                    let mut timestamps = None;
-                    for a in &assignments {
-                        match a {
-                            Assignment::Value { column, expr } => {
-                                let array = expr.evaluate(&batch)?.into_array(rows)?;
-                                let target = layout.arrow.field(*column).data_type();
-                                values.push(Some(cast(&array, target)?));
-                            }
-                            Assignment::Timestamp(expr) => {
-                                let array = expr.evaluate(&batch)?.into_array(rows)?;
-                                let target = layout
-                                    .arrow
-                                    .field(layout.arrow.index_of("_timestamp")?)
-                                    .data_type()
-                                    .clone();
-                                timestamps = Some(cast(&array, &target)?);
-                                values.push(None);
-                            }
-                            _ => values.push(None),
-                        }
-                    }
-                    let timestamps = timestamps
-                        .as_ref()
-                        .map(|t| t.as_primitive::<datafusion::arrow::datatypes::TimestampMicrosecondType>().clone());
-                    let keys = cast(batch.column(0), &DataType::Utf8)?;
-                    let keys = keys.as_string::<i32>();
-                    let mut bulk = Vec::new();
-                    let mut rmw = Vec::new();
-                    for r in 0..rows {
-                        let key = keys.value(r).as_bytes().to_vec();
-                        let (mutations, rules) = row_changes(
-                            &layout,
-                            &assignments,
-                            &values,
-                            timestamps.as_ref(),
-                            r,
-                            now,
-                        )
-                        .map_err(to_df)?;
-                        if !mutations.is_empty() {
-                            bulk.push(RowMutation::new(key.clone(), mutations));
-                        }
-                        if !rules.is_empty() {
-                            rmw.push((key, rules));
-                        }
-                    }
-                    let store = store.clone();
-                    let table = layout.table.clone();
-                    tokio::task::spawn_blocking(move || -> crate::Result<()> {
-                        for r in store.mutate_rows(&table, bulk)? {
+        Ok(count_batches(
+            Arc::clone(&self.input),
+            context,
+            move |batch| {
+                let store = store.clone();
+                let layout = Arc::clone(&layout);
+                let assignments = Arc::clone(&assignments);
+                async move {
+                    let (bulk, rmw) = batch_changes(&layout, &assignments, &batch, now)?;
+                    let rows = batch.num_rows() as u64;
+                    blocking("update", move || {
+                        for r in store.mutate_rows(&layout.table, bulk)? {
                             r?;
                         }
                         for (key, rules) in rmw {
-                            store.read_modify_write(&table, &key, rules)?;
+                            store.read_modify_write(&layout.table, &key, rules)?;
                         }
-                        Ok(())
+                        Ok(rows)
                     })
                     .await
-                    .map_err(|e| to_df(Error::InvalidArgument(format!("update task failed: {e}"))))?
-                    .map_err(to_df)?;
-                    count += rows as u64;
                 }
-            }
-            let array: ArrayRef = Arc::new(UInt64Array::from(vec![count]));
-            Ok(RecordBatch::try_new(count_schema(), vec![array])?)
-        };
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            count_schema(),
-            futures::stream::once(future),
-        )))
+            },
+        ))
     }
+}
+
+/// Rows to mutate in bulk, and rows to read-modify-write with their rules.
+type Changes = (Vec<RowMutation>, Vec<(Vec<u8>, Vec<ReadModifyWrite>)>);
+
+/// The row mutations and read-modify-write rules an UPDATE makes of one
+/// batch of selected rows.
+fn batch_changes(
+    layout: &Layout,
+    assignments: &[Assignment],
+    batch: &RecordBatch,
+    now: i64,
+) -> DfResult<Changes> {
+    let rows = batch.num_rows();
+    let mut values: Vec<Option<ArrayRef>> = Vec::with_capacity(assignments.len());
+    let mut timestamps = None;
+    for a in assignments {
+        match a {
+            Assignment::Value { column, expr } => {
+                let array = expr.evaluate(batch)?.into_array(rows)?;
+                values.push(Some(cast(&array, layout.arrow.field(*column).data_type())?));
+            }
+            Assignment::Timestamp(expr) => {
+                let array = expr.evaluate(batch)?.into_array(rows)?;
+                let target = layout
+                    .arrow
+                    .field(layout.arrow.index_of("_timestamp")?)
+                    .data_type()
+                    .clone();
+                timestamps = Some(cast(&array, &target)?);
+                values.push(None);
+            }
+            _ => values.push(None),
+        }
+    }
+    let timestamps = timestamps.as_ref().map(|t| {
+        t.as_primitive::<datafusion::arrow::datatypes::TimestampMicrosecondType>()
+            .clone()
+    });
+    let keys = cast(batch.column(0), &DataType::Utf8)?;
+    let keys = keys.as_string::<i32>();
+    let mut bulk = Vec::new();
+    let mut rmw = Vec::new();
+    for r in 0..rows {
+        let key = keys.value(r).as_bytes().to_vec();
+        let (mutations, rules) =
+            row_changes(layout, assignments, &values, timestamps.as_ref(), r, now)
+                .map_err(to_df)?;
+        if !mutations.is_empty() {
+            bulk.push(RowMutation::new(key.clone(), mutations));
+        }
+        if !rules.is_empty() {
+            rmw.push((key, rules));
+        }
+    }
+    Ok((bulk, rmw))
 }

@@ -28,8 +28,10 @@ use super::pushdown;
 use super::scan::{KeyScanExec, ScanSpec};
 use super::to_df;
 use super::update::{UpdateExec, plan_assignments};
+use crate::codec::show_bytes;
 use crate::schema::{
     ColumnDef, FamilyTypes, KeySchema, KeyValue, SegmentKind, TableSchema, Value, ValueType,
+    decode_as,
 };
 use prost_reflect::MessageDescriptor;
 
@@ -342,6 +344,8 @@ pub(crate) struct ViewBatchBuilder {
     /// family -> qualifier -> declared column
     declared_by_column: HashMap<String, HashMap<Vec<u8>, usize>>,
     ts_column: Option<usize>,
+    /// Whether any segment column is wanted (else keys are not decoded).
+    segments_needed: bool,
     family_index: HashMap<String, usize>,
     /// Decoded protobuf values of needed proto columns, and their masks.
     proto_values: HashMap<usize, Vec<PValue>>,
@@ -416,6 +420,7 @@ impl ViewBatchBuilder {
             .map(|(i, f)| (f.name.clone(), i))
             .collect();
         ViewBatchBuilder {
+            segments_needed: segment_columns.iter().any(|c| needed[*c]),
             layout,
             needed,
             builders,
@@ -467,9 +472,8 @@ impl ViewBatchBuilder {
         } else {
             std::borrow::Cow::Borrowed("")
         };
-        let segments_needed = self.segment_columns.iter().any(|c| self.needed[*c]);
         let segments = match &self.layout.key {
-            Some(schema) if segments_needed => {
+            Some(schema) if self.segments_needed => {
                 let decoded = schema.decode(&row.key);
                 if decoded.is_none() {
                     self.misfits += 1;
@@ -479,7 +483,8 @@ impl ViewBatchBuilder {
             _ => None,
         };
         let ts_column = self.ts_column;
-        match self.layout.view.clone() {
+        let layout = Arc::clone(&self.layout);
+        match &layout.view {
             View::Wide { .. } => {
                 self.start_row(&key, segments.as_deref());
                 if let Some(c) = ts_column {
@@ -500,24 +505,27 @@ impl ViewBatchBuilder {
                 self.columns_of(row, &latest)?;
             }
             View::Versions { .. } => {
-                let mut times: Vec<i64> = row.cells.iter().map(|c| c.timestamp).collect();
-                times.sort_unstable_by(|a, b| b.cmp(a));
-                times.dedup();
-                for t in times {
+                // Newest first; a stable sort keeps each timestamp's cells in
+                // column order.
+                let mut by_time: Vec<&Cell> = row.cells.iter().collect();
+                by_time.sort_by_key(|c| std::cmp::Reverse(c.timestamp));
+                for cells in by_time.chunk_by(|a, b| a.timestamp == b.timestamp) {
                     self.start_row(&key, segments.as_deref());
                     if let Some(c) = ts_column {
-                        self.put(c, Some(Datum::Time(t)));
+                        self.put(c, Some(Datum::Time(cells[0].timestamp)));
                     }
-                    let cells: Vec<&Cell> = row.cells.iter().filter(|c| c.timestamp == t).collect();
-                    self.columns_of(row, &cells)?;
+                    self.columns_of(row, cells)?;
                 }
             }
             View::Cells { .. } => {
-                let columns = |s: fn(&ColumnSource) -> bool| self.layout.sources.iter().position(s);
-                let family = columns(|s| matches!(s, ColumnSource::Family));
-                let qualifier = columns(|s| matches!(s, ColumnSource::Qualifier));
-                let value = columns(|s| matches!(s, ColumnSource::Value));
-                let types = self.layout.cell_types.clone();
+                let column = |s: fn(&ColumnSource) -> bool| layout.sources.iter().position(s);
+                let family = column(|s| matches!(s, ColumnSource::Family));
+                let qualifier = column(|s| matches!(s, ColumnSource::Qualifier));
+                let value = column(|s| matches!(s, ColumnSource::Value));
+                let (q_type, v_type) = (&layout.cell_types.qualifier, &layout.cell_types.value);
+                let fail = |what: String, why: &str, bytes: &[u8]| {
+                    Self::decode_error(row, format!("{what} {why}: {}", show_bytes(bytes)))
+                };
                 for cell in &row.cells {
                     self.start_row(&key, segments.as_deref());
                     if let Some(c) = family {
@@ -527,21 +535,29 @@ impl ViewBatchBuilder {
                         self.put(c, Some(Datum::Time(cell.timestamp)));
                     }
                     if let Some(c) = qualifier.filter(|c| self.needed[*c]) {
-                        let mut def = types.qualifier.clone();
-                        def.name = "qualifier".into();
-                        def.family = cell.family.to_string();
-                        let q = def
-                            .decode(&cell.qualifier)
-                            .map_err(|e| Self::decode_error(row, e))?;
+                        let q = decode_as(q_type.value_type, q_type.encoding, &cell.qualifier)
+                            .map_err(|why| {
+                                fail(
+                                    format!("a qualifier of family {}", cell.family),
+                                    why,
+                                    &cell.qualifier,
+                                )
+                            })?;
                         self.put(c, Some(Datum::of(&q)));
                     }
                     if let Some(c) = value.filter(|c| self.needed[*c]) {
-                        let mut def = types.value.clone();
-                        def.family = cell.family.to_string();
-                        def.qualifier = String::from_utf8_lossy(&cell.qualifier).into_owned();
-                        let v = def
-                            .decode(&cell.value)
-                            .map_err(|e| Self::decode_error(row, e))?;
+                        let v = decode_as(v_type.value_type, v_type.encoding, &cell.value)
+                            .map_err(|why| {
+                                fail(
+                                    format!(
+                                        "the value of {}:{}",
+                                        cell.family,
+                                        show_bytes(&cell.qualifier)
+                                    ),
+                                    why,
+                                    &cell.value,
+                                )
+                            })?;
                         self.put(c, Some(Datum::of(&v)));
                     }
                 }
@@ -586,8 +602,9 @@ impl ViewBatchBuilder {
             if let Some(values) = self.proto_values.get_mut(&column) {
                 let value = match (bytes, &self.layout.protos[i]) {
                     (Some(bytes), Some(p)) => {
-                        let mask = self.proto_masks.get(&column).cloned().unwrap_or_default();
-                        match crate::proto::decode(&p.message, bytes, &mask) {
+                        let all = FieldMask::all();
+                        let mask = self.proto_masks.get(&column).unwrap_or(&all);
+                        match crate::proto::decode(&p.message, bytes, mask) {
                             Ok(v) => v,
                             Err(_) if p.null_on_error => PValue::Null,
                             Err(e) => {

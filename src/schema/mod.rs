@@ -65,9 +65,9 @@ pub struct ProtoColumn {
 }
 
 impl ColumnDef {
-    /// Decodes a cell value; `None` when the bytes do not hold this type.
+    /// Decodes a cell value; the error names the column and the bytes.
     pub fn decode(&self, bytes: &[u8]) -> std::result::Result<Value, String> {
-        let fail = |why: &str| {
+        decode_as(self.value_type, self.encoding, bytes).map_err(|why| {
             format!(
                 "column {} ({}:{}) {why}: {}",
                 self.name,
@@ -75,36 +75,6 @@ impl ColumnDef {
                 self.qualifier,
                 crate::codec::show_bytes(bytes)
             )
-        };
-        Ok(match (self.value_type, self.encoding) {
-            (ValueType::Bytes, _) => Value::Bytes(bytes.to_vec()),
-            (ValueType::Text, _) => Value::Text(
-                std::str::from_utf8(bytes)
-                    .map_err(|_| fail("is not UTF-8"))?
-                    .to_string(),
-            ),
-            (ValueType::Int64, Encoding::Binary) => Value::Int64(i64::from_be_bytes(
-                bytes
-                    .try_into()
-                    .map_err(|_| fail("is not an 8-byte big-endian integer"))?,
-            )),
-            (ValueType::Float64, Encoding::Binary) => Value::Float64(f64::from_be_bytes(
-                bytes
-                    .try_into()
-                    .map_err(|_| fail("is not an 8-byte big-endian float"))?,
-            )),
-            (ValueType::Int64, Encoding::Text) => Value::Int64(
-                std::str::from_utf8(bytes)
-                    .ok()
-                    .and_then(|s| s.trim().parse().ok())
-                    .ok_or_else(|| fail("is not an integer"))?,
-            ),
-            (ValueType::Float64, Encoding::Text) => Value::Float64(
-                std::str::from_utf8(bytes)
-                    .ok()
-                    .and_then(|s| s.trim().parse().ok())
-                    .ok_or_else(|| fail("is not a number"))?,
-            ),
         })
     }
 
@@ -119,6 +89,45 @@ impl ColumnDef {
             (Value::Float64(f), Encoding::Text) => f.to_string().into_bytes(),
         })
     }
+}
+
+/// Decodes bytes as a value of `value_type` laid out in `encoding`; the
+/// error says why they do not hold one.
+pub fn decode_as(
+    value_type: ValueType,
+    encoding: Encoding,
+    bytes: &[u8],
+) -> std::result::Result<Value, &'static str> {
+    Ok(match (value_type, encoding) {
+        (ValueType::Bytes, _) => Value::Bytes(bytes.to_vec()),
+        (ValueType::Text, _) => Value::Text(
+            std::str::from_utf8(bytes)
+                .map_err(|_| "is not UTF-8")?
+                .to_string(),
+        ),
+        (ValueType::Int64, Encoding::Binary) => Value::Int64(i64::from_be_bytes(
+            bytes
+                .try_into()
+                .map_err(|_| "is not an 8-byte big-endian integer")?,
+        )),
+        (ValueType::Float64, Encoding::Binary) => Value::Float64(f64::from_be_bytes(
+            bytes
+                .try_into()
+                .map_err(|_| "is not an 8-byte big-endian float")?,
+        )),
+        (ValueType::Int64, Encoding::Text) => Value::Int64(
+            std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .ok_or("is not an integer")?,
+        ),
+        (ValueType::Float64, Encoding::Text) => Value::Float64(
+            std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .ok_or("is not a number")?,
+        ),
+    })
 }
 
 /// A decoded cell value.
