@@ -21,7 +21,9 @@ Opens the SQL shell on a store directory (default {}).
   demo              first create the guides' example tables with generated
                     data (default store ~/.local/share/cellar/demo)
   serve [--addr A]  serve the store over Arrow Flight SQL (default
-                    127.0.0.1:32010; statement queries and updates so far)
+                    127.0.0.1:32010); also --user NAME with --password-file F
+                    or CELLAR_PASSWORD, --token-file F or CELLAR_TOKEN,
+                    --tls-cert F --tls-key F
   -c SQL            run SQL and exit (repeatable)
   -f FILE           run the statements in FILE and exit (repeatable)
   --format FORMAT   table (default), vertical, csv, tsv, json, ndjson
@@ -91,31 +93,99 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
     Ok(Some(options))
 }
 
-/// `cellar serve [--store DIR] [--addr HOST:PORT]`: Flight SQL.
+/// `cellar serve [--store DIR] [--addr HOST:PORT] [--user NAME]
+/// [--password-file F] [--token-file F] [--tls-cert F --tls-key F]`.
+/// Secrets come from files or the environment, never the command line
+/// (where `ps` would show them).
 fn serve(args: Vec<String>) -> ExitCode {
-    let mut store = default_store();
-    let mut addr = "127.0.0.1:32010".to_string();
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let value = args.next();
-        match (arg.as_str(), value) {
-            ("--store", Some(v)) => store = PathBuf::from(v),
-            ("--addr", Some(v)) => addr = v,
-            (other, _) => {
-                eprintln!(
-                    "error: cellar serve takes --store DIR and --addr HOST:PORT, not {other:?}"
-                );
-                return ExitCode::from(2);
-            }
+    match serve_options(args) {
+        Ok((store, addr, options)) => run_server(store, addr, options),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
         }
     }
-    let addr: std::net::SocketAddr = match addr.parse() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("error: --addr {addr:?}: {e}");
-            return ExitCode::from(2);
+}
+
+fn read_secret(path: &str, what: &str) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("reading the {what} file {path}: {e}"))?;
+    let secret = text.trim_end_matches(['\n', '\r']).to_string();
+    if secret.is_empty() {
+        return Err(format!("the {what} file {path} is empty"));
+    }
+    Ok(secret)
+}
+
+type ServeArgs = (PathBuf, std::net::SocketAddr, cellar::flight::ServeOptions);
+
+fn serve_options(args: Vec<String>) -> Result<ServeArgs, String> {
+    let mut store = default_store();
+    let mut addr = "127.0.0.1:32010".to_string();
+    let (mut user, mut password, mut token) = (None, None, None);
+    let (mut cert, mut key) = (None, None);
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let known = [
+            "--store",
+            "--addr",
+            "--user",
+            "--password-file",
+            "--token-file",
+            "--tls-cert",
+            "--tls-key",
+        ];
+        if !known.contains(&arg.as_str()) {
+            return Err(format!(
+                "cellar serve takes {}, not {arg:?}",
+                known.join(", ")
+            ));
         }
+        let value = args.next().ok_or_else(|| format!("{arg} needs a value"))?;
+        match arg.as_str() {
+            "--store" => store = PathBuf::from(value),
+            "--addr" => addr = value,
+            "--user" => user = Some(value),
+            "--password-file" => password = Some(read_secret(&value, "password")?),
+            "--token-file" => token = Some(read_secret(&value, "token")?),
+            "--tls-cert" => cert = Some(PathBuf::from(value)),
+            _ => key = Some(PathBuf::from(value)),
+        }
+    }
+    let password = password.or_else(|| std::env::var("CELLAR_PASSWORD").ok());
+    let token = token.or_else(|| std::env::var("CELLAR_TOKEN").ok().filter(|t| !t.is_empty()));
+    let user = match (user, password) {
+        (Some(u), Some(p)) => Some((u, p)),
+        (Some(u), None) => {
+            return Err(format!(
+                "--user {u} needs a password: --password-file FILE or CELLAR_PASSWORD"
+            ));
+        }
+        (None, Some(_)) => {
+            return Err("a password was given without --user NAME".to_string());
+        }
+        (None, None) => None,
     };
+    let tls = match (cert, key) {
+        (Some(c), Some(k)) => Some((c, k)),
+        (None, None) => None,
+        _ => return Err("TLS needs both --tls-cert FILE and --tls-key FILE".to_string()),
+    };
+    let addr = addr
+        .parse()
+        .map_err(|e| format!("--addr {addr:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:32010)"))?;
+    let options = cellar::flight::ServeOptions {
+        credentials: cellar::flight::Credentials { user, token },
+        tls,
+    };
+    Ok((store, addr, options))
+}
+
+fn run_server(
+    store: PathBuf,
+    addr: std::net::SocketAddr,
+    options: cellar::flight::ServeOptions,
+) -> ExitCode {
     if let Err(e) = std::fs::create_dir_all(&store) {
         eprintln!(
             "error: cannot create store directory {}: {e}",
@@ -142,11 +212,23 @@ fn serve(args: Vec<String>) -> ExitCode {
             .await
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
         let bound = listener.local_addr().map_err(|e| e.to_string())?;
+        let scheme = if options.tls.is_some() {
+            "grpc+tls"
+        } else {
+            "grpc"
+        };
+        let credentials = &options.credentials;
+        let auth = match (&credentials.user, &credentials.token) {
+            (None, None) => "anonymous: no credentials are configured".to_string(),
+            (Some((u, _)), None) => format!("user {u} with a password"),
+            (None, Some(_)) => "a bearer token".to_string(),
+            (Some((u, _)), Some(_)) => format!("user {u} with a password, or a bearer token"),
+        };
         eprintln!(
-            "cellar Flight SQL on {bound}, store {} (anonymous: no credentials are configured)",
+            "cellar Flight SQL on {scheme}://{bound}, store {} ({auth})",
             store.display()
         );
-        cellar::flight::serve_listener(session, listener).await
+        cellar::flight::serve(session, listener, options).await
     });
     match served {
         Ok(()) => ExitCode::SUCCESS,

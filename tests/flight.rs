@@ -1,89 +1,178 @@
-//! Flight SQL: statement queries and updates through arrow-flight's own
-//! client against a server on 127.0.0.1:0, and the status codes of errors.
+//! Flight SQL through arrow-flight's own client against a server on
+//! 127.0.0.1:0: statements, prepared statements with parameters, ingest,
+//! metadata, authentication, TLS, session isolation, cancellation and
+//! deadlines, and the status code of every error.
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_flight::error::FlightError;
 use arrow_flight::sql::client::FlightSqlServiceClient;
+use arrow_flight::sql::{
+    CommandGetPrimaryKeys, CommandGetTables, CommandPreparedStatementQuery, CommandStatementIngest,
+    ProstMessageExt, SqlInfo, TableDefinitionOptions, TableExistsOption, TableNotExistOption,
+};
+use arrow_flight::{FlightDescriptor, FlightInfo};
+use cellar::flight::{CellarFlightSql, Credentials, ServeOptions};
 use cellar::{SqlSession, Store};
-use datafusion::arrow::array::{AsArray, RecordBatch};
-use datafusion::arrow::datatypes::Int64Type;
-use futures::TryStreamExt;
+use datafusion::arrow::array::{
+    ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray,
+};
+use datafusion::arrow::datatypes::{Int32Type, Int64Type};
+use futures::{StreamExt, TryStreamExt};
+use prost::Message;
 use tonic::Code;
 use tonic::transport::Channel;
 
-async fn start() -> (FlightSqlServiceClient<Channel>, tempfile::TempDir) {
+struct Server {
+    addr: SocketAddr,
+    service: CellarFlightSql,
+    _dir: tempfile::TempDir,
+}
+
+async fn serve(options: ServeOptions) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let session = SqlSession::new(Store::open(dir.path()).unwrap());
+    let service = CellarFlightSql::with_credentials(session, options.credentials.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(cellar::flight::serve_listener(session, listener));
+    let served = service.clone();
+    tokio::spawn(async move { cellar::flight::serve_service(served, listener, &options).await });
+    Server {
+        addr,
+        service,
+        _dir: dir,
+    }
+}
+
+async fn connect(addr: SocketAddr) -> FlightSqlServiceClient<Channel> {
     let channel = Channel::from_shared(format!("http://{addr}"))
         .unwrap()
         .connect()
         .await
         .unwrap();
-    (FlightSqlServiceClient::new(channel), dir)
+    FlightSqlServiceClient::new(channel)
 }
 
-async fn query(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> Vec<RecordBatch> {
-    let info = client.execute(sql.to_string(), None).await.unwrap();
+async fn start() -> (FlightSqlServiceClient<Channel>, Server) {
+    let server = serve(ServeOptions::default()).await;
+    (connect(server.addr).await, server)
+}
+
+fn code(e: FlightError) -> Code {
+    match e {
+        FlightError::Tonic(s) => s.code(),
+        other => panic!("not a gRPC status: {other}"),
+    }
+}
+
+async fn fetch(client: &mut FlightSqlServiceClient<Channel>, info: FlightInfo) -> Vec<RecordBatch> {
     let mut out = Vec::new();
     for endpoint in info.endpoint {
+        assert!(endpoint.location.is_empty(), "no hard-coded location");
         let stream = client.do_get(endpoint.ticket.unwrap()).await.unwrap();
         out.extend(stream.try_collect::<Vec<_>>().await.unwrap());
     }
     out
 }
 
-#[tokio::test]
-async fn statements_run_and_results_stream() {
-    let (mut client, _dir) = start().await;
-    let created = client
+async fn query(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> Vec<RecordBatch> {
+    let info = client.execute(sql.to_string(), None).await.unwrap();
+    fetch(client, info).await
+}
+
+fn rows(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(RecordBatch::num_rows).sum()
+}
+
+async fn make_m(client: &mut FlightSqlServiceClient<Channel>, n: u32) {
+    client
         .execute_update(
             "CREATE TABLE m (ROW KEY (host TEXT, n INT(6)), FAMILY f, v BIGINT IN f)".into(),
             None,
         )
         .await
         .unwrap();
-    assert_eq!(created, 0);
     let inserted = client
         .execute_update(
-            "INSERT INTO m (host, n, v) SELECT 'h' || CAST(x % 3 AS VARCHAR), x, x * 2 FROM generate_series(1, 30000) AS t(x)"
-                .into(),
+            format!("INSERT INTO m (host, n, v) SELECT 'h' || CAST(x % 3 AS VARCHAR), x, x * 2 FROM generate_series(1, {n}) AS t(x)"),
             None,
         )
         .await
         .unwrap();
-    assert_eq!(inserted, 30000);
+    assert_eq!(inserted, i64::from(n));
+}
+
+#[tokio::test]
+async fn statements_run_and_results_stream() {
+    let (mut client, _server) = start().await;
+    make_m(&mut client, 30000).await;
     let batches = query(
         &mut client,
         "SELECT n, v FROM m WHERE host = 'h1' ORDER BY n",
     )
     .await;
-    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    assert_eq!(rows, 10000);
+    assert_eq!(rows(&batches), 10000);
     assert!(batches.len() > 1, "results stream in several batches");
     let first = batches[0].column(1).as_primitive::<Int64Type>().value(0);
     assert_eq!(first, 2);
-    // The schema announced by GetFlightInfo is the one streamed.
+    // The schema announced by GetFlightInfo is the one streamed, field for
+    // field, nullability included.
+    for sql in [
+        "SELECT _key, v FROM m LIMIT 1",
+        "SELECT host, count(*) AS c FROM m GROUP BY host",
+        "SELECT * FROM m WHERE n < 4",
+    ] {
+        let info = client.execute(sql.into(), None).await.unwrap();
+        let announced = info.clone().try_decode_schema().unwrap();
+        let got = fetch(&mut client, info).await;
+        assert_eq!(got[0].schema().as_ref(), &announced, "{sql}");
+    }
+}
+
+#[tokio::test]
+async fn ddl_through_a_query_runs_once_and_tickets_are_one_shot() {
+    let (mut client, _server) = start().await;
+    // GetFlightInfo + DoGet of a CREATE: the table is made once, and the
+    // answer says so (not "table exists").
     let info = client
-        .execute("SELECT _key, v FROM m LIMIT 1".into(), None)
+        .execute(
+            "CREATE TABLE t (ROW KEY (k TEXT), FAMILY f, v BIGINT IN f)".into(),
+            None,
+        )
         .await
         .unwrap();
-    let announced = info.clone().try_decode_schema().unwrap();
-    let got = query(&mut client, "SELECT _key, v FROM m LIMIT 1").await;
-    assert_eq!(got[0].schema().as_ref(), &announced);
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let batches = fetch(&mut client, info).await;
+    let text = batches[0].column(0).as_string::<i32>().value(0).to_string();
+    assert!(text.contains("created table t"), "{text}");
+    let again = client.do_get(ticket).await.unwrap_err();
+    assert_eq!(code(again), Code::NotFound);
+    // INSERT through a query counts once.
+    let batches = query(
+        &mut client,
+        "INSERT INTO t (k, v) VALUES ('a', 1), ('b', 2)",
+    )
+    .await;
+    assert_eq!(
+        batches[0]
+            .column(0)
+            .as_primitive::<datafusion::arrow::datatypes::UInt64Type>()
+            .value(0),
+        2
+    );
+    let count = query(&mut client, "SELECT count(*) FROM t").await;
+    assert_eq!(count[0].column(0).as_primitive::<Int64Type>().value(0), 2);
 }
 
 #[tokio::test]
 async fn errors_carry_the_right_codes() {
-    let (mut client, _dir) = start().await;
+    let (mut client, _server) = start().await;
     let e = client.execute("SELEC 1".into(), None).await.unwrap_err();
     assert!(e.to_string().contains("syntax error"), "{e}");
-    let code = |e: arrow_flight::error::FlightError| match e {
-        arrow_flight::error::FlightError::Tonic(s) => s.code(),
-        other => panic!("{other}"),
-    };
     let e = client.execute("SELEC 1".into(), None).await.unwrap_err();
     assert_eq!(code(e), Code::InvalidArgument);
     let e = client
@@ -91,27 +180,400 @@ async fn errors_carry_the_right_codes() {
         .await
         .unwrap_err();
     assert_eq!(code(e), Code::NotFound);
+    assert!(
+        e_text(&client, "SELECT * FROM missing")
+            .await
+            .contains("missing")
+    );
     let e = client
         .execute_update("DROP TABLE missing".into(), None)
         .await
         .unwrap_err();
     assert_eq!(code(e), Code::NotFound);
+    let e = client.begin_transaction().await.unwrap_err();
+    assert_eq!(code(e), Code::Unimplemented);
+    let e = client
+        .get_exported_keys(arrow_flight::sql::CommandGetExportedKeys {
+            catalog: None,
+            db_schema: None,
+            table: "m".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), Code::Unimplemented);
+    // A handle that was never made.
+    let cmd = CommandPreparedStatementQuery {
+        prepared_statement_handle: "0123".into(),
+    };
+    let e = client
+        .get_flight_info(FlightDescriptor::new_cmd(cmd.as_any().encode_to_vec()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+}
+
+async fn e_text(client: &FlightSqlServiceClient<Channel>, sql: &str) -> String {
+    let mut client = client.clone();
+    client
+        .execute(sql.into(), None)
+        .await
+        .unwrap_err()
+        .to_string()
+}
+
+trait GetFlightInfo {
+    async fn get_flight_info(&mut self, d: FlightDescriptor) -> Result<FlightInfo, tonic::Status>;
+}
+
+impl GetFlightInfo for FlightSqlServiceClient<Channel> {
+    async fn get_flight_info(&mut self, d: FlightDescriptor) -> Result<FlightInfo, tonic::Status> {
+        let mut request = tonic::Request::new(d);
+        if let Some(token) = self.token() {
+            request
+                .metadata_mut()
+                .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        }
+        self.inner_mut()
+            .get_flight_info(request)
+            .await
+            .map(tonic::Response::into_inner)
+    }
+}
+
+fn params(columns: Vec<(&str, ArrayRef)>) -> RecordBatch {
+    RecordBatch::try_from_iter(columns).unwrap()
 }
 
 #[tokio::test]
-async fn metadata_lists_the_store_tables_with_schemas() {
-    use arrow_flight::sql::CommandGetTables;
-    let (mut client, _dir) = start().await;
+async fn prepared_statements_bind_parameters() {
+    let (mut client, server) = start().await;
+    make_m(&mut client, 300).await;
+    let mut stmt = client
+        .prepare(
+            "SELECT n, v FROM m WHERE host = ? AND n <= ? ORDER BY n".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(stmt.parameter_schema().unwrap().fields().len(), 2);
+    assert_eq!(
+        stmt.dataset_schema().unwrap().field(0).name(),
+        "n",
+        "the result schema is known before execution"
+    );
+    // Executing without values names the problem.
+    let e = stmt.execute().await.unwrap_err();
+    assert_eq!(code(e), Code::InvalidArgument);
+    stmt.set_parameters(params(vec![
+        ("host", Arc::new(StringArray::from(vec!["h1"])) as ArrayRef),
+        ("n", Arc::new(Int64Array::from(vec![10])) as ArrayRef),
+    ]))
+    .unwrap();
+    let info = stmt.execute().await.unwrap();
+    let announced = info.clone().try_decode_schema().unwrap();
+    let batches = fetch(&mut client, info).await;
+    assert_eq!(batches[0].schema().as_ref(), &announced);
+    let ns: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    assert_eq!(ns, vec![1, 4, 7, 10]);
+    // Rebinding reuses the statement.
+    stmt.set_parameters(params(vec![
+        ("host", Arc::new(StringArray::from(vec!["h2"])) as ArrayRef),
+        ("n", Arc::new(Int64Array::from(vec![5])) as ArrayRef),
+    ]))
+    .unwrap();
+    let info = stmt.execute().await.unwrap();
+    assert_eq!(rows(&fetch(&mut client, info).await), 2);
+    assert_eq!(server.service.open_prepared_statements(), 1);
+    stmt.close().await.unwrap();
+    assert_eq!(server.service.open_prepared_statements(), 0);
+
+    // A prepared INSERT runs once per parameter row.
+    let mut insert = client
+        .prepare("INSERT INTO m (host, n, v) VALUES (?, ?, ?)".into(), None)
+        .await
+        .unwrap();
+    insert
+        .set_parameters(params(vec![
+            (
+                "host",
+                Arc::new(StringArray::from(vec!["z", "z", "z"])) as ArrayRef,
+            ),
+            ("n", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef),
+            (
+                "v",
+                Arc::new(Int64Array::from(vec![10, 20, 30])) as ArrayRef,
+            ),
+        ]))
+        .unwrap();
+    assert_eq!(insert.execute_update().await.unwrap(), 3);
+    let sum = query(&mut client, "SELECT sum(v) FROM m WHERE host = 'z'").await;
+    assert_eq!(sum[0].column(0).as_primitive::<Int64Type>().value(0), 60);
+    // A parameter of the wrong kind is the client's error.
+    insert
+        .set_parameters(params(vec![
+            ("host", Arc::new(StringArray::from(vec!["z"])) as ArrayRef),
+            (
+                "n",
+                Arc::new(StringArray::from(vec!["not a number"])) as ArrayRef,
+            ),
+            ("v", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+        ]))
+        .unwrap();
+    let e = insert.execute_update().await.unwrap_err();
+    assert_ne!(code(e), Code::Internal);
+    insert.close().await.unwrap();
+
+    // Bad SQL is refused when preparing.
+    let e = client.prepare("SELEC ?".into(), None).await.unwrap_err();
+    assert_eq!(code(e), Code::InvalidArgument);
+}
+
+#[tokio::test]
+async fn sessions_cannot_use_each_others_handles() {
+    let server = serve(ServeOptions::default()).await;
+    let mut a = connect(server.addr).await;
+    let mut b = connect(server.addr).await;
+    // On an anonymous server a handshake still opens a session.
+    a.handshake("", "").await.unwrap();
+    b.handshake("", "").await.unwrap();
+    assert_ne!(a.token(), b.token());
+    make_m(&mut a, 10).await;
+    let stmt = a
+        .prepare("SELECT count(*) FROM m".into(), None)
+        .await
+        .unwrap();
+    let info = a.execute("SELECT * FROM m".into(), None).await.unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    // b learns a's handle and ticket (say, from a log) but cannot use them.
+    let handle = CommandPreparedStatementQuery {
+        prepared_statement_handle: stmt_handle(&mut a, "SELECT 1").await,
+    };
+    let e = b
+        .get_flight_info(FlightDescriptor::new_cmd(handle.as_any().encode_to_vec()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    let e = b.do_get(ticket.clone()).await.unwrap_err();
+    assert_eq!(code(e), Code::NotFound);
+    // The owner still can.
+    let rows_a: usize = a
+        .do_get(ticket)
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap()
+        .iter()
+        .map(RecordBatch::num_rows)
+        .sum();
+    assert_eq!(rows_a, 10);
+    let info = a
+        .get_flight_info(FlightDescriptor::new_cmd(handle.as_any().encode_to_vec()))
+        .await
+        .unwrap();
+    assert_eq!(rows(&fetch(&mut a, info).await), 1);
+    stmt.close().await.unwrap();
+}
+
+/// The raw handle of a new prepared statement (the client type hides it).
+async fn stmt_handle(
+    client: &mut FlightSqlServiceClient<Channel>,
+    sql: &str,
+) -> prost::bytes::Bytes {
+    use arrow_flight::sql::{
+        ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult, Any,
+    };
+    let action = arrow_flight::Action {
+        r#type: "CreatePreparedStatement".into(),
+        body: ActionCreatePreparedStatementRequest {
+            query: sql.into(),
+            transaction_id: None,
+        }
+        .as_any()
+        .encode_to_vec()
+        .into(),
+    };
+    let mut results = client.do_action(action).await.unwrap();
+    let first = results.next().await.unwrap().unwrap();
+    let any = Any::decode(first.body).unwrap();
+    let result: ActionCreatePreparedStatementResult = any.unpack().unwrap().unwrap();
+    result.prepared_statement_handle
+}
+
+fn ingest_command(table: &str, create: bool, exists: TableExistsOption) -> CommandStatementIngest {
+    CommandStatementIngest {
+        table_definition_options: Some(TableDefinitionOptions {
+            if_not_exist: if create {
+                TableNotExistOption::Create
+            } else {
+                TableNotExistOption::Fail
+            } as i32,
+            if_exists: exists as i32,
+        }),
+        table: table.into(),
+        schema: None,
+        catalog: None,
+        temporary: false,
+        transaction_id: None,
+        options: Default::default(),
+    }
+}
+
+fn readings(from: i64, n: i64) -> RecordBatch {
+    let sensor: Vec<String> = (from..from + n)
+        .map(|i| format!("s{:03}#{i:06}", i % 7))
+        .collect();
+    params(vec![
+        ("sensor", Arc::new(StringArray::from(sensor)) as ArrayRef),
+        (
+            "reading",
+            Arc::new(Int64Array::from((from..from + n).collect::<Vec<_>>())) as ArrayRef,
+        ),
+        (
+            "unit",
+            Arc::new(StringArray::from(vec!["kWh"; usize::try_from(n).unwrap()])) as ArrayRef,
+        ),
+    ])
+}
+
+#[tokio::test]
+async fn ingest_creates_appends_and_refuses() {
+    let (mut client, _server) = start().await;
+    let mut command = ingest_command("meter", true, TableExistsOption::Fail);
+    command
+        .options
+        .insert(cellar::flight::ROW_KEY_OPTION.into(), "sensor".into());
+    let batches = vec![Ok(readings(0, 5000)), Ok(readings(5000, 5000))];
+    let n = client
+        .execute_ingest(command.clone(), futures::stream::iter(batches))
+        .await
+        .unwrap();
+    assert_eq!(n, 10000);
+    // The new table's row key is the named column: a prefix is a range.
+    let got = query(
+        &mut client,
+        "SELECT count(*), min(reading) FROM meter WHERE sensor LIKE 's003#%'",
+    )
+    .await;
+    assert_eq!(got[0].column(0).as_primitive::<Int64Type>().value(0), 1429);
+    assert_eq!(got[0].column(1).as_primitive::<Int64Type>().value(0), 3);
+    let plan = query(
+        &mut client,
+        "EXPLAIN SELECT * FROM meter WHERE sensor LIKE 's003#%'",
+    )
+    .await;
+    let text = format!("{:?}", plan[0].column(1).as_string::<i32>());
+    assert!(
+        text.contains("s003#"),
+        "prefix pushed into the scan: {text}"
+    );
+    // The primary key is the row key.
+    let info = client
+        .get_primary_keys(CommandGetPrimaryKeys {
+            catalog: None,
+            db_schema: None,
+            table: "meter".into(),
+        })
+        .await
+        .unwrap();
+    let keys = fetch(&mut client, info).await;
+    assert_eq!(
+        keys[0]
+            .column_by_name("column_name")
+            .unwrap()
+            .as_string::<i32>()
+            .value(0),
+        "sensor"
+    );
+    assert_eq!(
+        keys[0]
+            .column_by_name("key_sequence")
+            .unwrap()
+            .as_primitive::<Int32Type>()
+            .value(0),
+        1
+    );
+
+    // Again in create mode: the table exists.
+    let e = client
+        .execute_ingest(
+            command.clone(),
+            futures::stream::iter(vec![Ok(readings(0, 1))]),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), Code::AlreadyExists);
+    // Append mode adds rows.
+    let append = ingest_command("meter", false, TableExistsOption::Append);
+    let n = client
+        .execute_ingest(append, futures::stream::iter(vec![Ok(readings(10000, 10))]))
+        .await
+        .unwrap();
+    assert_eq!(n, 10);
+    // Appending to a table that does not exist.
+    let missing = ingest_command("nope", false, TableExistsOption::Append);
+    let e = client
+        .execute_ingest(missing, futures::stream::iter(vec![Ok(readings(0, 1))]))
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), Code::NotFound);
+    // A column type cellar cannot store is named.
+    let flags = params(vec![
+        ("k", Arc::new(StringArray::from(vec!["a"])) as ArrayRef),
+        ("flag", Arc::new(BooleanArray::from(vec![true])) as ArrayRef),
+    ]);
+    let e = client
+        .execute_ingest(
+            ingest_command("flags", true, TableExistsOption::Fail),
+            futures::stream::iter(vec![Ok(flags)]),
+        )
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("flag") && text.contains("Boolean"), "{text}");
+    // An unknown column in append mode is named, and nothing is written.
+    let odd = params(vec![
+        ("sensor", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
+        (
+            "colour",
+            Arc::new(StringArray::from(vec!["red"])) as ArrayRef,
+        ),
+    ]);
+    let e = client
+        .execute_ingest(
+            ingest_command("meter", false, TableExistsOption::Append),
+            futures::stream::iter(vec![Ok(odd)]),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("colour"), "{e}");
+    let got = query(&mut client, "SELECT count(*) FROM meter").await;
+    assert_eq!(got[0].column(0).as_primitive::<Int64Type>().value(0), 10010);
+    // Replace mode starts over.
+    let n = client
+        .execute_ingest(
+            ingest_command("meter", false, TableExistsOption::Replace),
+            futures::stream::iter(vec![Ok(readings(0, 3))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+    let got = query(&mut client, "SELECT count(*) FROM meter").await;
+    assert_eq!(got[0].column(0).as_primitive::<Int64Type>().value(0), 3);
+}
+
+#[tokio::test]
+async fn metadata_calls_describe_the_store() {
+    let (mut client, _server) = start().await;
     client
         .execute_update("CREATE TABLE quote (ROW KEY (exchange TEXT, symbol TEXT), FAMILY md, bid DOUBLE IN md)".into(), None)
         .await
         .unwrap();
     let info = client.get_catalogs().await.unwrap();
-    let stream = client
-        .do_get(info.endpoint[0].ticket.clone().unwrap())
-        .await
-        .unwrap();
-    let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+    let batches = fetch(&mut client, info).await;
     assert_eq!(batches[0].column(0).as_string::<i32>().value(0), "cellar");
     let info = client
         .get_tables(CommandGetTables {
@@ -123,11 +585,7 @@ async fn metadata_lists_the_store_tables_with_schemas() {
         })
         .await
         .unwrap();
-    let stream = client
-        .do_get(info.endpoint[0].ticket.clone().unwrap())
-        .await
-        .unwrap();
-    let batches: Vec<RecordBatch> = stream.try_collect().await.unwrap();
+    let batches = fetch(&mut client, info).await;
     let batch = &batches[0];
     assert_eq!(batch.num_rows(), 1);
     let names = batch
@@ -142,4 +600,210 @@ async fn metadata_lists_the_store_tables_with_schemas() {
         .value(0);
     let schema = datafusion::arrow::ipc::convert::try_schema_from_ipc_buffer(schema_bytes).unwrap();
     assert!(schema.field_with_name("bid").is_ok() && schema.field_with_name("symbol").is_ok());
+
+    let info = client.get_table_types().await.unwrap();
+    let types = fetch(&mut client, info).await;
+    assert_eq!(types[0].column(0).as_string::<i32>().value(0), "TABLE");
+
+    let info = client
+        .get_sql_info(vec![
+            SqlInfo::FlightSqlServerName,
+            SqlInfo::FlightSqlServerVersion,
+        ])
+        .await
+        .unwrap();
+    let infos = fetch(&mut client, info).await;
+    assert_eq!(rows(&infos), 2);
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&infos)
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains("cellar") && text.contains(env!("CARGO_PKG_VERSION")),
+        "{text}"
+    );
+
+    let info = client
+        .get_xdbc_type_info(arrow_flight::sql::CommandGetXdbcTypeInfo { data_type: None })
+        .await
+        .unwrap();
+    let types = fetch(&mut client, info).await;
+    let names = types[0]
+        .column_by_name("type_name")
+        .unwrap()
+        .as_string::<i32>();
+    let names: Vec<&str> = names.iter().flatten().collect();
+    assert!(
+        names.contains(&"BIGINT") && names.contains(&"TEXT"),
+        "{names:?}"
+    );
+
+    let info = client
+        .get_primary_keys(CommandGetPrimaryKeys {
+            catalog: None,
+            db_schema: None,
+            table: "quote".into(),
+        })
+        .await
+        .unwrap();
+    let keys = fetch(&mut client, info).await;
+    let cols: Vec<&str> = keys[0]
+        .column_by_name("column_name")
+        .unwrap()
+        .as_string::<i32>()
+        .iter()
+        .flatten()
+        .collect();
+    assert_eq!(cols, vec!["exchange", "symbol"]);
+    let info = client
+        .get_primary_keys(CommandGetPrimaryKeys {
+            catalog: None,
+            db_schema: None,
+            table: "nope".into(),
+        })
+        .await
+        .unwrap();
+    let e = client
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .map(|_| ())
+        .err();
+    let e = match e {
+        Some(e) => e,
+        None => panic!("primary keys of a missing table"),
+    };
+    assert_eq!(code(e), Code::NotFound);
+}
+
+fn password_server() -> ServeOptions {
+    ServeOptions {
+        credentials: Credentials {
+            user: Some(("analyst".into(), "correct horse".into())),
+            token: Some("configured-token-1".into()),
+        },
+        tls: None,
+    }
+}
+
+#[tokio::test]
+async fn credentials_are_required_and_tokens_work() {
+    let server = serve(password_server()).await;
+    let mut client = connect(server.addr).await;
+    // Nothing works without credentials.
+    let e = client.execute("SELECT 1".into(), None).await.unwrap_err();
+    assert_eq!(code(e), Code::Unauthenticated);
+    let e = client.get_catalogs().await.unwrap_err();
+    assert_eq!(code(e), Code::Unauthenticated);
+    // Wrong password: refused, and the message does not echo it.
+    let e = client
+        .handshake("analyst", "wrong horse")
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("valid authentication credentials"), "{text}");
+    assert!(!text.contains("wrong horse"), "{text}");
+    // Right password: a bearer token that later calls carry.
+    client.handshake("analyst", "correct horse").await.unwrap();
+    let token = client.token().cloned().unwrap();
+    assert!(!token.is_empty() && token != "correct horse");
+    assert_eq!(rows(&query(&mut client, "SELECT 1").await), 1);
+    // A forged token is refused; the configured one works without a handshake.
+    let mut other = connect(server.addr).await;
+    other.set_token("not-a-token".into());
+    let e = other.execute("SELECT 1".into(), None).await.unwrap_err();
+    assert_eq!(code(e), Code::Unauthenticated);
+    other.set_token("configured-token-1".into());
+    assert_eq!(rows(&query(&mut other, "SELECT 1").await), 1);
+}
+
+#[tokio::test]
+async fn tls_serves_encrypted_connections() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tls");
+    let server = serve(ServeOptions {
+        credentials: Credentials::default(),
+        tls: Some((data.join("server.pem"), data.join("server.key"))),
+    })
+    .await;
+    let ca = tonic::transport::Certificate::from_pem(std::fs::read(data.join("ca.pem")).unwrap());
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(ca)
+        .domain_name("localhost");
+    let channel = Channel::from_shared(format!("https://{}", server.addr))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = FlightSqlServiceClient::new(channel);
+    assert_eq!(rows(&query(&mut client, "SELECT 1 AS one").await), 1);
+    // A plaintext client gets no answer.
+    let mut plain = connect_lazy(server.addr);
+    assert!(plain.execute("SELECT 1".into(), None).await.is_err());
+}
+
+fn connect_lazy(addr: SocketAddr) -> FlightSqlServiceClient<Channel> {
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .timeout(Duration::from_secs(5))
+        .connect_lazy();
+    FlightSqlServiceClient::new(channel)
+}
+
+async fn wait_until_idle(service: &CellarFlightSql) -> Duration {
+    let started = Instant::now();
+    while service.running_queries() > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the query was not stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    started.elapsed()
+}
+
+const SLOW: &str =
+    "SELECT a.x, b.x FROM generate_series(1, 100000) a(x), generate_series(1, 100000) b(x)";
+
+#[tokio::test]
+async fn dropped_streams_and_deadlines_stop_queries() {
+    let (mut client, server) = start().await;
+    // A client that walks away after the first batch.
+    let info = client.execute(SLOW.into(), None).await.unwrap();
+    let mut stream = client
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap();
+    let first = stream.next().await.unwrap().unwrap();
+    assert!(first.num_rows() > 0);
+    assert_eq!(server.service.running_queries(), 1);
+    drop(stream);
+    wait_until_idle(&server.service).await;
+
+    // A deadline: the stream ends with DEADLINE_EXCEEDED and the query stops.
+    let info = client.execute(SLOW.into(), None).await.unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let mut request = tonic::Request::new(ticket);
+    request.set_timeout(Duration::from_millis(300));
+    let started = Instant::now();
+    let mut stream = client
+        .inner_mut()
+        .do_get(request)
+        .await
+        .unwrap()
+        .into_inner();
+    let mut status = None;
+    while let Some(item) = stream.next().await {
+        if let Err(s) = item {
+            status = Some(s);
+            break;
+        }
+    }
+    let status = status.expect("the stream ended without an error");
+    assert!(
+        matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled),
+        "{status}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    drop(stream);
+    wait_until_idle(&server.service).await;
 }

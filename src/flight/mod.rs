@@ -1,50 +1,279 @@
-//! Arrow Flight SQL over a store (issue #5, first part): statement
-//! queries (GetFlightInfo + DoGet, results streamed batch by batch with the
-//! schema announced up front), statement updates (DDL and DML with
-//! affected-row counts), and the catalogs / schemas / tables metadata
-//! calls (with table schemas). Authentication, prepared statements, the
-//! other metadata calls and ingest are not built yet and answer
-//! UNIMPLEMENTED.
+//! Arrow Flight SQL over a store: `cellar serve`.
+//!
+//! - statement queries: GetFlightInfo plans the SQL (running DDL, as the
+//!   shell does) and keeps the plan under a one-shot ticket owned by the
+//!   caller's session; DoGet streams its batches as they are produced;
+//! - prepared statements (create, bind parameters with DoPut, execute,
+//!   close), with `?` placeholders numbered for DataFusion;
+//! - statement updates and bulk ingest with affected-row counts;
+//! - metadata: catalogs, schemas, tables (with schemas), table types,
+//!   primary keys (the row key), SqlInfo, XDBC type info;
+//! - authentication (`auth`): Basic handshake answered with a bearer
+//!   token, or a configured token; optional TLS (`serve`).
+//!
+//! A query stops when its client goes away or its deadline (the
+//! `grpc-timeout` header) passes.
 
-use std::net::SocketAddr;
+mod auth;
+mod handles;
+mod ingest;
+mod metadata;
+mod params;
+
+use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
+use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightServiceServer;
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
-    Any, CommandGetCatalogs, CommandGetDbSchemas, CommandGetTables, CommandStatementQuery,
-    CommandStatementUpdate, ProstMessageExt, SqlInfo, TicketStatementQuery,
+    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
+    ActionCreatePreparedStatementResult, Any, CommandGetCatalogs, CommandGetDbSchemas,
+    CommandGetPrimaryKeys, CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables,
+    CommandGetXdbcTypeInfo, CommandPreparedStatementQuery, CommandPreparedStatementUpdate,
+    CommandStatementIngest, CommandStatementQuery, CommandStatementUpdate,
+    DoPutPreparedStatementResult, ProstMessageExt, SqlInfo, TicketStatementQuery,
 };
 use arrow_flight::{
-    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, Ticket,
+    Action, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus, FlightData,
+    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
+    SchemaAsIpc, Ticket,
 };
-use datafusion::arrow::array::{Array, UInt64Array};
+use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use datafusion::error::DataFusionError;
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
+use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
+
+pub use auth::Credentials;
+use auth::{Authenticator, Caller};
+use handles::{Handles, Pending, Prepared};
+pub use ingest::{FAMILY_OPTION, ROW_KEY_OPTION};
 
 use crate::SqlSession;
 use crate::shell::error_line;
+
+const CATALOG: &str = "cellar";
+const SCHEMA: &str = "public";
 
 /// The Flight SQL service of one store.
 #[derive(Clone)]
 pub struct CellarFlightSql {
     session: SqlSession,
+    auth: Authenticator,
+    handles: Handles,
+    running: Arc<AtomicUsize>,
 }
 
 impl CellarFlightSql {
-    /// A service answering with `session`.
+    /// An anonymous service answering with `session`.
     pub fn new(session: SqlSession) -> Self {
-        CellarFlightSql { session }
+        Self::with_credentials(session, Credentials::default())
+    }
+
+    /// A service that requires `credentials` (when any are set).
+    pub fn with_credentials(session: SqlSession, credentials: Credentials) -> Self {
+        CellarFlightSql {
+            session,
+            auth: Authenticator::new(credentials),
+            handles: Handles::default(),
+            running: Arc::new(AtomicUsize::new(0)),
+        }
     }
 
     /// The tonic service to mount on a server.
     pub fn into_server(self) -> FlightServiceServer<Self> {
         FlightServiceServer::new(self)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20)
     }
+
+    /// Results being streamed right now.
+    pub fn running_queries(&self) -> usize {
+        self.running.load(Ordering::SeqCst)
+    }
+
+    /// Prepared statements not yet closed.
+    pub fn open_prepared_statements(&self) -> usize {
+        self.handles.prepared_count()
+    }
+
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+        self.auth.caller(request.metadata())
+    }
+
+    /// Plans `sql` once per parameter row and keeps the frames under a
+    /// ticket; the FlightInfo announcing their schema.
+    async fn plan(
+        &self,
+        caller: &Caller,
+        sql: &str,
+        parameters: Option<&RecordBatch>,
+        descriptor: FlightDescriptor,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let mut frames = Vec::new();
+        for row in params::parameter_rows(parameters)? {
+            frames.push(
+                self.session
+                    .sql_with_params(sql, row)
+                    .await
+                    .map_err(|e| status(&e))?,
+            );
+        }
+        let schema: SchemaRef = match frames.first() {
+            Some(df) => Arc::new(df.schema().as_arrow().clone()),
+            None => match self
+                .session
+                .statement_shape(sql)
+                .await
+                .map_err(|e| status(&e))?
+            {
+                Some(shape) => shape.schema,
+                None => Arc::new(Schema::empty()),
+            },
+        };
+        let handle = self.handles.put_pending(
+            caller,
+            Pending {
+                frames,
+                schema: schema.clone(),
+            },
+        )?;
+        let ticket = TicketStatementQuery {
+            statement_handle: handle.into_bytes().into(),
+        };
+        let endpoint = FlightEndpoint::new().with_ticket(Ticket {
+            ticket: ticket.as_any().encode_to_vec().into(),
+        });
+        let info = FlightInfo::new()
+            .try_with_schema(&schema)
+            .map_err(|e| Status::internal(e.to_string()))?
+            .with_descriptor(descriptor)
+            .with_endpoint(endpoint)
+            .with_ordered(true);
+        Ok(Response::new(info))
+    }
+
+    /// Streams a planned result, counted as running until the stream
+    /// ends or is dropped (client gone), cut off at the deadline.
+    fn stream(&self, pending: Pending, metadata: &MetadataMap) -> FlightStream<FlightData> {
+        let Pending { frames, schema } = pending;
+        let batches = futures::stream::iter(frames)
+            .then(|df| async move { df.execute_stream().await })
+            .map_ok(|s| s.map_err(|e| FlightError::Tonic(Box::new(status(&e)))))
+            .map_err(|e| FlightError::Tonic(Box::new(status(&e))))
+            .try_flatten();
+        let encoded = FlightDataEncoderBuilder::new()
+            .with_schema(schema)
+            .build(batches)
+            .map_err(flight_status);
+        let guard = Running::start(&self.running);
+        let counted = encoded.map(move |item| {
+            let _ = &guard;
+            item
+        });
+        match deadline(metadata) {
+            Some(limit) => Box::pin(with_deadline(counted, limit)),
+            None => Box::pin(counted),
+        }
+    }
+
+    async fn run_update(&self, sql: &str, parameters: Option<&RecordBatch>) -> Result<i64, Status> {
+        let mut count = 0i64;
+        for row in params::parameter_rows(parameters)? {
+            let batches = self
+                .session
+                .sql_with_params(sql, row)
+                .await
+                .map_err(|e| status(&e))?
+                .collect()
+                .await
+                .map_err(|e| status(&e))?;
+            count += affected(&batches);
+        }
+        Ok(count)
+    }
+
+    async fn check_parameters(&self, prepared: &Prepared) -> Result<(), Status> {
+        if prepared.parameters.is_some() {
+            return Ok(());
+        }
+        if let Some(shape) = self
+            .session
+            .statement_shape(&prepared.sql)
+            .await
+            .map_err(|e| status(&e))?
+            && !shape.parameters.is_empty()
+        {
+            return Err(Status::invalid_argument(format!(
+                "the statement takes {} parameter(s); bind values before executing it",
+                shape.parameters.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Counts a result stream as running while it lives.
+struct Running(Arc<AtomicUsize>);
+
+impl Running {
+    fn start(counter: &Arc<AtomicUsize>) -> Running {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Running(counter.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The `grpc-timeout` of a request (`<digits><H|M|S|m|u|n>`).
+fn deadline(metadata: &MetadataMap) -> Option<Duration> {
+    let value = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// Ends `stream` with DEADLINE_EXCEEDED once `limit` has passed; the
+/// stream (and the query behind it) is dropped then.
+fn with_deadline(
+    stream: impl Stream<Item = Result<FlightData, Status>> + Send + 'static,
+    limit: Duration,
+) -> impl Stream<Item = Result<FlightData, Status>> + Send + 'static {
+    let timer = Box::pin(tokio::time::sleep(limit));
+    let stream = Box::pin(stream);
+    futures::stream::unfold(Some((stream, timer)), move |state| async move {
+        let (mut stream, mut timer) = state?;
+        tokio::select! {
+            item = stream.next() => item.map(|i| (i, Some((stream, timer)))),
+            () = &mut timer => Some((
+                Err(Status::deadline_exceeded(format!(
+                    "the query ran past its deadline of {limit:?} and was stopped"
+                ))),
+                None,
+            )),
+        }
+    })
 }
 
 /// A gRPC status for a failed statement: bad SQL and unknown names are the
@@ -53,6 +282,9 @@ fn status(e: &DataFusionError) -> Status {
     let text = error_line(e);
     if text.contains("not found") || text.contains("does not exist") {
         return Status::not_found(text);
+    }
+    if text.contains("already exists") {
+        return Status::already_exists(text);
     }
     match e.find_root() {
         DataFusionError::SQL(..)
@@ -64,6 +296,66 @@ fn status(e: &DataFusionError) -> Status {
     }
 }
 
+fn flight_status(e: FlightError) -> Status {
+    match e {
+        FlightError::Tonic(status) => *status,
+        other => Status::invalid_argument(other.to_string()),
+    }
+}
+
+/// Rows affected by DML (its `count` column); DDL affects none.
+fn affected(batches: &[RecordBatch]) -> i64 {
+    let mut count = 0i64;
+    for b in batches {
+        if let Some(c) = b
+            .column_by_name("count")
+            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        {
+            for i in 0..c.len() {
+                count = count.saturating_add(i64::try_from(c.value(i)).unwrap_or(i64::MAX));
+            }
+        }
+    }
+    count
+}
+
+fn handle_text(bytes: &[u8]) -> Result<String, Status> {
+    String::from_utf8(bytes.to_vec())
+        .map_err(|_| Status::not_found("no statement with this handle (not a cellar handle)"))
+}
+
+fn schema_bytes(schema: &Schema) -> Result<prost::bytes::Bytes, Status> {
+    let IpcMessage(bytes) = SchemaAsIpc::new(schema, &IpcWriteOptions::default())
+        .try_into()
+        .map_err(|e: datafusion::arrow::error::ArrowError| Status::internal(e.to_string()))?;
+    Ok(bytes)
+}
+
+/// Record batches sent with a DoPut (parameters or ingested rows).
+fn put_batches(
+    request: Request<PeekableFlightDataStream>,
+) -> impl Stream<Item = Result<RecordBatch, Status>> + Send + Unpin {
+    // A DoPut may open with a message carrying only the command.
+    let data = request
+        .into_inner()
+        .into_peekable()
+        .try_filter(|d| futures::future::ready(!d.data_header.is_empty()))
+        .map_err(FlightError::from);
+    FlightRecordBatchStream::new_from_flight_data(data).map_err(flight_status)
+}
+
+async fn collect_parameters(
+    request: Request<PeekableFlightDataStream>,
+) -> Result<Option<RecordBatch>, Status> {
+    let batches: Vec<RecordBatch> = put_batches(request).try_collect().await?;
+    let Some(first) = batches.first() else {
+        return Ok(None);
+    };
+    let batch = datafusion::arrow::compute::concat_batches(&first.schema(), &batches)
+        .map_err(|e| Status::invalid_argument(format!("parameter batches: {e}")))?;
+    Ok(Some(batch))
+}
+
 type FlightStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
@@ -72,16 +364,26 @@ impl FlightSqlService for CellarFlightSql {
 
     async fn do_handshake(
         &self,
-        _request: Request<Streaming<HandshakeRequest>>,
+        request: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<FlightStream<HandshakeResponse>>, Status> {
-        // Anonymous: no credentials are configured yet.
+        let metadata = request.metadata().clone();
+        let mut stream = request.into_inner();
+        let payload = match stream.message().await {
+            Ok(Some(first)) => first.payload.to_vec(),
+            _ => Vec::new(),
+        };
+        let token = self.auth.handshake(&metadata, &payload)?;
         let response = HandshakeResponse {
             protocol_version: 0,
-            payload: Default::default(),
+            payload: token.clone().into_bytes().into(),
         };
-        Ok(Response::new(Box::pin(futures::stream::iter(vec![Ok(
-            response,
-        )]))))
+        let mut response =
+            Response::new(Box::pin(futures::stream::iter(vec![Ok(response)])) as FlightStream<_>);
+        let header = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| Status::internal("token is not a header value"))?;
+        response.metadata_mut().insert("authorization", header);
+        Ok(response)
     }
 
     async fn get_flight_info_statement(
@@ -89,80 +391,234 @@ impl FlightSqlService for CellarFlightSql {
         query: CommandStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let df = self
-            .session
-            .sql(&query.query)
+        let caller = self.caller(&request)?;
+        if query.transaction_id.is_some() {
+            return Err(Status::unimplemented("transactions are not supported"));
+        }
+        self.plan(&caller, &query.query, None, request.into_inner())
             .await
-            .map_err(|e| status(&e))?;
-        let schema = df.schema().as_arrow().clone();
-        let ticket = TicketStatementQuery {
-            statement_handle: query.query.clone().into_bytes().into(),
-        };
-        let endpoint = FlightEndpoint::new().with_ticket(Ticket {
-            ticket: ticket.as_any().encode_to_vec().into(),
-        });
-        let info = FlightInfo::new()
-            .try_with_schema(&schema)
-            .map_err(|e| Status::internal(e.to_string()))?
-            .with_descriptor(request.into_inner())
-            .with_endpoint(endpoint)
-            .with_ordered(false);
-        Ok(Response::new(info))
+    }
+
+    async fn get_flight_info_prepared_statement(
+        &self,
+        command: CommandPreparedStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let caller = self.caller(&request)?;
+        let handle = handle_text(&command.prepared_statement_handle)?;
+        let prepared = self.handles.prepared(&caller, &handle)?;
+        self.check_parameters(&prepared).await?;
+        self.plan(
+            &caller,
+            &prepared.sql,
+            prepared.parameters.as_ref(),
+            request.into_inner(),
+        )
+        .await
     }
 
     async fn do_get_statement(
         &self,
         ticket: TicketStatementQuery,
-        _request: Request<Ticket>,
-    ) -> Result<Response<FlightStream<arrow_flight::FlightData>>, Status> {
-        let sql = String::from_utf8(ticket.statement_handle.to_vec())
-            .map_err(|_| Status::invalid_argument("statement handle is not UTF-8"))?;
-        let df = self.session.sql(&sql).await.map_err(|e| status(&e))?;
-        let schema = df.schema().as_arrow().clone();
-        let batches = df
-            .execute_stream()
-            .await
-            .map_err(|e| status(&e))?
-            .map_err(|e| FlightError::ExternalError(Box::new(e)));
-        let stream = FlightDataEncoderBuilder::new()
-            .with_schema(std::sync::Arc::new(schema))
-            .build(batches)
-            .map_err(|e| Status::internal(e.to_string()));
-        Ok(Response::new(Box::pin(stream)))
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream<FlightData>>, Status> {
+        let caller = self.caller(&request)?;
+        let handle = handle_text(&ticket.statement_handle)?;
+        let pending = self.handles.take_pending(&caller, &handle)?;
+        Ok(Response::new(self.stream(pending, request.metadata())))
+    }
+
+    async fn do_get_prepared_statement(
+        &self,
+        command: CommandPreparedStatementQuery,
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream<FlightData>>, Status> {
+        // Some clients DoGet the command itself: plan and stream at once.
+        let caller = self.caller(&request)?;
+        let handle = handle_text(&command.prepared_statement_handle)?;
+        let prepared = self.handles.prepared(&caller, &handle)?;
+        self.check_parameters(&prepared).await?;
+        let info = self
+            .plan(
+                &caller,
+                &prepared.sql,
+                prepared.parameters.as_ref(),
+                FlightDescriptor::default(),
+            )
+            .await?
+            .into_inner();
+        let ticket = info
+            .endpoint
+            .first()
+            .and_then(|e| e.ticket.as_ref())
+            .and_then(|t| Any::decode(t.ticket.clone()).ok())
+            .and_then(|a| a.unpack::<TicketStatementQuery>().ok().flatten())
+            .ok_or_else(|| Status::internal("planned statement has no ticket"))?;
+        let pending = self
+            .handles
+            .take_pending(&caller, &handle_text(&ticket.statement_handle)?)?;
+        Ok(Response::new(self.stream(pending, request.metadata())))
     }
 
     async fn do_put_statement_update(
         &self,
         command: CommandStatementUpdate,
-        _request: Request<PeekableFlightDataStream>,
+        request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        let batches = self
+        self.caller(&request)?;
+        if command.transaction_id.is_some() {
+            return Err(Status::unimplemented("transactions are not supported"));
+        }
+        self.run_update(&command.query, None).await
+    }
+
+    async fn do_put_statement_ingest(
+        &self,
+        command: CommandStatementIngest,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        self.caller(&request)?;
+        ingest::ingest(&self.session, command, put_batches(request)).await
+    }
+
+    async fn do_put_prepared_statement_query(
+        &self,
+        command: CommandPreparedStatementQuery,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<DoPutPreparedStatementResult, Status> {
+        let caller = self.caller(&request)?;
+        let handle = handle_text(&command.prepared_statement_handle)?;
+        // Fails before reading the stream if the handle is not ours.
+        self.handles.prepared(&caller, &handle)?;
+        if let Some(batch) = collect_parameters(request).await? {
+            self.handles.bind(&caller, &handle, batch)?;
+        }
+        Ok(DoPutPreparedStatementResult {
+            prepared_statement_handle: Some(handle.into_bytes().into()),
+        })
+    }
+
+    async fn do_put_prepared_statement_update(
+        &self,
+        command: CommandPreparedStatementUpdate,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        let caller = self.caller(&request)?;
+        let handle = handle_text(&command.prepared_statement_handle)?;
+        let mut prepared = self.handles.prepared(&caller, &handle)?;
+        if let Some(batch) = collect_parameters(request).await? {
+            prepared.parameters = Some(batch);
+        }
+        self.check_parameters(&prepared).await?;
+        self.run_update(&prepared.sql, prepared.parameters.as_ref())
+            .await
+    }
+
+    async fn do_action_create_prepared_statement(
+        &self,
+        query: ActionCreatePreparedStatementRequest,
+        request: Request<Action>,
+    ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        let caller = self.caller(&request)?;
+        if query.transaction_id.is_some() {
+            return Err(Status::unimplemented("transactions are not supported"));
+        }
+        let sql = params::number_placeholders(&query.query);
+        let shape = self
             .session
-            .query(&command.query)
+            .statement_shape(&sql)
             .await
             .map_err(|e| status(&e))?;
-        // DML answers with a `count` column; DDL with a message (0 rows).
-        let mut count = 0i64;
-        for b in &batches {
-            if let Some(c) = b
-                .column_by_name("count")
-                .and_then(|c| c.as_any().downcast_ref::<UInt64Array>().cloned())
-            {
-                for i in 0..c.len() {
-                    count += i64::try_from(c.value(i)).unwrap_or(i64::MAX);
-                }
+        let (dataset_schema, parameter_schema) = match shape {
+            Some(shape) => {
+                // Parameters whose type the statement leaves open are
+                // announced as text; any bound type is accepted and coerced.
+                let fields: Vec<Field> = shape
+                    .parameters
+                    .iter()
+                    .map(|(id, t)| Field::new(id, t.clone().unwrap_or(DataType::Utf8), true))
+                    .collect();
+                (
+                    schema_bytes(&shape.schema)?,
+                    schema_bytes(&Schema::new(fields))?,
+                )
+            }
+            None => (Default::default(), schema_bytes(&Schema::empty())?),
+        };
+        let handle = self.handles.prepare(
+            &caller,
+            Prepared {
+                sql,
+                parameters: None,
+            },
+        )?;
+        Ok(ActionCreatePreparedStatementResult {
+            prepared_statement_handle: handle.into_bytes().into(),
+            dataset_schema,
+            parameter_schema,
+        })
+    }
+
+    async fn do_action_close_prepared_statement(
+        &self,
+        query: ActionClosePreparedStatementRequest,
+        request: Request<Action>,
+    ) -> Result<(), Status> {
+        let caller = self.caller(&request)?;
+        let handle = handle_text(&query.prepared_statement_handle)?;
+        self.handles.close(&caller, &handle)
+    }
+
+    async fn do_action_fallback(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<FlightStream<arrow_flight::Result>>, Status> {
+        let caller = self.caller(&request)?;
+        let action = request.into_inner();
+        if action.r#type != "CancelFlightInfo" {
+            return Err(Status::unimplemented(format!(
+                "action {:?} is not supported",
+                action.r#type
+            )));
+        }
+        let cancel = CancelFlightInfoRequest::decode(action.body)
+            .map_err(|e| Status::invalid_argument(format!("CancelFlightInfo request: {e}")))?;
+        let mut cancelled = false;
+        for endpoint in cancel.info.map(|i| i.endpoint).unwrap_or_default() {
+            let ticket = endpoint
+                .ticket
+                .and_then(|t| Any::decode(t.ticket).ok())
+                .and_then(|a| a.unpack::<TicketStatementQuery>().ok().flatten());
+            if let Some(t) = ticket {
+                cancelled |= self
+                    .handles
+                    .cancel_pending(&caller, &handle_text(&t.statement_handle)?)?;
             }
         }
-        Ok(count)
+        // A result already being streamed stops when its client drops it.
+        let result = CancelFlightInfoResult {
+            status: if cancelled {
+                CancelStatus::Cancelled
+            } else {
+                CancelStatus::NotCancellable
+            } as i32,
+        };
+        let body = arrow_flight::Result {
+            body: result.encode_to_vec().into(),
+        };
+        Ok(Response::new(Box::pin(futures::stream::iter(vec![Ok(
+            body,
+        )]))))
     }
 
     async fn do_get_fallback(
         &self,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
         message: Any,
-    ) -> Result<Response<FlightStream<arrow_flight::FlightData>>, Status> {
+    ) -> Result<Response<FlightStream<FlightData>>, Status> {
+        self.caller(&request)?;
         Err(Status::unimplemented(format!(
-            "{} is not supported yet",
+            "{} is not supported",
             message.type_url
         )))
     }
@@ -172,6 +628,7 @@ impl FlightSqlService for CellarFlightSql {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
         let schema = query.into_builder().schema();
         metadata_info(query.as_any(), &schema, request)
     }
@@ -179,8 +636,9 @@ impl FlightSqlService for CellarFlightSql {
     async fn do_get_catalogs(
         &self,
         query: CommandGetCatalogs,
-        _request: Request<Ticket>,
-    ) -> Result<Response<FlightStream<arrow_flight::FlightData>>, Status> {
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream<FlightData>>, Status> {
+        self.caller(&request)?;
         let mut builder = query.into_builder();
         builder.append(CATALOG);
         let schema = builder.schema();
@@ -192,6 +650,7 @@ impl FlightSqlService for CellarFlightSql {
         query: CommandGetDbSchemas,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
         let schema = query.clone().into_builder().schema();
         metadata_info(query.as_any(), &schema, request)
     }
@@ -199,8 +658,9 @@ impl FlightSqlService for CellarFlightSql {
     async fn do_get_schemas(
         &self,
         query: CommandGetDbSchemas,
-        _request: Request<Ticket>,
-    ) -> Result<Response<FlightStream<arrow_flight::FlightData>>, Status> {
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream<FlightData>>, Status> {
+        self.caller(&request)?;
         let mut builder = query.into_builder();
         builder.append(CATALOG, SCHEMA);
         let schema = builder.schema();
@@ -212,6 +672,7 @@ impl FlightSqlService for CellarFlightSql {
         query: CommandGetTables,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
         let schema = query.clone().into_builder().schema();
         metadata_info(query.as_any(), &schema, request)
     }
@@ -219,8 +680,9 @@ impl FlightSqlService for CellarFlightSql {
     async fn do_get_tables(
         &self,
         query: CommandGetTables,
-        _request: Request<Ticket>,
-    ) -> Result<Response<FlightStream<arrow_flight::FlightData>>, Status> {
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream<FlightData>>, Status> {
+        self.caller(&request)?;
         let store = self.session.store().clone();
         let mut builder = query.into_builder();
         for table in store.list_tables() {
@@ -235,17 +697,120 @@ impl FlightSqlService for CellarFlightSql {
         stream_batch(schema, builder.build())
     }
 
+    async fn get_flight_info_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let schema = query.into_builder().schema();
+        metadata_info(query.as_any(), &schema, request)
+    }
+
+    async fn do_get_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream<FlightData>>, Status> {
+        self.caller(&request)?;
+        let mut builder = query.into_builder();
+        builder.append("TABLE");
+        let schema = builder.schema();
+        stream_batch(schema, builder.build())
+    }
+
+    async fn get_flight_info_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let info = sql_info()?;
+        let schema = query.clone().into_builder(info).schema();
+        metadata_info(query.as_any(), &schema, request)
+    }
+
+    async fn do_get_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream<FlightData>>, Status> {
+        self.caller(&request)?;
+        let builder = query.into_builder(sql_info()?);
+        let schema = builder.schema();
+        stream_batch(schema, builder.build())
+    }
+
+    async fn get_flight_info_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let schema = query.into_builder(xdbc_types()?).schema();
+        metadata_info(query.as_any(), &schema, request)
+    }
+
+    async fn do_get_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream<FlightData>>, Status> {
+        self.caller(&request)?;
+        let builder = query.into_builder(xdbc_types()?);
+        let schema = builder.schema();
+        stream_batch(schema, builder.build())
+    }
+
+    async fn get_flight_info_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        metadata_info(query.as_any(), &metadata::primary_keys_schema(), request)
+    }
+
+    async fn do_get_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<Ticket>,
+    ) -> Result<Response<FlightStream<FlightData>>, Status> {
+        self.caller(&request)?;
+        let other_place = query.catalog.as_deref().is_some_and(|c| c != CATALOG)
+            || query.db_schema.as_deref().is_some_and(|s| s != SCHEMA);
+        let batch = if other_place {
+            Ok(RecordBatch::new_empty(metadata::primary_keys_schema()))
+        } else {
+            metadata::primary_keys(self.session.store(), CATALOG, SCHEMA, &query.table)
+        };
+        let batch = batch.map_err(|e| match e {
+            crate::Error::TableNotFound { .. } => Status::not_found(e.to_string()),
+            other => Status::internal(other.to_string()),
+        })?;
+        stream_batch(metadata::primary_keys_schema(), Ok(batch))
+    }
+
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
 }
 
-const CATALOG: &str = "cellar";
-const SCHEMA: &str = "public";
+fn sql_info() -> Result<&'static arrow_flight::sql::metadata::SqlInfoData, Status> {
+    metadata::SQL_INFO
+        .as_ref()
+        .map_err(|e| Status::internal(e.to_string()))
+}
+
+fn xdbc_types() -> Result<&'static arrow_flight::sql::metadata::XdbcTypeInfoData, Status> {
+    metadata::XDBC_TYPES
+        .as_ref()
+        .map_err(|e| Status::internal(e.to_string()))
+}
 
 /// The FlightInfo of a metadata command: its result schema, and a ticket
 /// that is the command itself.
 fn metadata_info(
     command: Any,
-    schema: &datafusion::arrow::datatypes::Schema,
+    schema: &Schema,
     request: Request<FlightDescriptor>,
 ) -> Result<Response<FlightInfo>, Status> {
     let endpoint = FlightEndpoint::new().with_ticket(Ticket {
@@ -261,45 +826,74 @@ fn metadata_info(
 
 /// One batch (or its error) as a Flight data stream.
 fn stream_batch(
-    schema: datafusion::arrow::datatypes::SchemaRef,
-    batch: Result<datafusion::arrow::array::RecordBatch, FlightError>,
-) -> Result<Response<FlightStream<arrow_flight::FlightData>>, Status> {
-    let batch = batch.map_err(|e| Status::internal(e.to_string()))?;
+    schema: SchemaRef,
+    batch: Result<RecordBatch, FlightError>,
+) -> Result<Response<FlightStream<FlightData>>, Status> {
+    let batch = batch.map_err(flight_status)?;
     let stream = FlightDataEncoderBuilder::new()
         .with_schema(schema)
         .build(futures::stream::once(async { Ok(batch) }))
-        .map_err(|e| Status::internal(e.to_string()));
+        .map_err(flight_status);
     Ok(Response::new(Box::pin(stream)))
 }
 
-/// Serves `session` on `addr` until the process ends.
-pub async fn serve(session: SqlSession, addr: SocketAddr) -> Result<(), String> {
-    tonic::transport::Server::builder()
-        .add_service(CellarFlightSql::new(session).into_server())
-        .serve(addr)
-        .await
-        .map_err(|e| format!("serving on {addr}: {e}"))
+/// How `cellar serve` listens: credentials and TLS.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// Credentials required of clients (none: anonymous).
+    pub credentials: Credentials,
+    /// A PEM certificate (chain) and private key file for TLS.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
-/// Serves on an already bound listener (tests bind 127.0.0.1:0).
-pub async fn serve_listener(
+/// Serves `session` on an already bound listener until the process ends
+/// (tests bind 127.0.0.1:0).
+pub async fn serve(
     session: SqlSession,
     listener: tokio::net::TcpListener,
+    options: ServeOptions,
 ) -> Result<(), String> {
-    let incoming = tokio_stream_from(listener);
-    tonic::transport::Server::builder()
-        .add_service(CellarFlightSql::new(session).into_server())
-        .serve_with_incoming(incoming)
-        .await
-        .map_err(|e| e.to_string())
+    serve_service(
+        CellarFlightSql::with_credentials(session, options.credentials.clone()),
+        listener,
+        &options,
+    )
+    .await
 }
 
-fn tokio_stream_from(
+/// Serves an already made service (tests keep a clone to look inside).
+pub async fn serve_service(
+    service: CellarFlightSql,
     listener: tokio::net::TcpListener,
-) -> impl Stream<Item = Result<tokio::net::TcpStream, std::io::Error>> {
-    futures::stream::unfold(listener, |listener| async move {
+    options: &ServeOptions,
+) -> Result<(), String> {
+    let mut builder = tonic::transport::Server::builder();
+    if let Some((cert, key)) = &options.tls {
+        let read = |p: &PathBuf, what: &str| {
+            std::fs::read(p).map_err(|e| format!("reading the TLS {what} {}: {e}", p.display()))
+        };
+        let identity = tonic::transport::Identity::from_pem(
+            read(cert, "certificate")?,
+            read(key, "private key")?,
+        );
+        builder = builder
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .map_err(|e| {
+                format!(
+                    "TLS certificate {} or key {} is not usable: {e}",
+                    cert.display(),
+                    key.display()
+                )
+            })?;
+    }
+    let incoming = futures::stream::unfold(listener, |listener| async move {
         let next = listener.accept().await.map(|(s, _)| s);
         Some((next, listener))
     })
-    .boxed()
+    .boxed();
+    builder
+        .add_service(service.into_server())
+        .serve_with_incoming(incoming)
+        .await
+        .map_err(|e| e.to_string())
 }

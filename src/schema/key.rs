@@ -269,12 +269,24 @@ impl KeySchema {
         Ok((xxhash_rust::xxh3::xxh3_64(joined.as_bytes()) % u64::from(buckets)) as u32)
     }
 
+    /// The field index of a text segment that ends the key: it may hold
+    /// the delimiter, since no segment follows it to be confused with.
+    fn free_tail(&self) -> Option<usize> {
+        match self.segments.last() {
+            Some(Segment::Field {
+                kind: SegmentKind::Text,
+                ..
+            }) => self.fields().count().checked_sub(1),
+            _ => None,
+        }
+    }
+
     fn format_value(&self, name: &str, kind: &SegmentKind, value: &KeyValue) -> Result<String> {
         let mismatch =
             || Error::InvalidArgument(format!("row key segment {name:?} cannot hold {value:?}"));
         let text = match (kind, value) {
             (SegmentKind::Text, KeyValue::Text(t)) => {
-                if t.contains(self.delimiter) {
+                if t.contains(self.delimiter) && self.free_tail() != self.field_index(name) {
                     return Err(Error::InvalidArgument(format!(
                         "row key segment {name:?} value {t:?} contains the delimiter {:?}",
                         self.delimiter
@@ -297,7 +309,8 @@ impl KeySchema {
     /// key does not fit the schema.
     pub fn decode(&self, key: &[u8]) -> Option<Vec<KeyValue>> {
         let key = std::str::from_utf8(key).ok()?;
-        let parts: Vec<&str> = key.split(self.delimiter).collect();
+        // A text segment at the end keeps any delimiters in it.
+        let parts: Vec<&str> = key.splitn(self.segments.len(), self.delimiter).collect();
         if parts.len() != self.segments.len() {
             return None;
         }

@@ -51,6 +51,16 @@ impl SchemaProvider for StoreSchema {
     }
 }
 
+/// What a statement returns and takes, known before it runs.
+#[derive(Debug, Clone)]
+pub struct StatementShape {
+    /// The result's schema.
+    pub schema: datafusion::arrow::datatypes::SchemaRef,
+    /// Its placeholders in order (`$1`, `$2`, ...), with their types where
+    /// the statement determines them.
+    pub parameters: Vec<(String, Option<DataType>)>,
+}
+
 /// A SQL session over a store.
 #[derive(Clone)]
 pub struct SqlSession {
@@ -104,6 +114,63 @@ impl SqlSession {
             Ok(None) => self.ctx.sql(sql).await,
             Err(e) => Err(DataFusionError::SQL(Box::new(e), None)),
         }
+    }
+
+    /// What a statement would return and which parameters (`$1`, `$2`,
+    /// ...) it takes, planned without running anything: nothing is
+    /// created, written or dropped. cellar's own statements (its DDL)
+    /// answer `None`; they say what they did only once run.
+    pub async fn statement_shape(&self, sql: &str) -> DfResult<Option<StatementShape>> {
+        match ddl::parse(sql) {
+            Ok(Some(_)) => Ok(None),
+            Err(e) => Err(DataFusionError::SQL(Box::new(e), None)),
+            Ok(None) => {
+                let plan = self.ctx.state().create_logical_plan(sql).await?;
+                let mut parameters: Vec<(String, Option<DataType>)> =
+                    plan.get_parameter_types()?.into_iter().collect();
+                // `$2` after `$1`, `$10` after `$9`.
+                parameters.sort_by_key(|(id, _)| {
+                    (
+                        id.trim_start_matches('$')
+                            .parse::<usize>()
+                            .unwrap_or(usize::MAX),
+                        id.clone(),
+                    )
+                });
+                Ok(Some(StatementShape {
+                    schema: Arc::new(plan.schema().as_arrow().clone()),
+                    parameters,
+                }))
+            }
+        }
+    }
+
+    /// Plans one statement with parameter values for its placeholders.
+    /// Like [`SqlSession::sql`], cellar's own statements and DataFusion's
+    /// DDL run at once; queries and DML run when the frame is executed.
+    pub async fn sql_with_params(
+        &self,
+        sql: &str,
+        params: datafusion::common::ParamValues,
+    ) -> DfResult<DataFrame> {
+        let empty = match &params {
+            datafusion::common::ParamValues::List(v) => v.is_empty(),
+            datafusion::common::ParamValues::Map(m) => m.is_empty(),
+        };
+        if empty {
+            return self.sql(sql).await;
+        }
+        if let Ok(Some(_)) = ddl::parse(sql) {
+            return Err(DataFusionError::Plan(
+                "cellar's own statements (CREATE TABLE, ALTER ..., PROTO ...) take no parameters"
+                    .into(),
+            ));
+        }
+        // Placeholders are replaced before DDL would run, so a parameter
+        // reaches `CREATE VIEW ... AS SELECT $1` as a value.
+        let plan = self.ctx.state().create_logical_plan(sql).await?;
+        let plan = plan.with_param_values(params)?;
+        self.ctx.execute_logical_plan(plan).await
     }
 
     /// Runs one statement and collects its result.

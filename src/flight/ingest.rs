@@ -1,0 +1,251 @@
+//! Bulk ingest (`CommandStatementIngest`): Arrow batches streamed by a
+//! client are written into an existing table, or into a new one whose row
+//! key is a named column. Each incoming batch is inserted as it arrives,
+//! so memory holds one batch, and every row goes through the same INSERT
+//! path SQL uses (key encoding, type checks, errors naming the row).
+
+use std::sync::Arc;
+
+use arrow_flight::sql::{CommandStatementIngest, TableExistsOption, TableNotExistOption};
+use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
+use futures::{Stream, StreamExt};
+use tonic::Status;
+
+use super::status;
+use crate::query::to_df;
+use crate::{CellarTable, SqlSession};
+
+/// The ingest option naming the row-key column of a table it creates
+/// (default: the first column).
+pub const ROW_KEY_OPTION: &str = "cellar.row_key";
+/// The ingest option naming the family of the other columns (default `cf`).
+pub const FAMILY_OPTION: &str = "cellar.family";
+
+/// Runs one ingest; the number of rows written.
+pub async fn ingest(
+    session: &SqlSession,
+    command: CommandStatementIngest,
+    batches: impl Stream<Item = Result<RecordBatch, Status>> + Unpin,
+) -> Result<i64, Status> {
+    check_target(&command)?;
+    let mut batches = batches.peekable();
+    let first_schema: Option<SchemaRef> = match std::pin::Pin::new(&mut batches).peek().await {
+        Some(Ok(b)) => Some(b.schema()),
+        Some(Err(e)) => return Err(e.clone()),
+        None => None,
+    };
+    let store = session.store();
+    let table = command.table.as_str();
+    let options = command.table_definition_options.unwrap_or_default();
+    let exists = store.table(table).is_ok();
+    if exists {
+        match TableExistsOption::try_from(options.if_exists).unwrap_or_default() {
+            TableExistsOption::Append => {}
+            TableExistsOption::Replace => {
+                let schema = need_schema(first_schema.as_ref(), table)?;
+                session
+                    .query(&format!("DROP TABLE {}", quote(table)))
+                    .await
+                    .map_err(|e| status(&e))?;
+                create(session, table, schema, &command.options).await?;
+            }
+            TableExistsOption::Fail | TableExistsOption::Unspecified => {
+                return Err(Status::already_exists(format!(
+                    "table {table} exists; ingest in append or replace mode to write to it"
+                )));
+            }
+        }
+    } else {
+        match TableNotExistOption::try_from(options.if_not_exist).unwrap_or_default() {
+            TableNotExistOption::Create => {
+                let schema = need_schema(first_schema.as_ref(), table)?;
+                create(session, table, schema, &command.options).await?;
+            }
+            TableNotExistOption::Fail | TableNotExistOption::Unspecified => {
+                return Err(Status::not_found(format!(
+                    "table {table} does not exist; ingest in create mode to make it"
+                )));
+            }
+        }
+    }
+
+    let target = CellarTable::new(store.clone(), table).map_err(|e| status(&to_df(e)))?;
+    let ctx = SessionContext::new();
+    ctx.register_table("target", Arc::new(target))
+        .map_err(|e| status(&e))?;
+    let mut written = 0i64;
+    while let Some(batch) = batches.next().await {
+        let batch = batch?;
+        if batch.num_rows() == 0 {
+            continue;
+        }
+        written += insert(&ctx, table, batch).await?;
+    }
+    Ok(written)
+}
+
+fn check_target(command: &CommandStatementIngest) -> Result<(), Status> {
+    if command.table.is_empty() {
+        return Err(Status::invalid_argument("ingest names no table"));
+    }
+    if let Some(c) = command.catalog.as_deref().filter(|c| *c != super::CATALOG) {
+        return Err(Status::not_found(format!(
+            "catalog {c:?} does not exist (the only one is {:?})",
+            super::CATALOG
+        )));
+    }
+    if let Some(s) = command.schema.as_deref().filter(|s| *s != super::SCHEMA) {
+        return Err(Status::not_found(format!(
+            "schema {s:?} does not exist (the only one is {:?})",
+            super::SCHEMA
+        )));
+    }
+    if command.temporary {
+        return Err(Status::unimplemented(
+            "temporary tables are not supported; ingest into a table",
+        ));
+    }
+    if command.transaction_id.is_some() {
+        return Err(Status::unimplemented("transactions are not supported"));
+    }
+    Ok(())
+}
+
+fn need_schema<'a>(schema: Option<&'a SchemaRef>, table: &str) -> Result<&'a Schema, Status> {
+    schema.map(AsRef::as_ref).ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "ingest into new table {table} sent no data to take its columns from"
+        ))
+    })
+}
+
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Creates `table` for batches of `schema`: the row key is one column
+/// (text, or a zero-padded integer so keys sort numerically), every other
+/// column a qualifier of one family.
+async fn create(
+    session: &SqlSession,
+    table: &str,
+    schema: &Schema,
+    options: &std::collections::HashMap<String, String>,
+) -> Result<(), Status> {
+    let key_name = match options
+        .get(ROW_KEY_OPTION)
+        .or_else(|| options.get("row_key"))
+    {
+        Some(k) => k.clone(),
+        None => schema
+            .fields()
+            .first()
+            .map(|f| f.name().clone())
+            .ok_or_else(|| Status::invalid_argument("ingested batches have no columns"))?,
+    };
+    let family = options
+        .get(FAMILY_OPTION)
+        .cloned()
+        .unwrap_or_else(|| "cf".to_string());
+    let key = schema.field_with_name(&key_name).map_err(|_| {
+        Status::invalid_argument(format!(
+            "row key column {key_name:?} is not among the ingested columns ({})",
+            schema
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })?;
+    let key_type = match key.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "TEXT",
+        t if t.is_integer() => "INT(19)",
+        other => {
+            return Err(Status::invalid_argument(format!(
+                "row key column {key_name:?} has type {other}; a row key is text or an integer"
+            )));
+        }
+    };
+    let mut sql = format!(
+        "CREATE TABLE {} (ROW KEY ({} {key_type}), FAMILY {}",
+        quote(table),
+        quote(&key_name),
+        quote(&family)
+    );
+    for field in schema.fields().iter().filter(|f| f.name() != &key_name) {
+        let t = value_type(field.data_type()).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "column {:?} has type {}; cellar columns are BIGINT, DOUBLE, TEXT or BYTES",
+                field.name(),
+                field.data_type()
+            ))
+        })?;
+        sql.push_str(&format!(
+            ", {} {t} IN {}",
+            quote(field.name()),
+            quote(&family)
+        ));
+    }
+    sql.push(')');
+    session.query(&sql).await.map_err(|e| status(&e))?;
+    Ok(())
+}
+
+fn value_type(t: &DataType) -> Option<&'static str> {
+    Some(match t {
+        t if t.is_integer() => "BIGINT",
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => "DOUBLE",
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "TEXT",
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "BYTES",
+        _ => return None,
+    })
+}
+
+/// Inserts one batch by column name; the rows written.
+async fn insert(ctx: &SessionContext, table: &str, batch: RecordBatch) -> Result<i64, Status> {
+    let names: Vec<String> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| quote(f.name()))
+        .collect();
+    let source = MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(|e| status(&e))?;
+    ctx.deregister_table("batch").map_err(|e| status(&e))?;
+    ctx.register_table("batch", Arc::new(source))
+        .map_err(|e| status(&e))?;
+    let columns = names.join(", ");
+    let sql = format!("INSERT INTO target ({columns}) SELECT {columns} FROM batch");
+    let result = ctx
+        .sql(&sql)
+        .await
+        .map_err(|e| status(&e).map_message(|m| format!("ingest into {table}: {m}")))?
+        .collect()
+        .await
+        .map_err(|e| status(&e).map_message(|m| format!("ingest into {table}: {m}")))?;
+    let mut count = 0i64;
+    for b in &result {
+        if let Some(c) = b
+            .column_by_name("count")
+            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
+        {
+            for i in 0..c.len() {
+                count += i64::try_from(c.value(i)).unwrap_or(i64::MAX);
+            }
+        }
+    }
+    Ok(count)
+}
+
+trait MapMessage {
+    fn map_message(self, f: impl FnOnce(&str) -> String) -> Status;
+}
+
+impl MapMessage for Status {
+    fn map_message(self, f: impl FnOnce(&str) -> String) -> Status {
+        Status::new(self.code(), f(self.message()))
+    }
+}
