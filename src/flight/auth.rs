@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow_flight::BasicAuth;
 use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use prost::Message;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
@@ -185,9 +185,10 @@ fn authorization(metadata: &MetadataMap) -> Result<Option<Authorization>, Status
         return Ok(Some(Authorization::Bearer(rest.to_string())));
     }
     if scheme.eq_ignore_ascii_case("basic") {
-        let decoded = STANDARD
-            .decode(rest)
-            .ok()
+        // Clients differ in padding and alphabet; accept all four.
+        let decoded = [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD]
+            .iter()
+            .find_map(|engine| engine.decode(rest).ok())
             .and_then(|b| String::from_utf8(b).ok())
             .ok_or_else(|| {
                 Status::unauthenticated("the Basic credentials are not base64 of user:password")
@@ -291,6 +292,12 @@ mod tests {
         assert!(auth.caller(&with("Bearer tokk")).is_err());
         assert!(auth.caller(&with("Digest x")).is_err());
         assert!(auth.caller(&with("Basic !!!")).is_err());
+        // Unpadded base64, as some clients send it.
+        let auth = Authenticator::new(Credentials {
+            user: Some(("ana".into(), "pw1".into())),
+            token: None,
+        });
+        assert!(auth.handshake(&with("Basic YW5hOnB3MQ"), &[]).is_ok());
     }
 
     #[test]

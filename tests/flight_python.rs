@@ -1,0 +1,63 @@
+//! Interoperability: the Python ADBC Flight SQL driver (the one analysts
+//! use from pandas/polars/DuckDB) against the `cellar serve` binary with a
+//! user name and password. `./scripts/test` creates the virtual
+//! environment and sets CELLAR_PYTHON; the script itself is
+//! tests/python/adbc_interop.py.
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+
+#[test]
+fn python_adbc_driver_works_against_cellar_serve() {
+    let Some(python) = std::env::var_os("CELLAR_PYTHON") else {
+        eprintln!("skipped: CELLAR_PYTHON is not set; ./scripts/test sets it up");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let password = "horse battery staple";
+    let password_file = dir.path().join("password");
+    std::fs::write(&password_file, format!("{password}\n")).unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_cellar"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--user", "analyst"])
+        .arg("--store")
+        .arg(dir.path().join("store"))
+        .arg("--password-file")
+        .arg(&password_file)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(server.stderr.take().unwrap());
+    let mut banner = String::new();
+    stderr.read_line(&mut banner).unwrap();
+    let addr = banner
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("grpc://"))
+        .map(|a| a.trim_end_matches(','))
+        .unwrap_or_else(|| panic!("no address in {banner:?}"))
+        .to_string();
+    assert!(banner.contains("user analyst with a password"), "{banner}");
+
+    let out = Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/adbc_interop.py"
+        ))
+        .args([&format!("grpc://{addr}"), "analyst", password])
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let mut log = banner.clone();
+    stderr.read_to_string(&mut log).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let errors = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("all ADBC checks passed"),
+        "python said:\n{stdout}\n{errors}"
+    );
+    // Nothing the server wrote shows the password or a token.
+    assert!(!log.contains(password), "{log}");
+    assert!(!log.to_lowercase().contains("bearer"), "{log}");
+}

@@ -1,0 +1,107 @@
+"""cellar through the Python ADBC Flight SQL driver, as an analyst would use it.
+
+Run by tests/flight_python.rs against a server it started:
+    python adbc_interop.py grpc://127.0.0.1:PORT USER PASSWORD
+Exits non-zero with a message on the first thing that does not hold.
+"""
+
+import sys
+
+import adbc_driver_flightsql.dbapi as flight_sql
+import adbc_driver_manager
+import pyarrow as pa
+
+uri, user, password = sys.argv[1:4]
+
+
+def connect(pw):
+    return flight_sql.connect(uri, db_kwargs={"username": user, "password": pw})
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit(f"FAILED: {what}")
+    print(f"ok: {what}")
+
+
+# Wrong credentials are refused with UNAUTHENTICATED.
+try:
+    with connect("not the password") as bad, bad.cursor() as cur:
+        cur.execute("SELECT 1")
+        cur.fetchall()
+    check(False, "a wrong password is refused")
+except adbc_driver_manager.Error as e:
+    check("Unauthenticated" in str(e) or "UNAUTHENTICATED" in str(e), f"a wrong password is refused ({type(e).__name__})")
+
+with connect(password) as conn, conn.cursor() as cur:
+    # DDL and a plain query.
+    cur.execute(
+        "CREATE TABLE py_meter (ROW KEY (meter TEXT, day INT(8)), FAMILY r, kwh DOUBLE IN r)"
+    )
+    cur.fetchall()
+    cur.execute("SELECT 41 + 1 AS answer")
+    check(cur.fetchall() == [(42,)], "a query answers")
+
+    # Ingest a pyarrow table into the existing table.
+    meters = [f"m{m:04d}" for m in range(20) for _ in range(30)]
+    days = [20240101 + d for _ in range(20) for d in range(30)]
+    kwh = [float(i % 97) / 10 for i in range(600)]
+    table = pa.table({"meter": meters, "day": days, "kwh": kwh})
+    rows = cur.adbc_ingest("py_meter", table, mode="append")
+    check(rows in (600, -1), f"ingest appends 600 rows (driver says {rows})")
+    cur.execute("SELECT count(*) AS n FROM py_meter")
+    check(cur.fetchall() == [(600,)], "the ingested rows are all there")
+
+    # A parameterised query (a prepared statement with bound values).
+    cur.execute(
+        "SELECT day, kwh FROM py_meter WHERE meter = ? AND day >= ? ORDER BY day",
+        ("m0002", 20240128),
+    )
+    got = cur.fetchall()
+    check([d for d, _ in got] == [20240128, 20240129, 20240130], f"parameters bind ({got})")
+
+    # Ingest creating a table: the first column is the row key.
+    events = pa.table(
+        {
+            "id": ["acme#2024-01-01#a", "acme#2024-01-02#b", "zeta#2024-01-01#c"],
+            "amount": [10, 20, 30],
+            "note": ["x", "y", "z"],
+        }
+    )
+    cur.adbc_ingest("py_events", events, mode="create")
+    cur.execute("SELECT id, amount FROM py_events WHERE id LIKE 'acme#%' ORDER BY id")
+    got = cur.fetchall()
+    check(got == [("acme#2024-01-01#a", 10), ("acme#2024-01-02#b", 20)], f"key-prefix read back ({got})")
+    cur.execute("EXPLAIN SELECT id FROM py_events WHERE id LIKE 'acme#%'")
+    plan = " ".join(str(r) for r in cur.fetchall())
+    check("acme#" in plan, "the key prefix is a range in the scan")
+
+    # Arrow all the way: fetch a result as a pyarrow table.
+    cur.execute("SELECT meter, sum(kwh) AS total FROM py_meter GROUP BY meter ORDER BY meter")
+    arrow = cur.fetch_arrow_table()
+    check(arrow.num_rows == 20 and arrow.column_names == ["meter", "total"], "results arrive as Arrow")
+
+    # Listing objects: catalogs, schemas, tables and their columns.
+    objects = conn.adbc_get_objects(depth="all").read_all().to_pylist()
+    tables = {
+        t["table_name"]: [c["column_name"] for c in (t["table_columns"] or [])]
+        for cat in objects
+        for schema in cat["catalog_db_schemas"] or []
+        for t in schema["db_schema_tables"] or []
+    }
+    check({"py_meter", "py_events"} <= set(tables), f"get_objects lists the tables ({sorted(tables)})")
+    check("kwh" in tables["py_meter"], "get_objects lists the columns")
+    check("TABLE" in conn.adbc_get_table_types(), "table types")
+    info = conn.adbc_get_info()
+    check(info.get("vendor_name") == "cellar", f"server name in info ({info.get('vendor_name')})")
+
+    # Bad SQL is an error naming the problem, and the session goes on.
+    try:
+        cur.execute("SELEC 1")
+        check(False, "bad SQL is refused")
+    except adbc_driver_manager.Error as e:
+        check("syntax" in str(e).lower() or "InvalidArgument" in str(e) or "INVALID_ARGUMENT" in str(e), "bad SQL is refused")
+    cur.execute("SELECT count(*) FROM py_events")
+    check(cur.fetchall() == [(3,)], "the session survives an error")
+
+print("all ADBC checks passed")
