@@ -228,3 +228,74 @@ fn bigtable_verbs_output_files_and_hints() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn serve_refuses_incomplete_options_and_keeps_secrets_off_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cellar"));
+        cmd.arg("serve")
+            .args(args)
+            .env_remove("CELLAR_PASSWORD")
+            .env_remove("CELLAR_TOKEN");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    };
+    let cases: &[(&[&str], &str)] = &[
+        (&["--user", "ana"], "--user ana needs a password"),
+        (
+            &["--tls-cert", "c.pem"],
+            "needs both --tls-cert FILE and --tls-key FILE",
+        ),
+        (&["--addr", "nowhere"], "--addr \"nowhere\""),
+        (&["--password", "x"], "not \"--password\""),
+        (
+            &["--password-file", "/no/such/file"],
+            "reading the password file /no/such/file",
+        ),
+        (&["--store"], "--store needs a value"),
+    ];
+    for (args, expected) in cases {
+        let out = run(args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "\n").unwrap();
+    let out = run(&["--token-file", empty.to_str().unwrap()], &[]);
+    assert!(
+        text(&out.stderr).contains("is empty"),
+        "{}",
+        text(&out.stderr)
+    );
+    // A password from the environment without a user is refused, unprinted.
+    let out = run(&[], &[("CELLAR_PASSWORD", "s3cret-value")]);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("without --user") && !err.contains("s3cret-value"),
+        "{err}"
+    );
+    // TLS files that are not PEM are named.
+    let bad = dir.path().join("bad.pem");
+    std::fs::write(&bad, "not a certificate").unwrap();
+    let store = dir.path().join("store");
+    let out = run(
+        &[
+            "--store",
+            store.to_str().unwrap(),
+            "--addr",
+            "127.0.0.1:0",
+            "--tls-cert",
+            bad.to_str().unwrap(),
+            "--tls-key",
+            bad.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("bad.pem"), "{err}");
+}

@@ -6,8 +6,9 @@
 //!
 //! Secrets never appear in errors or logs: errors name the problem only.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use arrow_flight::BasicAuth;
 use base64::Engine;
@@ -56,15 +57,21 @@ pub enum Caller {
 #[derive(Clone)]
 pub struct Authenticator {
     credentials: Credentials,
-    issued: Arc<Mutex<HashSet<String>>>,
+    /// Tokens handed out, with when they were last used.
+    issued: Arc<Mutex<HashMap<String, Instant>>>,
 }
+
+/// A token unused this long is forgotten (the client handshakes again).
+const TOKEN_IDLE: Duration = Duration::from_secs(24 * 3600);
+/// At most this many live tokens; the least recently used go first.
+const MAX_TOKENS: usize = 100_000;
 
 impl Authenticator {
     /// An authenticator for `credentials`.
     pub fn new(credentials: Credentials) -> Self {
         Authenticator {
             credentials,
-            issued: Arc::new(Mutex::new(HashSet::new())),
+            issued: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -148,16 +155,40 @@ impl Authenticator {
         {
             return true;
         }
-        self.issued
-            .lock()
-            .map(|issued| issued.contains(token))
-            .unwrap_or(false)
+        let Ok(mut issued) = self.issued.lock() else {
+            return false;
+        };
+        let now = Instant::now();
+        match issued.get_mut(token) {
+            Some(used) if now.duration_since(*used) < TOKEN_IDLE => {
+                *used = now;
+                true
+            }
+            Some(_) => {
+                issued.remove(token);
+                false
+            }
+            None => false,
+        }
     }
 
     fn remember(&self, token: &str) {
-        if let Ok(mut issued) = self.issued.lock() {
-            issued.insert(token.to_string());
+        let Ok(mut issued) = self.issued.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        if issued.len() >= MAX_TOKENS {
+            issued.retain(|_, used| now.duration_since(*used) < TOKEN_IDLE);
         }
+        if issued.len() >= MAX_TOKENS
+            && let Some(oldest) = issued
+                .iter()
+                .min_by_key(|(_, used)| **used)
+                .map(|(t, _)| t.clone())
+        {
+            issued.remove(&oldest);
+        }
+        issued.insert(token.to_string(), now);
     }
 
     fn issue(&self) -> String {
