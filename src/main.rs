@@ -207,6 +207,7 @@ fn run_server(
             return ExitCode::FAILURE;
         }
     };
+    let checkpoint = session.store().clone();
     let served = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -228,14 +229,45 @@ fn run_server(
             "cellar Flight SQL on {scheme}://{bound}, store {} ({auth})",
             store.display()
         );
-        cellar::flight::serve(session, listener, options).await
+        cellar::flight::serve_until(session, listener, options, stop_signal()).await
     });
+    // Leaves nothing in the journal, so the next start opens at once.
+    if let Err(e) = checkpoint.checkpoint() {
+        eprintln!("warning: could not checkpoint the store: {e}");
+    }
     match served {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            eprintln!("stopped");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Ctrl-C or SIGTERM: stop taking calls and close the store cleanly.
+async fn stop_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(t) => t,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
     }
 }
 

@@ -47,8 +47,10 @@ fn python_adbc_driver_works_against_cellar_serve() {
         .args([&format!("grpc://{addr}"), "analyst", password])
         .output()
         .unwrap();
-    server.kill().unwrap();
-    server.wait().unwrap();
+    // SIGTERM stops the server cleanly (it checkpoints the store).
+    let pid = server.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let stopped = server.wait().unwrap();
     let mut log = banner.clone();
     stderr.read_to_string(&mut log).unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -56,6 +58,10 @@ fn python_adbc_driver_works_against_cellar_serve() {
     assert!(
         out.status.success() && stdout.contains("all ADBC checks passed"),
         "python said:\n{stdout}\n{errors}"
+    );
+    assert!(
+        stopped.success() && log.contains("stopped"),
+        "{stopped:?}: {log}"
     );
     // Nothing the server wrote shows the password or a token.
     assert!(!log.contains(password), "{log}");

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use arrow_flight::sql::{CommandStatementIngest, TableExistsOption, TableNotExistOption};
-use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
@@ -226,18 +226,7 @@ async fn insert(ctx: &SessionContext, table: &str, batch: RecordBatch) -> Result
         .collect()
         .await
         .map_err(|e| status(&e).map_message(|m| format!("ingest into {table}: {m}")))?;
-    let mut count = 0i64;
-    for b in &result {
-        if let Some(c) = b
-            .column_by_name("count")
-            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
-        {
-            for i in 0..c.len() {
-                count += i64::try_from(c.value(i)).unwrap_or(i64::MAX);
-            }
-        }
-    }
-    Ok(count)
+    Ok(super::affected(&result))
 }
 
 trait MapMessage {

@@ -853,12 +853,18 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     options: ServeOptions,
 ) -> Result<(), String> {
-    serve_service(
-        CellarFlightSql::with_credentials(session, options.credentials.clone()),
-        listener,
-        &options,
-    )
-    .await
+    serve_until(session, listener, options, std::future::pending()).await
+}
+
+/// Serves until `shutdown` completes, then lets running calls finish.
+pub async fn serve_until(
+    session: SqlSession,
+    listener: tokio::net::TcpListener,
+    options: ServeOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
+    let service = CellarFlightSql::with_credentials(session, options.credentials.clone());
+    serve_service_until(service, listener, &options, shutdown).await
 }
 
 /// Serves an already made service (tests keep a clone to look inside).
@@ -866,6 +872,15 @@ pub async fn serve_service(
     service: CellarFlightSql,
     listener: tokio::net::TcpListener,
     options: &ServeOptions,
+) -> Result<(), String> {
+    serve_service_until(service, listener, options, std::future::pending()).await
+}
+
+async fn serve_service_until(
+    service: CellarFlightSql,
+    listener: tokio::net::TcpListener,
+    options: &ServeOptions,
+    shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
     let mut builder = tonic::transport::Server::builder();
     if let Some((cert, key)) = &options.tls {
@@ -893,7 +908,7 @@ pub async fn serve_service(
     .boxed();
     builder
         .add_service(service.into_server())
-        .serve_with_incoming(incoming)
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await
         .map_err(|e| e.to_string())
 }

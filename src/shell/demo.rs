@@ -253,6 +253,10 @@ pub fn run(session: &SqlSession, runtime: &tokio::runtime::Runtime) -> Result<()
             .block_on(session.query(&s.sql))
             .map_err(|e| format!("demo step {:?} failed: {}", s.label, super::error_line(&e)))?;
     }
+    session
+        .store()
+        .checkpoint()
+        .map_err(|e| format!("demo: writing the tables out: {e}"))?;
     if terminal {
         eprintln!("\r[{}] 100% {:<40}", "#".repeat(30), "done");
     }

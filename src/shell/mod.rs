@@ -442,6 +442,15 @@ pub fn run(options: Options) -> bool {
             return false;
         }
     };
+    let ok = run_in(&mut shell, options);
+    // Leaves nothing in the journal, so the next start opens at once.
+    if let Err(e) = shell.session.store().checkpoint() {
+        eprintln!("warning: could not checkpoint the store on exit: {e}");
+    }
+    ok
+}
+
+fn run_in(shell: &mut Shell, options: Options) -> bool {
     if options.demo {
         if let Err(e) = demo::run(&shell.session, &shell.runtime) {
             eprintln!("error: {e}");

@@ -198,6 +198,9 @@ impl Store {
         let rules = age_rules.clone();
         let mut builder = Database::builder(&path)
             .manual_journal_persist(true)
+            // Bounds the journal replayed at open after a crash (fjall's
+            // minimum; the default 512 MiB took about a minute to replay).
+            .max_journaling_size(64 * 1024 * 1024)
             .with_compaction_filter_factories(Arc::new(move |name: &str| {
                 let factory: Arc<dyn fjall::compaction::filter::Factory> =
                     Arc::new(AgeFilterFactory {
@@ -347,6 +350,20 @@ impl Store {
     /// Writes everything to disk and waits for it.
     pub fn flush(&self) -> Result<()> {
         Ok(self.inner.db.persist(PersistMode::SyncAll)?)
+    }
+
+    /// Writes every memtable out to on-disk tables and syncs, so the next
+    /// open has no journal to replay: opening after a large load goes from
+    /// seconds (replaying up to 64 MiB of journal) to milliseconds. The
+    /// shell and the server call it when they close.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.inner.catalog.rotate_memtable_and_wait()?;
+        for table in self.list_tables() {
+            for keyspace in &self.handle(&table)?.keyspaces {
+                keyspace.rotate_memtable_and_wait()?;
+            }
+        }
+        self.flush()
     }
 
     // ---- catalog -------------------------------------------------------
