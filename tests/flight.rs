@@ -190,6 +190,26 @@ async fn errors_carry_the_right_codes() {
         .await
         .unwrap_err();
     assert_eq!(code(e), Code::NotFound);
+    // cellar's own errors keep their kind.
+    make_m(&mut client, 3).await;
+    let e = client
+        .execute_update("CREATE TABLE m (ROW KEY (k TEXT), FAMILY f)".into(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), Code::AlreadyExists);
+    let e = client
+        .execute_update(
+            "INSERT INTO m (host, n, v) VALUES ('a#b', 1, 1)".into(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), Code::InvalidArgument);
+    let e = client
+        .execute_update("ALTER TABLE m DROP FAMILY nope".into(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), Code::NotFound);
     let e = client.begin_transaction().await.unwrap_err();
     assert_eq!(code(e), Code::Unimplemented);
     let e = client

@@ -277,9 +277,14 @@ fn with_deadline(
 }
 
 /// A gRPC status for a failed statement: bad SQL and unknown names are the
-/// client's to fix.
+/// client's to fix; a failing disk is the server's.
 fn status(e: &DataFusionError) -> Status {
     let text = error_line(e);
+    if let DataFusionError::External(inner) = e.find_root()
+        && let Some(cellar) = inner.downcast_ref::<crate::Error>()
+    {
+        return Status::new(cellar_code(cellar), text);
+    }
     if text.contains("not found") || text.contains("does not exist") {
         return Status::not_found(text);
     }
@@ -293,6 +298,21 @@ fn status(e: &DataFusionError) -> Status {
         | DataFusionError::External(_) => Status::invalid_argument(text),
         DataFusionError::NotImplemented(_) => Status::unimplemented(text),
         _ => Status::internal(text),
+    }
+}
+
+/// The gRPC code of one of cellar's own errors.
+fn cellar_code(e: &crate::Error) -> tonic::Code {
+    use crate::Error as E;
+    use tonic::Code;
+    match e {
+        E::TableNotFound { .. } | E::FamilyNotFound { .. } => Code::NotFound,
+        E::TableExists { .. } | E::FamilyExists { .. } => Code::AlreadyExists,
+        E::StoreInUse { .. } => Code::Unavailable,
+        E::Storage(_) | E::Io(_) | E::Corrupt { .. } | E::UnsupportedFormat { .. } => {
+            Code::Internal
+        }
+        _ => Code::InvalidArgument,
     }
 }
 
@@ -911,4 +931,44 @@ async fn serve_service_until(
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_failures_are_the_servers_and_bad_input_the_clients() {
+        let io = crate::Error::Io(std::io::Error::other("disk on fire"));
+        let s = status(&crate::query::to_df(io));
+        assert_eq!(s.code(), tonic::Code::Internal);
+        assert!(s.message().contains("disk on fire"));
+        let busy = crate::Error::StoreInUse { path: "/x".into() };
+        assert_eq!(
+            status(&crate::query::to_df(busy)).code(),
+            tonic::Code::Unavailable
+        );
+        let bad = crate::Error::InvalidArgument("row key segment \"n\" value -1".into());
+        assert_eq!(
+            status(&crate::query::to_df(bad)).code(),
+            tonic::Code::InvalidArgument
+        );
+        assert_eq!(
+            deadline(&{
+                let mut m = MetadataMap::new();
+                m.insert(
+                    "grpc-timeout",
+                    "250m".parse().unwrap_or_else(|_| unreachable!()),
+                );
+                m
+            }),
+            Some(Duration::from_millis(250))
+        );
+        let mut odd = MetadataMap::new();
+        odd.insert(
+            "grpc-timeout",
+            "12x".parse().unwrap_or_else(|_| unreachable!()),
+        );
+        assert_eq!(deadline(&odd), None);
+    }
 }
