@@ -230,6 +230,16 @@ async fn errors_carry_the_right_codes() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
+    // One that is not even text is named in hex.
+    let cmd = CommandPreparedStatementQuery {
+        prepared_statement_handle: vec![0xff, 0xfe].into(),
+    };
+    let e = client
+        .get_flight_info(FlightDescriptor::new_cmd(cmd.as_any().encode_to_vec()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("0xfffe"), "{}", e.message());
 }
 
 async fn e_text(client: &FlightSqlServiceClient<Channel>, sql: &str) -> String {
@@ -361,10 +371,6 @@ async fn sessions_cannot_use_each_others_handles() {
     b.handshake("", "").await.unwrap();
     assert_ne!(a.token(), b.token());
     make_m(&mut a, 10).await;
-    let stmt = a
-        .prepare("SELECT count(*) FROM m".into(), None)
-        .await
-        .unwrap();
     let info = a.execute("SELECT * FROM m".into(), None).await.unwrap();
     let ticket = info.endpoint[0].ticket.clone().unwrap();
     // b learns a's handle and ticket (say, from a log) but cannot use them.
@@ -395,7 +401,6 @@ async fn sessions_cannot_use_each_others_handles() {
         .await
         .unwrap();
     assert_eq!(rows(&fetch(&mut a, info).await), 1);
-    stmt.close().await.unwrap();
 }
 
 /// The raw handle of a new prepared statement (the client type hides it).
@@ -570,6 +575,22 @@ async fn ingest_creates_appends_and_refuses() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("colour"), "{e}");
+    let got = query(&mut client, "SELECT count(*) FROM meter").await;
+    assert_eq!(got[0].column(0).as_primitive::<Int64Type>().value(0), 10010);
+    // Replace mode with a batch it cannot store refuses before dropping
+    // anything: the stored rows stay.
+    let flags = params(vec![
+        ("sensor", Arc::new(StringArray::from(vec!["a"])) as ArrayRef),
+        ("flag", Arc::new(BooleanArray::from(vec![true])) as ArrayRef),
+    ]);
+    let e = client
+        .execute_ingest(
+            ingest_command("meter", false, TableExistsOption::Replace),
+            futures::stream::iter(vec![Ok(flags)]),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), Code::InvalidArgument);
     let got = query(&mut client, "SELECT count(*) FROM meter").await;
     assert_eq!(got[0].column(0).as_primitive::<Int64Type>().value(0), 10010);
     // Replace mode starts over.

@@ -104,18 +104,18 @@ impl Authenticator {
                         "credentials required: send Basic user:password in the handshake",
                     ));
                 }
-                Ok(self.issue())
+                self.issue()
             }
         }
     }
 
     fn login(&self, user: &str, password: &str) -> Result<String, Status> {
         match &self.credentials.user {
-            Some((u, p)) if constant_eq(u, user) && constant_eq(p, password) => Ok(self.issue()),
+            Some((u, p)) if constant_eq(u, user) && constant_eq(p, password) => self.issue(),
             Some(_) => Err(Status::unauthenticated(format!(
                 "wrong user name or password for user {user:?}"
             ))),
-            None if !self.required() => Ok(self.issue()),
+            None if !self.required() => self.issue(),
             None => Err(Status::unauthenticated(
                 "this server accepts a bearer token, not a user name and password",
             )),
@@ -191,10 +191,10 @@ impl Authenticator {
         issued.insert(token.to_string(), now);
     }
 
-    fn issue(&self) -> String {
-        let token = random_hex();
+    fn issue(&self) -> Result<String, Status> {
+        let token = random_hex()?;
         self.remember(&token);
-        token
+        Ok(token)
     }
 }
 
@@ -249,19 +249,14 @@ fn constant_eq(a: &str, b: &str) -> bool {
     diff == 0
 }
 
-/// 128 random bits as hex: tokens and statement handles.
-pub fn random_hex() -> String {
+/// 128 random bits as hex: tokens and statement handles. Without the
+/// OS's randomness there is nothing unguessable to hand out, so the call
+/// fails rather than fall back to something predictable.
+pub fn random_hex() -> Result<String, Status> {
     let mut bytes = [0u8; 16];
-    if getrandom::fill(&mut bytes).is_err() {
-        // The OS has no randomness: fall back to a hash of time and a
-        // counter, still unique per process.
-        use std::hash::{BuildHasher, RandomState};
-        let state = RandomState::new();
-        let now = std::time::SystemTime::now();
-        bytes[..8].copy_from_slice(&state.hash_one(now).to_le_bytes());
-        bytes[8..].copy_from_slice(&state.hash_one((now, 1u8)).to_le_bytes());
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Status::unavailable(format!("no randomness for a token or handle: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]
@@ -343,7 +338,7 @@ mod tests {
             auth.caller(&with(&format!("Bearer {token}"))).ok(),
             Some(Caller::Session(token))
         );
-        assert_ne!(random_hex(), random_hex());
+        assert_ne!(random_hex().ok(), random_hex().ok());
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub struct Prepared {
     pub sql: String,
     /// Parameter values bound by DoPut; each row is one execution.
     pub parameters: Option<RecordBatch>,
+    /// How many placeholders the statement has (known when prepared).
+    pub parameter_count: usize,
 }
 
 struct Owned<T> {
@@ -66,7 +68,7 @@ impl Handles {
         let mut map = self.pending.lock().map_err(poisoned)?;
         let now = Instant::now();
         map.retain(|_, e| now.duration_since(e.created) < TICKET_TTL);
-        let handle = random_hex();
+        let handle = random_hex()?;
         map.insert(
             handle.clone(),
             Owned {
@@ -107,7 +109,7 @@ impl Handles {
                 "{MAX_PREPARED} prepared statements are open; close some first"
             )));
         }
-        let handle = random_hex();
+        let handle = random_hex()?;
         map.insert(
             handle.clone(),
             Owned {

@@ -45,12 +45,18 @@ pub async fn ingest(
         match TableExistsOption::try_from(options.if_exists).unwrap_or_default() {
             TableExistsOption::Append => {}
             TableExistsOption::Replace => {
+                // Everything about the new table is checked before the old
+                // one is dropped: bad input must not cost the stored rows.
                 let schema = need_schema(first_schema.as_ref(), table)?;
+                let create = create_sql(table, schema, &command.options)?;
+                crate::parse_cellar_statement(&create).map_err(|e| {
+                    Status::invalid_argument(format!("ingest cannot create table {table}: {e}"))
+                })?;
                 session
                     .query(&format!("DROP TABLE {}", quote(table)))
                     .await
                     .map_err(|e| status(&e))?;
-                create(session, table, schema, &command.options).await?;
+                session.query(&create).await.map_err(|e| status(&e))?;
             }
             TableExistsOption::Fail | TableExistsOption::Unspecified => {
                 return Err(Status::already_exists(format!(
@@ -62,7 +68,8 @@ pub async fn ingest(
         match TableNotExistOption::try_from(options.if_not_exist).unwrap_or_default() {
             TableNotExistOption::Create => {
                 let schema = need_schema(first_schema.as_ref(), table)?;
-                create(session, table, schema, &command.options).await?;
+                let create = create_sql(table, schema, &command.options)?;
+                session.query(&create).await.map_err(|e| status(&e))?;
             }
             TableNotExistOption::Fail | TableNotExistOption::Unspecified => {
                 return Err(Status::not_found(format!(
@@ -126,15 +133,14 @@ fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// Creates `table` for batches of `schema`: the row key is one column
+/// The CREATE TABLE for batches of `schema`: the row key is one column
 /// (text, or a zero-padded integer so keys sort numerically), every other
 /// column a qualifier of one family.
-async fn create(
-    session: &SqlSession,
+fn create_sql(
     table: &str,
     schema: &Schema,
     options: &std::collections::HashMap<String, String>,
-) -> Result<(), Status> {
+) -> Result<String, Status> {
     let key_name = match options
         .get(ROW_KEY_OPTION)
         .or_else(|| options.get("row_key"))
@@ -191,8 +197,7 @@ async fn create(
         ));
     }
     sql.push(')');
-    session.query(&sql).await.map_err(|e| status(&e))?;
-    Ok(())
+    Ok(sql)
 }
 
 fn value_type(t: &DataType) -> Option<&'static str> {

@@ -119,6 +119,26 @@ impl CellarFlightSql {
         parameters: Option<&RecordBatch>,
         descriptor: FlightDescriptor,
     ) -> Result<Response<FlightInfo>, Status> {
+        let pending = self.frames(sql, parameters).await?;
+        let schema = pending.schema.clone();
+        let handle = self.handles.put_pending(caller, pending)?;
+        let ticket = TicketStatementQuery {
+            statement_handle: handle.into_bytes().into(),
+        };
+        let endpoint = FlightEndpoint::new().with_ticket(Ticket {
+            ticket: ticket.as_any().encode_to_vec().into(),
+        });
+        let info = FlightInfo::new()
+            .try_with_schema(&schema)
+            .map_err(|e| Status::internal(e.to_string()))?
+            .with_descriptor(descriptor)
+            .with_endpoint(endpoint)
+            .with_ordered(true);
+        Ok(Response::new(info))
+    }
+
+    /// Plans `sql` once per parameter row (running DDL, as the shell does).
+    async fn frames(&self, sql: &str, parameters: Option<&RecordBatch>) -> Result<Pending, Status> {
         let mut frames = Vec::new();
         for row in params::parameter_rows(parameters)? {
             frames.push(
@@ -140,26 +160,7 @@ impl CellarFlightSql {
                 None => Arc::new(Schema::empty()),
             },
         };
-        let handle = self.handles.put_pending(
-            caller,
-            Pending {
-                frames,
-                schema: schema.clone(),
-            },
-        )?;
-        let ticket = TicketStatementQuery {
-            statement_handle: handle.into_bytes().into(),
-        };
-        let endpoint = FlightEndpoint::new().with_ticket(Ticket {
-            ticket: ticket.as_any().encode_to_vec().into(),
-        });
-        let info = FlightInfo::new()
-            .try_with_schema(&schema)
-            .map_err(|e| Status::internal(e.to_string()))?
-            .with_descriptor(descriptor)
-            .with_endpoint(endpoint)
-            .with_ordered(true);
-        Ok(Response::new(info))
+        Ok(Pending { frames, schema })
     }
 
     /// Streams a planned result, counted as running until the stream
@@ -201,25 +202,17 @@ impl CellarFlightSql {
         }
         Ok(count)
     }
+}
 
-    async fn check_parameters(&self, prepared: &Prepared) -> Result<(), Status> {
-        if prepared.parameters.is_some() {
-            return Ok(());
-        }
-        if let Some(shape) = self
-            .session
-            .statement_shape(&prepared.sql)
-            .await
-            .map_err(|e| status(&e))?
-            && !shape.parameters.is_empty()
-        {
-            return Err(Status::invalid_argument(format!(
-                "the statement takes {} parameter(s); bind values before executing it",
-                shape.parameters.len()
-            )));
-        }
-        Ok(())
+/// A prepared statement with placeholders must have values bound.
+fn check_parameters(prepared: &Prepared) -> Result<(), Status> {
+    if prepared.parameters.is_none() && prepared.parameter_count > 0 {
+        return Err(Status::invalid_argument(format!(
+            "the statement takes {} parameter(s); bind values before executing it",
+            prepared.parameter_count
+        )));
     }
+    Ok(())
 }
 
 /// Counts a result stream as running while it lives.
@@ -340,8 +333,13 @@ fn affected(batches: &[RecordBatch]) -> i64 {
 }
 
 fn handle_text(bytes: &[u8]) -> Result<String, Status> {
-    String::from_utf8(bytes.to_vec())
-        .map_err(|_| Status::not_found("no statement with this handle (not a cellar handle)"))
+    String::from_utf8(bytes.to_vec()).map_err(|_| {
+        let shown: String = bytes.iter().take(20).map(|b| format!("{b:02x}")).collect();
+        Status::not_found(format!(
+            "no statement or ticket with handle 0x{shown} ({} bytes): not one cellar made",
+            bytes.len()
+        ))
+    })
 }
 
 fn schema_bytes(schema: &Schema) -> Result<prost::bytes::Bytes, Status> {
@@ -427,7 +425,7 @@ impl FlightSqlService for CellarFlightSql {
         let caller = self.caller(&request)?;
         let handle = handle_text(&command.prepared_statement_handle)?;
         let prepared = self.handles.prepared(&caller, &handle)?;
-        self.check_parameters(&prepared).await?;
+        check_parameters(&prepared)?;
         self.plan(
             &caller,
             &prepared.sql,
@@ -457,26 +455,10 @@ impl FlightSqlService for CellarFlightSql {
         let caller = self.caller(&request)?;
         let handle = handle_text(&command.prepared_statement_handle)?;
         let prepared = self.handles.prepared(&caller, &handle)?;
-        self.check_parameters(&prepared).await?;
-        let info = self
-            .plan(
-                &caller,
-                &prepared.sql,
-                prepared.parameters.as_ref(),
-                FlightDescriptor::default(),
-            )
-            .await?
-            .into_inner();
-        let ticket = info
-            .endpoint
-            .first()
-            .and_then(|e| e.ticket.as_ref())
-            .and_then(|t| Any::decode(t.ticket.clone()).ok())
-            .and_then(|a| a.unpack::<TicketStatementQuery>().ok().flatten())
-            .ok_or_else(|| Status::internal("planned statement has no ticket"))?;
+        check_parameters(&prepared)?;
         let pending = self
-            .handles
-            .take_pending(&caller, &handle_text(&ticket.statement_handle)?)?;
+            .frames(&prepared.sql, prepared.parameters.as_ref())
+            .await?;
         Ok(Response::new(self.stream(pending, request.metadata())))
     }
 
@@ -529,7 +511,7 @@ impl FlightSqlService for CellarFlightSql {
         if let Some(batch) = collect_parameters(request).await? {
             prepared.parameters = Some(batch);
         }
-        self.check_parameters(&prepared).await?;
+        check_parameters(&prepared)?;
         self.run_update(&prepared.sql, prepared.parameters.as_ref())
             .await
     }
@@ -549,6 +531,7 @@ impl FlightSqlService for CellarFlightSql {
             .statement_shape(&sql)
             .await
             .map_err(|e| status(&e))?;
+        let parameter_count = shape.as_ref().map_or(0, |s| s.parameters.len());
         let (dataset_schema, parameter_schema) = match shape {
             Some(shape) => {
                 // Parameters whose type the statement leaves open are
@@ -570,6 +553,7 @@ impl FlightSqlService for CellarFlightSql {
             Prepared {
                 sql,
                 parameters: None,
+                parameter_count,
             },
         )?;
         Ok(ActionCreatePreparedStatementResult {
