@@ -30,6 +30,16 @@ pub enum Error {
         /// The name asked for.
         table: String,
     },
+    /// A table whose definition could not be read when the store opened.
+    #[error(
+        "table {table:?} cannot be opened: {reason}; the other tables are unaffected. DROP TABLE {table} removes its definition (its cells cannot be read without it)"
+    )]
+    TableDamaged {
+        /// The table.
+        table: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A table of that name already exists.
     #[error("table {table:?} already exists")]
     TableExists {

@@ -99,7 +99,8 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
 /// (where `ps` would show them).
 fn serve(args: Vec<String>) -> ExitCode {
     match serve_options(args) {
-        Ok((store, addr, options)) => run_server(store, addr, options),
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some((store, addr, options))) => run_server(store, addr, options),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)
@@ -119,13 +120,32 @@ fn read_secret(path: &str, what: &str) -> Result<String, String> {
 
 type ServeArgs = (PathBuf, std::net::SocketAddr, cellar::flight::ServeOptions);
 
-fn serve_options(args: Vec<String>) -> Result<ServeArgs, String> {
+const SERVE_USAGE: &str = "usage: cellar serve [--store DIR] [--addr HOST:PORT] [--user NAME]
+                    [--password-file FILE] [--token-file FILE]
+                    [--tls-cert FILE --tls-key FILE]
+
+Serves a store over Arrow Flight SQL (default address 127.0.0.1:32010).
+  --store DIR          the store directory (default as for the shell)
+  --addr HOST:PORT     where to listen; port 0 picks a free port
+  --user NAME          require this user; its password comes from
+                       --password-file FILE or CELLAR_PASSWORD
+  --token-file FILE    also accept this bearer token (or CELLAR_TOKEN)
+  --tls-cert/--tls-key PEM certificate chain and private key for TLS
+Secrets are read from files or the environment, never the command line.
+With no --user and no token the server is anonymous and says so.
+Ctrl-C or SIGTERM stops it cleanly.";
+
+fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
     let mut store = default_store();
     let mut addr = "127.0.0.1:32010".to_string();
     let (mut user, mut password, mut token) = (None, None, None);
     let (mut cert, mut key) = (None, None);
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
+        if arg == "--help" || arg == "-h" {
+            println!("{SERVE_USAGE}");
+            return Ok(None);
+        }
         let known = [
             "--store",
             "--addr",
@@ -152,8 +172,21 @@ fn serve_options(args: Vec<String>) -> Result<ServeArgs, String> {
             _ => key = Some(PathBuf::from(value)),
         }
     }
-    let password = password.or_else(|| std::env::var("CELLAR_PASSWORD").ok());
-    let token = token.or_else(|| std::env::var("CELLAR_TOKEN").ok().filter(|t| !t.is_empty()));
+    let from_env = |name: &str| match std::env::var(name) {
+        Ok(v) if v.is_empty() => Err(format!(
+            "{name} is set but empty; an empty secret would let anyone in: set it, or unset it"
+        )),
+        Ok(v) => Ok(Some(v)),
+        Err(_) => Ok(None),
+    };
+    let password = match password {
+        Some(p) => Some(p),
+        None => from_env("CELLAR_PASSWORD")?,
+    };
+    let token = match token {
+        Some(t) => Some(t),
+        None => from_env("CELLAR_TOKEN")?,
+    };
     let user = match (user, password) {
         (Some(u), Some(p)) => Some((u, p)),
         (Some(u), None) => {
@@ -178,7 +211,8 @@ fn serve_options(args: Vec<String>) -> Result<ServeArgs, String> {
         credentials: cellar::flight::Credentials { user, token },
         tls,
     };
-    Ok((store, addr, options))
+    options.credentials.validate()?;
+    Ok(Some((store, addr, options)))
 }
 
 fn run_server(
@@ -194,7 +228,10 @@ fn run_server(
         return ExitCode::FAILURE;
     }
     let session = match cellar::Store::open(&store) {
-        Ok(s) => cellar::SqlSession::new(s),
+        Ok(s) => {
+            cellar::shell::warn_damaged(&s);
+            cellar::SqlSession::new(s)
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;

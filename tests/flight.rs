@@ -848,3 +848,101 @@ async fn dropped_streams_and_deadlines_stop_queries() {
     drop(stream);
     wait_until_idle(&server.service).await;
 }
+
+async fn count_of(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> i64 {
+    let batches = query(client, sql).await;
+    batches[0].column(0).as_primitive::<Int64Type>().value(0)
+}
+
+/// What a client executes runs exactly once, whether or not it fetches the
+/// result: ADBC's `cursor.execute("INSERT ...")` plans the statement as a
+/// query and never fetches it.
+#[tokio::test]
+async fn writes_run_once_whether_or_not_their_result_is_fetched() {
+    let (mut client, server) = start().await;
+    client
+        .execute_update("CREATE TABLE w (FAMILY f, n BIGINT IN f)".into(), None)
+        .await
+        .unwrap();
+    // Statement as a query, not fetched, then fetched.
+    for i in 0..20 {
+        client
+            .execute(
+                format!("INSERT INTO w (_key, n) VALUES ('a{i}', {i})"),
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    assert_eq!(count_of(&mut client, "SELECT count(*) FROM w").await, 20);
+    let fetched = query(&mut client, "INSERT INTO w (_key, n) VALUES ('b', 1)").await;
+    assert_eq!(
+        fetched[0]
+            .column(0)
+            .as_primitive::<datafusion::arrow::datatypes::UInt64Type>()
+            .value(0),
+        1
+    );
+    // Statement as an update.
+    client
+        .execute_update("INSERT INTO w (_key, n) VALUES ('c', 1)".into(), None)
+        .await
+        .unwrap();
+    assert_eq!(count_of(&mut client, "SELECT count(*) FROM w").await, 22);
+    // Prepared, executed as a query without fetching, then as an update.
+    let mut insert = client
+        .prepare("INSERT INTO w (_key, n) VALUES (?, ?)".into(), None)
+        .await
+        .unwrap();
+    let keys: Vec<String> = (0..50).map(|i| format!("p{i:02}")).collect();
+    insert
+        .set_parameters(params(vec![
+            ("k", Arc::new(StringArray::from(keys)) as ArrayRef),
+            (
+                "n",
+                Arc::new(Int64Array::from_iter_values(0..50)) as ArrayRef,
+            ),
+        ]))
+        .unwrap();
+    insert.execute().await.unwrap();
+    assert_eq!(count_of(&mut client, "SELECT count(*) FROM w").await, 72);
+    let keys: Vec<String> = (0..50).map(|i| format!("q{i:02}")).collect();
+    insert
+        .set_parameters(params(vec![
+            ("k", Arc::new(StringArray::from(keys)) as ArrayRef),
+            (
+                "n",
+                Arc::new(Int64Array::from_iter_values(0..50)) as ArrayRef,
+            ),
+        ]))
+        .unwrap();
+    assert_eq!(insert.execute_update().await.unwrap(), 50);
+    assert_eq!(count_of(&mut client, "SELECT count(*) FROM w").await, 122);
+
+    // Concurrent clients increment one row through unfetched queries.
+    client
+        .execute_update("INSERT INTO w (_key, n) VALUES ('ctr', 0)".into(), None)
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let addr = server.addr;
+        tasks.push(tokio::spawn(async move {
+            let mut c = connect(addr).await;
+            for _ in 0..25 {
+                c.execute("UPDATE w SET n = n + 1 WHERE _key = 'ctr'".into(), None)
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        count_of(&mut client, "SELECT n FROM w WHERE _key = 'ctr'").await,
+        100
+    );
+    // Nothing was left behind half-run.
+    assert_eq!(server.service.running_queries(), 0);
+}

@@ -41,6 +41,23 @@ impl Credentials {
     pub fn required(&self) -> bool {
         self.user.is_some() || self.token.is_some()
     }
+
+    /// Refuses credentials anyone could guess: an empty user name,
+    /// password or token.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some((user, password)) = &self.user {
+            if user.is_empty() {
+                return Err("the user name is empty".into());
+            }
+            if password.is_empty() {
+                return Err(format!("the password of user {user} is empty"));
+            }
+        }
+        if self.token.as_ref().is_some_and(String::is_empty) {
+            return Err("the bearer token is empty".into());
+        }
+        Ok(())
+    }
 }
 
 /// The caller of one request: prepared statements and tickets belong to

@@ -1,7 +1,8 @@
 //! Arrow Flight SQL over a store: `cellar serve`.
 //!
-//! - statement queries: GetFlightInfo plans the SQL (running DDL, as the
-//!   shell does) and keeps the plan under a one-shot ticket owned by the
+//! - statement queries: GetFlightInfo plans the SQL (running DDL and DML
+//!   at once, so a write happens exactly once whether or not its result is
+//!   fetched) and keeps the plan under a one-shot ticket owned by the
 //!   caller's session; DoGet streams its batches as they are produced;
 //! - prepared statements (create, bind parameters with DoPut, execute,
 //!   close), with `?` placeholders numbered for DataFusion;
@@ -137,13 +138,16 @@ impl CellarFlightSql {
         Ok(Response::new(info))
     }
 
-    /// Plans `sql` once per parameter row (running DDL, as the shell does).
+    /// Plans `sql` once per parameter row. DDL and DML run here, exactly
+    /// once, whether or not the client fetches the result (ADBC's
+    /// `cursor.execute` does not); queries run when streamed.
     async fn frames(&self, sql: &str, parameters: Option<&RecordBatch>) -> Result<Pending, Status> {
         let mut frames = Vec::new();
         for row in params::parameter_rows(parameters)? {
+            // Writes run here, once, whether or not the client fetches.
             frames.push(
                 self.session
-                    .sql_with_params(sql, row)
+                    .execute(sql, row)
                     .await
                     .map_err(|e| status(&e))?,
             );
@@ -192,7 +196,7 @@ impl CellarFlightSql {
         for row in params::parameter_rows(parameters)? {
             let batches = self
                 .session
-                .sql_with_params(sql, row)
+                .execute(sql, row)
                 .await
                 .map_err(|e| status(&e))?
                 .collect()
@@ -886,6 +890,7 @@ async fn serve_service_until(
     options: &ServeOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
+    options.credentials.validate()?;
     let mut builder = tonic::transport::Server::builder();
     if let Some((cert, key)) = &options.tls {
         let read = |p: &PathBuf, what: &str| {

@@ -419,6 +419,15 @@ fn escape_text_lines(text: &str) -> String {
     text.lines().map(|l| escape_text(l) + "\n").collect()
 }
 
+/// Names, on stderr, the tables of `store` that could not be opened.
+pub fn warn_damaged(store: &Store) {
+    for (table, reason) in store.damaged_tables() {
+        eprintln!(
+            "warning: table {table} cannot be opened ({reason}); the other tables are readable. `cellar check` reports the damage; DROP TABLE {table} removes its definition"
+        );
+    }
+}
+
 /// Runs the shell; returns whether everything succeeded.
 pub fn run(options: Options) -> bool {
     if let Err(e) = std::fs::create_dir_all(&options.store) {
@@ -435,6 +444,7 @@ pub fn run(options: Options) -> bool {
             return false;
         }
     };
+    warn_damaged(&store);
     let mut shell = match Shell::new(store, options.format, options.max_rows) {
         Ok(s) => s,
         Err(e) => {

@@ -23,7 +23,7 @@ use datafusion::sql::sqlparser::tokenizer::Token;
 use crate::schema::{
     ColumnDef, Encoding, KeySchema, ProtoColumn, Segment, SegmentKind, TimeFormat, ValueType,
 };
-use crate::store::{FamilyKind, GcPolicy};
+use crate::store::{FamilyKind, GcPolicy, MAX_GC_DEPTH};
 
 /// A family as declared in SQL.
 #[derive(Debug, Clone, PartialEq)]
@@ -120,6 +120,8 @@ pub enum ProtoSource {
 
 struct Words<'a> {
     p: Parser<'a>,
+    /// Parentheses open in the GC policy being parsed.
+    gc_depth: usize,
 }
 
 type PResult<T> = Result<T, ParserError>;
@@ -189,7 +191,7 @@ impl<'a> Words<'a> {
 pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
     let dialect = GenericDialect {};
     let p = Parser::new(&dialect).try_with_sql(sql)?;
-    let mut w = Words { p };
+    let mut w = Words { p, gc_depth: 0 };
     let statement = if w.words(&["CREATE", "TABLE"]) {
         create_table(&mut w)?
     } else if w.words(&["ALTER", "TABLE"]) {
@@ -408,7 +410,7 @@ fn family(w: &mut Words) -> PResult<FamilyDecl> {
         FamilyKind::Normal
     };
     let gc = if w.word("GC") {
-        gc_policy(w)?
+        checked_gc_policy(w)?
     } else {
         GcPolicy::KeepAll
     };
@@ -429,6 +431,15 @@ fn family(w: &mut Words) -> PResult<FamilyDecl> {
         qualifiers,
         values,
     })
+}
+
+/// A whole GC policy, checked against the store's limits.
+fn checked_gc_policy(w: &mut Words) -> PResult<GcPolicy> {
+    let policy = gc_policy(w)?;
+    match policy.validate() {
+        Ok(()) => Ok(policy),
+        Err(e) => w.error(e.to_string()),
+    }
 }
 
 /// `MAX_VERSIONS n`, `MAX_AGE 'd'`, `NONE`, parenthesised, joined by AND
@@ -460,20 +471,30 @@ fn gc_policy(w: &mut Words) -> PResult<GcPolicy> {
 
 fn gc_term(w: &mut Words) -> PResult<GcPolicy> {
     if w.p.consume_token(&Token::LParen) {
+        // Refused while parsing, before deep input can exhaust the stack.
+        if w.gc_depth >= MAX_GC_DEPTH {
+            return w.error(format!(
+                "GC policy nests more than {MAX_GC_DEPTH} levels of parentheses; flatten it (a OR (b OR c) is a OR b OR c)"
+            ));
+        }
+        w.gc_depth += 1;
         let policy = gc_policy(w)?;
+        w.gc_depth -= 1;
         w.token(Token::RParen)?;
         return Ok(policy);
     }
     if w.word("MAX_VERSIONS") {
         let n = w.uint()?;
-        return u32::try_from(n)
-            .ok()
-            .filter(|n| *n >= 1)
-            .map(GcPolicy::MaxVersions)
-            .map_or_else(
-                || w.error(format!("MAX_VERSIONS {n} must be at least 1")),
-                Ok,
-            );
+        return match u32::try_from(n) {
+            Ok(0) => w.error(
+                "MAX_VERSIONS 0: a family keeps at least 1 version; DELETE removes cells".into(),
+            ),
+            Ok(n) => Ok(GcPolicy::MaxVersions(n)),
+            Err(_) => w.error(format!(
+                "MAX_VERSIONS {n} is out of range; the most is {}",
+                u32::MAX
+            )),
+        };
     }
     if w.word("MAX_AGE") {
         let text = w.string()?;
@@ -597,7 +618,7 @@ fn alter_table(w: &mut Words) -> PResult<CellarStatement> {
         return Ok(CellarStatement::SetGc {
             table,
             family,
-            gc: gc_policy(w)?,
+            gc: checked_gc_policy(w)?,
         });
     }
     w.p.expected(

@@ -173,6 +173,29 @@ impl SqlSession {
         self.ctx.execute_logical_plan(plan).await
     }
 
+    /// Plans one statement and runs it now if it writes (DDL, INSERT,
+    /// UPDATE, DELETE, COPY), so it happens exactly once whatever the
+    /// caller then does with the result: what comes back only reads. A
+    /// write runs to its end on its own task even if the caller stops
+    /// waiting. This is how a server runs what a client executes; a query
+    /// stays lazy and streams when executed.
+    pub async fn execute(
+        &self,
+        sql: &str,
+        params: datafusion::common::ParamValues,
+    ) -> DfResult<DataFrame> {
+        let df = self.sql_with_params(sql, params).await?;
+        if !writes(df.logical_plan()) {
+            return Ok(df);
+        }
+        let schema = Arc::new(df.schema().as_arrow().clone());
+        let batches = tokio::spawn(df.collect())
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))??;
+        let table = datafusion::datasource::MemTable::try_new(schema, vec![batches])?;
+        self.ctx.read_table(Arc::new(table))
+    }
+
     /// Runs one statement and collects its result.
     pub async fn query(&self, sql: &str) -> DfResult<Vec<RecordBatch>> {
         self.sql(sql).await?.collect().await
@@ -458,6 +481,15 @@ impl SqlSession {
         ]);
         Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
     }
+}
+
+/// Whether running `plan` changes stored data (DataFusion's own DDL has
+/// already run when the plan exists).
+fn writes(plan: &datafusion::logical_expr::LogicalPlan) -> bool {
+    use datafusion::common::tree_node::TreeNode;
+    use datafusion::logical_expr::LogicalPlan;
+    plan.exists(|p| Ok(matches!(p, LogicalPlan::Dml(_) | LogicalPlan::Copy(_))))
+        .unwrap_or(true)
 }
 
 fn message(text: String) -> RecordBatch {

@@ -19,6 +19,12 @@ pub const MAX_FAMILIES: usize = 100;
 pub const MAX_TABLE_NAME: usize = 128;
 /// Longest family name, in bytes.
 pub const MAX_FAMILY_NAME: usize = 64;
+/// Deepest nesting of unions and intersections in a GC policy. Bigtable's
+/// own policies nest two or three levels; the bound keeps every policy
+/// storable and readable (the catalog's JSON reader refuses deep nesting).
+pub const MAX_GC_DEPTH: usize = 8;
+/// Most rules (max versions, max age) in one GC policy.
+pub const MAX_GC_RULES: usize = 64;
 
 /// A garbage-collection policy: which cells of a column may be discarded.
 ///
@@ -84,8 +90,45 @@ impl GcPolicy {
         }
     }
 
-    /// Checks the policy's numbers.
+    /// How deeply unions and intersections nest (a single rule is 1).
+    pub fn depth(&self) -> usize {
+        match self {
+            GcPolicy::Union(all) | GcPolicy::Intersection(all) => {
+                1 + all.iter().map(GcPolicy::depth).max().unwrap_or(0)
+            }
+            _ => 1,
+        }
+    }
+
+    /// How many rules (leaves) the policy has.
+    pub fn rules(&self) -> usize {
+        match self {
+            GcPolicy::Union(all) | GcPolicy::Intersection(all) => {
+                all.iter().map(GcPolicy::rules).sum()
+            }
+            _ => 1,
+        }
+    }
+
+    /// Checks the policy's numbers and its size: at most [`MAX_GC_DEPTH`]
+    /// levels of nesting and [`MAX_GC_RULES`] rules.
     pub fn validate(&self) -> Result<()> {
+        let depth = self.depth();
+        if depth > MAX_GC_DEPTH {
+            return Err(Error::InvalidArgument(format!(
+                "GC policy nests {depth} levels deep; the limit is {MAX_GC_DEPTH}: flatten it (a OR (b OR c) is a OR b OR c)"
+            )));
+        }
+        let rules = self.rules();
+        if rules > MAX_GC_RULES {
+            return Err(Error::InvalidArgument(format!(
+                "GC policy has {rules} rules; the limit is {MAX_GC_RULES}"
+            )));
+        }
+        self.validate_numbers()
+    }
+
+    fn validate_numbers(&self) -> Result<()> {
         match self {
             GcPolicy::KeepAll => Ok(()),
             GcPolicy::MaxVersions(0) => Err(Error::InvalidArgument(
@@ -102,7 +145,7 @@ impl GcPolicy {
                         "a union or intersection GC policy needs at least one member".into(),
                     ));
                 }
-                all.iter().try_for_each(GcPolicy::validate)
+                all.iter().try_for_each(GcPolicy::validate_numbers)
             }
         }
     }

@@ -16,8 +16,8 @@ mod read;
 
 pub use aggregate::hll_estimate;
 pub use catalog::{
-    FORMAT_VERSION, FamilyDef, FamilyKind, FamilySpec, GcPolicy, MAX_FAMILIES, TableDef,
-    validate_family_name, validate_table_name,
+    FORMAT_VERSION, FamilyDef, FamilyKind, FamilySpec, GcPolicy, MAX_FAMILIES, MAX_GC_DEPTH,
+    MAX_GC_RULES, TableDef, validate_family_name, validate_table_name,
 };
 pub use commit::Durability;
 pub use mutation::{
@@ -159,6 +159,9 @@ struct Inner {
     db: Database,
     catalog: Keyspace,
     tables: RwLock<BTreeMap<String, Arc<TableHandle>>>,
+    /// Tables whose catalog entry could not be read, with the reason: the
+    /// rest of the store opens without them.
+    damaged: RwLock<BTreeMap<String, String>>,
     ddl: Mutex<()>,
     row_locks: Box<[Mutex<()>]>,
     hasher: RandomState,
@@ -243,6 +246,7 @@ impl Store {
             db,
             catalog,
             tables: RwLock::default(),
+            damaged: RwLock::default(),
             ddl: Mutex::default(),
             row_locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             hasher: RandomState::new(),
@@ -257,35 +261,75 @@ impl Store {
         Ok(store)
     }
 
+    /// Reads every table definition. An entry that does not parse (or
+    /// whose families cannot be opened) makes that one table unavailable,
+    /// reported by [`Store::damaged_tables`]; the others open.
     fn load_catalog(&self) -> Result<()> {
         let inner = &self.inner;
         let mut tables = BTreeMap::new();
+        let mut damaged = BTreeMap::new();
         for guard in inner.catalog.prefix(TABLE_PREFIX) {
             let (key, value) = guard.into_inner()?;
-            let def: TableDef = serde_json::from_slice(&value).map_err(|e| Error::Corrupt {
-                reason: format!(
-                    "catalog entry {} does not parse: {e}",
-                    codec::show_bytes(&key)
-                ),
-            })?;
-            let handle = self.open_handle(def)?;
-            tables.insert(handle.def.name.clone(), Arc::new(handle));
+            let name = String::from_utf8_lossy(&key[TABLE_PREFIX.len()..]).into_owned();
+            let def = serde_json::from_slice::<TableDef>(&value)
+                .map_err(|e| format!("its catalog entry does not parse: {e}"))
+                .and_then(|def| {
+                    self.open_handle(def)
+                        .map_err(|e| format!("its column families do not open: {e}"))
+                });
+            match def {
+                Ok(handle) => {
+                    tables.insert(handle.def.name.clone(), Arc::new(handle));
+                }
+                Err(reason) => {
+                    damaged.insert(name, reason);
+                }
+            }
         }
         // Keyspaces that no table references are left over from a drop that
-        // was interrupted after its catalog change: finish the drop.
-        let live: Vec<String> = tables
-            .values()
-            .flat_map(|t| t.def.families.iter().map(FamilyDef::keyspace_name))
-            .collect();
-        for name in inner.db.list_keyspace_names() {
-            let name: &str = &name;
-            if name.starts_with('f') && !live.iter().any(|l| l == name) {
-                let ks = inner.db.keyspace(name, KeyspaceCreateOptions::default)?;
-                inner.db.delete_keyspace(ks)?;
+        // was interrupted after its catalog change: finish the drop. Not
+        // when an entry is damaged: its keyspaces are unknown, and may hold
+        // data that a repaired entry would reach again.
+        if damaged.is_empty() {
+            let live: Vec<String> = tables
+                .values()
+                .flat_map(|t| t.def.families.iter().map(FamilyDef::keyspace_name))
+                .collect();
+            for name in inner.db.list_keyspace_names() {
+                let name: &str = &name;
+                if name.starts_with('f') && !live.iter().any(|l| l == name) {
+                    let ks = inner.db.keyspace(name, KeyspaceCreateOptions::default)?;
+                    inner.db.delete_keyspace(ks)?;
+                }
             }
         }
         *inner.tables.write().unwrap_or_else(PoisonError::into_inner) = tables;
+        *inner
+            .damaged
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = damaged;
         Ok(())
+    }
+
+    /// Tables that could not be opened, with the reason. They cannot be
+    /// read or written; `drop_table` removes their definitions.
+    pub fn damaged_tables(&self) -> Vec<(String, String)> {
+        self.inner
+            .damaged
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    fn damaged_reason(&self, table: &str) -> Option<String> {
+        self.inner
+            .damaged
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(table)
+            .cloned()
     }
 
     fn open_handle(&self, def: TableDef) -> Result<TableHandle> {
@@ -413,8 +457,14 @@ impl Store {
             .unwrap_or_else(PoisonError::into_inner)
             .get(table)
             .cloned()
-            .ok_or_else(|| Error::TableNotFound {
-                table: table.to_string(),
+            .ok_or_else(|| match self.damaged_reason(table) {
+                Some(reason) => Error::TableDamaged {
+                    table: table.to_string(),
+                    reason,
+                },
+                None => Error::TableNotFound {
+                    table: table.to_string(),
+                },
             })
     }
 
@@ -498,8 +548,10 @@ impl Store {
         validate_table_name(&spec.name)?;
         Self::check_families(&spec.name, &spec.families)?;
         let _ddl = lock(&self.inner.ddl);
-        if self.handle(&spec.name).is_ok() {
-            return Err(Error::TableExists { table: spec.name });
+        match self.handle(&spec.name) {
+            Ok(_) => return Err(Error::TableExists { table: spec.name }),
+            Err(e @ Error::TableDamaged { .. }) => return Err(e),
+            Err(_) => {}
         }
         let mut id = self.next_id()?;
         let table_id = id;
@@ -608,6 +660,19 @@ impl Store {
     /// Drops a table and all its cells.
     pub fn drop_table(&self, name: &str) -> Result<()> {
         let _ddl = lock(&self.inner.ddl);
+        if self.damaged_reason(name).is_some() {
+            // Only the definition can go: which keyspaces were the table's
+            // is unknown. The next open with an undamaged catalog removes
+            // them.
+            let id = self.next_id()?;
+            self.write_catalog(None, Some(name), id)?;
+            self.inner
+                .damaged
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(name);
+            return Ok(());
+        }
         let old = self.handle(name)?;
         let id = self.next_id()?;
         self.write_catalog(None, Some(name), id)?;

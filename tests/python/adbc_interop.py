@@ -95,6 +95,23 @@ with connect(password) as conn, conn.cursor() as cur:
     info = conn.adbc_get_info()
     check(info.get("vendor_name") == "cellar", f"server name in info ({info.get('vendor_name')})")
 
+    # Writes run when executed, whether or not the result is fetched.
+    cur.execute("CREATE TABLE py_w (FAMILY f, n BIGINT IN f)")
+    for i in range(100):
+        cur.execute(f"INSERT INTO py_w (_key, n) VALUES ('s{i:03d}', {i})")
+    for i in range(100):
+        cur.execute("INSERT INTO py_w (_key, n) VALUES (?, ?)", (f"p{i:03d}", i))
+    cur.executemany("INSERT INTO py_w (_key, n) VALUES (?, ?)", [(f"m{i:03d}", i) for i in range(50)])
+    cur.execute("INSERT INTO py_w (_key, n) VALUES ('ctr', 0)")
+    for _ in range(30):
+        cur.execute("UPDATE py_w SET n = n + 1 WHERE _key = 'ctr'")
+    cur.execute("SELECT count(*) FROM py_w")
+    got = cur.fetchall()
+    check(got == [(251,)], f"unfetched INSERTs all ran ({got})")
+    cur.execute("SELECT n FROM py_w WHERE _key = 'ctr'")
+    got = cur.fetchall()
+    check(got == [(30,)], f"unfetched UPDATEs all ran once ({got})")
+
     # Bad SQL is an error naming the problem, and the session goes on.
     try:
         cur.execute("SELEC 1")

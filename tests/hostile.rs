@@ -1,0 +1,174 @@
+//! Hostile input through the library and SQL: nothing a user writes may
+//! make the store unreadable, crash the process or corrupt stored data.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test should fail loudly at the failing call"
+)]
+
+use cellar::{FamilySpec, GcPolicy, Mutation, RowMutation, SqlSession, Store, TableSpec};
+
+fn nested_gc(depth: usize) -> String {
+    let mut policy = "MAX_VERSIONS 1".to_string();
+    for i in 0..depth {
+        let op = if i % 2 == 0 { "OR" } else { "AND" };
+        policy = format!("(MAX_VERSIONS {} {op} {policy})", i + 2);
+    }
+    policy
+}
+
+async fn run(session: &SqlSession, sql: &str) -> Result<String, String> {
+    match session.query(sql).await {
+        Ok(batches) => Ok(
+            datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string(),
+        ),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[tokio::test]
+async fn deep_gc_policies_are_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = SqlSession::new(Store::open(dir.path()).unwrap());
+    run(&session, "CREATE TABLE ok (FAMILY f)").await.unwrap();
+    for depth in [9, 62, 5000] {
+        let gc = nested_gc(depth);
+        let err = run(&session, &format!("CREATE TABLE t (FAMILY f GC {gc})"))
+            .await
+            .unwrap_err();
+        assert!(err.contains("levels"), "depth {depth}: {err}");
+        let err = run(
+            &session,
+            &format!("ALTER TABLE ok ALTER FAMILY f SET GC {gc}"),
+        )
+        .await
+        .unwrap_err();
+        assert!(err.contains("levels"), "depth {depth}: {err}");
+        let err = run(&session, &format!("ALTER TABLE ok ADD FAMILY g GC {gc}"))
+            .await
+            .unwrap_err();
+        assert!(err.contains("levels"), "depth {depth}: {err}");
+    }
+    // Eight levels are fine, and so is the store after all that.
+    run(
+        &session,
+        &format!("CREATE TABLE t (FAMILY f GC {})", nested_gc(7)),
+    )
+    .await
+    .unwrap();
+    let many = vec!["MAX_VERSIONS 2"; 65].join(" OR ");
+    let err = run(&session, &format!("CREATE TABLE u (FAMILY f GC {many})"))
+        .await
+        .unwrap_err();
+    assert!(err.contains("65 rules"), "{err}");
+    let err = run(
+        &session,
+        "CREATE TABLE u (FAMILY f GC MAX_VERSIONS 4294967296)",
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("out of range"), "{err}");
+    drop(session);
+    let session = SqlSession::new(Store::open(dir.path()).unwrap());
+    assert_eq!(session.store().list_tables(), vec!["ok", "t"]);
+
+    // The Rust API refuses the same.
+    let mut deep = GcPolicy::MaxVersions(1);
+    for _ in 0..62 {
+        deep = GcPolicy::Union(vec![GcPolicy::MaxVersions(2), deep]);
+    }
+    let err = session
+        .store()
+        .create_table(TableSpec::new("api").family(FamilySpec::new("f").gc(deep)))
+        .unwrap_err();
+    assert!(err.to_string().contains("levels"), "{err}");
+}
+
+/// A catalog entry this build cannot read (written by an older build that
+/// accepted a 62-level policy, or damaged on disk) takes only its own
+/// table offline.
+#[test]
+fn a_store_with_an_unreadable_catalog_entry_opens_with_its_other_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path()).unwrap();
+        for name in ["a", "b"] {
+            store
+                .create_table(TableSpec::new(name).family(FamilySpec::new("f")))
+                .unwrap();
+            store
+                .mutate_row(
+                    name,
+                    RowMutation::new("k", vec![Mutation::set("f", "q", "v")]),
+                )
+                .unwrap();
+        }
+    }
+    {
+        // What an older build wrote: a policy nested past the JSON reader's limit.
+        let mut gc = "{\"max_versions\":1}".to_string();
+        for _ in 0..130 {
+            gc = format!("{{\"union\":[{{\"max_versions\":2}},{gc}]}}");
+        }
+        let deep = format!(
+            "{{\"id\":99,\"name\":\"deep\",\"families\":[{{\"id\":100,\"name\":\"f\",\"gc\":{gc}}}]}}"
+        );
+        let db = fjall::Database::builder(dir.path()).open().unwrap();
+        let catalog = db
+            .keyspace("catalog", fjall::KeyspaceCreateOptions::default)
+            .unwrap();
+        catalog.insert("table/deep", deep).unwrap();
+        catalog.insert("table/garbage", [0xff, 0x00, 0x7b]).unwrap();
+        db.persist(fjall::PersistMode::SyncAll).unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.list_tables(), vec!["a", "b"]);
+    let damaged: Vec<String> = store.damaged_tables().into_iter().map(|(t, _)| t).collect();
+    assert_eq!(damaged, vec!["deep", "garbage"]);
+    for name in ["a", "b"] {
+        let row = store
+            .read_row(name, b"k", cellar::ReadFilter::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.cells[0].value, b"v");
+    }
+    let err = store.table("deep").unwrap_err().to_string();
+    assert!(
+        err.contains("\"deep\" cannot be opened") && err.contains("DROP TABLE deep"),
+        "{err}"
+    );
+    let err = store
+        .create_table(TableSpec::new("deep").family(FamilySpec::new("f")))
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot be opened"), "{err}");
+
+    // Through SQL: the damaged table names its problem; the rest answers.
+    let session = SqlSession::new(store.clone());
+    let err = run(&session, "SELECT * FROM deep")
+        .await_blocking()
+        .unwrap_err();
+    assert!(err.contains("cannot be opened"), "{err}");
+    let out = run(&session, "SELECT count(*) AS n FROM a")
+        .await_blocking()
+        .unwrap();
+    assert!(out.contains("| 1 |"), "{out}");
+    run(&session, "DROP TABLE deep").await_blocking().unwrap();
+    drop(session);
+    store.drop_table("garbage").unwrap();
+    assert!(store.damaged_tables().is_empty());
+    drop(store);
+    let store = Store::open(dir.path()).unwrap();
+    assert!(store.damaged_tables().is_empty());
+    assert_eq!(store.list_tables(), vec!["a", "b"]);
+}
+
+/// Runs a future to completion on a fresh runtime (for sync tests).
+trait AwaitBlocking: std::future::Future + Sized {
+    fn await_blocking(self) -> Self::Output {
+        tokio::runtime::Runtime::new().unwrap().block_on(self)
+    }
+}
+
+impl<F: std::future::Future> AwaitBlocking for F {}
