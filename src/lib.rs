@@ -40,8 +40,8 @@ pub use schema::{
     SegmentKind, TableSchema, TimeFormat, Value, ValueType,
 };
 pub use sql::{
-    CellarStatement, FamilyDecl, SqlSession, StatementShape, parse_cellar_statement,
-    parse_duration_micros,
+    CellarStatement, FamilyDecl, MAX_EXPR_DEPTH, SqlSession, StatementShape,
+    parse_cellar_statement, parse_duration_micros,
 };
 pub use store::{
     AlterOp, Cell, Durability, FamilyDef, FamilyKind, FamilySpec, GcPolicy, GcStats, MAX_FAMILIES,

@@ -946,3 +946,47 @@ async fn writes_run_once_whether_or_not_their_result_is_fetched() {
     // Nothing was left behind half-run.
     assert_eq!(server.service.running_queries(), 0);
 }
+
+/// Statements whose expressions nest thousands of levels deep used to
+/// overflow a stack and abort the server for every client.
+#[tokio::test]
+async fn deep_statements_are_refused_and_the_server_stays_up() {
+    let (mut client, _server) = start().await;
+    make_m(&mut client, 10).await;
+    let terms = |t: &str, op: &str| vec![t; 2000].join(op);
+    let deep = [
+        format!("SELECT {}", terms("1", "+")),
+        format!("SELECT * FROM m WHERE {}", terms("v = 1", " OR ")),
+        format!("SELECT {}", terms("'a'", "||")),
+        format!("SELECT {} FROM m", terms("v", "+")),
+    ];
+    for sql in &deep {
+        let e = client.execute(sql.clone(), None).await.unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("levels deep"), "{text}");
+        assert_eq!(code(e), Code::InvalidArgument);
+        let e = client.prepare(sql.clone(), None).await.unwrap_err();
+        assert_eq!(code(e), Code::InvalidArgument);
+        assert_eq!(count_of(&mut client, "SELECT count(*) FROM m").await, 10);
+    }
+    // 2000 placeholders in a sum are refused; in a list they prepare.
+    let sum = format!("SELECT {}", terms("?", "+"));
+    let e = client.prepare(sum, None).await.unwrap_err();
+    assert_eq!(code(e), Code::InvalidArgument);
+    let list = format!("SELECT count(*) FROM m WHERE v IN ({})", terms("?", ", "));
+    let mut stmt = client.prepare(list, None).await.unwrap();
+    assert_eq!(stmt.parameter_schema().unwrap().fields().len(), 2000);
+    let columns: Vec<(String, ArrayRef)> = (0..2000)
+        .map(|i| {
+            (
+                format!("p{i}"),
+                Arc::new(Int64Array::from(vec![i64::from(i) * 2])) as ArrayRef,
+            )
+        })
+        .collect();
+    stmt.set_parameters(RecordBatch::try_from_iter(columns).unwrap())
+        .unwrap();
+    let info = stmt.execute().await.unwrap();
+    let got = fetch(&mut client, info).await;
+    assert_eq!(got[0].column(0).as_primitive::<Int64Type>().value(0), 10);
+}

@@ -16,10 +16,10 @@ pub fn number_placeholders(sql: &str) -> String {
     let Ok(tokens) = Tokenizer::new(&dialect, sql).tokenize_with_location() else {
         return sql.to_string();
     };
-    // Byte offset of each line start (locations are 1-based line/column,
-    // columns counted in characters).
-    let mut line_starts = vec![0usize];
-    line_starts.extend(sql.match_indices('\n').map(|(i, _)| i + 1));
+    // Token locations are 1-based (line, column in characters); a cursor
+    // walks the text once, as tokens come in order.
+    let mut chars = sql.char_indices().peekable();
+    let (mut line, mut column) = (1u64, 1u64);
     let mut out = String::with_capacity(sql.len() + 8);
     let mut copied = 0usize;
     let mut n = 0usize;
@@ -30,18 +30,25 @@ pub fn number_placeholders(sql: &str) -> String {
         if !p.starts_with('?') {
             continue;
         }
-        let line = usize::try_from(t.span.start.line).unwrap_or(0);
-        let column = usize::try_from(t.span.start.column).unwrap_or(0);
-        let Some(start) = line
-            .checked_sub(1)
-            .and_then(|l| line_starts.get(l))
-            .and_then(|&ls| {
-                sql[ls..]
-                    .char_indices()
-                    .nth(column.saturating_sub(1))
-                    .map(|(i, _)| ls + i)
-            })
-        else {
+        let target = (t.span.start.line, t.span.start.column);
+        let mut start = None;
+        while let Some(&(i, c)) = chars.peek() {
+            if (line, column) == target {
+                start = Some(i);
+                break;
+            }
+            if (line, column) > target {
+                break;
+            }
+            chars.next();
+            if c == '\n' {
+                line += 1;
+                column = 1;
+            } else {
+                column += 1;
+            }
+        }
+        let Some(start) = start else {
             return sql.to_string();
         };
         if start < copied || !sql[start..].starts_with(p.as_str()) {
@@ -104,6 +111,12 @@ mod tests {
         );
         assert_eq!(number_placeholders("SELECT $1, $2"), "SELECT $1, $2");
         assert_eq!(number_placeholders("SELECT 'unclosed"), "SELECT 'unclosed");
+        let many = vec!["?"; 3000].join(",\n ?, ");
+        let numbered = number_placeholders(&format!("SELECT {many}"));
+        assert!(
+            numbered.ends_with("$5999") && numbered.contains("$17,\n $18"),
+            "{numbered}"
+        );
     }
 
     #[test]

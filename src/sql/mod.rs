@@ -3,6 +3,9 @@
 
 mod ddl;
 mod functions;
+mod limits;
+
+pub use limits::MAX_EXPR_DEPTH;
 
 pub use ddl::{
     CellarStatement, FamilyDecl, ProtoSource, parse as parse_cellar_statement,
@@ -106,6 +109,7 @@ impl SqlSession {
     /// Plans one statement. cellar's own statements run at once and return
     /// their result as a DataFrame.
     pub async fn sql(&self, sql: &str) -> DfResult<DataFrame> {
+        limits::check_statement(sql).map_err(to_df)?;
         match ddl::parse(sql) {
             Ok(Some(statement)) => {
                 let batch = self.run(statement)?;
@@ -121,6 +125,7 @@ impl SqlSession {
     /// created, written or dropped. cellar's own statements (its DDL)
     /// answer `None`; they say what they did only once run.
     pub async fn statement_shape(&self, sql: &str) -> DfResult<Option<StatementShape>> {
+        limits::check_statement(sql).map_err(to_df)?;
         match ddl::parse(sql) {
             Ok(Some(_)) => Ok(None),
             Err(e) => Err(DataFusionError::SQL(Box::new(e), None)),
@@ -160,6 +165,7 @@ impl SqlSession {
         if empty {
             return self.sql(sql).await;
         }
+        limits::check_statement(sql).map_err(to_df)?;
         if let Ok(Some(_)) = ddl::parse(sql) {
             return Err(DataFusionError::Plan(
                 "cellar's own statements (CREATE TABLE, ALTER ..., PROTO ...) take no parameters"

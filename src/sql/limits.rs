@@ -1,0 +1,169 @@
+//! Bounds on what one statement may ask of the parser and the planner.
+//!
+//! sqlparser builds a chain of same-precedence operators (`a + b + c ...`,
+//! `x = 1 OR x = 2 OR ...`, `s || t || ...`) in a loop, so its recursion
+//! limit does not see it; the tree it builds is as deep as the chain, and
+//! DataFusion's planner, optimizer and expression evaluation recurse over
+//! that depth (as does dropping the tree). A few thousand terms overflow a
+//! thread's stack and abort the process, and naming each level of the tree
+//! makes planning quadratic. So the depth is measured on the tokens, in one
+//! pass and before anything recursive runs, and a statement over the limit
+//! is refused with an error that says where and what to write instead.
+
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+
+use crate::Error;
+
+/// The deepest expression nesting a statement may have, counted as
+/// operators along one path of the expression (an upper bound of the depth
+/// of the tree DataFusion plans): about 128 terms of `x = 1 OR x = 2 ...`,
+/// or 256 of `a + b + ...`. Chosen so that evaluation fits a 2 MiB thread
+/// stack (tokio's default) even in a debug build, where a chain of 500
+/// overflowed it.
+pub const MAX_EXPR_DEPTH: usize = 256;
+
+/// Whether a token is an operator that can chain (a level of the tree).
+fn chains(token: &Token) -> bool {
+    match token {
+        Token::Word(w) if w.quote_style.is_none() => matches!(
+            w.keyword,
+            Keyword::AND
+                | Keyword::OR
+                | Keyword::NOT
+                | Keyword::IS
+                | Keyword::LIKE
+                | Keyword::ILIKE
+                | Keyword::SIMILAR
+                | Keyword::BETWEEN
+                | Keyword::IN
+                | Keyword::COLLATE
+                | Keyword::AT
+                | Keyword::XOR
+                | Keyword::DIV
+        ),
+        Token::Word(_) => false,
+        Token::Plus
+        | Token::Minus
+        | Token::Mul
+        | Token::Div
+        | Token::Mod
+        | Token::StringConcat
+        | Token::Eq
+        | Token::DoubleEq
+        | Token::Neq
+        | Token::Lt
+        | Token::Gt
+        | Token::LtEq
+        | Token::GtEq
+        | Token::Spaceship
+        | Token::Caret
+        | Token::Ampersand
+        | Token::Pipe
+        | Token::ShiftLeft
+        | Token::ShiftRight
+        | Token::DoubleColon
+        | Token::Arrow
+        | Token::LongArrow
+        | Token::HashArrow
+        | Token::HashLongArrow
+        | Token::AtArrow
+        | Token::ArrowAt
+        | Token::Tilde
+        | Token::TildeAsterisk
+        | Token::ExclamationMarkTilde
+        | Token::ExclamationMarkTildeAsterisk
+        | Token::ExclamationMark
+        | Token::LBracket => true,
+        _ => false,
+    }
+}
+
+/// Refuses a statement whose expressions nest deeper than
+/// [`MAX_EXPR_DEPTH`]. Text that does not tokenize passes: the parser
+/// reports it properly.
+pub fn check_statement(sql: &str) -> crate::Result<()> {
+    let dialect = GenericDialect {};
+    let Ok(tokens) = Tokenizer::new(&dialect, sql).tokenize_with_location() else {
+        return Ok(());
+    };
+    // Operators seen in each open group (parentheses, brackets) since its
+    // last comma: siblings separated by commas do not nest.
+    let mut groups: Vec<usize> = vec![0];
+    let mut depth = 0usize;
+    for t in &tokens {
+        match &t.token {
+            Token::LParen | Token::LBracket | Token::LBrace => {
+                // A subscript is also a link of a chain (`a[1][2]`).
+                if t.token == Token::LBracket
+                    && let Some(g) = groups.last_mut()
+                {
+                    *g += 1;
+                    depth += 1;
+                }
+                groups.push(0);
+                depth += 1;
+            }
+            Token::RParen | Token::RBracket | Token::RBrace => {
+                if groups.len() > 1
+                    && let Some(inner) = groups.pop()
+                {
+                    depth = depth.saturating_sub(inner + 1);
+                }
+            }
+            Token::Comma | Token::SemiColon => {
+                if let Some(g) = groups.last_mut() {
+                    depth -= *g;
+                    *g = 0;
+                }
+            }
+            token if chains(token) => {
+                if let Some(g) = groups.last_mut() {
+                    *g += 1;
+                }
+                depth += 1;
+            }
+            _ => {}
+        }
+        if depth > MAX_EXPR_DEPTH {
+            return Err(Error::InvalidArgument(format!(
+                "the statement nests expressions more than {MAX_EXPR_DEPTH} levels deep (at line {}, column {}); \
+                 write a long chain of OR'ed equalities as IN (...), and split long chains of operators",
+                t.span.start.line, t.span.start.column
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(op: &str, n: usize) -> String {
+        format!("SELECT {} FROM t", vec!["x = 1"; n].join(op))
+    }
+
+    #[test]
+    fn long_chains_are_refused_and_wide_lists_are_not() {
+        assert!(check_statement(&chain(" OR ", 120)).is_ok());
+        let err = check_statement(&chain(" OR ", 2000))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("IN (...)") && err.contains("line 1"), "{err}");
+        assert!(check_statement(&format!("SELECT {}", vec!["1"; 2000].join("+"))).is_err());
+        assert!(check_statement(&format!("SELECT {}", vec!["'a'"; 2000].join("||"))).is_err());
+        // Long lists of siblings are flat.
+        let list = (0..10_000).map(|i| i.to_string()).collect::<Vec<_>>();
+        assert!(
+            check_statement(&format!("SELECT * FROM t WHERE x IN ({})", list.join(", "))).is_ok()
+        );
+        let sums = vec!["a + b + c"; 5000].join(", ");
+        assert!(check_statement(&format!("SELECT {sums} FROM t")).is_ok());
+        let rows = vec!["(1 + 2, 'x' || 'y')"; 5000].join(", ");
+        assert!(check_statement(&format!("INSERT INTO t VALUES {rows}")).is_ok());
+        // Text that does not tokenize is the parser's to report.
+        assert!(check_statement("SELECT 'unterminated").is_ok());
+    }
+}
