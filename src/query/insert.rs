@@ -247,11 +247,29 @@ pub(crate) fn cells_of(
                 let Some(value) = value_at(values, j) else {
                     continue;
                 };
+                let qualifier = keys.value(j);
+                let bytes = def.encode(&value)?;
+                // A map entry under a declared column's qualifier must be a
+                // value of that column, or every read of the column fails.
+                if let Some(column) = layout
+                    .columns
+                    .iter()
+                    .zip(&layout.protos)
+                    .find(|(c, p)| p.is_none() && c.family == *family && c.qualifier == qualifier)
+                    .map(|(c, _)| c)
+                {
+                    column.decode(&bytes).map_err(|why| {
+                        Error::InvalidArgument(format!(
+                            "the {family} map entry {qualifier:?} is declared column {}: {why}; write it through the column",
+                            column.name
+                        ))
+                    })?;
+                }
                 mutations.push(cell(
                     layout,
                     family,
-                    keys.value(j).as_bytes().to_vec(),
-                    def.encode(&value)?,
+                    qualifier.as_bytes().to_vec(),
+                    bytes,
                     timestamp,
                 ));
             }

@@ -1,9 +1,15 @@
 //! `UpdateExec`: UPDATE writes new cells for the assigned columns of the
-//! rows a scan selected. `SET n = n + k` on a binary BIGINT column and
-//! `SET s = s || 'x'` on a text or bytes column run as atomic
-//! read-modify-write operations (absent values count as 0 or empty, as in
-//! Bigtable); every other assignment is evaluated on the row as read and
-//! written as a new cell. Assigning NULL deletes the column's cells.
+//! rows a scan selected.
+//!
+//! Every row is updated atomically: under the row's lock the store reads
+//! the columns the statement uses afresh, the WHERE clause is checked
+//! again on them, the assignments are computed from them, and all of the
+//! row's new cells commit together (`Store::update_rows`). So `SET n = n *
+//! 2` from many clients at once loses no update, whatever the column's
+//! encoding. `SET n = n + k` on a BIGINT column and `SET s = s || 'x'` on a
+//! text or bytes column count an absent value as 0 or empty, as Bigtable's
+//! increments and appends do, and an increment that overflows is an error
+//! naming the column and the row. Assigning NULL deletes the column's cells.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,6 +17,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, TimestampMicrosecondArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::Int64Type;
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
@@ -25,10 +32,10 @@ use datafusion::physical_plan::{
 use super::dml::{blocking, count_batches, count_properties};
 use super::insert::{CellTime, cells_of};
 use super::to_df;
-use super::wide::{ColumnSource, Layout};
+use super::wide::{ColumnSource, Layout, ViewBatchBuilder};
 use crate::Error;
-use crate::schema::{Encoding, ValueType};
-use crate::store::{Mutation, ReadModifyWrite, RowMutation, Store, TimeRange, now_micros};
+use crate::schema::{Value, ValueType};
+use crate::store::{Mutation, ReadFilter, Row, Store, TimeRange, now_micros};
 
 /// One assignment of an UPDATE, planned.
 #[derive(Debug, Clone)]
@@ -40,8 +47,8 @@ pub(crate) enum Assignment {
     },
     /// The timestamp of the cells written.
     Timestamp(Arc<dyn PhysicalExpr>),
-    /// Atomic `n = n + delta`.
-    Increment { declared: usize, delta: i64 },
+    /// `n = n + delta` (an absent value counts as 0; overflow is an error).
+    Increment { declared: usize, delta: i128 },
     /// Atomic `s = s || suffix`.
     Append { declared: usize, suffix: Vec<u8> },
 }
@@ -66,7 +73,7 @@ fn literal(e: &Expr) -> Option<&ScalarValue> {
 }
 
 /// `name + k` or `k + name` or `name - k` with an integer literal.
-fn increment_of(e: &Expr, name: &str) -> Option<i64> {
+fn increment_of(e: &Expr, name: &str) -> Option<i128> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = strip_casts(e) else {
         return None;
     };
@@ -77,10 +84,15 @@ fn increment_of(e: &Expr, name: &str) -> Option<i64> {
         })
     };
     match op {
-        Operator::Plus if is_column_named(left, name) => literal(right).and_then(int),
-        Operator::Plus if is_column_named(right, name) => literal(left).and_then(int),
+        Operator::Plus if is_column_named(left, name) => {
+            literal(right).and_then(int).map(i128::from)
+        }
+        Operator::Plus if is_column_named(right, name) => {
+            literal(left).and_then(int).map(i128::from)
+        }
+        // i64::MIN negated fits an i128.
         Operator::Minus if is_column_named(left, name) => {
-            literal(right).and_then(int).and_then(i64::checked_neg)
+            literal(right).and_then(int).map(|k| -i128::from(k))
         }
         _ => None,
     }
@@ -136,15 +148,16 @@ pub(crate) fn plan_assignments(
             ColumnSource::Timestamp => Assignment::Timestamp(physical()?),
             ColumnSource::Declared(d) => {
                 let def = &layout.columns[*d];
-                let binary_int = def.value_type == ValueType::Int64 && def.encoding == Encoding::Binary;
-                let bytes_like = matches!(def.value_type, ValueType::Text | ValueType::Bytes);
+                let int = def.value_type == ValueType::Int64 && def.proto.is_none();
+                let bytes_like = matches!(def.value_type, ValueType::Text | ValueType::Bytes)
+                    && def.proto.is_none();
                 let aggregate = layout
                     .def
                     .families
                     .iter()
                     .any(|f| f.name == def.family && f.kind != crate::store::FamilyKind::Normal);
                 match (increment_of(&expr, &name), append_of(&expr, &name)) {
-                    (Some(delta), _) if binary_int && !aggregate => Assignment::Increment { declared: *d, delta },
+                    (Some(delta), _) if int && !aggregate => Assignment::Increment { declared: *d, delta },
                     (_, Some(suffix)) if bytes_like && !aggregate => Assignment::Append { declared: *d, suffix },
                     _ => Assignment::Value { column, expr: physical()? },
                 }
@@ -161,12 +174,16 @@ pub(crate) fn plan_assignments(
     Ok(out)
 }
 
-/// Applies planned assignments to the rows of its input (a scan of every
-/// column) and returns `count`.
+/// Applies planned assignments to the rows its input (a scan of `_key`)
+/// selects, each row atomically, and returns `count`.
 pub struct UpdateExec {
     store: Store,
     layout: Arc<Layout>,
     assignments: Vec<Assignment>,
+    /// The WHERE clause, checked again on each row as read under its lock.
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    /// The columns the assignments and the filter read.
+    needed: Vec<bool>,
     input: Arc<dyn ExecutionPlan>,
     properties: Arc<PlanProperties>,
 }
@@ -182,12 +199,16 @@ impl UpdateExec {
         store: Store,
         layout: Arc<Layout>,
         assignments: Vec<Assignment>,
+        filter: Option<Arc<dyn PhysicalExpr>>,
+        needed: Vec<bool>,
         input: Arc<dyn ExecutionPlan>,
     ) -> Self {
         UpdateExec {
             store,
             layout,
             assignments,
+            filter,
+            needed,
             input,
             properties: count_properties(),
         }
@@ -205,13 +226,10 @@ impl DisplayAs for UpdateExec {
                 }
                 Assignment::Timestamp(expr) => format!("_timestamp = {expr}"),
                 Assignment::Increment { declared, delta } => {
-                    format!(
-                        "{} += {delta} (atomic)",
-                        self.layout.columns[*declared].name
-                    )
+                    format!("{} += {delta}", self.layout.columns[*declared].name)
                 }
                 Assignment::Append { declared, suffix } => format!(
-                    "{} ||= {} (atomic)",
+                    "{} ||= {}",
                     self.layout.columns[*declared].name,
                     crate::codec::show_bytes(suffix)
                 ),
@@ -219,22 +237,31 @@ impl DisplayAs for UpdateExec {
             .collect();
         write!(
             f,
-            "UpdateExec: table={}, set=[{}]",
+            "UpdateExec: table={}, set=[{}], atomic per row",
             self.layout.table,
             shown.join(", ")
         )
     }
 }
 
-/// The mutations and read-modify-write rules of one selected row.
+/// The view column of declared column `declared`.
+fn declared_column(layout: &Layout, declared: usize) -> Option<usize> {
+    layout
+        .sources
+        .iter()
+        .position(|s| matches!(s, ColumnSource::Declared(d) if *d == declared))
+}
+
+/// The mutations of one row, from its values as read under its lock.
 fn row_changes(
     layout: &Layout,
     assignments: &[Assignment],
     values: &[Option<ArrayRef>],
     timestamps: Option<&TimestampMicrosecondArray>,
+    fresh: &RecordBatch,
     row: usize,
     now: i64,
-) -> crate::Result<(Vec<Mutation>, Vec<ReadModifyWrite>)> {
+) -> crate::Result<Vec<Mutation>> {
     let timestamp = match timestamps {
         Some(t) if !t.is_null(row) && t.value(row) < 0 => {
             return Err(Error::InvalidArgument(format!(
@@ -252,7 +279,6 @@ fn row_changes(
         },
     };
     let mut mutations = Vec::new();
-    let mut rules = Vec::new();
     for (a, value) in assignments.iter().zip(values) {
         match (a, value) {
             (Assignment::Value { column, .. }, Some(array)) => {
@@ -280,24 +306,84 @@ fn row_changes(
             }
             (Assignment::Increment { declared, delta }, _) => {
                 let def = &layout.columns[*declared];
-                rules.push(ReadModifyWrite::Increment {
-                    family: def.family.clone(),
-                    qualifier: def.qualifier.clone().into_bytes(),
-                    delta: *delta,
-                });
+                let old = declared_column(layout, *declared)
+                    .map(|c| fresh.column(c))
+                    .and_then(|a| a.as_primitive_opt::<Int64Type>())
+                    .filter(|a| !a.is_null(row))
+                    .map_or(0, |a| a.value(row));
+                let new = i64::try_from(i128::from(old) + delta).map_err(|_| {
+                    Error::InvalidArgument(format!(
+                        "UPDATE {}: {} = {old} {} {} overflows BIGINT in row {}; nothing was written to the row",
+                        layout.table,
+                        def.name,
+                        if *delta < 0 { "-" } else { "+" },
+                        delta.unsigned_abs(),
+                        crate::codec::show_bytes(&key_of(fresh, row))
+                    ))
+                })?;
+                mutations.push(cell_of(
+                    layout,
+                    def,
+                    def.encode(&Value::Int64(new))?,
+                    timestamp,
+                ));
             }
             (Assignment::Append { declared, suffix }, _) => {
                 let def = &layout.columns[*declared];
-                rules.push(ReadModifyWrite::Append {
-                    family: def.family.clone(),
-                    qualifier: def.qualifier.clone().into_bytes(),
-                    suffix: suffix.clone(),
-                });
+                let mut bytes = declared_column(layout, *declared)
+                    .map(|c| fresh.column(c))
+                    .filter(|a| !a.is_null(row))
+                    .map(|a| match a.data_type() {
+                        DataType::Binary => a.as_binary::<i32>().value(row).to_vec(),
+                        _ => a
+                            .as_string_opt::<i32>()
+                            .map_or_else(Vec::new, |s| s.value(row).as_bytes().to_vec()),
+                    })
+                    .unwrap_or_default();
+                bytes.extend_from_slice(suffix);
+                if def.value_type == ValueType::Text && std::str::from_utf8(&bytes).is_err() {
+                    return Err(Error::InvalidArgument(format!(
+                        "UPDATE {}: appending to text column {} must leave UTF-8 text",
+                        layout.table, def.name
+                    )));
+                }
+                mutations.push(cell_of(layout, def, bytes, timestamp));
             }
             _ => {}
         }
     }
-    Ok((mutations, rules))
+    Ok(mutations)
+}
+
+fn key_of(batch: &RecordBatch, row: usize) -> Vec<u8> {
+    batch
+        .column(0)
+        .as_string_opt::<i32>()
+        .map_or_else(Vec::new, |k| k.value(row).as_bytes().to_vec())
+}
+
+/// A new cell of a declared column.
+fn cell_of(
+    layout: &Layout,
+    def: &crate::schema::ColumnDef,
+    value: Vec<u8>,
+    time: CellTime,
+) -> Mutation {
+    let aggregate = layout
+        .def
+        .families
+        .iter()
+        .any(|f| f.name == def.family && f.kind != crate::store::FamilyKind::Normal);
+    debug_assert!(
+        !aggregate,
+        "increments and appends are not planned on aggregates"
+    );
+    Mutation::SetCell {
+        family: def.family.clone(),
+        qualifier: def.qualifier.clone().into_bytes(),
+        timestamp: Some(time.at),
+        value,
+    }
 }
 
 impl ExecutionPlan for UpdateExec {
@@ -324,6 +410,9 @@ impl ExecutionPlan for UpdateExec {
                 return Ok(TreeNodeRecursion::Stop);
             }
         }
+        if let Some(filter) = &self.filter {
+            return f(filter);
+        }
         Ok(TreeNodeRecursion::Continue)
     }
 
@@ -339,6 +428,8 @@ impl ExecutionPlan for UpdateExec {
             self.store.clone(),
             Arc::clone(&self.layout),
             self.assignments.clone(),
+            self.filter.clone(),
+            self.needed.clone(),
             input,
         )))
     }
@@ -348,47 +439,174 @@ impl ExecutionPlan for UpdateExec {
         _partition: usize,
         context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
-        let store = self.store.clone();
-        let layout = Arc::clone(&self.layout);
-        let assignments = Arc::new(self.assignments.clone());
-        let now = now_micros();
+        let plan = Arc::new(RowUpdate {
+            store: self.store.clone(),
+            layout: Arc::clone(&self.layout),
+            assignments: self.assignments.clone(),
+            filter: self.filter.clone(),
+            needed: self.needed.clone(),
+            started: now_micros(),
+        });
         Ok(count_batches(
             Arc::clone(&self.input),
             context,
             move |batch| {
-                let store = store.clone();
-                let layout = Arc::clone(&layout);
-                let assignments = Arc::clone(&assignments);
+                let plan = Arc::clone(&plan);
                 async move {
-                    let (bulk, rmw) = batch_changes(&layout, &assignments, &batch, now)?;
-                    let rows = batch.num_rows() as u64;
-                    blocking("update", move || {
-                        for r in store.mutate_rows(&layout.table, bulk)? {
-                            r?;
-                        }
-                        for (key, rules) in rmw {
-                            store.read_modify_write(&layout.table, &key, rules)?;
-                        }
-                        Ok(rows)
-                    })
-                    .await
+                    let keys = cast(batch.column(0), &DataType::Utf8)?;
+                    let keys: Vec<Vec<u8>> = keys
+                        .as_string::<i32>()
+                        .iter()
+                        .flatten()
+                        .map(|k| k.as_bytes().to_vec())
+                        .collect();
+                    blocking("update", move || plan.apply(&keys)).await
                 }
             },
         ))
     }
 }
 
-/// Rows to mutate in bulk, and rows to read-modify-write with their rules.
-type Changes = (Vec<RowMutation>, Vec<(Vec<u8>, Vec<ReadModifyWrite>)>);
+/// What one UPDATE does to each row, run under the rows' locks.
+struct RowUpdate {
+    store: Store,
+    layout: Arc<Layout>,
+    assignments: Vec<Assignment>,
+    filter: Option<Arc<dyn PhysicalExpr>>,
+    needed: Vec<bool>,
+    /// When the statement started.
+    started: i64,
+}
 
-/// The row mutations and read-modify-write rules an UPDATE makes of one
-/// batch of selected rows.
-fn batch_changes(
+impl RowUpdate {
+    /// Updates the rows at `keys`; the number updated.
+    fn apply(&self, keys: &[Vec<u8>]) -> crate::Result<u64> {
+        let layout = &self.layout;
+        let value_columns: Vec<usize> = (0..self.needed.len())
+            .filter(|&c| {
+                self.needed[c]
+                    && matches!(
+                        layout.sources[c],
+                        ColumnSource::Declared(_)
+                            | ColumnSource::FamilyMap(_)
+                            | ColumnSource::Timestamp
+                    )
+            })
+            .collect();
+        // Without value columns to read, the row is known only by its key.
+        let filter = if value_columns.is_empty() {
+            ReadFilter {
+                families: Some(Vec::new()),
+                ..ReadFilter::latest()
+            }
+        } else {
+            let families = if value_columns
+                .iter()
+                .any(|&c| matches!(layout.sources[c], ColumnSource::Timestamp))
+            {
+                layout.def.families.iter().map(|f| f.name.clone()).collect()
+            } else {
+                layout.families_for(&value_columns)
+            };
+            ReadFilter::latest().families(families)
+        };
+        let mut updated = 0u64;
+        let results = self
+            .store
+            .update_rows(&layout.table, keys, &filter, |keys, rows| {
+                let (changes, n) = self.changes(keys, rows)?;
+                updated += n;
+                Ok(changes)
+            })?;
+        for r in results {
+            r?;
+        }
+        Ok(updated)
+    }
+
+    /// Per row: its mutations (none when the WHERE clause no longer holds).
+    fn changes(
+        &self,
+        keys: &[Vec<u8>],
+        rows: &[Option<Row>],
+    ) -> crate::Result<(Vec<Vec<Mutation>>, u64)> {
+        let layout = &self.layout;
+        let df = |e: datafusion::error::DataFusionError| Error::InvalidArgument(e.to_string());
+        let mut builder =
+            ViewBatchBuilder::new(Arc::clone(layout), self.needed.clone(), &Default::default());
+        for (key, row) in keys.iter().zip(rows) {
+            let empty;
+            let row = match row {
+                Some(r) => r,
+                None => {
+                    empty = Row {
+                        key: key.clone(),
+                        cells: Vec::new(),
+                    };
+                    &empty
+                }
+            };
+            builder.push(row)?;
+        }
+        let fresh = builder.finish().map_err(df)?;
+        if let Some((_, e)) = builder.errors.drain(..).next() {
+            return Err(e);
+        }
+        let selected: Vec<bool> = match &self.filter {
+            None => vec![true; fresh.num_rows()],
+            Some(f) => {
+                let mask = f
+                    .evaluate(&fresh)
+                    .and_then(|v| v.into_array(fresh.num_rows()))
+                    .map_err(df)?;
+                let mask = mask.as_boolean_opt().ok_or_else(|| {
+                    Error::InvalidArgument(
+                        "the WHERE clause of an UPDATE is not a condition".into(),
+                    )
+                })?;
+                (0..mask.len())
+                    .map(|i| mask.is_valid(i) && mask.value(i))
+                    .collect()
+            }
+        };
+        let (values, timestamps) = evaluate(layout, &self.assignments, &fresh).map_err(df)?;
+        let mut out = Vec::with_capacity(keys.len());
+        let mut n = 0;
+        // The time is taken under the lock, and a new cell is never older
+        // than what it was computed from: an earlier time would slip under
+        // a concurrent statement's cell and be lost.
+        let now = now_micros().max(self.started);
+        for (r, &chosen) in selected.iter().enumerate() {
+            if !chosen {
+                out.push(Vec::new());
+                continue;
+            }
+            n += 1;
+            let newest = rows[r]
+                .iter()
+                .flat_map(|row| row.cells.iter().map(|c| c.timestamp))
+                .max()
+                .unwrap_or(0);
+            out.push(row_changes(
+                layout,
+                &self.assignments,
+                &values,
+                timestamps.as_ref(),
+                &fresh,
+                r,
+                now.max(newest),
+            )?);
+        }
+        Ok((out, n))
+    }
+}
+
+/// The assigned values of every row of `batch`, and `_timestamp` if assigned.
+fn evaluate(
     layout: &Layout,
     assignments: &[Assignment],
     batch: &RecordBatch,
-    now: i64,
-) -> DfResult<Changes> {
+) -> DfResult<(Vec<Option<ArrayRef>>, Option<TimestampMicrosecondArray>)> {
     let rows = batch.num_rows();
     let mut values: Vec<Option<ArrayRef>> = Vec::with_capacity(assignments.len());
     let mut timestamps = None;
@@ -415,21 +633,5 @@ fn batch_changes(
         t.as_primitive::<datafusion::arrow::datatypes::TimestampMicrosecondType>()
             .clone()
     });
-    let keys = cast(batch.column(0), &DataType::Utf8)?;
-    let keys = keys.as_string::<i32>();
-    let mut bulk = Vec::new();
-    let mut rmw = Vec::new();
-    for r in 0..rows {
-        let key = keys.value(r).as_bytes().to_vec();
-        let (mutations, rules) =
-            row_changes(layout, assignments, &values, timestamps.as_ref(), r, now)
-                .map_err(to_df)?;
-        if !mutations.is_empty() {
-            bulk.push(RowMutation::new(key.clone(), mutations));
-        }
-        if !rules.is_empty() {
-            rmw.push((key, rules));
-        }
-    }
-    Ok((bulk, rmw))
+    Ok((values, timestamps))
 }

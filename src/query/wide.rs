@@ -625,8 +625,14 @@ impl ViewBatchBuilder {
                 Some(bytes) => match self.layout.columns[i].decode(bytes) {
                     Ok(value) => self.put(column, Some(Datum::of(&value))),
                     Err(e) => {
+                        let fix = format!(
+                            "{e}; UPDATE {} SET {} = NULL WHERE _key = '{}' removes the bad value",
+                            self.layout.table,
+                            self.layout.columns[i].name,
+                            String::from_utf8_lossy(&row.key).replace('\'', "''")
+                        );
                         self.errors
-                            .push((self.rows - 1, Self::decode_error(row, e)));
+                            .push((self.rows - 1, Self::decode_error(row, fix)));
                         self.put(column, None);
                     }
                 },
@@ -900,14 +906,44 @@ impl TableProvider for CellarTable {
         filters: Vec<Expr>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         self.writable("UPDATE")?;
-        let assignments = plan_assignments(&self.layout, state, assignments)?;
-        // Every filter is re-checked in the scan, so only matching rows come out.
-        let spec = scan_spec(&self.store, &self.layout, state, None, &filters, None, true)?;
+        let layout = &self.layout;
+        // The columns read afresh under each row's lock: those the
+        // assignments and the WHERE clause use, and the key.
+        let key = layout.arrow.index_of("_key")?;
+        let mut needed = vec![false; layout.sources.len()];
+        needed[key] = true;
+        for e in assignments.iter().map(|(_, e)| e).chain(&filters) {
+            for c in e.column_refs() {
+                if let Ok(i) = layout.arrow.index_of(&c.name) {
+                    needed[i] = true;
+                }
+            }
+        }
+        let filter = match filters.iter().cloned().reduce(Expr::and) {
+            None => None,
+            Some(e) => {
+                let df_schema = DFSchema::try_from(layout.arrow.as_ref().clone())?;
+                Some(state.create_physical_expr(e, &df_schema)?)
+            }
+        };
+        let assignments = plan_assignments(layout, state, assignments)?;
+        // The scan selects candidate keys; each is checked again when locked.
+        let spec = scan_spec(
+            &self.store,
+            layout,
+            state,
+            Some(vec![key]),
+            &filters,
+            None,
+            true,
+        )?;
         let scan = Arc::new(KeyScanExec::new(spec));
         Ok(Arc::new(UpdateExec::new(
             self.store.clone(),
-            Arc::clone(&self.layout),
+            Arc::clone(layout),
             assignments,
+            filter,
+            needed,
             scan,
         )))
     }

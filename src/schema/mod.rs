@@ -9,7 +9,7 @@ pub use key::{Constraint, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat}
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::store::TableDef;
+use crate::store::{MAX_QUALIFIER_LEN, TableDef};
 
 /// Metadata key under which the SQL schema of a table is stored.
 pub const SCHEMA_METADATA_KEY: &str = "sql.schema";
@@ -184,6 +184,9 @@ pub struct TableSchema {
     pub family_types: std::collections::BTreeMap<String, FamilyTypes>,
 }
 
+/// Longest column name, in bytes.
+pub const MAX_COLUMN_NAME: usize = 128;
+
 impl TableSchema {
     /// The types of a family's qualifiers and values.
     pub fn family_types(&self, family: &str) -> FamilyTypes {
@@ -215,6 +218,16 @@ impl TableSchema {
     pub fn validate(&self, families: &[String]) -> Result<()> {
         let mut names: Vec<String> = vec!["_key".into(), "_timestamp".into()];
         let mut add = |name: &str| {
+            if name.is_empty() || name.len() > MAX_COLUMN_NAME {
+                return Err(Error::InvalidName {
+                    what: "column",
+                    name: name.to_string(),
+                    reason: format!(
+                        "it is {} bytes; names are 1 to {MAX_COLUMN_NAME} bytes",
+                        name.len()
+                    ),
+                });
+            }
             let lower = name.to_ascii_lowercase();
             if names.contains(&lower) {
                 return Err(Error::InvalidArgument(format!(
@@ -230,13 +243,29 @@ impl TableSchema {
                 add(name)?;
             }
         }
-        for column in &self.columns {
+        for (i, column) in self.columns.iter().enumerate() {
             add(&column.name)?;
             if !families.contains(&column.family) {
                 return Err(Error::FamilyNotFound {
                     table: String::new(),
                     family: column.family.clone(),
                 });
+            }
+            if column.qualifier.len() > MAX_QUALIFIER_LEN {
+                return Err(Error::InvalidArgument(format!(
+                    "column {}: its qualifier is {} bytes; the limit is {MAX_QUALIFIER_LEN}",
+                    column.name,
+                    column.qualifier.len()
+                )));
+            }
+            if let Some(other) = self.columns[..i]
+                .iter()
+                .find(|c| c.family == column.family && c.qualifier == column.qualifier)
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "columns {} and {} both name qualifier {:?} of family {}; a qualifier holds one column",
+                    other.name, column.name, column.qualifier, column.family
+                )));
             }
         }
         for family in families {
