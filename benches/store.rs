@@ -120,6 +120,67 @@ fn ingest(c: &mut Criterion) {
     group.finish();
 }
 
+/// Single-row writes from 8 threads, as many clients of a server make
+/// them: buffered, and synced (each write waits for an fsync covering it;
+/// concurrent writers share fsyncs). The ratio is the price of surviving a
+/// power loss; `fsyncs per row` shows how much group commit shares.
+fn durability(c: &mut Criterion) {
+    const WRITERS: u64 = 8;
+    const PER_WRITER: u64 = 250;
+    let mut group = c.benchmark_group("durability");
+    group
+        .sample_size(10)
+        .throughput(Throughput::Elements(WRITERS * PER_WRITER));
+    for mode in [cellar::Durability::Buffered, cellar::Durability::Synced] {
+        group.bench_function(mode.to_string(), |b| {
+            b.iter_batched(
+                || {
+                    let dir = tempfile::tempdir().expect("tempdir");
+                    let store = Store::open_with(
+                        dir.path(),
+                        cellar::StoreOptions {
+                            durability: mode,
+                            ..Default::default()
+                        },
+                    )
+                    .expect("open store");
+                    store
+                        .create_table(TableSpec::new("t").family(FamilySpec::new("f")))
+                        .expect("create table");
+                    (dir, store)
+                },
+                |(dir, store)| {
+                    let before = store.fsync_count();
+                    std::thread::scope(|s| {
+                        for w in 0..WRITERS {
+                            let store = &store;
+                            s.spawn(move || {
+                                for i in 0..PER_WRITER {
+                                    let n = w * PER_WRITER + i;
+                                    store
+                                        .mutate_row("t", cellar_rows(n..n + 1).remove(0))
+                                        .expect("write");
+                                }
+                            });
+                        }
+                    });
+                    let fsyncs = store.fsync_count() - before;
+                    if mode == cellar::Durability::Synced && fsyncs > 0 {
+                        eprintln!(
+                            "synced: {fsyncs} fsyncs for {} rows ({:.2} per row)",
+                            WRITERS * PER_WRITER,
+                            fsyncs as f64 / (WRITERS * PER_WRITER) as f64
+                        );
+                    }
+                    dir
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    group.finish();
+}
+
 /// A 1M-row table in both forms, compacted so both read the same layout.
 struct Loaded {
     _dirs: (tempfile::TempDir, tempfile::TempDir),
@@ -238,5 +299,5 @@ fn reads(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, ingest, reads);
+criterion_group!(benches, ingest, durability, reads);
 criterion_main!(benches);

@@ -15,7 +15,7 @@ fn default_store() -> PathBuf {
 fn usage() -> String {
     format!(
         "usage: cellar [demo] [--store DIR] [-c SQL]... [-f FILE]... [--format FORMAT]
-              [--maxrows N] [--history-file FILE]
+              [--maxrows N] [--history-file FILE] [--durability MODE]
 
 Opens the SQL shell on a store directory (default {}).
   demo              first create the guides' example tables with generated
@@ -29,6 +29,9 @@ Opens the SQL shell on a store directory (default {}).
   --format FORMAT   table (default), vertical, csv, tsv, json, ndjson
   --maxrows N       rows printed per result in table formats (default 1000)
   --history-file F  interactive history (default ~/.local/share/cellar/history)
+  --durability MODE buffered (default: a write survives a crash of cellar)
+                    or synced (it survives a power loss; concurrent writers
+                    share fsyncs)
 SQL on standard input runs too when it is not a terminal. The first error
 stops a script with exit status 1.",
         default_store().display()
@@ -43,6 +46,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
         max_rows: 1000,
         history_file: default_history_file(),
         demo: false,
+        store_options: cellar::StoreOptions::default(),
     };
     let mut store_given = false;
     let mut args = args.into_iter().peekable();
@@ -76,6 +80,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
                     .map_err(|_| format!("--maxrows needs a number, got {n:?}"))?;
             }
             "--history-file" => options.history_file = Some(PathBuf::from(value("a file")?)),
+            "--durability" => options.store_options.durability = value("a mode")?.parse()?,
             "--version" | "-V" => {
                 println!("cellar {}", env!("CARGO_PKG_VERSION"));
                 return Ok(None);
@@ -100,7 +105,9 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
 fn serve(args: Vec<String>) -> ExitCode {
     match serve_options(args) {
         Ok(None) => ExitCode::SUCCESS,
-        Ok(Some((store, addr, options))) => run_server(store, addr, options),
+        Ok(Some((store, store_options, addr, options))) => {
+            run_server(store, store_options, addr, options)
+        }
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)
@@ -118,7 +125,12 @@ fn read_secret(path: &str, what: &str) -> Result<String, String> {
     Ok(secret)
 }
 
-type ServeArgs = (PathBuf, std::net::SocketAddr, cellar::flight::ServeOptions);
+type ServeArgs = (
+    PathBuf,
+    cellar::StoreOptions,
+    std::net::SocketAddr,
+    cellar::flight::ServeOptions,
+);
 
 const SERVE_USAGE: &str = "usage: cellar serve [--store DIR] [--addr HOST:PORT] [--user NAME]
                     [--password-file FILE] [--token-file FILE]
@@ -131,12 +143,16 @@ Serves a store over Arrow Flight SQL (default address 127.0.0.1:32010).
                        --password-file FILE or CELLAR_PASSWORD
   --token-file FILE    also accept this bearer token (or CELLAR_TOKEN)
   --tls-cert/--tls-key PEM certificate chain and private key for TLS
+  --durability MODE    buffered (default: a write survives a crash of the
+                       server) or synced (it survives a power loss; writers
+                       share fsyncs)
 Secrets are read from files or the environment, never the command line.
 With no --user and no token the server is anonymous and says so.
 Ctrl-C or SIGTERM stops it cleanly.";
 
 fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
     let mut store = default_store();
+    let mut store_options = cellar::StoreOptions::default();
     let mut addr = "127.0.0.1:32010".to_string();
     let (mut user, mut password, mut token) = (None, None, None);
     let (mut cert, mut key) = (None, None);
@@ -154,6 +170,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--token-file",
             "--tls-cert",
             "--tls-key",
+            "--durability",
         ];
         if !known.contains(&arg.as_str()) {
             return Err(format!(
@@ -169,6 +186,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--password-file" => password = Some(read_secret(&value, "password")?),
             "--token-file" => token = Some(read_secret(&value, "token")?),
             "--tls-cert" => cert = Some(PathBuf::from(value)),
+            "--durability" => store_options.durability = value.parse()?,
             _ => key = Some(PathBuf::from(value)),
         }
     }
@@ -212,11 +230,12 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
         tls,
     };
     options.credentials.validate()?;
-    Ok(Some((store, addr, options)))
+    Ok(Some((store, store_options, addr, options)))
 }
 
 fn run_server(
     store: PathBuf,
+    store_options: cellar::StoreOptions,
     addr: std::net::SocketAddr,
     options: cellar::flight::ServeOptions,
 ) -> ExitCode {
@@ -227,7 +246,8 @@ fn run_server(
         );
         return ExitCode::FAILURE;
     }
-    let session = match cellar::Store::open(&store) {
+    let durability = store_options.durability;
+    let session = match cellar::Store::open_with(&store, store_options) {
         Ok(s) => {
             cellar::shell::warn_damaged(&s);
             cellar::SqlSession::new(s)
@@ -263,7 +283,7 @@ fn run_server(
             (Some((u, _)), Some(_)) => format!("user {u} with a password, or a bearer token"),
         };
         eprintln!(
-            "cellar Flight SQL on {scheme}://{bound}, store {} ({auth})",
+            "cellar Flight SQL on {scheme}://{bound}, store {} ({auth}; writes {durability})",
             store.display()
         );
         cellar::flight::serve_until(session, listener, options, stop_signal()).await

@@ -230,6 +230,34 @@ fn bigtable_verbs_output_files_and_hints() {
 }
 
 #[test]
+fn durability_is_an_option_of_the_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out = cellar(
+        &store,
+        &[
+            "--durability",
+            "synced",
+            "-c",
+            "CREATE TABLE t (FAMILY f, v BIGINT IN f)",
+            "-c",
+            "INSERT INTO t (_key, v) VALUES ('a', 1)",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = cellar(&store, &["-c", "SELECT v FROM t"], None);
+    assert!(text(&out.stdout).contains('1'), "{}", text(&out.stdout));
+    let out = cellar(&store, &["--durability", "never"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("synced"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn serve_refuses_incomplete_options_and_keeps_secrets_off_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str], env: &[(&str, &str)]| {
@@ -256,6 +284,7 @@ fn serve_refuses_incomplete_options_and_keeps_secrets_off_the_command_line() {
             "reading the password file /no/such/file",
         ),
         (&["--store"], "--store needs a value"),
+        (&["--durability", "sometimes"], "durability \"sometimes\""),
     ];
     for (args, expected) in cases {
         let out = run(args, &[]);
@@ -268,6 +297,26 @@ fn serve_refuses_incomplete_options_and_keeps_secrets_off_the_command_line() {
     let out = run(&["--token-file", empty.to_str().unwrap()], &[]);
     assert!(
         text(&out.stderr).contains("is empty"),
+        "{}",
+        text(&out.stderr)
+    );
+    // An empty password or token in the environment would let anyone in.
+    let out = run(&["--user", "ana"], &[("CELLAR_PASSWORD", "")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("CELLAR_PASSWORD is set but empty"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&[], &[("CELLAR_TOKEN", "")]);
+    assert!(
+        text(&out.stderr).contains("CELLAR_TOKEN is set but empty"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(&["--help"], &[]);
+    assert!(
+        out.status.success() && text(&out.stdout).contains("usage: cellar serve"),
         "{}",
         text(&out.stderr)
     );

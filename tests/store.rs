@@ -902,7 +902,11 @@ fn a_checkpoint_keeps_everything_across_reopen() {
         put(&store, "t", format!("k{i:05}").as_bytes(), "a", "q", 1, "v");
     }
     put(&store, "t", b"k99999", "b", "q", 2, "last");
+    // Before: everything is in memtables and the journal.
+    assert_eq!(store.table_disk_space("t").unwrap(), 0);
     store.checkpoint().unwrap();
+    // After: written out to on-disk tables (what makes the next open fast).
+    assert!(store.table_disk_space("t").unwrap() > 0);
     // Written after the checkpoint: only in the journal.
     put(&store, "t", b"k99999", "b", "q", 3, "after");
     drop(store);

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use datafusion::error::DataFusionError;
 
-use crate::{SqlSession, Store};
+use crate::{SqlSession, Store, StoreOptions};
 
 /// Where statements come from when not interactive.
 #[derive(Debug, Clone)]
@@ -44,6 +44,8 @@ pub struct Options {
     pub history_file: Option<PathBuf>,
     /// Create and fill the demo tables first.
     pub demo: bool,
+    /// How the store is opened (durability of writes).
+    pub store_options: StoreOptions,
 }
 
 /// The default history file: `~/.local/share/cellar/history`.
@@ -437,7 +439,7 @@ pub fn run(options: Options) -> bool {
         );
         return false;
     }
-    let store = match Store::open(&options.store) {
+    let store = match Store::open_with(&options.store, options.store_options.clone()) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

@@ -23,6 +23,30 @@ pub enum Durability {
     Synced,
 }
 
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Durability::Buffered => "buffered",
+            Durability::Synced => "synced",
+        })
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    /// `buffered` or `synced`.
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "buffered" => Ok(Durability::Buffered),
+            "synced" | "sync" => Ok(Durability::Synced),
+            _ => Err(format!(
+                "durability {s:?}: use buffered (survives a crash of the process) or synced (survives a power loss)"
+            )),
+        }
+    }
+}
+
 #[derive(Default)]
 struct SyncState {
     synced: u64,
