@@ -146,6 +146,8 @@ Serves a store over Arrow Flight SQL (default address 127.0.0.1:32010).
   --durability MODE    buffered (default: a write survives a crash of the
                        server) or synced (it survives a power loss; writers
                        share fsyncs)
+  --max-connections N  connections open at once (default 512); a connection
+                       must authenticate within 30 s or it is closed
 Secrets are read from files or the environment, never the command line.
 With no --user and no token the server is anonymous and says so.
 Ctrl-C or SIGTERM stops it cleanly.";
@@ -153,6 +155,7 @@ Ctrl-C or SIGTERM stops it cleanly.";
 fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
     let mut store = default_store();
     let mut store_options = cellar::StoreOptions::default();
+    let mut limits = cellar::flight::ConnLimits::default();
     let mut addr = "127.0.0.1:32010".to_string();
     let (mut user, mut password, mut token) = (None, None, None);
     let (mut cert, mut key) = (None, None);
@@ -171,6 +174,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--tls-cert",
             "--tls-key",
             "--durability",
+            "--max-connections",
         ];
         if !known.contains(&arg.as_str()) {
             return Err(format!(
@@ -187,6 +191,12 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--token-file" => token = Some(read_secret(&value, "token")?),
             "--tls-cert" => cert = Some(PathBuf::from(value)),
             "--durability" => store_options.durability = value.parse()?,
+            "--max-connections" => {
+                limits.max_connections =
+                    value.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        format!("--max-connections needs a positive number, not {value:?}")
+                    })?;
+            }
             _ => key = Some(PathBuf::from(value)),
         }
     }
@@ -228,6 +238,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
     let options = cellar::flight::ServeOptions {
         credentials: cellar::flight::Credentials { user, token },
         tls,
+        limits,
     };
     options.credentials.validate()?;
     Ok(Some((store, store_options, addr, options)))

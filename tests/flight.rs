@@ -16,7 +16,7 @@ use arrow_flight::sql::{
     ProstMessageExt, SqlInfo, TableDefinitionOptions, TableExistsOption, TableNotExistOption,
 };
 use arrow_flight::{FlightDescriptor, FlightInfo};
-use cellar::flight::{CellarFlightSql, Credentials, ServeOptions};
+use cellar::flight::{CellarFlightSql, ConnLimits, Credentials, ServeOptions};
 use cellar::{SqlSession, Store};
 use datafusion::arrow::array::{
     ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray,
@@ -721,7 +721,7 @@ fn password_server() -> ServeOptions {
             user: Some(("analyst".into(), "correct horse".into())),
             token: Some("configured-token-1".into()),
         },
-        tls: None,
+        ..ServeOptions::default()
     }
 }
 
@@ -762,6 +762,7 @@ async fn tls_serves_encrypted_connections() {
     let server = serve(ServeOptions {
         credentials: Credentials::default(),
         tls: Some((data.join("server.pem"), data.join("server.key"))),
+        ..ServeOptions::default()
     })
     .await;
     let ca = tonic::transport::Certificate::from_pem(std::fs::read(data.join("ca.pem")).unwrap());
@@ -989,4 +990,66 @@ async fn deep_statements_are_refused_and_the_server_stays_up() {
     let info = stmt.execute().await.unwrap();
     let got = fetch(&mut client, info).await;
     assert_eq!(got[0].column(0).as_primitive::<Int64Type>().value(0), 10);
+}
+
+/// Connections that never authenticate are closed at their deadline, at
+/// most `max_connections` are open, and authenticated clients keep working
+/// through all of it.
+#[tokio::test]
+async fn idle_unauthenticated_connections_cannot_lock_clients_out() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = serve(ServeOptions {
+        limits: ConnLimits {
+            max_connections: 6,
+            authenticate_within: Duration::from_millis(500),
+        },
+        ..password_server()
+    })
+    .await;
+    // An authenticated client first, holding one connection.
+    let mut client = connect(server.addr).await;
+    client.handshake("analyst", "correct horse").await.unwrap();
+    make_m(&mut client, 5).await;
+    // Five silent connections and one that speaks HTTP/2 but never
+    // authenticates fill the other slots.
+    let mut idle = Vec::new();
+    for _ in 0..5 {
+        idle.push(tokio::net::TcpStream::connect(server.addr).await.unwrap());
+    }
+    let mut talker = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    talker
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    idle.push(talker);
+    // One more is over the cap: closed at once.
+    let mut extra = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), extra.read(&mut buf))
+        .await
+        .expect("a connection over the cap is closed at once")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    // The authenticated client is unaffected.
+    assert_eq!(count_of(&mut client, "SELECT count(*) FROM m").await, 5);
+    // The unauthenticated ones are closed at their deadline.
+    let started = Instant::now();
+    for mut c in idle {
+        loop {
+            let read = tokio::time::timeout(Duration::from_secs(10), c.read(&mut buf))
+                .await
+                .expect("an unauthenticated connection is closed at its deadline");
+            if matches!(read, Ok(0) | Err(_)) {
+                break;
+            }
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // Their slots are free again: new clients connect and authenticate.
+    for _ in 0..4 {
+        let mut c = connect(server.addr).await;
+        c.handshake("analyst", "correct horse").await.unwrap();
+        assert_eq!(count_of(&mut c, "SELECT count(*) FROM m").await, 5);
+    }
+    assert_eq!(count_of(&mut client, "SELECT count(*) FROM m").await, 5);
 }

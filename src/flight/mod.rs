@@ -16,6 +16,7 @@
 //! `grpc-timeout` header) passes.
 
 mod auth;
+mod conn;
 mod handles;
 mod ingest;
 mod metadata;
@@ -56,6 +57,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 pub use auth::Credentials;
 use auth::{Authenticator, Caller};
+pub use conn::ConnLimits;
 use handles::{Handles, Pending, Prepared};
 pub use ingest::{FAMILY_OPTION, ROW_KEY_OPTION};
 
@@ -108,7 +110,9 @@ impl CellarFlightSql {
     }
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
-        self.auth.caller(request.metadata())
+        let caller = self.auth.caller(request.metadata())?;
+        authenticated(request);
+        Ok(caller)
     }
 
     /// Plans `sql` once per parameter row and keeps the frames under a
@@ -205,6 +209,19 @@ impl CellarFlightSql {
             count += affected(&batches);
         }
         Ok(count)
+    }
+}
+
+/// Marks the connection `request` came on as authenticated, which lifts
+/// its deadline (see `conn`).
+fn authenticated<T>(request: &Request<T>) {
+    let extensions = request.extensions();
+    if let Some(info) = extensions.get::<conn::ConnInfo>() {
+        info.authenticated();
+    } else if let Some(tls) =
+        extensions.get::<tonic::transport::server::TlsConnectInfo<conn::ConnInfo>>()
+    {
+        tls.get_ref().authenticated();
     }
 }
 
@@ -389,12 +406,15 @@ impl FlightSqlService for CellarFlightSql {
         request: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<FlightStream<HandshakeResponse>>, Status> {
         let metadata = request.metadata().clone();
+        let mut marker = Request::new(());
+        *marker.extensions_mut() = request.extensions().clone();
         let mut stream = request.into_inner();
         let payload = match stream.message().await {
             Ok(Some(first)) => first.payload.to_vec(),
             _ => Vec::new(),
         };
         let token = self.auth.handshake(&metadata, &payload)?;
+        authenticated(&marker);
         let response = HandshakeResponse {
             protocol_version: 0,
             payload: token.clone().into_bytes().into(),
@@ -852,6 +872,8 @@ pub struct ServeOptions {
     pub credentials: Credentials,
     /// A PEM certificate (chain) and private key file for TLS.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// How many connections, and how long before they authenticate.
+    pub limits: ConnLimits,
 }
 
 /// Serves `session` on an already bound listener until the process ends
@@ -910,12 +932,11 @@ async fn serve_service_until(
                 )
             })?;
     }
-    let incoming = futures::stream::unfold(listener, |listener| async move {
-        let next = listener.accept().await.map(|(s, _)| s);
-        Some((next, listener))
-    })
-    .boxed();
+    let incoming = conn::incoming(listener, options.limits).boxed();
     builder
+        // Pings find connections whose peer has gone away.
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
