@@ -155,6 +155,20 @@ pub enum Error {
     /// An invalid argument to an API call (a bad regex, an empty range, ...).
     #[error("{0}")]
     InvalidArgument(String),
+    /// A query was cancelled with `CANCEL QUERY`.
+    #[error("query {id} was cancelled (CANCEL QUERY {id})")]
+    QueryCancelled {
+        /// The query's id.
+        id: u64,
+    },
+    /// A query ran past the session's query timeout.
+    #[error("query {id} ran past the query timeout of {limit:?} and was stopped")]
+    QueryTimedOut {
+        /// The query's id.
+        id: u64,
+        /// The timeout.
+        limit: std::time::Duration,
+    },
     /// The underlying storage engine failed.
     #[error("storage engine error: {0}")]
     Storage(#[from] fjall::Error),

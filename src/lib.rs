@@ -40,7 +40,7 @@ pub use schema::{
     SegmentKind, TableSchema, TimeFormat, Value, ValueType,
 };
 pub use sql::{
-    CellarStatement, FamilyDecl, MAX_EXPR_DEPTH, SqlSession, StatementShape,
+    CellarStatement, FamilyDecl, MAX_EXPR_DEPTH, SessionOptions, SqlSession, StatementShape,
     parse_cellar_statement, parse_duration_micros,
 };
 pub use store::{

@@ -5,6 +5,59 @@ use std::process::ExitCode;
 
 use cellar::shell::{Format, Options, Script, default_history_file, run};
 
+/// Half the machine's memory (from /proc/meminfo) as the default memory
+/// limit of queries, so one query cannot take the machine down.
+fn default_session_options() -> cellar::SessionOptions {
+    let half = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+        })
+        .map(|kib| kib.saturating_mul(1024) / 2);
+    cellar::SessionOptions {
+        memory_limit: half,
+        ..Default::default()
+    }
+}
+
+/// `512M`, `4G`, `1T`, or bytes; `0` means no limit.
+fn parse_memory(text: &str) -> Result<Option<usize>, String> {
+    let t = text.trim();
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let scale: usize = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        "T" | "TB" | "TIB" => 1 << 40,
+        _ => {
+            return Err(format!(
+                "--memory-limit {text:?}: write a size such as 512M or 4G"
+            ));
+        }
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("--memory-limit {text:?}: write a size such as 512M or 4G"))?;
+    let bytes = n
+        .checked_mul(scale)
+        .ok_or_else(|| format!("--memory-limit {text:?} is too large"))?;
+    Ok((bytes > 0).then_some(bytes))
+}
+
+/// `30s`, `5m`, `1h`; `0` means no timeout.
+fn parse_timeout(text: &str) -> Result<Option<std::time::Duration>, String> {
+    if text.trim() == "0" {
+        return Ok(None);
+    }
+    cellar::parse_duration_micros(text)
+        .and_then(|us| u64::try_from(us).ok())
+        .map(|us| Some(std::time::Duration::from_micros(us)))
+        .ok_or_else(|| format!("--query-timeout {text:?}: write a duration such as 30s or 5m"))
+}
+
 fn default_store() -> PathBuf {
     std::env::var_os("HOME").map_or_else(
         || PathBuf::from("cellar-data"),
@@ -16,6 +69,7 @@ fn usage() -> String {
     format!(
         "usage: cellar [demo] [--store DIR] [-c SQL]... [-f FILE]... [--format FORMAT]
               [--maxrows N] [--history-file FILE] [--durability MODE]
+              [--memory-limit SIZE] [--query-timeout DURATION]
 
 Opens the SQL shell on a store directory (default {}).
   demo              first create the guides' example tables with generated
@@ -47,6 +101,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
         history_file: default_history_file(),
         demo: false,
         store_options: cellar::StoreOptions::default(),
+        session_options: default_session_options(),
     };
     let mut store_given = false;
     let mut args = args.into_iter().peekable();
@@ -81,6 +136,12 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
             }
             "--history-file" => options.history_file = Some(PathBuf::from(value("a file")?)),
             "--durability" => options.store_options.durability = value("a mode")?.parse()?,
+            "--memory-limit" => {
+                options.session_options.memory_limit = parse_memory(&value("a size")?)?;
+            }
+            "--query-timeout" => {
+                options.session_options.query_timeout = parse_timeout(&value("a duration")?)?;
+            }
             "--version" | "-V" => {
                 println!("cellar {}", env!("CARGO_PKG_VERSION"));
                 return Ok(None);
@@ -105,8 +166,8 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
 fn serve(args: Vec<String>) -> ExitCode {
     match serve_options(args) {
         Ok(None) => ExitCode::SUCCESS,
-        Ok(Some((store, store_options, addr, options))) => {
-            run_server(store, store_options, addr, options)
+        Ok(Some((store, store_options, session_options, addr, options))) => {
+            run_server(store, store_options, session_options, addr, options)
         }
         Err(e) => {
             eprintln!("error: {e}");
@@ -128,6 +189,7 @@ fn read_secret(path: &str, what: &str) -> Result<String, String> {
 type ServeArgs = (
     PathBuf,
     cellar::StoreOptions,
+    cellar::SessionOptions,
     std::net::SocketAddr,
     cellar::flight::ServeOptions,
 );
@@ -148,6 +210,9 @@ Serves a store over Arrow Flight SQL (default address 127.0.0.1:32010).
                        share fsyncs)
   --max-connections N  connections open at once (default 512); a connection
                        must authenticate within 30 s or it is closed
+  --memory-limit SIZE  memory all queries may hold at once, e.g. 4G
+                       (default: half the machine's memory; 0: none)
+  --query-timeout D    stop queries running longer, e.g. 5m (default none)
 Secrets are read from files or the environment, never the command line.
 With no --user and no token the server is anonymous and says so.
 Ctrl-C or SIGTERM stops it cleanly.";
@@ -156,6 +221,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
     let mut store = default_store();
     let mut store_options = cellar::StoreOptions::default();
     let mut limits = cellar::flight::ConnLimits::default();
+    let mut session_options = default_session_options();
     let mut addr = "127.0.0.1:32010".to_string();
     let (mut user, mut password, mut token) = (None, None, None);
     let (mut cert, mut key) = (None, None);
@@ -175,6 +241,8 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--tls-key",
             "--durability",
             "--max-connections",
+            "--memory-limit",
+            "--query-timeout",
         ];
         if !known.contains(&arg.as_str()) {
             return Err(format!(
@@ -191,6 +259,8 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--token-file" => token = Some(read_secret(&value, "token")?),
             "--tls-cert" => cert = Some(PathBuf::from(value)),
             "--durability" => store_options.durability = value.parse()?,
+            "--memory-limit" => session_options.memory_limit = parse_memory(&value)?,
+            "--query-timeout" => session_options.query_timeout = parse_timeout(&value)?,
             "--max-connections" => {
                 limits.max_connections =
                     value.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -241,12 +311,13 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
         limits,
     };
     options.credentials.validate()?;
-    Ok(Some((store, store_options, addr, options)))
+    Ok(Some((store, store_options, session_options, addr, options)))
 }
 
 fn run_server(
     store: PathBuf,
     store_options: cellar::StoreOptions,
+    session_options: cellar::SessionOptions,
     addr: std::net::SocketAddr,
     options: cellar::flight::ServeOptions,
 ) -> ExitCode {
@@ -261,7 +332,7 @@ fn run_server(
     let session = match cellar::Store::open_with(&store, store_options) {
         Ok(s) => {
             cellar::shell::warn_damaged(&s);
-            cellar::SqlSession::new(s)
+            cellar::SqlSession::with_options(s, session_options)
         }
         Err(e) => {
             eprintln!("error: {e}");

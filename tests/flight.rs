@@ -1053,3 +1053,87 @@ async fn idle_unauthenticated_connections_cannot_lock_clients_out() {
     }
     assert_eq!(count_of(&mut client, "SELECT count(*) FROM m").await, 5);
 }
+
+/// Over Flight: a query past the memory limit is RESOURCE_EXHAUSTED, one
+/// client sees and cancels another's query (CANCELLED), and the server
+/// stays up for everyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_limit_and_cancel_over_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = SqlSession::with_options(
+        Store::open(dir.path()).unwrap(),
+        cellar::SessionOptions {
+            memory_limit: Some(4 << 20),
+            ..Default::default()
+        },
+    );
+    let service = CellarFlightSql::new(session);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        cellar::flight::serve_service(service, listener, &ServeOptions::default()).await
+    });
+    let mut client = connect(addr).await;
+    let info = client
+        .execute(
+            "SELECT count(*) FROM generate_series(1, 2000000) AS a(x) \
+             JOIN generate_series(1, 2000000) AS b(y) ON a.x = b.y"
+                .into(),
+            None,
+        )
+        .await
+        .unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let e = client
+        .do_get(ticket)
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("memory limit"), "{e}");
+    assert_eq!(code(e), Code::ResourceExhausted);
+
+    let info = client
+        .execute(
+            "SELECT count(*) FROM generate_series(1, 9000000000000) AS t(x) WHERE x % 7 = 3".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let mut slow = connect(addr).await;
+    let stream = tokio::spawn(async move {
+        slow.do_get(ticket)
+            .await
+            .unwrap()
+            .try_collect::<Vec<_>>()
+            .await
+    });
+    let id = loop {
+        let shown = query(&mut client, "SHOW QUERIES").await;
+        let found = shown.iter().find_map(|b| {
+            (0..b.num_rows())
+                .find(|&r| {
+                    b.column(4)
+                        .as_string::<i32>()
+                        .value(r)
+                        .contains("9000000000000")
+                })
+                .map(|r| {
+                    b.column(0)
+                        .as_primitive::<datafusion::arrow::datatypes::UInt64Type>()
+                        .value(r)
+                })
+        });
+        if let Some(id) = found {
+            break id;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    query(&mut client, &format!("CANCEL QUERY {id}")).await;
+    let e = stream.await.unwrap().unwrap_err();
+    assert_eq!(code(e), Code::Cancelled);
+    let one = query(&mut client, "SELECT 1 AS one").await;
+    assert_eq!(rows(&one), 1);
+}

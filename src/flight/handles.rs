@@ -25,6 +25,8 @@ pub struct Pending {
     pub frames: Vec<DataFrame>,
     /// The schema announced in GetFlightInfo.
     pub schema: SchemaRef,
+    /// The statement, as `SHOW QUERIES` shows it.
+    pub sql: String,
 }
 
 /// A prepared statement.

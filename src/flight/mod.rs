@@ -168,15 +168,28 @@ impl CellarFlightSql {
                 None => Arc::new(Schema::empty()),
             },
         };
-        Ok(Pending { frames, schema })
+        Ok(Pending {
+            frames,
+            schema,
+            sql: sql.to_string(),
+        })
     }
 
     /// Streams a planned result, counted as running until the stream
     /// ends or is dropped (client gone), cut off at the deadline.
     fn stream(&self, pending: Pending, metadata: &MetadataMap) -> FlightStream<FlightData> {
-        let Pending { frames, schema } = pending;
+        let Pending {
+            frames,
+            schema,
+            sql,
+        } = pending;
+        let session = self.session.clone();
         let batches = futures::stream::iter(frames)
-            .then(|df| async move { df.execute_stream().await })
+            .then(move |df| {
+                let session = session.clone();
+                let sql = sql.clone();
+                async move { session.execute_stream(&sql, df).await }
+            })
             .map_ok(|s| s.map_err(|e| FlightError::Tonic(Box::new(status(&e)))))
             .map_err(|e| FlightError::Tonic(Box::new(status(&e))))
             .try_flatten();
@@ -306,6 +319,7 @@ fn status(e: &DataFusionError) -> Status {
         return Status::already_exists(text);
     }
     match e.find_root() {
+        DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(text),
         DataFusionError::SQL(..)
         | DataFusionError::Plan(_)
         | DataFusionError::SchemaError(..)
@@ -323,6 +337,9 @@ fn cellar_code(e: &crate::Error) -> tonic::Code {
         E::TableNotFound { .. } | E::FamilyNotFound { .. } => Code::NotFound,
         E::TableExists { .. } | E::FamilyExists { .. } => Code::AlreadyExists,
         E::StoreInUse { .. } => Code::Unavailable,
+        E::QueryCancelled { .. } => Code::Cancelled,
+        E::QueryTimedOut { .. } => Code::DeadlineExceeded,
+        E::TableDamaged { .. } => Code::FailedPrecondition,
         E::Storage(_) | E::Io(_) | E::Corrupt { .. } | E::UnsupportedFormat { .. } => {
             Code::Internal
         }

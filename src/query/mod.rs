@@ -11,6 +11,7 @@ mod wide;
 
 pub use functions::ViewFunction;
 pub use pushdown::{KeyPlan, plan as plan_key_ranges};
+pub(crate) use scan::{BOUNDED_ROWS, KeyScanExec};
 pub use wide::{CellarTable, View};
 
 use datafusion::error::DataFusionError;

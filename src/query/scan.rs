@@ -64,6 +64,9 @@ pub(crate) struct ScanSpec {
     pub target_partitions: usize,
 }
 
+/// A scan of at most this many rows counts as light (see `is_bounded`).
+pub(crate) const BOUNDED_ROWS: usize = 10_000;
+
 /// The physical scan of a cellar table.
 pub struct KeyScanExec {
     spec: ScanSpec,
@@ -274,6 +277,23 @@ fn merge_ranges(ranges: Vec<RowRange>) -> Vec<RowRange> {
 }
 
 impl KeyScanExec {
+    /// Whether the scan reads a bounded number of rows: a small LIMIT, or
+    /// a short list of single keys (what a point lookup is).
+    pub(crate) fn is_bounded(&self) -> bool {
+        use std::ops::Bound;
+        const MOST: usize = BOUNDED_ROWS;
+        if self.spec.limit.is_some_and(|n| n <= MOST) {
+            return true;
+        }
+        self.spec.ranges.as_ref().is_some_and(|ranges| {
+            ranges.len() <= MOST
+                && ranges.iter().all(|r| match (&r.start, &r.end) {
+                    (Bound::Included(a), Bound::Included(b)) => a == b,
+                    _ => false,
+                })
+        })
+    }
+
     pub(crate) fn new(spec: ScanSpec) -> Self {
         let ranges = match (&spec.splits, spec.limit) {
             (Some(splits), None) => splits.clone(),

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use datafusion::error::DataFusionError;
 
-use crate::{SqlSession, Store, StoreOptions};
+use crate::{SessionOptions, SqlSession, Store, StoreOptions};
 
 /// Where statements come from when not interactive.
 #[derive(Debug, Clone)]
@@ -46,6 +46,8 @@ pub struct Options {
     pub demo: bool,
     /// How the store is opened (durability of writes).
     pub store_options: StoreOptions,
+    /// Memory and time limits of queries.
+    pub session_options: SessionOptions,
 }
 
 /// The default history file: `~/.local/share/cellar/history`.
@@ -55,6 +57,16 @@ pub fn default_history_file() -> Option<PathBuf> {
 
 /// One line naming what went wrong, without Rust debug output.
 pub fn error_line(e: &DataFusionError) -> String {
+    if let DataFusionError::ResourcesExhausted(what) = e.find_root() {
+        let first = what.lines().next().unwrap_or_default();
+        let first = first
+            .split(" with top memory consumers")
+            .next()
+            .unwrap_or(first);
+        return format!(
+            "the query needs more memory than the memory limit allows ({first}); --memory-limit raises the limit"
+        );
+    }
     let text = e.to_string();
     let text = text
         .strip_prefix("External error: ")
@@ -113,12 +125,17 @@ enum Flow {
 }
 
 impl Shell {
-    fn new(store: Store, format: Format, max_rows: usize) -> std::io::Result<Shell> {
+    fn new(
+        store: Store,
+        session: SessionOptions,
+        format: Format,
+        max_rows: usize,
+    ) -> std::io::Result<Shell> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()?;
         Ok(Shell {
-            session: SqlSession::new(store),
+            session: SqlSession::with_options(store, session),
             runtime,
             format,
             max_rows,
@@ -447,7 +464,12 @@ pub fn run(options: Options) -> bool {
         }
     };
     warn_damaged(&store);
-    let mut shell = match Shell::new(store, options.format, options.max_rows) {
+    let mut shell = match Shell::new(
+        store,
+        options.session_options.clone(),
+        options.format,
+        options.max_rows,
+    ) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

@@ -107,6 +107,13 @@ pub enum CellarStatement {
     },
     /// SHOW PROTOS: registered files and message types.
     ShowProtos,
+    /// SHOW QUERIES: the queries of the session running or queued.
+    ShowQueries,
+    /// CANCEL QUERY n.
+    CancelQuery {
+        /// The query's id, as SHOW QUERIES lists it.
+        id: u64,
+    },
 }
 
 /// Where a `.proto` source comes from.
@@ -226,6 +233,10 @@ pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
         CellarStatement::DropProto { name: w.string()? }
     } else if w.words(&["SHOW", "PROTOS"]) {
         CellarStatement::ShowProtos
+    } else if w.words(&["SHOW", "QUERIES"]) {
+        CellarStatement::ShowQueries
+    } else if w.words(&["CANCEL", "QUERY"]) {
+        CellarStatement::CancelQuery { id: w.uint()? }
     } else if w.word("DESCRIBE") || w.word("DESC") {
         CellarStatement::Describe { name: w.ident()? }
     } else {

@@ -4,6 +4,7 @@
 mod ddl;
 mod functions;
 mod limits;
+mod running;
 
 pub use limits::MAX_EXPR_DEPTH;
 
@@ -13,6 +14,7 @@ pub use ddl::{
 };
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
@@ -64,21 +66,67 @@ pub struct StatementShape {
     pub parameters: Vec<(String, Option<DataType>)>,
 }
 
+/// What a session may use: memory, time, and how many heavy queries run
+/// at once.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Memory the session's queries may hold at once (sorts, aggregates,
+    /// joins); over it, operators that can spill to disk do, and a query
+    /// that still needs more fails with a clear error. `None`: no limit.
+    pub memory_limit: Option<usize>,
+    /// A query running longer is stopped with an error. `None`: no limit.
+    pub query_timeout: Option<Duration>,
+    /// Heavy queries (anything but bounded key lookups) running at once;
+    /// more wait their turn.
+    pub heavy_queries: usize,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            memory_limit: None,
+            query_timeout: None,
+            heavy_queries: std::thread::available_parallelism().map_or(2, usize::from),
+        }
+    }
+}
+
 /// A SQL session over a store.
 #[derive(Clone)]
 pub struct SqlSession {
     store: Store,
     ctx: SessionContext,
+    running: running::Running,
+    options: SessionOptions,
 }
 
 impl SqlSession {
     /// A session whose default schema holds every table of `store`.
     pub fn new(store: Store) -> SqlSession {
+        Self::with_options(store, SessionOptions::default())
+    }
+
+    /// A session with limits.
+    pub fn with_options(store: Store, options: SessionOptions) -> SqlSession {
         let config = SessionConfig::new()
             .with_information_schema(true)
             .with_default_catalog_and_schema("cellar", "public")
             .with_create_default_catalog_and_schema(true);
-        let ctx = SessionContext::new_with_config(config);
+        let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
+        if let Some(limit) = options.memory_limit {
+            // Fair shares between concurrent queries; the error names the
+            // largest consumers.
+            runtime = runtime.with_memory_pool(Arc::new(
+                datafusion::execution::memory_pool::TrackConsumersPool::new(
+                    datafusion::execution::memory_pool::FairSpillPool::new(limit),
+                    std::num::NonZeroUsize::MIN.saturating_add(2),
+                ),
+            ));
+        }
+        let ctx = match runtime.build_arc() {
+            Ok(runtime) => SessionContext::new_with_config_rt(config, runtime),
+            Err(_) => SessionContext::new_with_config(config),
+        };
         if let Some(catalog) = ctx.catalog("cellar") {
             // Replaces the empty in-memory schema created with the catalog.
             let _ = catalog.register_schema(
@@ -93,7 +141,31 @@ impl SqlSession {
         ctx.register_udtf("as_of", ViewFunction::as_of(store.clone()));
         ctx.register_udf(functions::reverse_domain_udf());
         ctx.register_udf(functions::hll_count_udf());
-        SqlSession { store, ctx }
+        let running = running::Running::new(options.heavy_queries, options.query_timeout);
+        SqlSession {
+            store,
+            ctx,
+            running,
+            options,
+        }
+    }
+
+    /// The limits this session runs with.
+    pub fn options(&self) -> &SessionOptions {
+        &self.options
+    }
+
+    /// Runs a planned statement as a query of this session: registered
+    /// (`SHOW QUERIES`), cancellable (`CANCEL QUERY n`), stopped at the
+    /// query timeout, and queued while too many heavy queries run.
+    pub async fn execute_stream(
+        &self,
+        sql: &str,
+        df: DataFrame,
+    ) -> DfResult<datafusion::physical_plan::SendableRecordBatchStream> {
+        let context = Arc::new(df.task_ctx());
+        let plan = df.create_physical_plan().await?;
+        self.running.execute(sql, plan, context).await
     }
 
     /// The DataFusion context, for registering more sources or functions.
@@ -195,16 +267,23 @@ impl SqlSession {
             return Ok(df);
         }
         let schema = Arc::new(df.schema().as_arrow().clone());
-        let batches = tokio::spawn(df.collect())
-            .await
-            .map_err(|e| DataFusionError::External(Box::new(e)))??;
+        let session = self.clone();
+        let text = sql.to_string();
+        let batches = tokio::spawn(async move {
+            let stream = session.execute_stream(&text, df).await?;
+            datafusion::physical_plan::common::collect(stream).await
+        })
+        .await
+        .map_err(|e| DataFusionError::External(Box::new(e)))??;
         let table = datafusion::datasource::MemTable::try_new(schema, vec![batches])?;
         self.ctx.read_table(Arc::new(table))
     }
 
     /// Runs one statement and collects its result.
     pub async fn query(&self, sql: &str) -> DfResult<Vec<RecordBatch>> {
-        self.sql(sql).await?.collect().await
+        let df = self.sql(sql).await?;
+        let stream = self.execute_stream(sql, df).await?;
+        datafusion::physical_plan::common::collect(stream).await
     }
 
     fn run(&self, statement: CellarStatement) -> DfResult<RecordBatch> {
@@ -366,6 +445,16 @@ impl SqlSession {
                 }
                 ProtoRegistry::unregister(store, &name).map_err(to_df)?;
                 format!("dropped proto file {name}")
+            }
+            CellarStatement::ShowQueries => return self.running.show(),
+            CellarStatement::CancelQuery { id } => {
+                if self.running.cancel(id) {
+                    format!("cancelled query {id}")
+                } else {
+                    return Err(to_df(Error::InvalidArgument(format!(
+                        "no query {id} is running; SHOW QUERIES lists those that are"
+                    ))));
+                }
             }
             CellarStatement::ShowProtos => {
                 let registry = ProtoRegistry::load(store).map_err(to_df)?;

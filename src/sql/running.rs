@@ -1,0 +1,219 @@
+//! Queries while they run: a registry (`SHOW QUERIES`, `CANCEL QUERY n`),
+//! the per-query timeout, and the bound on heavy queries running at once.
+//!
+//! A query is heavy unless each of its scans reads a bounded number of
+//! rows (point lookups, short key lists, a small LIMIT). At most
+//! `heavy_queries` heavy ones run at a time, the others wait their turn
+//! (shown as `queued`): a dozen whole-table aggregates then share the
+//! cores in turn instead of all at once, and the point lookups that skip
+//! the queue keep a low latency between them.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    ExecutionPlan, SendableRecordBatchStream, StatisticsArgs, StatisticsContext,
+};
+use futures::StreamExt;
+use tokio::sync::{Semaphore, watch};
+
+use crate::query::{BOUNDED_ROWS, KeyScanExec, to_df};
+
+/// One registered query.
+struct Entry {
+    sql: String,
+    started: Instant,
+    heavy: bool,
+    queued: Arc<std::sync::atomic::AtomicBool>,
+    cancel: watch::Sender<bool>,
+}
+
+/// The queries of a session (and its clones), running or queued.
+#[derive(Clone)]
+pub(crate) struct Running {
+    entries: Arc<Mutex<BTreeMap<u64, Entry>>>,
+    next: Arc<AtomicU64>,
+    heavy: Arc<Semaphore>,
+    timeout: Option<Duration>,
+}
+
+impl Running {
+    pub fn new(heavy_queries: usize, timeout: Option<Duration>) -> Self {
+        Running {
+            entries: Arc::default(),
+            next: Arc::new(AtomicU64::new(1)),
+            heavy: Arc::new(Semaphore::new(heavy_queries.max(1))),
+            timeout,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Entry>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `plan` as query `sql`: registered until its stream ends or is
+    /// dropped, cancellable, stopped at the timeout, queued when heavy.
+    pub async fn execute(
+        &self,
+        sql: &str,
+        plan: Arc<dyn ExecutionPlan>,
+        context: Arc<datafusion::execution::TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let heavy = !bounded(plan.as_ref());
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (cancel, mut cancelled) = watch::channel(false);
+        let queued = Arc::new(std::sync::atomic::AtomicBool::new(heavy));
+        self.lock().insert(
+            id,
+            Entry {
+                sql: sql.split_whitespace().collect::<Vec<_>>().join(" "),
+                started: Instant::now(),
+                heavy,
+                queued: Arc::clone(&queued),
+                cancel,
+            },
+        );
+        let registration = Registration {
+            running: self.clone(),
+            id,
+        };
+        let permit = if heavy {
+            tokio::select! {
+                permit = Arc::clone(&self.heavy).acquire_owned() => Some(permit.map_err(|e| DataFusionError::External(Box::new(e)))?),
+                _ = cancelled.wait_for(|c| *c) => return Err(cancelled_error(id)),
+            }
+        } else {
+            None
+        };
+        queued.store(false, Ordering::Relaxed);
+        let schema: SchemaRef = plan.schema();
+        let stream = datafusion::physical_plan::execute_stream(plan, context)?;
+        let deadline = self.timeout.map(|t| (t, tokio::time::Instant::now() + t));
+        let state = (stream, cancelled, registration, permit);
+        let guarded = futures::stream::unfold(Some(state), move |state| async move {
+            let (mut stream, mut cancelled, registration, permit) = state?;
+            let id = registration.id;
+            let timeout = async {
+                match deadline {
+                    Some((_, at)) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            enum Next<T> {
+                Item(Option<T>),
+                Cancelled,
+                TimedOut,
+            }
+            let next = tokio::select! {
+                item = stream.next() => Next::Item(item),
+                _ = cancelled.wait_for(|c| *c) => Next::Cancelled,
+                () = timeout => Next::TimedOut,
+            };
+            match next {
+                Next::Item(item) => {
+                    item.map(|i| (i, Some((stream, cancelled, registration, permit))))
+                }
+                Next::Cancelled => Some((Err(cancelled_error(id)), None)),
+                Next::TimedOut => Some((
+                    Err(to_df(crate::Error::QueryTimedOut {
+                        id,
+                        limit: deadline.map(|(t, _)| t).unwrap_or_default(),
+                    })),
+                    None,
+                )),
+            }
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, guarded)))
+    }
+
+    /// Cancels query `id`; false when no such query runs.
+    pub fn cancel(&self, id: u64) -> bool {
+        match self.lock().get(&id) {
+            Some(entry) => {
+                let _ = entry.cancel.send(true);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The queries running or queued, as a table.
+    pub fn show(&self) -> DfResult<RecordBatch> {
+        let entries = self.lock();
+        let ids: Vec<u64> = entries.keys().copied().collect();
+        let states: Vec<&str> = entries
+            .values()
+            .map(|e| {
+                if e.queued.load(Ordering::Relaxed) {
+                    "queued"
+                } else {
+                    "running"
+                }
+            })
+            .collect();
+        let kinds: Vec<&str> = entries
+            .values()
+            .map(|e| if e.heavy { "heavy" } else { "light" })
+            .collect();
+        let elapsed: Vec<u64> = entries
+            .values()
+            .map(|e| u64::try_from(e.started.elapsed().as_millis()).unwrap_or(u64::MAX))
+            .collect();
+        let sql: Vec<&str> = entries.values().map(|e| e.sql.as_str()).collect();
+        let schema = Schema::new(vec![
+            Field::new("id", DataType::UInt64, false),
+            Field::new("state", DataType::Utf8, false),
+            Field::new("kind", DataType::Utf8, false),
+            Field::new("elapsed_ms", DataType::UInt64, false),
+            Field::new("sql", DataType::Utf8, false),
+        ]);
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(UInt64Array::from(ids)),
+            Arc::new(StringArray::from(states)),
+            Arc::new(StringArray::from(kinds)),
+            Arc::new(UInt64Array::from(elapsed)),
+            Arc::new(StringArray::from(sql)),
+        ];
+        Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+    }
+}
+
+fn cancelled_error(id: u64) -> DataFusionError {
+    to_df(crate::Error::QueryCancelled { id })
+}
+
+/// Removes its query from the registry when the query ends.
+struct Registration {
+    running: Running,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.running.lock().remove(&self.id);
+    }
+}
+
+/// Whether every scan of `plan` reads a bounded number of rows.
+fn bounded(plan: &dyn ExecutionPlan) -> bool {
+    let children = plan.children();
+    if let Some(scan) = plan.downcast_ref::<KeyScanExec>() {
+        return scan.is_bounded();
+    }
+    if children.is_empty() {
+        // Other leaves (constants, in-memory batches, files) are light
+        // when they know they are small.
+        return StatisticsContext::default()
+            .compute(plan, &StatisticsArgs::new())
+            .ok()
+            .and_then(|s| s.num_rows.get_value().copied())
+            .is_some_and(|rows| rows <= BOUNDED_ROWS);
+    }
+    children.into_iter().all(|c| bounded(c.as_ref()))
+}
