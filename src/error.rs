@@ -169,6 +169,9 @@ pub enum Error {
         /// The timeout.
         limit: std::time::Duration,
     },
+    /// A bug in cellar, not something the caller did.
+    #[error("internal error (a bug in cellar; please report it): {0}")]
+    Internal(String),
     /// The underlying storage engine failed.
     #[error("storage engine error: {0}")]
     Storage(#[from] fjall::Error),

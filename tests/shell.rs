@@ -348,3 +348,25 @@ fn serve_refuses_incomplete_options_and_keeps_secrets_off_the_command_line() {
     let err = text(&out.stderr);
     assert!(err.contains("bad.pem"), "{err}");
 }
+
+#[test]
+fn type_errors_name_the_value_without_optimizer_noise() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out = cellar(
+        &store,
+        &[
+            "-c",
+            "CREATE TABLE k (FAMILY f, v BIGINT IN f)",
+            "-c",
+            "INSERT INTO k (_key, v) VALUES ('a', 'abc')",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("'abc'") && err.contains("Int64") && !err.contains("Optimizer rule"),
+        "{err}"
+    );
+}

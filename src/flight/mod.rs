@@ -303,30 +303,32 @@ fn with_deadline(
     })
 }
 
-/// A gRPC status for a failed statement: bad SQL and unknown names are the
-/// client's to fix; a failing disk is the server's.
+/// The one mapping from a failed statement to a gRPC status: bad SQL,
+/// values and names are the client's to fix (INVALID_ARGUMENT, NOT_FOUND,
+/// ALREADY_EXISTS); a failing disk or a bug of ours is the server's
+/// (INTERNAL); limits have their own codes.
 fn status(e: &DataFusionError) -> Status {
     let text = error_line(e);
-    if let DataFusionError::External(inner) = e.find_root()
-        && let Some(cellar) = inner.downcast_ref::<crate::Error>()
-    {
-        return Status::new(cellar_code(cellar), text);
-    }
-    if text.contains("not found") || text.contains("does not exist") {
-        return Status::not_found(text);
-    }
-    if text.contains("already exists") {
-        return Status::already_exists(text);
-    }
-    match e.find_root() {
-        DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(text),
+    let code = match e.find_root() {
+        DataFusionError::External(inner) => match inner.downcast_ref::<crate::Error>() {
+            Some(cellar) => cellar_code(cellar),
+            // Arrow and parser errors reached through other layers: values.
+            None => tonic::Code::InvalidArgument,
+        },
+        // DataFusion names a missing table or function only in its text.
+        DataFusionError::Plan(m) if m.contains("not found") => tonic::Code::NotFound,
+        DataFusionError::Plan(m) if m.contains("already exists") => tonic::Code::AlreadyExists,
         DataFusionError::SQL(..)
         | DataFusionError::Plan(_)
         | DataFusionError::SchemaError(..)
-        | DataFusionError::External(_) => Status::invalid_argument(text),
-        DataFusionError::NotImplemented(_) => Status::unimplemented(text),
-        _ => Status::internal(text),
-    }
+        | DataFusionError::Configuration(_)
+        | DataFusionError::ArrowError(..)
+        | DataFusionError::Execution(_) => tonic::Code::InvalidArgument,
+        DataFusionError::ResourcesExhausted(_) => tonic::Code::ResourceExhausted,
+        DataFusionError::NotImplemented(_) => tonic::Code::Unimplemented,
+        _ => tonic::Code::Internal,
+    };
+    Status::new(code, text)
 }
 
 /// The gRPC code of one of cellar's own errors.
@@ -340,9 +342,11 @@ fn cellar_code(e: &crate::Error) -> tonic::Code {
         E::QueryCancelled { .. } => Code::Cancelled,
         E::QueryTimedOut { .. } => Code::DeadlineExceeded,
         E::TableDamaged { .. } => Code::FailedPrecondition,
-        E::Storage(_) | E::Io(_) | E::Corrupt { .. } | E::UnsupportedFormat { .. } => {
-            Code::Internal
-        }
+        E::Storage(_)
+        | E::Io(_)
+        | E::Corrupt { .. }
+        | E::UnsupportedFormat { .. }
+        | E::Internal(_) => Code::Internal,
         _ => Code::InvalidArgument,
     }
 }

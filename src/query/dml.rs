@@ -74,6 +74,6 @@ pub(crate) async fn blocking<T: Send + 'static>(
 ) -> DfResult<T> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| to_df(Error::InvalidArgument(format!("{what} task failed: {e}"))))?
+        .map_err(|e| to_df(Error::Internal(format!("{what} task failed: {e}"))))?
         .map_err(to_df)
 }

@@ -68,8 +68,15 @@ pub fn error_line(e: &DataFusionError) -> String {
         );
     }
     let text = e.to_string();
+    // DataFusion prefixes errors met while optimizing with the rule's name,
+    // which says nothing to a user: keep the cause.
+    let text = match text.rsplit_once("caused by") {
+        Some((_, cause)) if text.starts_with("Optimizer rule '") => cause.trim().to_string(),
+        _ => text,
+    };
     let text = text
         .strip_prefix("External error: ")
+        .or_else(|| text.strip_prefix("Arrow error: "))
         .unwrap_or(&text)
         .to_string();
     // sqlparser's errors arrive wrapped in their Debug form.

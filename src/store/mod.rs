@@ -805,7 +805,7 @@ impl Store {
             let rows: Vec<Option<Row>> = chunk.iter().map(|k| found.remove(k)).collect();
             let changes = change(chunk, &rows)?;
             if changes.len() != chunk.len() {
-                return Err(Error::InvalidArgument(format!(
+                return Err(Error::Internal(format!(
                     "an update of {table} returned changes for {} rows, not {}",
                     changes.len(),
                     chunk.len()
