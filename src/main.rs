@@ -86,6 +86,10 @@ Opens the SQL shell on a store directory (default {}).
   --durability MODE buffered (default: a write survives a crash of cellar)
                     or synced (it survives a power loss; concurrent writers
                     share fsyncs)
+  --memory-limit S  memory queries may hold (sorts, aggregates, joins), e.g.
+                    512M or 4G; over it they spill to disk or fail with a
+                    clear error (default: half the machine's memory; 0: none)
+  --query-timeout D stop queries running longer, e.g. 30s or 5m (default none)
 SQL on standard input runs too when it is not a terminal. The first error
 stops a script with exit status 1.",
         default_store().display()
