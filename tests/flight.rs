@@ -1137,3 +1137,39 @@ async fn memory_limit_and_cancel_over_flight() {
     let one = query(&mut client, "SELECT 1 AS one").await;
     assert_eq!(rows(&one), 1);
 }
+
+/// Bytes that are not Flight SQL get an error naming them as such; a huge
+/// authorization header is refused as the client's error.
+#[tokio::test]
+async fn forged_requests_are_named_not_internal() {
+    let (_client, server) = start().await;
+    let channel = Channel::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut raw = arrow_flight::flight_service_client::FlightServiceClient::new(channel);
+    let e = raw
+        .do_get(arrow_flight::Ticket {
+            ticket: vec![0xde, 0xad, 0xbe, 0xef, 0x01].into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    assert!(e.message().contains("5 bytes") && !e.message().contains("DecodeError"));
+    let e = raw
+        .get_flight_info(FlightDescriptor::new_cmd(vec![0xff; 16]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    let mut request = tonic::Request::new(arrow_flight::Criteria::default());
+    let huge = format!("Basic {}", "A".repeat(1 << 20));
+    request
+        .metadata_mut()
+        .insert("authorization", huge.parse().unwrap());
+    let e = raw.list_flights(request).await.unwrap_err();
+    assert_ne!(e.code(), Code::Internal, "{e:?}");
+    // Still serving.
+    let mut client = connect(server.addr).await;
+    assert_eq!(count_of(&mut client, "SELECT 1").await, 1);
+}

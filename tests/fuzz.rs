@@ -205,10 +205,20 @@ proptest! {
                     .unwrap();
                 let mut client = FlightServiceClient::new(channel);
                 let bytes = prost::bytes::Bytes::from(body.clone());
-                let _ = client.do_get(Ticket { ticket: bytes.clone() }).await;
-                let _ = client
-                    .get_flight_info(FlightDescriptor::new_cmd(bytes.clone()))
-                    .await;
+                // Errors say what is wrong, as the client's problem.
+                for status in [
+                    client.do_get(Ticket { ticket: bytes.clone() }).await.err(),
+                    client
+                        .get_flight_info(FlightDescriptor::new_cmd(bytes.clone()))
+                        .await
+                        .err(),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    assert_ne!(status.code(), tonic::Code::Internal, "{status:?}");
+                    assert!(!status.message().contains("DecodeError"), "{status:?}");
+                }
                 let _ = client
                     .do_action(Action {
                         r#type: action.clone(),

@@ -17,6 +17,7 @@
 
 mod auth;
 mod conn;
+mod guard;
 mod handles;
 mod ingest;
 mod metadata;
@@ -58,6 +59,7 @@ use tonic::{Request, Response, Status, Streaming};
 pub use auth::Credentials;
 use auth::{Authenticator, Caller};
 pub use conn::ConnLimits;
+pub use guard::GuardedFlight;
 use handles::{Handles, Pending, Prepared};
 pub use ingest::{FAMILY_OPTION, ROW_KEY_OPTION};
 
@@ -92,9 +94,10 @@ impl CellarFlightSql {
         }
     }
 
-    /// The tonic service to mount on a server.
-    pub fn into_server(self) -> FlightServiceServer<Self> {
-        FlightServiceServer::new(self)
+    /// The tonic service to mount on a server (behind the checks of
+    /// request bodies in `guard`).
+    pub fn into_server(self) -> FlightServiceServer<guard::GuardedFlight> {
+        FlightServiceServer::new(guard::GuardedFlight(self))
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20)
     }
