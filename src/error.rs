@@ -14,6 +14,26 @@ pub enum Error {
         /// The store directory.
         path: String,
     },
+    /// The storage engine could not open the store's files.
+    #[error(
+        "store {path} cannot be opened: the storage engine reports {reason}. If a file of the store is damaged, `cellar check --store {path}` reports what it can"
+    )]
+    StoreDamaged {
+        /// The store directory.
+        path: String,
+        /// What the storage engine said.
+        reason: String,
+    },
+    /// A stored block of a table could not be read.
+    #[error(
+        "table {table:?}: stored data is damaged ({reason}); `cellar check` reports which families, the other tables are unaffected"
+    )]
+    DamagedData {
+        /// The table.
+        table: String,
+        /// What the storage engine said.
+        reason: String,
+    },
     /// The store was written by a newer cellar than this one.
     #[error(
         "store format version {found} is newer than this build supports ({supported}); upgrade cellar"

@@ -74,6 +74,8 @@ fn usage() -> String {
 Opens the SQL shell on a store directory (default {}).
   demo              first create the guides' example tables with generated
                     data (default store ~/.local/share/cellar/demo)
+  check             read the whole store and report damage by table and
+                    family (exit status 1 when any is found)
   serve [--addr A]  serve the store over Arrow Flight SQL (default
                     127.0.0.1:32010); also --user NAME with --password-file F
                     or CELLAR_PASSWORD, --token-file F or CELLAR_TOKEN,
@@ -390,6 +392,30 @@ fn run_server(
     }
 }
 
+/// `cellar check [--store DIR]`: reads the whole store and reports damage;
+/// exit status 1 when any is found.
+fn check(args: Vec<String>) -> ExitCode {
+    let store = match args.as_slice() {
+        [] => default_store(),
+        [flag, dir] if flag == "--store" => PathBuf::from(dir),
+        [flag] if flag == "--help" || flag == "-h" => {
+            println!(
+                "usage: cellar check [--store DIR]\n\nReads every cell of every table and reports damage by table and family;\nexit status 1 when any is found."
+            );
+            return ExitCode::SUCCESS;
+        }
+        _ => {
+            eprintln!("error: usage: cellar check [--store DIR]");
+            return ExitCode::from(2);
+        }
+    };
+    if cellar::shell::check::run(&store) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 /// Ctrl-C or SIGTERM: stop taking calls and close the store cleanly.
 async fn stop_signal() {
     let interrupt = tokio::signal::ctrl_c();
@@ -418,6 +444,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "serve") {
         return serve(args.into_iter().skip(1).collect());
+    }
+    if args.first().is_some_and(|a| a == "check") {
+        return check(args.into_iter().skip(1).collect());
     }
     match parse(args) {
         Ok(None) => ExitCode::SUCCESS,

@@ -370,3 +370,78 @@ fn type_errors_name_the_value_without_optimizer_noise() {
         "{err}"
     );
 }
+
+/// A damaged file of one family: `cellar check` names the table and the
+/// family, the other tables stay readable.
+#[test]
+fn check_reports_a_damaged_family_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out = cellar(
+        &store,
+        &[
+            "-c",
+            "CREATE TABLE big (FAMILY f, v TEXT IN f)",
+            "-c",
+            "CREATE TABLE small (FAMILY g, v BIGINT IN g)",
+            "-c",
+            "INSERT INTO big (_key, v) SELECT 'k' || CAST(x AS VARCHAR), repeat(CAST(x AS VARCHAR), 40) FROM generate_series(1, 20000) AS t(x)",
+            "-c",
+            "INSERT INTO small (_key, v) VALUES ('a', 1), ('b', 2)",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let check = |store: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_cellar"))
+            .args(["check", "--store"])
+            .arg(store)
+            .output()
+            .unwrap()
+    };
+    let healthy = check(&store);
+    assert!(healthy.status.success(), "{}", text(&healthy.stdout));
+    assert!(text(&healthy.stdout).contains("no damage found"));
+    // Damage the middle of the largest on-disk table: big's family.
+    let mut files: Vec<(u64, std::path::PathBuf)> = Vec::new();
+    let mut dirs = vec![store.join("keyspaces")];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.parent().is_some_and(|p| p.ends_with("tables")) {
+                files.push((std::fs::metadata(&path).unwrap().len(), path));
+            }
+        }
+    }
+    files.sort();
+    let (len, largest) = files.pop().unwrap();
+    let mut bytes = std::fs::read(&largest).unwrap();
+    let middle = usize::try_from(len / 3).unwrap();
+    for b in &mut bytes[middle..middle + 64] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&largest, bytes).unwrap();
+    let damaged = check(&store);
+    let report = text(&damaged.stdout);
+    assert_eq!(damaged.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("table big") && report.contains("family f (") && report.contains("DAMAGED"),
+        "{report}"
+    );
+    assert!(
+        report.contains("family g (f") && report.contains(": ok"),
+        "{report}"
+    );
+    // The undamaged table still answers.
+    let out = cellar(&store, &["-c", "SELECT sum(v) FROM small"], None);
+    assert!(text(&out.stdout).contains('3'), "{}", text(&out.stderr));
+    // The damaged one says where the damage is.
+    let out = cellar(&store, &["-c", "SELECT count(*), max(v) FROM big"], None);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("table \"big\": stored data is damaged") && err.contains("cellar check"),
+        "{err}"
+    );
+}

@@ -346,6 +346,8 @@ fn cellar_code(e: &crate::Error) -> tonic::Code {
         E::QueryTimedOut { .. } => Code::DeadlineExceeded,
         E::TableDamaged { .. } => Code::FailedPrecondition,
         E::Storage(_)
+        | E::StoreDamaged { .. }
+        | E::DamagedData { .. }
         | E::Io(_)
         | E::Corrupt { .. }
         | E::UnsupportedFormat { .. }

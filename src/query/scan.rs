@@ -598,7 +598,14 @@ impl ExecutionPlan for KeyScanExec {
                 Ok(spec.limit.is_none_or(|l| *emitted < l))
             };
             while let Some(row) = stream.next() {
-                let row = row.map_err(to_df)?;
+                let row = row.map_err(|e| match e {
+                    // Name what the damage is in, and what to do.
+                    crate::Error::Storage(inner) => to_df(crate::Error::DamagedData {
+                        table: spec.layout.table.clone(),
+                        reason: format!("{inner:?}"),
+                    }),
+                    other => to_df(other),
+                })?;
                 wide.push(&row).map_err(to_df)?;
                 // With a LIMIT, stop reading as soon as enough rows may be in.
                 let due = match spec.limit {

@@ -2,6 +2,7 @@
 //! interactive line editor with history, multi-line statements and
 //! meta-commands.
 
+pub mod check;
 mod complete;
 mod demo;
 mod input;

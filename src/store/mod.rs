@@ -9,6 +9,7 @@
 
 mod aggregate;
 mod catalog;
+mod check;
 mod commit;
 mod gc;
 mod mutation;
@@ -19,6 +20,7 @@ pub use catalog::{
     FORMAT_VERSION, FamilyDef, FamilyKind, FamilySpec, GcPolicy, MAX_FAMILIES, MAX_GC_DEPTH,
     MAX_GC_RULES, TableDef, validate_family_name, validate_table_name,
 };
+pub use check::{CheckReport, FamilyCheck};
 pub use commit::Durability;
 pub use mutation::{
     MAX_KEY_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadModifyWrite, RowMutation,
@@ -219,7 +221,10 @@ impl Store {
             fjall::Error::Locked => Error::StoreInUse {
                 path: path.display().to_string(),
             },
-            other => Error::Storage(other),
+            other => Error::StoreDamaged {
+                path: path.display().to_string(),
+                reason: format!("{other:?}"),
+            },
         })?;
         let catalog = db.keyspace(CATALOG_KEYSPACE, KeyspaceCreateOptions::default)?;
         match catalog.get(FORMAT_KEY)? {
