@@ -895,28 +895,21 @@ async fn writes_run_once_whether_or_not_their_result_is_fetched() {
         .prepare("INSERT INTO w (_key, n) VALUES (?, ?)".into(), None)
         .await
         .unwrap();
-    let keys: Vec<String> = (0..50).map(|i| format!("p{i:02}")).collect();
-    insert
-        .set_parameters(params(vec![
+    // 50 parameter rows: keys `{prefix}00`.. and values 0..
+    let rows = |prefix: &str| {
+        let keys: Vec<String> = (0..50).map(|i| format!("{prefix}{i:02}")).collect();
+        params(vec![
             ("k", Arc::new(StringArray::from(keys)) as ArrayRef),
             (
                 "n",
                 Arc::new(Int64Array::from_iter_values(0..50)) as ArrayRef,
             ),
-        ]))
-        .unwrap();
+        ])
+    };
+    insert.set_parameters(rows("p")).unwrap();
     insert.execute().await.unwrap();
     assert_eq!(count_of(&mut client, "SELECT count(*) FROM w").await, 72);
-    let keys: Vec<String> = (0..50).map(|i| format!("q{i:02}")).collect();
-    insert
-        .set_parameters(params(vec![
-            ("k", Arc::new(StringArray::from(keys)) as ArrayRef),
-            (
-                "n",
-                Arc::new(Int64Array::from_iter_values(0..50)) as ArrayRef,
-            ),
-        ]))
-        .unwrap();
+    insert.set_parameters(rows("q")).unwrap();
     assert_eq!(insert.execute_update().await.unwrap(), 50);
     assert_eq!(count_of(&mut client, "SELECT count(*) FROM w").await, 122);
 

@@ -815,6 +815,22 @@ impl CellarTable {
 }
 
 impl CellarTable {
+    /// A scan of the `_key` of the rows matching every filter, each
+    /// re-checked in the scan: what DELETE and UPDATE act on.
+    fn key_scan(&self, state: &dyn Session, filters: &[Expr]) -> DfResult<Arc<KeyScanExec>> {
+        let key = self.layout.arrow.index_of("_key")?;
+        let spec = scan_spec(
+            &self.store,
+            &self.layout,
+            state,
+            Some(vec![key]),
+            filters,
+            None,
+            true,
+        )?;
+        Ok(Arc::new(KeyScanExec::new(spec)))
+    }
+
     fn writable(&self, what: &str) -> DfResult<()> {
         match self.layout.view {
             View::Wide { as_of: None } => Ok(()),
@@ -880,18 +896,7 @@ impl TableProvider for CellarTable {
         filters: Vec<Expr>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         self.writable("DELETE FROM")?;
-        // Every filter is re-checked in the scan, so only matching rows come out.
-        let key = self.layout.arrow.index_of("_key")?;
-        let spec = scan_spec(
-            &self.store,
-            &self.layout,
-            state,
-            Some(vec![key]),
-            &filters,
-            None,
-            true,
-        )?;
-        let scan = Arc::new(KeyScanExec::new(spec));
+        let scan = self.key_scan(state, &filters)?;
         Ok(Arc::new(DeleteExec::new(
             self.store.clone(),
             self.layout.table.clone(),
@@ -928,16 +933,7 @@ impl TableProvider for CellarTable {
         };
         let assignments = plan_assignments(layout, state, assignments)?;
         // The scan selects candidate keys; each is checked again when locked.
-        let spec = scan_spec(
-            &self.store,
-            layout,
-            state,
-            Some(vec![key]),
-            &filters,
-            None,
-            true,
-        )?;
-        let scan = Arc::new(KeyScanExec::new(spec));
+        let scan = self.key_scan(state, &filters)?;
         Ok(Arc::new(UpdateExec::new(
             self.store.clone(),
             Arc::clone(layout),
