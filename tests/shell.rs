@@ -366,7 +366,19 @@ fn type_errors_name_the_value_without_optimizer_noise() {
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(
-        err.contains("'abc'") && err.contains("Int64") && !err.contains("Optimizer rule"),
+        err.contains("column v (Int64) cannot take 'abc' (row 1 of VALUES)")
+            && !err.contains("Optimizer rule"),
+        "{err}"
+    );
+    // From a query, the value is named.
+    let out = cellar(
+        &store,
+        &["-c", "INSERT INTO k (_key, v) SELECT 'b', 'x'"],
+        None,
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("'x'") && !err.contains("Optimizer rule"),
         "{err}"
     );
 }

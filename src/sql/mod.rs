@@ -22,6 +22,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::{SessionConfig, SessionContext};
+use datafusion::logical_expr::{LogicalPlan, WriteOp};
 use datafusion::prelude::DataFrame;
 
 use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};
@@ -164,7 +165,18 @@ impl SqlSession {
         df: DataFrame,
     ) -> DfResult<datafusion::physical_plan::SendableRecordBatchStream> {
         let context = Arc::new(df.task_ctx());
-        let plan = df.create_physical_plan().await?;
+        let insert =
+            matches!(df.logical_plan(), LogicalPlan::Dml(d) if matches!(d.op, WriteOp::Insert(_)))
+                .then(|| df.logical_plan().clone());
+        let plan = match df.create_physical_plan().await {
+            Ok(plan) => plan,
+            Err(e) => {
+                return Err(match insert {
+                    Some(plan) => name_cast_failure(&plan, e),
+                    None => e,
+                });
+            }
+        };
         self.running.execute(sql, plan, context).await
     }
 
@@ -576,6 +588,57 @@ impl SqlSession {
         ]);
         Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
     }
+}
+
+/// An INSERT whose VALUES do not cast to their columns fails, in
+/// DataFusion, with the value but not the column: find the column.
+fn name_cast_failure(plan: &LogicalPlan, e: DataFusionError) -> DataFusionError {
+    use datafusion::logical_expr::{Expr, Projection, Values};
+    let text = e.to_string();
+    let LogicalPlan::Dml(dml) = plan else {
+        return e;
+    };
+    let LogicalPlan::Projection(Projection { expr, input, .. }) = dml.input.as_ref() else {
+        return e;
+    };
+    let LogicalPlan::Values(Values { values, .. }) = input.as_ref() else {
+        return e;
+    };
+    for projected in expr {
+        let Expr::Alias(alias) = projected else {
+            continue;
+        };
+        let Expr::Column(source) = alias.expr.as_ref() else {
+            continue;
+        };
+        let Some(index) = source
+            .name
+            .strip_prefix("column")
+            .and_then(|n| n.parse::<usize>().ok())
+            .and_then(|n| n.checked_sub(1))
+        else {
+            continue;
+        };
+        for (row, cells) in values.iter().enumerate() {
+            let Some(Expr::Cast(cast)) = cells.get(index) else {
+                continue;
+            };
+            let Expr::Literal(value, _) = cast.expr.as_ref() else {
+                continue;
+            };
+            let shown = format!("'{value}'");
+            if text.contains(&shown) {
+                return to_df(Error::InvalidArgument(format!(
+                    "INSERT INTO {}: column {} ({}) cannot take {shown} (row {} of VALUES)",
+                    dml.table_name,
+                    alias.name,
+                    cast.field.data_type(),
+                    row + 1
+                )));
+            }
+        }
+    }
+    e
 }
 
 /// Whether running `plan` changes stored data (DataFusion's own DDL has
