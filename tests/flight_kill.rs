@@ -4,8 +4,9 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use arrow_flight::sql::client::FlightSqlServiceClient;
@@ -13,25 +14,14 @@ use cellar::{ReadFilter, ReadRequest, Store};
 use tonic::transport::Channel;
 
 fn start(store: &std::path::Path) -> (Child, String) {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_cellar"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--store"])
-        .arg(store)
-        .env_remove("CELLAR_PASSWORD")
-        .env_remove("CELLAR_TOKEN")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut banner = String::new();
-    BufReader::new(server.stderr.take().unwrap())
-        .read_line(&mut banner)
-        .unwrap();
-    let addr = banner
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("grpc://"))
-        .map(|a| a.trim_end_matches(','))
-        .unwrap_or_else(|| panic!("no address in {banner:?}"))
-        .to_string();
-    (server, addr)
+    let served = common::start(
+        Command::new(env!("CARGO_BIN_EXE_cellar"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--store"])
+            .arg(store)
+            .env_remove("CELLAR_PASSWORD")
+            .env_remove("CELLAR_TOKEN"),
+    );
+    (served.child, served.addr)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

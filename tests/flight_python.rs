@@ -6,8 +6,10 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+mod common;
+
+use std::io::Read;
+use std::process::Command;
 
 #[test]
 fn python_adbc_driver_works_against_cellar_serve() {
@@ -19,24 +21,19 @@ fn python_adbc_driver_works_against_cellar_serve() {
     let password = "horse battery staple";
     let password_file = dir.path().join("password");
     std::fs::write(&password_file, format!("{password}\n")).unwrap();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_cellar"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--user", "analyst"])
-        .arg("--store")
-        .arg(dir.path().join("store"))
-        .arg("--password-file")
-        .arg(&password_file)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(server.stderr.take().unwrap());
-    let mut banner = String::new();
-    stderr.read_line(&mut banner).unwrap();
-    let addr = banner
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("grpc://"))
-        .map(|a| a.trim_end_matches(','))
-        .unwrap_or_else(|| panic!("no address in {banner:?}"))
-        .to_string();
+    let common::Served {
+        child: mut server,
+        addr,
+        banner,
+        mut stderr,
+    } = common::start(
+        Command::new(env!("CARGO_BIN_EXE_cellar"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--user", "analyst"])
+            .arg("--store")
+            .arg(dir.path().join("store"))
+            .arg("--password-file")
+            .arg(&password_file),
+    );
     assert!(banner.contains("user analyst with a password"), "{banner}");
 
     let out = Command::new(python)

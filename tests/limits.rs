@@ -139,10 +139,13 @@ async fn heavy_queries_take_turns_and_point_lookups_skip_the_queue() {
         "{listed:?}"
     );
     // A point lookup is light: it runs now, not after the heavy ones.
-    let out = session
-        .query("SELECT v FROM t WHERE _key = 'b'")
-        .await
-        .unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        session.query("SELECT v FROM t WHERE _key = 'b'"),
+    )
+    .await
+    .expect("a point lookup does not wait behind heavy queries")
+    .unwrap();
     assert_eq!(first_i64(&out), 2);
     for (id, _, _) in &listed {
         session.query(&format!("CANCEL QUERY {id}")).await.unwrap();

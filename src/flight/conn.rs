@@ -146,11 +146,16 @@ pub fn incoming(
             let stream = match listener.accept().await {
                 Ok((stream, _)) => stream,
                 Err(e) => {
-                    // Out of descriptors or memory: wait for connections
-                    // to close rather than spin or stop serving.
-                    if matches!(e.raw_os_error(), Some(23 | 24))
-                        || e.kind() == io::ErrorKind::OutOfMemory
-                    {
+                    // A connection that failed while being accepted: next.
+                    // Anything else (out of descriptors, of memory): wait
+                    // for connections to close rather than spin or stop
+                    // serving.
+                    if !matches!(
+                        e.kind(),
+                        io::ErrorKind::ConnectionAborted
+                            | io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::Interrupted
+                    ) {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                     continue;

@@ -114,7 +114,7 @@ impl CellarFlightSql {
 
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
         let caller = self.auth.caller(request.metadata())?;
-        authenticated(request);
+        authenticated(request.extensions());
         Ok(caller)
     }
 
@@ -228,10 +228,9 @@ impl CellarFlightSql {
     }
 }
 
-/// Marks the connection `request` came on as authenticated, which lifts
-/// its deadline (see `conn`).
-fn authenticated<T>(request: &Request<T>) {
-    let extensions = request.extensions();
+/// Marks the connection a request came on (its `extensions`) as
+/// authenticated, which lifts its deadline (see `conn`).
+fn authenticated(extensions: &tonic::Extensions) {
     if let Some(info) = extensions.get::<conn::ConnInfo>() {
         info.authenticated();
     } else if let Some(tls) =
@@ -432,15 +431,14 @@ impl FlightSqlService for CellarFlightSql {
         request: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<FlightStream<HandshakeResponse>>, Status> {
         let metadata = request.metadata().clone();
-        let mut marker = Request::new(());
-        *marker.extensions_mut() = request.extensions().clone();
+        let extensions = request.extensions().clone();
         let mut stream = request.into_inner();
         let payload = match stream.message().await {
             Ok(Some(first)) => first.payload.to_vec(),
             _ => Vec::new(),
         };
         let token = self.auth.handshake(&metadata, &payload)?;
-        authenticated(&marker);
+        authenticated(&extensions);
         let response = HandshakeResponse {
             protocol_version: 0,
             payload: token.clone().into_bytes().into(),

@@ -252,11 +252,9 @@ pub(crate) fn cells_of(
                 // A map entry under a declared column's qualifier must be a
                 // value of that column, or every read of the column fails.
                 if let Some(column) = layout
-                    .columns
-                    .iter()
-                    .zip(&layout.protos)
-                    .find(|(c, p)| p.is_none() && c.family == *family && c.qualifier == qualifier)
-                    .map(|(c, _)| c)
+                    .declared_at(family, qualifier.as_bytes())
+                    .filter(|&d| layout.protos[d].is_none())
+                    .map(|d| &layout.columns[d])
                 {
                     column.decode(&bytes).map_err(|why| {
                         Error::InvalidArgument(format!(

@@ -15,9 +15,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, TimestampMicrosecondArray};
+use datafusion::arrow::array::{BinaryArray, Int64Array, UInt32Array};
 use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::take_record_batch;
 use datafusion::arrow::datatypes::DataType;
-use datafusion::arrow::datatypes::Int64Type;
+use datafusion::arrow::datatypes::{Int64Type, TimestampMicrosecondType};
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
@@ -47,10 +49,19 @@ pub(crate) enum Assignment {
     },
     /// The timestamp of the cells written.
     Timestamp(Arc<dyn PhysicalExpr>),
-    /// `n = n + delta` (an absent value counts as 0; overflow is an error).
-    Increment { declared: usize, delta: i128 },
+    /// `n = n + delta` (an absent value counts as 0; overflow is an
+    /// error); `column` is the declared column's place in the view.
+    Increment {
+        declared: usize,
+        column: usize,
+        delta: i128,
+    },
     /// Atomic `s = s || suffix`.
-    Append { declared: usize, suffix: Vec<u8> },
+    Append {
+        declared: usize,
+        column: usize,
+        suffix: Vec<u8>,
+    },
 }
 
 fn strip_casts(e: &Expr) -> &Expr {
@@ -157,8 +168,8 @@ pub(crate) fn plan_assignments(
                     .iter()
                     .any(|f| f.name == def.family && f.kind != crate::store::FamilyKind::Normal);
                 match (increment_of(&expr, &name), append_of(&expr, &name)) {
-                    (Some(delta), _) if int && !aggregate => Assignment::Increment { declared: *d, delta },
-                    (_, Some(suffix)) if bytes_like && !aggregate => Assignment::Append { declared: *d, suffix },
+                    (Some(delta), _) if int && !aggregate => Assignment::Increment { declared: *d, column, delta },
+                    (_, Some(suffix)) if bytes_like && !aggregate => Assignment::Append { declared: *d, column, suffix },
                     _ => Assignment::Value { column, expr: physical()? },
                 }
             }
@@ -225,10 +236,14 @@ impl DisplayAs for UpdateExec {
                     format!("{} = {expr}", self.layout.arrow.field(*column).name())
                 }
                 Assignment::Timestamp(expr) => format!("_timestamp = {expr}"),
-                Assignment::Increment { declared, delta } => {
+                Assignment::Increment {
+                    declared, delta, ..
+                } => {
                     format!("{} += {delta}", self.layout.columns[*declared].name)
                 }
-                Assignment::Append { declared, suffix } => format!(
+                Assignment::Append {
+                    declared, suffix, ..
+                } => format!(
                     "{} ||= {}",
                     self.layout.columns[*declared].name,
                     crate::codec::show_bytes(suffix)
@@ -244,21 +259,25 @@ impl DisplayAs for UpdateExec {
     }
 }
 
-/// The view column of declared column `declared`.
-fn declared_column(layout: &Layout, declared: usize) -> Option<usize> {
-    layout
-        .sources
-        .iter()
-        .position(|s| matches!(s, ColumnSource::Declared(d) if *d == declared))
+/// What an assignment brings to each row of a batch, typed once per batch.
+enum Evaluated {
+    /// Nothing per row (`_timestamp` is carried separately).
+    Nothing,
+    /// The new values of a column.
+    Values(ArrayRef),
+    /// The current values of an incremented column.
+    Ints(Int64Array),
+    /// The current values of an appended column, as bytes.
+    Bytes(BinaryArray),
 }
 
 /// The mutations of one row, from its values as read under its lock.
 fn row_changes(
     layout: &Layout,
     assignments: &[Assignment],
-    values: &[Option<ArrayRef>],
+    values: &[Evaluated],
     timestamps: Option<&TimestampMicrosecondArray>,
-    fresh: &RecordBatch,
+    key: &[u8],
     row: usize,
     now: i64,
 ) -> crate::Result<Vec<Mutation>> {
@@ -281,7 +300,7 @@ fn row_changes(
     let mut mutations = Vec::new();
     for (a, value) in assignments.iter().zip(values) {
         match (a, value) {
-            (Assignment::Value { column, .. }, Some(array)) => {
+            (Assignment::Value { column, .. }, Evaluated::Values(array)) => {
                 let source = &layout.sources[*column];
                 if array.is_null(row) {
                     match source {
@@ -304,13 +323,14 @@ fn row_changes(
                     mutations.extend(cells_of(layout, source, array, row, timestamp)?);
                 }
             }
-            (Assignment::Increment { declared, delta }, _) => {
+            (
+                Assignment::Increment {
+                    declared, delta, ..
+                },
+                Evaluated::Ints(old),
+            ) => {
                 let def = &layout.columns[*declared];
-                let old = declared_column(layout, *declared)
-                    .map(|c| fresh.column(c))
-                    .and_then(|a| a.as_primitive_opt::<Int64Type>())
-                    .filter(|a| !a.is_null(row))
-                    .map_or(0, |a| a.value(row));
+                let old = if old.is_null(row) { 0 } else { old.value(row) };
                 let new = i64::try_from(i128::from(old) + delta).map_err(|_| {
                     Error::InvalidArgument(format!(
                         "UPDATE {}: {} = {old} {} {} overflows BIGINT in row {}; nothing was written to the row",
@@ -318,28 +338,23 @@ fn row_changes(
                         def.name,
                         if *delta < 0 { "-" } else { "+" },
                         delta.unsigned_abs(),
-                        crate::codec::show_bytes(&key_of(fresh, row))
+                        crate::codec::show_bytes(key)
                     ))
                 })?;
-                mutations.push(cell_of(
-                    layout,
-                    def,
-                    def.encode(&Value::Int64(new))?,
-                    timestamp,
-                ));
+                mutations.push(set_cell(def, def.encode(&Value::Int64(new))?, timestamp));
             }
-            (Assignment::Append { declared, suffix }, _) => {
+            (
+                Assignment::Append {
+                    declared, suffix, ..
+                },
+                Evaluated::Bytes(old),
+            ) => {
                 let def = &layout.columns[*declared];
-                let mut bytes = declared_column(layout, *declared)
-                    .map(|c| fresh.column(c))
-                    .filter(|a| !a.is_null(row))
-                    .map(|a| match a.data_type() {
-                        DataType::Binary => a.as_binary::<i32>().value(row).to_vec(),
-                        _ => a
-                            .as_string_opt::<i32>()
-                            .map_or_else(Vec::new, |s| s.value(row).as_bytes().to_vec()),
-                    })
-                    .unwrap_or_default();
+                let mut bytes = if old.is_null(row) {
+                    Vec::new()
+                } else {
+                    old.value(row).to_vec()
+                };
                 bytes.extend_from_slice(suffix);
                 if def.value_type == ValueType::Text && std::str::from_utf8(&bytes).is_err() {
                     return Err(Error::InvalidArgument(format!(
@@ -347,7 +362,7 @@ fn row_changes(
                         layout.table, def.name
                     )));
                 }
-                mutations.push(cell_of(layout, def, bytes, timestamp));
+                mutations.push(set_cell(def, bytes, timestamp));
             }
             _ => {}
         }
@@ -355,29 +370,9 @@ fn row_changes(
     Ok(mutations)
 }
 
-fn key_of(batch: &RecordBatch, row: usize) -> Vec<u8> {
-    batch
-        .column(0)
-        .as_string_opt::<i32>()
-        .map_or_else(Vec::new, |k| k.value(row).as_bytes().to_vec())
-}
-
-/// A new cell of a declared column.
-fn cell_of(
-    layout: &Layout,
-    def: &crate::schema::ColumnDef,
-    value: Vec<u8>,
-    time: CellTime,
-) -> Mutation {
-    let aggregate = layout
-        .def
-        .families
-        .iter()
-        .any(|f| f.name == def.family && f.kind != crate::store::FamilyKind::Normal);
-    debug_assert!(
-        !aggregate,
-        "increments and appends are not planned on aggregates"
-    );
+/// A new cell of a declared column (of a normal family: increments and
+/// appends are not planned on aggregates).
+fn set_cell(def: &crate::schema::ColumnDef, value: Vec<u8>, time: CellTime) -> Mutation {
     Mutation::SetCell {
         family: def.family.clone(),
         qualifier: def.qualifier.clone().into_bytes(),
@@ -444,6 +439,7 @@ impl ExecutionPlan for UpdateExec {
             layout: Arc::clone(&self.layout),
             assignments: self.assignments.clone(),
             filter: self.filter.clone(),
+            read: read_filter(&self.layout, &self.needed),
             needed: self.needed.clone(),
             started: now_micros(),
         });
@@ -473,51 +469,51 @@ struct RowUpdate {
     layout: Arc<Layout>,
     assignments: Vec<Assignment>,
     filter: Option<Arc<dyn PhysicalExpr>>,
+    /// What is read of each row under its lock: the families of `needed`.
+    read: ReadFilter,
     needed: Vec<bool>,
     /// When the statement started.
     started: i64,
 }
 
+/// The read of the columns an UPDATE uses (none but the key: no read).
+fn read_filter(layout: &Layout, needed: &[bool]) -> ReadFilter {
+    let value_columns: Vec<usize> = (0..needed.len())
+        .filter(|&c| {
+            needed[c]
+                && matches!(
+                    layout.sources[c],
+                    ColumnSource::Declared(_)
+                        | ColumnSource::FamilyMap(_)
+                        | ColumnSource::Timestamp
+                )
+        })
+        .collect();
+    let families = if value_columns.is_empty() {
+        Vec::new()
+    } else if value_columns
+        .iter()
+        .any(|&c| matches!(layout.sources[c], ColumnSource::Timestamp))
+    {
+        // `_timestamp` is the newest cell of the whole row.
+        layout.def.families.iter().map(|f| f.name.clone()).collect()
+    } else {
+        layout.families_for(&value_columns)
+    };
+    ReadFilter::latest().families(families)
+}
+
 impl RowUpdate {
     /// Updates the rows at `keys`; the number updated.
     fn apply(&self, keys: &[Vec<u8>]) -> crate::Result<u64> {
-        let layout = &self.layout;
-        let value_columns: Vec<usize> = (0..self.needed.len())
-            .filter(|&c| {
-                self.needed[c]
-                    && matches!(
-                        layout.sources[c],
-                        ColumnSource::Declared(_)
-                            | ColumnSource::FamilyMap(_)
-                            | ColumnSource::Timestamp
-                    )
-            })
-            .collect();
-        // Without value columns to read, the row is known only by its key.
-        let filter = if value_columns.is_empty() {
-            ReadFilter {
-                families: Some(Vec::new()),
-                ..ReadFilter::latest()
-            }
-        } else {
-            let families = if value_columns
-                .iter()
-                .any(|&c| matches!(layout.sources[c], ColumnSource::Timestamp))
-            {
-                layout.def.families.iter().map(|f| f.name.clone()).collect()
-            } else {
-                layout.families_for(&value_columns)
-            };
-            ReadFilter::latest().families(families)
-        };
         let mut updated = 0u64;
-        let results = self
-            .store
-            .update_rows(&layout.table, keys, &filter, |keys, rows| {
-                let (changes, n) = self.changes(keys, rows)?;
-                updated += n;
-                Ok(changes)
-            })?;
+        let results =
+            self.store
+                .update_rows(&self.layout.table, keys, &self.read, |keys, rows| {
+                    let (changes, n) = self.changes(keys, rows)?;
+                    updated += n;
+                    Ok(changes)
+                })?;
         for r in results {
             r?;
         }
@@ -552,8 +548,10 @@ impl RowUpdate {
         if let Some((_, e)) = builder.errors.drain(..).next() {
             return Err(e);
         }
-        let selected: Vec<bool> = match &self.filter {
-            None => vec![true; fresh.num_rows()],
+        // Rows the WHERE clause still selects, as read under the lock;
+        // only they are computed.
+        let selected: Vec<usize> = match &self.filter {
+            None => (0..fresh.num_rows()).collect(),
             Some(f) => {
                 let mask = f
                     .evaluate(&fresh)
@@ -565,56 +563,61 @@ impl RowUpdate {
                     )
                 })?;
                 (0..mask.len())
-                    .map(|i| mask.is_valid(i) && mask.value(i))
+                    .filter(|&i| mask.is_valid(i) && mask.value(i))
                     .collect()
             }
         };
-        let (values, timestamps) = evaluate(layout, &self.assignments, &fresh).map_err(df)?;
-        let mut out = Vec::with_capacity(keys.len());
-        let mut n = 0;
+        let mut out = vec![Vec::new(); keys.len()];
+        if selected.is_empty() {
+            return Ok((out, 0));
+        }
+        let indices = UInt32Array::from_iter_values(
+            selected
+                .iter()
+                .map(|&i| u32::try_from(i).unwrap_or(u32::MAX)),
+        );
+        let chosen = take_record_batch(&fresh, &indices).map_err(|e| df(e.into()))?;
+        let (values, timestamps) = evaluate(layout, &self.assignments, &chosen).map_err(df)?;
         // The time is taken under the lock, and a new cell is never older
         // than what it was computed from: an earlier time would slip under
         // a concurrent statement's cell and be lost.
         let now = now_micros().max(self.started);
-        for (r, &chosen) in selected.iter().enumerate() {
-            if !chosen {
-                out.push(Vec::new());
-                continue;
-            }
-            n += 1;
-            let newest = rows[r]
+        for (r, &i) in selected.iter().enumerate() {
+            let newest = rows[i]
                 .iter()
                 .flat_map(|row| row.cells.iter().map(|c| c.timestamp))
                 .max()
                 .unwrap_or(0);
-            out.push(row_changes(
+            out[i] = row_changes(
                 layout,
                 &self.assignments,
                 &values,
                 timestamps.as_ref(),
-                &fresh,
+                &keys[i],
                 r,
                 now.max(newest),
-            )?);
+            )?;
         }
-        Ok((out, n))
+        Ok((out, selected.len() as u64))
     }
 }
 
-/// The assigned values of every row of `batch`, and `_timestamp` if assigned.
+/// What each assignment brings to the rows of `batch` (new values, or the
+/// current ones typed for an increment or an append), and `_timestamp`
+/// if assigned.
 fn evaluate(
     layout: &Layout,
     assignments: &[Assignment],
     batch: &RecordBatch,
-) -> DfResult<(Vec<Option<ArrayRef>>, Option<TimestampMicrosecondArray>)> {
+) -> DfResult<(Vec<Evaluated>, Option<TimestampMicrosecondArray>)> {
     let rows = batch.num_rows();
-    let mut values: Vec<Option<ArrayRef>> = Vec::with_capacity(assignments.len());
+    let mut values = Vec::with_capacity(assignments.len());
     let mut timestamps = None;
     for a in assignments {
-        match a {
+        values.push(match a {
             Assignment::Value { column, expr } => {
                 let array = expr.evaluate(batch)?.into_array(rows)?;
-                values.push(Some(cast(&array, layout.arrow.field(*column).data_type())?));
+                Evaluated::Values(cast(&array, layout.arrow.field(*column).data_type())?)
             }
             Assignment::Timestamp(expr) => {
                 let array = expr.evaluate(batch)?.into_array(rows)?;
@@ -623,15 +626,24 @@ fn evaluate(
                     .field(layout.arrow.index_of("_timestamp")?)
                     .data_type()
                     .clone();
-                timestamps = Some(cast(&array, &target)?);
-                values.push(None);
+                timestamps = Some(
+                    cast(&array, &target)?
+                        .as_primitive::<TimestampMicrosecondType>()
+                        .clone(),
+                );
+                Evaluated::Nothing
             }
-            _ => values.push(None),
-        }
+            Assignment::Increment { column, .. } => Evaluated::Ints(
+                cast(batch.column(*column), &DataType::Int64)?
+                    .as_primitive::<Int64Type>()
+                    .clone(),
+            ),
+            Assignment::Append { column, .. } => Evaluated::Bytes(
+                cast(batch.column(*column), &DataType::Binary)?
+                    .as_binary::<i32>()
+                    .clone(),
+            ),
+        });
     }
-    let timestamps = timestamps.as_ref().map(|t| {
-        t.as_primitive::<datafusion::arrow::datatypes::TimestampMicrosecondType>()
-            .clone()
-    });
     Ok((values, timestamps))
 }

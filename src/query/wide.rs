@@ -96,6 +96,8 @@ pub(crate) struct Layout {
     pub protos: Vec<Option<ProtoDecl>>,
     pub sources: Vec<ColumnSource>,
     pub arrow: SchemaRef,
+    /// family -> qualifier -> declared column.
+    declared_at: HashMap<String, HashMap<Vec<u8>, usize>>,
 }
 
 pub(crate) fn map_type(values: &DataType) -> DataType {
@@ -209,7 +211,15 @@ impl Layout {
                 sources.push(ColumnSource::FamilyMap(i));
             }
         }
+        let mut declared_at: HashMap<String, HashMap<Vec<u8>, usize>> = HashMap::new();
+        for (i, c) in schema.columns.iter().enumerate() {
+            declared_at
+                .entry(c.family.clone())
+                .or_default()
+                .insert(c.qualifier.clone().into_bytes(), i);
+        }
         Ok(Layout {
+            declared_at,
             table: def.name.clone(),
             view,
             key: schema.key,
@@ -221,6 +231,11 @@ impl Layout {
             arrow: Arc::new(Schema::new(fields)),
             def,
         })
+    }
+
+    /// The declared column holding `qualifier` of `family`, if any.
+    pub fn declared_at(&self, family: &str, qualifier: &[u8]) -> Option<usize> {
+        self.declared_at.get(family)?.get(qualifier).copied()
     }
 
     /// The families a set of columns needs; all of them (or the view's
@@ -341,8 +356,6 @@ pub(crate) struct ViewBatchBuilder {
     /// One per column; `None` for maps and for columns not needed.
     builders: Vec<Option<Box<dyn ArrayBuilder>>>,
     maps: Vec<Option<MapColumn>>,
-    /// family -> qualifier -> declared column
-    declared_by_column: HashMap<String, HashMap<Vec<u8>, usize>>,
     ts_column: Option<usize>,
     /// Whether any segment column is wanted (else keys are not decoded).
     segments_needed: bool,
@@ -401,13 +414,6 @@ impl ViewBatchBuilder {
                     .push(needed[i].then(|| make_builder(layout.arrow.field(i).data_type(), 0)));
             }
         }
-        let mut declared_by_column: HashMap<String, HashMap<Vec<u8>, usize>> = HashMap::new();
-        for (i, c) in layout.columns.iter().enumerate() {
-            declared_by_column
-                .entry(c.family.clone())
-                .or_default()
-                .insert(c.qualifier.clone().into_bytes(), i);
-        }
         let ts_column = layout
             .sources
             .iter()
@@ -425,7 +431,6 @@ impl ViewBatchBuilder {
             needed,
             builders,
             maps,
-            declared_by_column,
             ts_column,
             family_index,
             proto_values,
@@ -571,11 +576,7 @@ impl ViewBatchBuilder {
     fn columns_of(&mut self, row: &Row, cells: &[&Cell]) -> crate::Result<()> {
         let mut declared: Vec<Option<&[u8]>> = vec![None; self.declared_columns.len()];
         for cell in cells {
-            if let Some(&i) = self
-                .declared_by_column
-                .get(&*cell.family)
-                .and_then(|q| q.get(cell.qualifier.as_slice()))
-            {
+            if let Some(i) = self.layout.declared_at(&cell.family, &cell.qualifier) {
                 declared[i] = Some(&cell.value);
             } else if let Some(&f) = self.family_index.get(&*cell.family)
                 && let Some(map) = &mut self.maps[self.map_columns[f]]

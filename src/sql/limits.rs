@@ -148,7 +148,7 @@ pub fn check_statement(sql: &str) -> crate::Result<()> {
             }
             Token::Comma | Token::SemiColon => {
                 if let Some(g) = groups.last_mut() {
-                    depth -= *g;
+                    depth = depth.saturating_sub(*g);
                     *g = 0;
                 }
             }

@@ -98,7 +98,6 @@ pub struct SqlSession {
     store: Store,
     ctx: SessionContext,
     running: running::Running,
-    options: SessionOptions,
 }
 
 impl SqlSession {
@@ -113,21 +112,7 @@ impl SqlSession {
             .with_information_schema(true)
             .with_default_catalog_and_schema("cellar", "public")
             .with_create_default_catalog_and_schema(true);
-        let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
-        if let Some(limit) = options.memory_limit {
-            // Fair shares between concurrent queries; the error names the
-            // largest consumers.
-            runtime = runtime.with_memory_pool(Arc::new(
-                datafusion::execution::memory_pool::TrackConsumersPool::new(
-                    datafusion::execution::memory_pool::FairSpillPool::new(limit),
-                    std::num::NonZeroUsize::MIN.saturating_add(2),
-                ),
-            ));
-        }
-        let ctx = match runtime.build_arc() {
-            Ok(runtime) => SessionContext::new_with_config_rt(config, runtime),
-            Err(_) => SessionContext::new_with_config(config),
-        };
+        let ctx = SessionContext::new_with_config_rt(config, runtime(options.memory_limit));
         if let Some(catalog) = ctx.catalog("cellar") {
             // Replaces the empty in-memory schema created with the catalog.
             let _ = catalog.register_schema(
@@ -147,13 +132,7 @@ impl SqlSession {
             store,
             ctx,
             running,
-            options,
         }
-    }
-
-    /// The limits this session runs with.
-    pub fn options(&self) -> &SessionOptions {
-        &self.options
     }
 
     /// Runs a planned statement as a query of this session: registered
@@ -286,7 +265,11 @@ impl SqlSession {
             datafusion::physical_plan::common::collect(stream).await
         })
         .await
-        .map_err(|e| DataFusionError::External(Box::new(e)))??;
+        .map_err(|e| {
+            to_df(Error::Internal(format!(
+                "the task running {sql:?} failed: {e}"
+            )))
+        })??;
         let table = datafusion::datasource::MemTable::try_new(schema, vec![batches])?;
         self.ctx.read_table(Arc::new(table))
     }
@@ -590,6 +573,36 @@ impl SqlSession {
     }
 }
 
+/// The runtime of a session: with a memory limit, a fair spill pool (fair
+/// shares between concurrent queries; its error names the largest
+/// consumers) spilling to the OS temporary directory. Should no temporary
+/// directory be usable, the limit still holds, without spilling.
+fn runtime(memory_limit: Option<usize>) -> Arc<datafusion::execution::runtime_env::RuntimeEnv> {
+    use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+    use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
+    use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+    let builder = || {
+        let builder = RuntimeEnvBuilder::new();
+        match memory_limit {
+            Some(limit) => builder.with_memory_pool(Arc::new(TrackConsumersPool::new(
+                FairSpillPool::new(limit),
+                std::num::NonZeroUsize::MIN.saturating_add(2),
+            ))),
+            None => builder,
+        }
+    };
+    builder()
+        .build_arc()
+        .or_else(|_| {
+            builder()
+                .with_disk_manager_builder(
+                    DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
+                )
+                .build_arc()
+        })
+        .unwrap_or_else(|_| Arc::new(RuntimeEnv::default()))
+}
+
 /// An INSERT whose VALUES do not cast to their columns fails, in
 /// DataFusion, with the value but not the column: find the column.
 fn name_cast_failure(plan: &LogicalPlan, e: DataFusionError) -> DataFusionError {
@@ -643,9 +656,8 @@ fn name_cast_failure(plan: &LogicalPlan, e: DataFusionError) -> DataFusionError 
 
 /// Whether running `plan` changes stored data (DataFusion's own DDL has
 /// already run when the plan exists).
-fn writes(plan: &datafusion::logical_expr::LogicalPlan) -> bool {
+fn writes(plan: &LogicalPlan) -> bool {
     use datafusion::common::tree_node::TreeNode;
-    use datafusion::logical_expr::LogicalPlan;
     plan.exists(|p| Ok(matches!(p, LogicalPlan::Dml(_) | LogicalPlan::Copy(_))))
         .unwrap_or(true)
 }

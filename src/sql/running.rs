@@ -85,7 +85,7 @@ impl Running {
         };
         let permit = if heavy {
             tokio::select! {
-                permit = Arc::clone(&self.heavy).acquire_owned() => Some(permit.map_err(|e| DataFusionError::External(Box::new(e)))?),
+                permit = Arc::clone(&self.heavy).acquire_owned() => Some(permit.map_err(|e| to_df(crate::Error::Internal(format!("the heavy-query queue: {e}"))))?),
                 _ = cancelled.wait_for(|c| *c) => return Err(cancelled_error(id)),
             }
         } else {
