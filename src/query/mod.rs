@@ -1,6 +1,8 @@
 //! The DataFusion layer: table providers and scan operators over the store,
 //! and the predicate analysis that turns SQL filters into key ranges.
 
+mod checked;
+mod checked_sum;
 mod dml;
 mod functions;
 mod insert;
@@ -9,6 +11,7 @@ mod scan;
 mod update;
 mod wide;
 
+pub use checked::CheckedArithmetic;
 pub use functions::ViewFunction;
 pub use pushdown::{KeyPlan, plan as plan_key_ranges};
 pub(crate) use scan::{BOUNDED_ROWS, KeyScanExec};

@@ -31,6 +31,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
 };
 
+use super::checked::arithmetic;
 use super::dml::{blocking, count_batches, count_properties};
 use super::insert::{CellTime, cells_of};
 use super::to_df;
@@ -85,9 +86,7 @@ fn literal(e: &Expr) -> Option<&ScalarValue> {
 
 /// `name + k` or `k + name` or `name - k` with an integer literal.
 fn increment_of(e: &Expr, name: &str) -> Option<i128> {
-    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = strip_casts(e) else {
-        return None;
-    };
+    let (left, op, right) = arithmetic(strip_casts(e))?;
     let int = |v: &ScalarValue| {
         v.cast_to(&DataType::Int64).ok().and_then(|v| match v {
             ScalarValue::Int64(Some(n)) => Some(n),

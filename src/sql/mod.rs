@@ -26,7 +26,7 @@ use datafusion::logical_expr::{LogicalPlan, WriteOp};
 use datafusion::prelude::DataFrame;
 
 use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};
-use crate::query::{CellarTable, ViewFunction, to_df};
+use crate::query::{CellarTable, CheckedArithmetic, ViewFunction, to_df};
 use crate::schema::{FamilyTypes, Segment, SegmentKind, TableSchema, TimeFormat};
 use crate::store::{AlterOp, FamilySpec, Store, TableSpec};
 use crate::{Error, SCHEMA_METADATA_KEY};
@@ -127,6 +127,7 @@ impl SqlSession {
         ctx.register_udtf("as_of", ViewFunction::as_of(store.clone()));
         ctx.register_udf(functions::reverse_domain_udf());
         ctx.register_udf(functions::hll_count_udf());
+        ctx.add_analyzer_rule(Arc::new(CheckedArithmetic));
         let running = running::Running::new(options.heavy_queries, options.query_timeout);
         SqlSession {
             store,
