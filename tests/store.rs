@@ -921,3 +921,26 @@ fn a_checkpoint_keeps_everything_across_reopen() {
     store.checkpoint().unwrap();
     store.checkpoint().unwrap();
 }
+
+/// One call's pending writes to a family are never read as another
+/// family's cells: the second family's increment starts from its own
+/// (absent) value, not from the first family's new one.
+#[test]
+fn read_modify_write_keeps_families_apart_within_one_call() {
+    let (_dir, store) = store();
+    two_family_table(&store, "t");
+    let inc = |family: &str, delta| ReadModifyWrite::Increment {
+        family: family.into(),
+        qualifier: b"n".to_vec(),
+        delta,
+    };
+    store
+        .read_modify_write("t", b"r", vec![inc("b", 100), inc("a", 1)])
+        .unwrap();
+    let row = store
+        .read_row("t", b"r", ReadFilter::latest())
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.latest("a", b"n"), Some(&1i64.to_be_bytes()[..]));
+    assert_eq!(row.latest("b", b"n"), Some(&100i64.to_be_bytes()[..]));
+}

@@ -94,6 +94,30 @@ pub fn unescape(input: &[u8]) -> Result<(Vec<u8>, usize)> {
     Ok((unescape_exact(&input[..len]), len))
 }
 
+/// Decodes an escaped string that `escaped_len` has already delimited,
+/// terminator included, appending it to `out`.
+pub fn unescape_into(escaped: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    let body = escaped
+        .strip_suffix(&TERMINATOR)
+        .ok_or_else(|| corrupt("escaped string has no terminator", escaped))?;
+    out.reserve(body.len());
+    let mut bytes = body.iter();
+    while let Some(&b) = bytes.next() {
+        out.push(b);
+        if b == 0 {
+            bytes.next();
+        }
+    }
+    Ok(())
+}
+
+/// The unescaped bytes of a delimited escaped string when none of them
+/// needed escaping (no 0x00), which is the string's body as is.
+pub fn plain_body(escaped: &[u8]) -> Option<&[u8]> {
+    let body = escaped.strip_suffix(&TERMINATOR)?;
+    (!body.contains(&0)).then_some(body)
+}
+
 /// Decodes an escaped string that `escaped_len` has already delimited.
 fn unescape_exact(escaped: &[u8]) -> Vec<u8> {
     let body = &escaped[..escaped.len() - 2];
@@ -209,11 +233,6 @@ impl<'a> CellKeyParts<'a> {
             escaped_qualifier: &rest[..qualifier_len],
             timestamp: decode_timestamp(ts)?,
         })
-    }
-
-    /// The decoded qualifier.
-    pub fn qualifier(&self) -> Vec<u8> {
-        unescape_exact(self.escaped_qualifier)
     }
 }
 

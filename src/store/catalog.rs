@@ -5,6 +5,7 @@
 //! family data are `f<id>` with ids from `meta/next_id`, so a user's names
 //! never reach the file system and a dropped family's id is never reused.
 
+use super::format::FamilyFormat;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -239,6 +240,9 @@ pub struct FamilyDef {
     /// Normal or aggregate.
     #[serde(default)]
     pub kind: FamilyKind,
+    /// How its cells are laid out on disk.
+    #[serde(default)]
+    pub format: FamilyFormat,
 }
 
 impl FamilyDef {

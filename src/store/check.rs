@@ -7,7 +7,7 @@ use std::sync::PoisonError;
 use fjall::Readable;
 
 use super::Store;
-use crate::codec::{CellKeyParts, show_bytes};
+use crate::codec::show_bytes;
 use crate::error::Result;
 
 /// What a check found in one family.
@@ -83,10 +83,10 @@ impl Store {
                     error: None,
                 };
                 for guard in snapshot.iter(keyspace) {
-                    match guard.key() {
-                        Ok(key) => {
+                    match guard.into_inner() {
+                        Ok((key, value)) => {
                             check.cells += 1;
-                            if CellKeyParts::split(&key).is_err() {
+                            if family.format.check_pair(&key, &value).is_err() {
                                 check.bad_keys += 1;
                                 check.first_bad_key.get_or_insert_with(|| show_bytes(&key));
                             }

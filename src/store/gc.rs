@@ -13,15 +13,21 @@
 //! Reclaimed cells are gone: loosening a policy later does not bring back
 //! cells already reclaimed, while cells not yet reclaimed reappear.
 
-use super::now_micros;
+use super::format::FamilyFormat;
+use super::format::{self, Overlay};
+use super::{BULK_CHUNK_ROWS, GcPolicy, GcStats, Store, TableHandle, now_micros};
+use crate::codec;
+use crate::error::Result;
+use fjall::Readable;
 use fjall::compaction::filter::{
     CompactionFilter, CompactionFilterResult, Context, Factory, ItemAccessor, Verdict,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
-/// Per keyspace name, the age in microseconds past which a cell is garbage.
-pub(crate) type AgeRules = Arc<RwLock<HashMap<String, i64>>>;
+/// Per keyspace name, the age in microseconds past which a cell is
+/// garbage, and the family's format (which says where a pair's timestamp is).
+pub(crate) type AgeRules = Arc<RwLock<HashMap<String, (i64, FamilyFormat)>>>;
 
 pub(crate) struct AgeFilterFactory {
     pub keyspace: String,
@@ -35,15 +41,17 @@ impl Factory for AgeFilterFactory {
 
     fn make_filter(&self, _ctx: &Context) -> Box<dyn CompactionFilter> {
         let rules = self.rules.read().unwrap_or_else(PoisonError::into_inner);
-        let cutoff = rules
-            .get(&self.keyspace)
-            .map(|age| now_micros().saturating_sub(*age));
-        Box::new(AgeFilter { cutoff })
+        let (cutoff, format) = match rules.get(&self.keyspace) {
+            Some((age, format)) => (Some(now_micros().saturating_sub(*age)), *format),
+            None => (None, FamilyFormat::default()),
+        };
+        Box::new(AgeFilter { cutoff, format })
     }
 }
 
 struct AgeFilter {
     cutoff: Option<i64>,
+    format: FamilyFormat,
 }
 
 impl CompactionFilter for AgeFilter {
@@ -51,16 +59,103 @@ impl CompactionFilter for AgeFilter {
         let Some(cutoff) = self.cutoff else {
             return Ok(Verdict::Keep);
         };
-        let key = item.key();
-        let Some(ts) = key.len().checked_sub(8).and_then(|at| key.get(at..)) else {
-            return Ok(Verdict::Keep);
-        };
-        let Ok(ts) = <[u8; 8]>::try_from(ts).map(crate::codec::decode_timestamp) else {
-            return Ok(Verdict::Keep);
+        let ts = if self.format.gc_reads_value() {
+            self.format.gc_timestamp(item.key(), &item.value()?)
+        } else {
+            self.format.gc_timestamp(item.key(), &[])
         };
         Ok(match ts {
-            Ok(ts) if ts < cutoff => Verdict::Remove,
+            Some(ts) if ts < cutoff => Verdict::Remove,
             _ => Verdict::Keep,
         })
+    }
+}
+
+impl Store {
+    /// Deletes every cell of `table` that its family's GC policy discards,
+    /// then compacts the families so the disk space is returned.
+    pub fn collect_garbage(&self, table: &str) -> Result<GcStats> {
+        let handle = self.handle(table)?;
+        let mut stats = GcStats::default();
+        for (index, family) in handle.def.families.iter().enumerate() {
+            if family.gc == GcPolicy::KeepAll {
+                continue;
+            }
+            let keyspace = &handle.keyspaces[index];
+            let scan = self.inner.db.snapshot();
+            let now = now_micros();
+            let mut rows_with_garbage = Vec::new();
+            let mut buf = format::RowBuf::default();
+            let mut current: Vec<u8> = Vec::new();
+            // Whether the row whose pairs `buf` holds has garbage; empties `buf`.
+            let judge = |buf: &mut format::RowBuf| -> Result<bool> {
+                if buf.pairs.is_empty() {
+                    return Ok(false);
+                }
+                family.format.decode(0, buf, 0)?;
+                let garbage = format::has_garbage(&family.gc, now, buf, 0);
+                buf.clear();
+                Ok(garbage)
+            };
+            for guard in scan.iter(keyspace) {
+                let (key, value) = guard.into_inner()?;
+                let row = family.format.row_of(&key)?;
+                if row != current.as_slice() {
+                    if judge(&mut buf)? {
+                        rows_with_garbage.push(std::mem::take(&mut current));
+                    }
+                    current = row.to_vec();
+                }
+                buf.pairs.push((key, value));
+                if rows_with_garbage.len() >= BULK_CHUNK_ROWS {
+                    stats = self.sweep_rows(&handle, index, &rows_with_garbage, stats)?;
+                    rows_with_garbage.clear();
+                }
+            }
+            if judge(&mut buf)? {
+                rows_with_garbage.push(current);
+            }
+            stats = self.sweep_rows(&handle, index, &rows_with_garbage, stats)?;
+            keyspace.rotate_memtable_and_wait()?;
+            keyspace.major_compact()?;
+        }
+        Ok(stats)
+    }
+
+    /// Compacts every family of `table` fully: flushes memtables, merges
+    /// all on-disk tables and drops cells the age rules of the GC policies
+    /// discard.
+    pub fn compact(&self, table: &str) -> Result<()> {
+        let handle = self.handle(table)?;
+        for keyspace in &handle.keyspaces {
+            keyspace.rotate_memtable_and_wait()?;
+            keyspace.major_compact()?;
+        }
+        Ok(())
+    }
+
+    /// Re-evaluates rows (given escaped) under their locks and deletes their garbage.
+    fn sweep_rows(
+        &self,
+        handle: &TableHandle,
+        family: usize,
+        rows: &[Vec<u8>],
+        mut stats: GcStats,
+    ) -> Result<GcStats> {
+        let policy = &handle.def.families[family].gc;
+        for escaped in rows {
+            let (key, _) = codec::unescape(escaped)?;
+            let _guard = self.lock_rows(handle, std::iter::once(key.as_slice()));
+            let snapshot = self.inner.db.snapshot();
+            let mut garbage = Overlay::default();
+            let removed =
+                garbage.delete_garbage(&snapshot, handle, family, &key, policy, now_micros())?;
+            if removed > 0 {
+                stats.rows_touched += 1;
+                stats.cells_removed += removed;
+                self.commit(handle, garbage)?;
+            }
+        }
+        Ok(stats)
     }
 }

@@ -11,9 +11,11 @@ mod aggregate;
 mod catalog;
 mod check;
 mod commit;
+mod format;
 mod gc;
 mod mutation;
 mod read;
+mod write;
 
 pub use aggregate::hll_estimate;
 pub use catalog::{
@@ -22,24 +24,22 @@ pub use catalog::{
 };
 pub use check::{CheckReport, FamilyCheck};
 pub use commit::Durability;
+pub use format::{CellRef, FamilyFormat, RowView};
 pub use mutation::{
     MAX_KEY_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadModifyWrite, RowMutation,
-    check_key,
 };
 pub use read::{
     Cell, QualifierFilter, ReadFilter, ReadRequest, Row, RowRange, RowSet, RowStream, ScanStats,
     TimeRange,
 };
 
-use crate::codec::{self, CellKeyParts};
 use crate::error::{Error, Result};
 use commit::GroupSync;
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use gc::{AgeFilterFactory, AgeRules};
-use mutation::Overlay;
 use read::FamilyScan;
 use std::collections::BTreeMap;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::RandomState;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
@@ -150,6 +150,7 @@ impl TableHandle {
             .map(|(f, ks)| FamilyScan {
                 name: Arc::from(f.name.as_str()),
                 gc: f.gc.clone(),
+                format: f.format,
                 keyspace: ks.clone(),
             })
             .collect())
@@ -347,7 +348,7 @@ impl Store {
         for family in &def.families {
             let name = family.keyspace_name();
             match family.gc.unconditional_max_age() {
-                Some(age) => rules.insert(name.clone(), age),
+                Some(age) => rules.insert(name.clone(), (age, family.format)),
                 None => rules.remove(&name),
             };
             keyspaces.push(
@@ -571,6 +572,7 @@ impl Store {
                     name: f.name,
                     gc: f.gc,
                     kind: f.kind,
+                    format: FamilyFormat::default(),
                 }
             })
             .collect();
@@ -610,6 +612,7 @@ impl Store {
                         name: spec.name,
                         gc: spec.gc,
                         kind: spec.kind,
+                        format: FamilyFormat::default(),
                     });
                     id += 1;
                 }
@@ -692,291 +695,6 @@ impl Store {
         Ok(())
     }
 
-    // ---- mutations -----------------------------------------------------
-
-    fn stripe(&self, table: &TableHandle, key: &[u8]) -> usize {
-        (self.inner.hasher.hash_one((table.def.id, key)) as usize) % LOCK_STRIPES
-    }
-
-    fn lock_rows<'a>(
-        &'a self,
-        table: &TableHandle,
-        keys: impl Iterator<Item = &'a [u8]>,
-    ) -> Vec<MutexGuard<'a, ()>> {
-        let mut stripes: Vec<usize> = keys.map(|k| self.stripe(table, k)).collect();
-        // A fixed order across callers rules out deadlock.
-        stripes.sort_unstable();
-        stripes.dedup();
-        stripes
-            .into_iter()
-            .map(|s| lock(&self.inner.row_locks[s]))
-            .collect()
-    }
-
-    fn commit(&self, table: &TableHandle, overlay: Overlay) -> Result<()> {
-        if overlay.writes.is_empty() {
-            return Ok(());
-        }
-        let mut batch = self.inner.db.batch().durability(Some(PersistMode::Buffer));
-        for ((family, key), value) in overlay.writes {
-            let ks = &table.keyspaces[family];
-            match value {
-                Some(value) => batch.insert(ks, key, value),
-                None => batch.remove(ks, key),
-            }
-        }
-        batch.commit()?;
-        if self.inner.durability == Durability::Synced {
-            self.inner.sync.wait_durable(&self.inner.db)?;
-        }
-        Ok(())
-    }
-
-    /// Applies one row mutation atomically.
-    pub fn mutate_row(&self, table: &str, row: RowMutation) -> Result<()> {
-        let mut results = self.mutate_rows(table, vec![row])?;
-        results.pop().unwrap_or(Ok(()))
-    }
-
-    /// Applies many row mutations, each atomically, in order, and reports
-    /// each row's outcome; a row that fails changes nothing. Rows are
-    /// committed in batches; an `Err` from the call itself is a storage
-    /// failure, after which rows of earlier batches stay committed.
-    pub fn mutate_rows(&self, table: &str, rows: Vec<RowMutation>) -> Result<Vec<Result<()>>> {
-        let handle = self.handle(table)?;
-        let mut results = Vec::with_capacity(rows.len());
-        for chunk in rows.chunks(BULK_CHUNK_ROWS) {
-            let checked: Vec<Result<()>> = chunk
-                .iter()
-                .map(|row| mutation::validate(&handle.def, row))
-                .collect();
-            let valid = chunk
-                .iter()
-                .zip(&checked)
-                .filter(|(_, c)| c.is_ok())
-                .map(|(r, _)| r.key.as_slice());
-            let _guards = self.lock_rows(&handle, valid);
-            let snapshot = self.inner.db.snapshot();
-            let now = now_micros();
-            let mut overlay = Overlay::default();
-            let mut outcomes = Vec::with_capacity(chunk.len());
-            for (row, check) in chunk.iter().zip(checked) {
-                let outcome = check
-                    .and_then(|()| mutation::apply(&snapshot, &handle, &overlay, row, now))
-                    .map(|pending| overlay.absorb(pending));
-                outcomes.push(outcome);
-            }
-            self.commit(&handle, overlay)?;
-            results.extend(outcomes);
-        }
-        Ok(results)
-    }
-
-    /// Reads rows and writes what `change` makes of them, atomically per
-    /// row: each row stays locked from its read to the commit, so no other
-    /// write to it comes in between (an UPDATE computing `n = n * 2` or
-    /// `t = t || 'x'` this way loses no concurrent update). Rows go in
-    /// chunks; `change` gets a chunk's keys and its rows as read through
-    /// `filter` (`None` for a row with no cells there) and returns, per
-    /// key, the mutations to apply (none: leave the row as it is). A row
-    /// whose mutations are invalid fails alone.
-    pub fn update_rows<F>(
-        &self,
-        table: &str,
-        keys: &[Vec<u8>],
-        filter: &ReadFilter,
-        mut change: F,
-    ) -> Result<Vec<Result<()>>>
-    where
-        F: FnMut(&[Vec<u8>], &[Option<Row>]) -> Result<Vec<Vec<Mutation>>>,
-    {
-        let handle = self.handle(table)?;
-        let families = handle.family_scans(filter.families.as_deref())?;
-        let mut results = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(BULK_CHUNK_ROWS) {
-            for key in chunk {
-                check_key(key)?;
-            }
-            let _guards = self.lock_rows(&handle, chunk.iter().map(Vec::as_slice));
-            let snapshot = self.inner.db.snapshot();
-            let now = now_micros();
-            let request =
-                ReadRequest::rows(RowSet::keys(chunk.iter().cloned())).filter(filter.clone());
-            let mut found: BTreeMap<Vec<u8>, Row> = BTreeMap::new();
-            for row in RowStream::new(snapshot.clone(), families.clone(), request, now) {
-                let row = row?;
-                found.insert(row.key.clone(), row);
-            }
-            let rows: Vec<Option<Row>> = chunk.iter().map(|k| found.remove(k)).collect();
-            let changes = change(chunk, &rows)?;
-            if changes.len() != chunk.len() {
-                return Err(Error::Internal(format!(
-                    "an update of {table} returned changes for {} rows, not {}",
-                    changes.len(),
-                    chunk.len()
-                )));
-            }
-            let mut overlay = Overlay::default();
-            for (key, mutations) in chunk.iter().zip(changes) {
-                if mutations.is_empty() {
-                    results.push(Ok(()));
-                    continue;
-                }
-                let row = RowMutation::new(key.clone(), mutations);
-                let outcome = mutation::validate(&handle.def, &row)
-                    .and_then(|()| mutation::apply(&snapshot, &handle, &overlay, &row, now))
-                    .map(|pending| overlay.absorb(pending));
-                results.push(outcome);
-            }
-            self.commit(&handle, overlay)?;
-        }
-        Ok(results)
-    }
-
-    /// Reads the row with `predicate`; applies `on_match` if that yields any
-    /// cell, else `on_no_match`. Returns whether it matched. Atomic and
-    /// linearizable with every other mutation of the row.
-    pub fn check_and_mutate(
-        &self,
-        table: &str,
-        key: &[u8],
-        predicate: ReadFilter,
-        on_match: Vec<Mutation>,
-        on_no_match: Vec<Mutation>,
-    ) -> Result<bool> {
-        let handle = self.handle(table)?;
-        let matched_row = RowMutation::new(key, on_match);
-        let unmatched_row = RowMutation::new(key, on_no_match);
-        mutation::validate(&handle.def, &matched_row)?;
-        mutation::validate(&handle.def, &unmatched_row)?;
-        let families = handle.family_scans(predicate.families.as_deref())?;
-        let _guard = self.lock_rows(&handle, std::iter::once(key));
-        let snapshot = self.inner.db.snapshot();
-        let now = now_micros();
-        let request = ReadRequest::rows(RowSet::keys([key]))
-            .filter(predicate)
-            .limit(1);
-        let matched = RowStream::new(snapshot.clone(), families, request, now)
-            .next()
-            .transpose()?
-            .is_some();
-        let chosen = if matched {
-            &matched_row
-        } else {
-            &unmatched_row
-        };
-        let pending = mutation::apply(&snapshot, &handle, &Overlay::default(), chosen, now)?;
-        self.commit(&handle, pending)?;
-        Ok(matched)
-    }
-
-    /// Applies append and increment rules to the latest cells of a row,
-    /// atomically; returns the cells written.
-    pub fn read_modify_write(
-        &self,
-        table: &str,
-        key: &[u8],
-        rules: Vec<ReadModifyWrite>,
-    ) -> Result<Row> {
-        let handle = self.handle(table)?;
-        check_key(key)?;
-        let _guard = self.lock_rows(&handle, std::iter::once(key));
-        let snapshot = self.inner.db.snapshot();
-        let now = now_micros();
-        let mut overlay = Overlay::default();
-        let mut cells: Vec<Cell> = Vec::new();
-        for rule in rules {
-            let (family, qualifier) = match &rule {
-                ReadModifyWrite::Append {
-                    family, qualifier, ..
-                }
-                | ReadModifyWrite::Increment {
-                    family, qualifier, ..
-                } => (family, qualifier),
-            };
-            let index = handle
-                .def
-                .families
-                .iter()
-                .position(|f| &f.name == family)
-                .ok_or_else(|| Error::FamilyNotFound {
-                    table: table.to_string(),
-                    family: family.clone(),
-                })?;
-            let def = &handle.def.families[index];
-            let column = mutation::column_name(family, qualifier);
-            if def.kind.is_aggregate() {
-                return Err(Error::InvalidMutation {
-                    reason: format!(
-                        "cannot read-modify-write column {column}: family {family:?} is an aggregate family; add to it instead"
-                    ),
-                });
-            }
-            if qualifier.len() > MAX_QUALIFIER_LEN {
-                return Err(Error::QualifierTooLarge {
-                    len: qualifier.len(),
-                    max: MAX_QUALIFIER_LEN,
-                });
-            }
-            let mut prefix = codec::escape(key);
-            codec::escape_into(&mut prefix, qualifier);
-            let range = codec::EncodedRange {
-                end: codec::prefix_successor(&prefix),
-                start: prefix,
-            };
-            let latest = overlay
-                .cells_in(&snapshot, &handle, index, &range)?
-                .into_iter()
-                .next()
-                .map(|(k, v)| CellKeyParts::split(&k).map(|p| (p.timestamp, v)))
-                .transpose()?
-                .filter(|(ts, _)| !def.gc.is_garbage(0, *ts, now));
-            let value = match &rule {
-                ReadModifyWrite::Append { suffix, .. } => {
-                    let mut value = latest.as_ref().map(|(_, v)| v.clone()).unwrap_or_default();
-                    value.extend_from_slice(suffix);
-                    if value.len() > MAX_VALUE_LEN {
-                        return Err(Error::ValueTooLarge {
-                            len: value.len(),
-                            max: MAX_VALUE_LEN,
-                        });
-                    }
-                    value
-                }
-                ReadModifyWrite::Increment { delta, .. } => {
-                    let old = match &latest {
-                        Some((_, v)) => aggregate::decode_i64("increment", &column, v)?,
-                        None => 0,
-                    };
-                    let new = old.checked_add(*delta).ok_or_else(|| Error::Overflow {
-                        op: "increment",
-                        column: column.clone(),
-                    })?;
-                    new.to_be_bytes().to_vec()
-                }
-            };
-            // The new cell must be the column's latest even if a cell carries a future time.
-            let ts = latest.as_ref().map_or(now, |(ts, _)| now.max(*ts));
-            overlay.put(
-                index,
-                codec::encode_cell_key(key, qualifier, ts),
-                value.clone(),
-            );
-            cells.retain(|c| !(&*c.family == family.as_str() && c.qualifier == *qualifier));
-            cells.push(Cell {
-                family: Arc::from(family.as_str()),
-                qualifier: qualifier.clone(),
-                timestamp: ts,
-                value,
-            });
-        }
-        self.commit(&handle, overlay)?;
-        Ok(Row {
-            key: key.to_vec(),
-            cells,
-        })
-    }
-
     // ---- reads ---------------------------------------------------------
 
     /// Reads rows through one snapshot, lazily.
@@ -995,107 +713,5 @@ impl Store {
     pub fn read_row(&self, table: &str, key: &[u8], filter: ReadFilter) -> Result<Option<Row>> {
         let request = ReadRequest::rows(RowSet::keys([key])).filter(filter);
         self.read_rows(table, request)?.next().transpose()
-    }
-
-    // ---- garbage collection --------------------------------------------
-
-    /// Deletes every cell of `table` that its family's GC policy discards,
-    /// then compacts the families so the disk space is returned.
-    pub fn collect_garbage(&self, table: &str) -> Result<GcStats> {
-        let handle = self.handle(table)?;
-        let mut stats = GcStats::default();
-        for (index, family) in handle.def.families.iter().enumerate() {
-            if family.gc == GcPolicy::KeepAll {
-                continue;
-            }
-            let keyspace = &handle.keyspaces[index];
-            let scan = self.inner.db.snapshot();
-            let mut current: Option<Vec<u8>> = None;
-            let mut has_garbage = false;
-            let mut column: Vec<u8> = Vec::new();
-            let mut position = 0;
-            let now = now_micros();
-            let mut rows_with_garbage = Vec::new();
-            for guard in scan.iter(keyspace) {
-                let key = guard.key()?;
-                let parts = CellKeyParts::split(&key)?;
-                if current.as_deref() != Some(parts.escaped_row) {
-                    if has_garbage {
-                        rows_with_garbage.extend(current.take());
-                    }
-                    current = Some(parts.escaped_row.to_vec());
-                    has_garbage = false;
-                    column.clear();
-                }
-                if column != parts.escaped_qualifier {
-                    column = parts.escaped_qualifier.to_vec();
-                    position = 0;
-                }
-                has_garbage |= family.gc.is_garbage(position, parts.timestamp, now);
-                position += 1;
-                if rows_with_garbage.len() >= BULK_CHUNK_ROWS {
-                    stats = self.sweep_rows(&handle, index, &rows_with_garbage, stats)?;
-                    rows_with_garbage.clear();
-                }
-            }
-            if has_garbage {
-                rows_with_garbage.extend(current);
-            }
-            stats = self.sweep_rows(&handle, index, &rows_with_garbage, stats)?;
-            keyspace.rotate_memtable_and_wait()?;
-            keyspace.major_compact()?;
-        }
-        Ok(stats)
-    }
-
-    /// Compacts every family of `table` fully: flushes memtables, merges
-    /// all on-disk tables and drops cells the age rules of the GC policies
-    /// discard.
-    pub fn compact(&self, table: &str) -> Result<()> {
-        let handle = self.handle(table)?;
-        for keyspace in &handle.keyspaces {
-            keyspace.rotate_memtable_and_wait()?;
-            keyspace.major_compact()?;
-        }
-        Ok(())
-    }
-
-    /// Re-evaluates rows (given escaped) under their locks and deletes their garbage.
-    fn sweep_rows(
-        &self,
-        handle: &TableHandle,
-        family: usize,
-        rows: &[Vec<u8>],
-        mut stats: GcStats,
-    ) -> Result<GcStats> {
-        let policy = &handle.def.families[family].gc;
-        for escaped in rows {
-            let (key, _) = codec::unescape(escaped)?;
-            let _guard = self.lock_rows(handle, std::iter::once(key.as_slice()));
-            let snapshot = self.inner.db.snapshot();
-            let now = now_micros();
-            let range = codec::single_row_range(&key);
-            let overlay = Overlay::default();
-            let mut garbage = Overlay::default();
-            let mut column: Vec<u8> = Vec::new();
-            let mut position = 0;
-            for (cell_key, _) in overlay.cells_in(&snapshot, handle, family, &range)? {
-                let parts = CellKeyParts::split(&cell_key)?;
-                if column != parts.escaped_qualifier {
-                    column = parts.escaped_qualifier.to_vec();
-                    position = 0;
-                }
-                if policy.is_garbage(position, parts.timestamp, now) {
-                    garbage.writes.insert((family, cell_key.clone()), None);
-                }
-                position += 1;
-            }
-            if !garbage.writes.is_empty() {
-                stats.rows_touched += 1;
-                stats.cells_removed += garbage.writes.len() as u64;
-                self.commit(handle, garbage)?;
-            }
-        }
-        Ok(stats)
     }
 }

@@ -1,18 +1,15 @@
-//! Mutations and how one row's mutations become key-value writes.
-//!
-//! A row's mutations are applied in order to an [`Overlay`] of pending
-//! writes over a snapshot, so later mutations see earlier ones (a delete
-//! followed by a set, two adds to one cell). The overlay of a whole bulk
-//! call becomes one fjall batch.
+//! Mutations: what they are, their limits, and how one row's mutations
+//! apply to an [`Overlay`] of pending writes (the format decides which
+//! pairs they touch).
 
 use super::TableHandle;
 use super::aggregate;
 use super::catalog::{FamilyKind, TableDef};
+use super::format::Overlay;
 use super::read::TimeRange;
-use crate::codec::{self, EncodedRange};
+use crate::codec;
 use crate::error::{Error, Result};
-use fjall::{Readable, Snapshot};
-use std::collections::BTreeMap;
+use fjall::Snapshot;
 
 /// Longest row key, in bytes.
 pub const MAX_KEY_LEN: usize = 4 * 1024;
@@ -204,87 +201,6 @@ pub(crate) fn column_name(family: &str, qualifier: &[u8]) -> String {
     format!("{family}:{}", codec::show_bytes(qualifier))
 }
 
-/// Pending writes over a snapshot, keyed by (family index, cell key);
-/// `None` is a delete.
-#[derive(Default)]
-pub(crate) struct Overlay {
-    pub writes: BTreeMap<(usize, Vec<u8>), Option<Vec<u8>>>,
-}
-
-impl Overlay {
-    fn get(
-        &self,
-        snapshot: &Snapshot,
-        table: &TableHandle,
-        family: usize,
-        key: &[u8],
-    ) -> Result<Option<Vec<u8>>> {
-        if let Some(pending) = self.writes.get(&(family, key.to_vec())) {
-            return Ok(pending.clone());
-        }
-        Ok(snapshot
-            .get(&table.keyspaces[family], key)?
-            .map(|v| v.to_vec()))
-    }
-
-    /// The live cells of a key range, pending writes included, in key order.
-    pub fn cells_in(
-        &self,
-        snapshot: &Snapshot,
-        table: &TableHandle,
-        family: usize,
-        range: &EncodedRange,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let keyspace = &table.keyspaces[family];
-        let iter = match &range.end {
-            Some(end) => snapshot.range(keyspace, range.start.as_slice()..end.as_slice()),
-            None => snapshot.range(keyspace, range.start.as_slice()..),
-        };
-        let mut cells = BTreeMap::new();
-        for guard in iter {
-            let (k, v) = guard.into_inner()?;
-            cells.insert(k.to_vec(), Some(v.to_vec()));
-        }
-        let lo = (family, range.start.clone());
-        for ((_, k), v) in self.writes.range(lo..) {
-            if !range.contains(k) {
-                break;
-            }
-            cells.insert(k.clone(), v.clone());
-        }
-        Ok(cells
-            .into_iter()
-            .filter_map(|(k, v)| v.map(|v| (k, v)))
-            .collect())
-    }
-
-    fn delete_where(
-        &mut self,
-        snapshot: &Snapshot,
-        table: &TableHandle,
-        family: usize,
-        range: &EncodedRange,
-        time_range: TimeRange,
-    ) -> Result<()> {
-        for (key, _) in self.cells_in(snapshot, table, family, range)? {
-            let ts = codec::CellKeyParts::split(&key)?.timestamp;
-            if time_range.contains(ts) {
-                self.writes.insert((family, key), None);
-            }
-        }
-        Ok(())
-    }
-
-    pub fn put(&mut self, family: usize, key: Vec<u8>, value: Vec<u8>) {
-        self.writes.insert((family, key), Some(value));
-    }
-
-    /// Moves `other`'s writes on top of this overlay's.
-    pub fn absorb(&mut self, other: Overlay) {
-        self.writes.extend(other.writes);
-    }
-}
-
 /// Validates one row mutation before anything is read or written.
 pub(crate) fn validate(def: &TableDef, row: &RowMutation) -> Result<()> {
     check_key(&row.key)?;
@@ -355,16 +271,7 @@ pub(crate) fn apply(
 ) -> Result<Overlay> {
     // Reads see base then the row's own earlier writes: work on a copy of
     // the base's entries for this row.
-    let row_range = codec::single_row_range(&row.key);
-    let mut pending = Overlay::default();
-    for family in 0..table.keyspaces.len() {
-        let entries = base.writes.range((family, row_range.start.clone())..);
-        for ((f, key), value) in
-            entries.take_while(|((f, k), _)| *f == family && row_range.contains(k))
-        {
-            pending.writes.insert((*f, key.clone()), value.clone());
-        }
-    }
+    let mut pending = base.row_part(table.keyspaces.len(), &row.key);
     let family_index = |name: &str| -> Result<usize> {
         table
             .def
@@ -386,11 +293,7 @@ pub(crate) fn apply(
             } => {
                 let f = family_index(family)?;
                 let ts = resolve_timestamp(*timestamp, now)?;
-                pending.put(
-                    f,
-                    codec::encode_cell_key(&row.key, qualifier, ts),
-                    value.clone(),
-                );
+                pending.put_cell(table, f, &row.key, qualifier, ts, value.clone());
             }
             Mutation::AddToCell {
                 family,
@@ -400,8 +303,7 @@ pub(crate) fn apply(
             } => {
                 let f = family_index(family)?;
                 let ts = resolve_timestamp(*timestamp, now)?;
-                let key = codec::encode_cell_key(&row.key, qualifier, ts);
-                let existing = pending.get(snapshot, table, f, &key)?;
+                let existing = pending.cell(snapshot, table, f, &row.key, qualifier, ts)?;
                 let kind = table.def.families[f].kind;
                 let merged = aggregate::merge(
                     kind,
@@ -409,7 +311,7 @@ pub(crate) fn apply(
                     existing.as_deref(),
                     input,
                 )?;
-                pending.put(f, key, merged);
+                pending.put_cell(table, f, &row.key, qualifier, ts, merged);
             }
             Mutation::DeleteCells {
                 family,
@@ -417,21 +319,15 @@ pub(crate) fn apply(
                 time_range,
             } => {
                 let f = family_index(family)?;
-                let mut prefix = codec::escape(&row.key);
-                codec::escape_into(&mut prefix, qualifier);
-                let range = EncodedRange {
-                    end: codec::prefix_successor(&prefix),
-                    start: prefix,
-                };
-                pending.delete_where(snapshot, table, f, &range, *time_range)?;
+                pending.delete_cells(snapshot, table, f, &row.key, Some(qualifier), *time_range)?;
             }
             Mutation::DeleteFamily { family } => {
                 let f = family_index(family)?;
-                pending.delete_where(snapshot, table, f, &row_range, TimeRange::ALL)?;
+                pending.delete_cells(snapshot, table, f, &row.key, None, TimeRange::ALL)?;
             }
             Mutation::DeleteRow => {
                 for f in 0..table.keyspaces.len() {
-                    pending.delete_where(snapshot, table, f, &row_range, TimeRange::ALL)?;
+                    pending.delete_cells(snapshot, table, f, &row.key, None, TimeRange::ALL)?;
                 }
             }
         }

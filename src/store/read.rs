@@ -2,7 +2,8 @@
 //! and the streaming [`RowStream`] that walks one fjall snapshot.
 
 use super::catalog::GcPolicy;
-use crate::codec::{self, CellKeyParts, EncodedRange};
+use super::format::{self, FamilyFormat, RowBuf, RowView};
+use crate::codec::{self, EncodedRange};
 use crate::error::{Error, Result};
 use fjall::{Keyspace, Readable, Slice, Snapshot};
 use std::collections::{BTreeSet, VecDeque};
@@ -357,6 +358,7 @@ impl Row {
 pub(crate) struct FamilyScan {
     pub name: Arc<str>,
     pub gc: GcPolicy,
+    pub format: FamilyFormat,
     pub keyspace: Keyspace,
 }
 
@@ -372,7 +374,7 @@ pub struct ScanStats {
 }
 
 struct Cursor {
-    family: FamilyScan,
+    format: FamilyFormat,
     iter: fjall::Iter,
     head: Option<(Slice, Slice)>,
 }
@@ -391,13 +393,15 @@ impl Cursor {
     fn head_row(&self) -> Result<Option<&[u8]>> {
         match &self.head {
             None => Ok(None),
-            Some((key, _)) => Ok(Some(CellKeyParts::split(key)?.escaped_row)),
+            Some((key, _)) => self.format.row_of(key).map(Some),
         }
     }
 }
 
 /// Rows of a read, produced lazily from one snapshot: memory is bounded by
-/// the largest row, not by the table.
+/// the largest row, not by the table. [`RowStream::next_view`] lends each
+/// row from buffers reused for the next (no allocation per cell); as an
+/// iterator it yields owned [`Row`]s.
 pub struct RowStream {
     snapshot: Snapshot,
     families: Vec<FamilyScan>,
@@ -409,6 +413,8 @@ pub struct RowStream {
     now: i64,
     stats: ScanStats,
     failed: bool,
+    buf: RowBuf,
+    escaped_row: Vec<u8>,
 }
 
 impl RowStream {
@@ -433,12 +439,20 @@ impl RowStream {
             now,
             stats: ScanStats::default(),
             failed: false,
+            buf: RowBuf::default(),
+            escaped_row: Vec::new(),
         }
     }
 
     /// Counters so far.
     pub fn stats(&self) -> ScanStats {
         self.stats
+    }
+
+    /// The names of the families read, in the order [`CellRef::family`]
+    /// counts them.
+    pub fn family_names(&self) -> Vec<Arc<str>> {
+        self.families.iter().map(|f| f.name.clone()).collect()
     }
 
     fn open_range(&mut self, range: &EncodedRange) -> Result<()> {
@@ -453,7 +467,7 @@ impl RowStream {
                     .range(&family.keyspace, range.start.as_slice()..),
             };
             let mut cursor = Cursor {
-                family: family.clone(),
+                format: family.format,
                 iter,
                 head: None,
             };
@@ -463,8 +477,9 @@ impl RowStream {
         Ok(())
     }
 
-    /// The next escaped row among the cursors' heads, in scan order.
-    fn next_row_key(&self) -> Result<Option<Vec<u8>>> {
+    /// Puts the next escaped row among the cursors' heads, in scan order,
+    /// in `escaped_row`; false when the cursors are done.
+    fn next_row_key(&mut self) -> Result<bool> {
         let mut best: Option<&[u8]> = None;
         for cursor in &self.cursors {
             if let Some(row) = cursor.head_row()? {
@@ -477,106 +492,103 @@ impl RowStream {
                 }
             }
         }
-        Ok(best.map(<[u8]>::to_vec))
+        match best {
+            Some(row) => {
+                self.escaped_row.clear();
+                self.escaped_row.extend_from_slice(row);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
-    fn next_row(&mut self) -> Result<Option<Row>> {
+    /// Reads the next row with any selected cell into `buf`.
+    fn advance_row(&mut self) -> Result<bool> {
         loop {
             if self.remaining == Some(0) {
-                return Ok(None);
+                return Ok(false);
             }
-            let Some(escaped_row) = self.next_row_key()? else {
+            if !self.next_row_key()? {
                 match self.ranges.pop_front() {
                     Some(range) => {
                         self.open_range(&range)?;
                         continue;
                     }
-                    None => return Ok(None),
+                    None => return Ok(false),
                 }
-            };
-            let mut cells = Vec::new();
+            }
+            self.buf.clear();
             for i in 0..self.cursors.len() {
-                let mut pairs = Vec::new();
+                let from_pair = self.buf.pairs.len();
                 loop {
                     let cursor = &mut self.cursors[i];
-                    if cursor.head_row()? != Some(escaped_row.as_slice()) {
+                    if cursor.head_row()? != Some(self.escaped_row.as_slice()) {
                         break;
                     }
-                    pairs.extend(cursor.head.take());
+                    self.buf.pairs.extend(cursor.head.take());
                     cursor.advance(self.reverse)?;
                 }
-                self.stats.cells_scanned += pairs.len() as u64;
+                self.stats.cells_scanned += (self.buf.pairs.len() - from_pair) as u64;
                 if self.reverse {
-                    pairs.reverse();
+                    self.buf.pairs[from_pair..].reverse();
                 }
-                let family = &self.cursors[i].family;
-                select_cells(family, &pairs, &self.filter, self.now, &mut cells)?;
+                let family = &self.families[i];
+                let from_cell = self.buf.cells.len();
+                family.format.decode(i as u32, &mut self.buf, from_pair)?;
+                format::select(&family.gc, &self.filter, self.now, &mut self.buf, from_cell);
             }
-            if cells.is_empty() {
+            if self.buf.cells.is_empty() {
                 continue;
             }
             if let Some(n) = self.remaining.as_mut() {
                 *n -= 1;
             }
             self.stats.rows_returned += 1;
-            self.stats.cells_returned += cells.len() as u64;
-            let (key, _) = codec::unescape(&escaped_row)?;
-            return Ok(Some(Row { key, cells }));
+            self.stats.cells_returned += self.buf.cells.len() as u64;
+            format::set_key(&mut self.buf, &self.escaped_row)?;
+            return Ok(true);
         }
     }
-}
 
-/// Applies GC and the filter to one family's cells of one row, given in
-/// key order (qualifier ascending, newest first).
-pub(crate) fn select_cells(
-    family: &FamilyScan,
-    pairs: &[(Slice, Slice)],
-    filter: &ReadFilter,
-    now: i64,
-    out: &mut Vec<Cell>,
-) -> Result<()> {
-    let mut column: Option<&[u8]> = None;
-    let mut index = 0;
-    let mut taken = 0;
-    let mut wanted = false;
-    let mut qualifier = Vec::new();
-    for (key, value) in pairs {
-        let parts = CellKeyParts::split(key)?;
-        if column != Some(parts.escaped_qualifier) {
-            column = Some(parts.escaped_qualifier);
-            qualifier = parts.qualifier();
-            wanted = filter.qualifiers.matches(&qualifier);
-            index = 0;
-            taken = 0;
+    /// The next row, borrowed until the next call.
+    pub fn next_view(&mut self) -> Result<Option<RowView<'_>>> {
+        if self.failed {
+            return Ok(None);
         }
-        let garbage = family.gc.is_garbage(index, parts.timestamp, now);
-        index += 1;
-        if !wanted || garbage || !filter.time_range.contains(parts.timestamp) {
-            continue;
+        match self.advance_row() {
+            Ok(true) => Ok(Some(self.buf.view())),
+            Ok(false) => Ok(None),
+            Err(e) => {
+                self.failed = true;
+                Err(e)
+            }
         }
-        if filter.cells_per_column.is_some_and(|n| taken >= n) {
-            continue;
-        }
-        taken += 1;
-        out.push(Cell {
-            family: family.name.clone(),
-            qualifier: qualifier.clone(),
-            timestamp: parts.timestamp,
-            value: value.to_vec(),
-        });
     }
-    Ok(())
 }
 
 impl Iterator for RowStream {
     type Item = Result<Row>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
+        match self.next_view() {
+            Ok(Some(_)) => {}
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
         }
-        let next = self.next_row();
-        self.failed = next.is_err();
-        next.transpose()
+        let view = self.buf.view();
+        let names = &self.families;
+        let cells = view
+            .cells()
+            .map(|c| Cell {
+                family: names[c.family].name.clone(),
+                qualifier: c.qualifier.to_vec(),
+                timestamp: c.timestamp,
+                value: c.value.to_vec(),
+            })
+            .collect();
+        Some(Ok(Row {
+            key: view.key().to_vec(),
+            cells,
+        }))
     }
 }

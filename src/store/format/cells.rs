@@ -1,0 +1,84 @@
+//! CELLS: one pair per cell.
+//!
+//! ```text
+//! key   = escape(row key) · escape(qualifier) · (u64::MAX - timestamp) big-endian
+//! value = the cell's value
+//! ```
+//!
+//! so a row's pairs sort by qualifier, then newest first (docs/format.md).
+
+use super::{CellPos, Place, RowBuf};
+use crate::codec::{self, CellKeyParts, EncodedRange};
+use crate::error::{Error, Result};
+
+/// The pair key of a cell.
+pub(crate) fn key(row: &[u8], qualifier: &[u8], timestamp: i64) -> Vec<u8> {
+    codec::encode_cell_key(row, qualifier, timestamp)
+}
+
+/// The pair keys of one column of one row.
+pub(crate) fn column_range(row: &[u8], qualifier: &[u8]) -> EncodedRange {
+    let mut prefix = codec::escape(row);
+    codec::escape_into(&mut prefix, qualifier);
+    EncodedRange {
+        end: codec::prefix_successor(&prefix),
+        start: prefix,
+    }
+}
+
+/// The escaped row of a pair key.
+pub(crate) fn row_of(key: &[u8]) -> Result<&[u8]> {
+    Ok(CellKeyParts::split(key)?.escaped_row)
+}
+
+/// The cell's timestamp, from its key.
+pub(crate) fn timestamp(key: &[u8]) -> Option<i64> {
+    let at = key.len().checked_sub(8)?;
+    let ts = <[u8; 8]>::try_from(key.get(at..)?).ok()?;
+    codec::decode_timestamp(ts).ok()
+}
+
+/// Decodes one row's pairs of one family: one cell per pair.
+pub(crate) fn decode(family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
+    for pair in from..buf.pairs.len() {
+        let (key, value) = &buf.pairs[pair];
+        let parts = CellKeyParts::split(key)?;
+        let start = parts.escaped_row.len();
+        let escaped = parts.escaped_qualifier;
+        let index = u32::try_from(pair).map_err(|_| too_many(pair))?;
+        let qualifier = match codec::plain_body(escaped) {
+            // No byte needed escaping: the qualifier is in the key as is.
+            Some(body) => Place::Key {
+                pair: index,
+                start: start as u32,
+                end: (start + body.len()) as u32,
+            },
+            None => {
+                let at = buf.scratch.len();
+                codec::unescape_into(escaped, &mut buf.scratch)?;
+                Place::Scratch {
+                    start: at as u32,
+                    end: buf.scratch.len() as u32,
+                }
+            }
+        };
+        let cell = CellPos {
+            family,
+            timestamp: parts.timestamp,
+            qualifier,
+            value: Place::Value {
+                pair: index,
+                start: 0,
+                end: u32::try_from(value.len()).map_err(|_| too_many(value.len()))?,
+            },
+        };
+        buf.cells.push(cell);
+    }
+    Ok(())
+}
+
+fn too_many(n: usize) -> Error {
+    Error::Internal(format!(
+        "a row read {n} pairs or bytes, more than a scan can address"
+    ))
+}

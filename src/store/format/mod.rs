@@ -1,0 +1,233 @@
+//! The seam between a family's cells and fjall pairs.
+//!
+//! A family's *format* decides how its cells become key-value pairs in the
+//! family's keyspace and back: key encoding and parsing, the key range of a
+//! row or a column, the cells a row's pairs hold (in qualifier order, newest
+//! first, which is what version walks and GC count on), and the timestamp
+//! the compaction filter judges a pair by. Everything else in the store —
+//! reads, mutations, read-modify-write, check-and-mutate, aggregate merges,
+//! GC, `check` — goes through here; nothing outside this module parses a
+//! pair's key. Today there is one format, [`FamilyFormat::Cells`] (one pair per
+//! cell); the seam is where a packed format (one pair per row and family)
+//! goes.
+//!
+//! Rows are always keyed by `escape(row key)` first, in every format, so a
+//! row range is the same fjall key range whatever the format.
+
+mod cells;
+mod overlay;
+
+pub(crate) use overlay::Overlay;
+
+use super::catalog::GcPolicy;
+use super::read::{QualifierFilter, ReadFilter};
+use crate::codec;
+use crate::error::Result;
+use fjall::Slice;
+use serde::{Deserialize, Serialize};
+
+/// How a family's cells are laid out in its keyspace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FamilyFormat {
+    /// One pair per cell: `escape(row) · escape(qualifier) · !timestamp`.
+    #[default]
+    Cells,
+}
+
+/// Where a byte string of a cell lies: in one of the row's pairs (its key
+/// or its value) or in the row's scratch buffer (unescaped bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Key { pair: u32, start: u32, end: u32 },
+    Value { pair: u32, start: u32, end: u32 },
+    Scratch { start: u32, end: u32 },
+}
+
+/// One cell of a row as decoded from its pairs, without copying bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CellPos {
+    /// The family's place among the families read.
+    pub family: u32,
+    pub timestamp: i64,
+    qualifier: Place,
+    value: Place,
+}
+
+/// A cell, borrowed from the pairs it was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellRef<'a> {
+    /// The family's place among the families read.
+    pub family: usize,
+    /// The qualifier.
+    pub qualifier: &'a [u8],
+    /// Microseconds since the Unix epoch.
+    pub timestamp: i64,
+    /// The value.
+    pub value: &'a [u8],
+}
+
+/// The buffers one row is decoded into; reused from row to row, so a scan
+/// allocates nothing per cell.
+#[derive(Default)]
+pub(crate) struct RowBuf {
+    pub pairs: Vec<(Slice, Slice)>,
+    pub cells: Vec<CellPos>,
+    pub scratch: Vec<u8>,
+    pub key: Vec<u8>,
+}
+
+impl RowBuf {
+    pub fn clear(&mut self) {
+        self.pairs.clear();
+        self.cells.clear();
+        self.scratch.clear();
+        self.key.clear();
+    }
+
+    fn bytes(&self, place: Place) -> &[u8] {
+        let span = |s: u32, e: u32| s as usize..e as usize;
+        match place {
+            Place::Key { pair, start, end } => &self.pairs[pair as usize].0[span(start, end)],
+            Place::Value { pair, start, end } => &self.pairs[pair as usize].1[span(start, end)],
+            Place::Scratch { start, end } => &self.scratch[span(start, end)],
+        }
+    }
+
+    /// The row's selected cells.
+    pub fn view(&self) -> RowView<'_> {
+        RowView { buf: self }
+    }
+}
+
+/// One row as read: its key and its cells, by family (in the order the
+/// families were read), qualifier, then newest first; borrowed from the
+/// scan's buffers.
+#[derive(Clone, Copy)]
+pub struct RowView<'a> {
+    buf: &'a RowBuf,
+}
+
+impl<'a> RowView<'a> {
+    /// The row key.
+    pub fn key(&self) -> &'a [u8] {
+        &self.buf.key
+    }
+
+    /// How many cells.
+    pub fn len(&self) -> usize {
+        self.buf.cells.len()
+    }
+
+    /// Whether the row has no cells (never, for rows a scan returns).
+    pub fn is_empty(&self) -> bool {
+        self.buf.cells.is_empty()
+    }
+
+    /// The cells.
+    pub fn cells(&self) -> impl Iterator<Item = CellRef<'a>> + 'a {
+        let buf = self.buf;
+        buf.cells.iter().map(move |c| CellRef {
+            family: c.family as usize,
+            qualifier: buf.bytes(c.qualifier),
+            timestamp: c.timestamp,
+            value: buf.bytes(c.value),
+        })
+    }
+}
+
+impl FamilyFormat {
+    /// The escaped row key a pair belongs to.
+    pub(crate) fn row_of(self, key: &[u8]) -> Result<&[u8]> {
+        match self {
+            FamilyFormat::Cells => cells::row_of(key),
+        }
+    }
+
+    /// Decodes the pairs `buf.pairs[from..]` (one row of one family, in
+    /// key order) into cells, appended to `buf.cells` in qualifier order,
+    /// newest first.
+    pub(crate) fn decode(self, family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
+        match self {
+            FamilyFormat::Cells => cells::decode(family, buf, from),
+        }
+    }
+
+    /// The timestamp a compaction filter judges a pair by (the newest cell
+    /// it holds); `None` keeps the pair.
+    pub(crate) fn gc_timestamp(self, key: &[u8], _value: &[u8]) -> Option<i64> {
+        match self {
+            FamilyFormat::Cells => cells::timestamp(key),
+        }
+    }
+
+    /// Whether [`FamilyFormat::gc_timestamp`] needs the pair's value.
+    pub(crate) fn gc_reads_value(self) -> bool {
+        match self {
+            FamilyFormat::Cells => false,
+        }
+    }
+
+    /// Checks that a pair is well formed.
+    pub(crate) fn check_pair(self, key: &[u8], _value: &[u8]) -> Result<()> {
+        match self {
+            FamilyFormat::Cells => cells::row_of(key).map(|_| ()),
+        }
+    }
+}
+
+/// Drops from `buf.cells[from..]` (one family of one row, in qualifier
+/// order, newest first) the cells GC discards and those `filter` does not
+/// select. GC counts versions before the filter: a cell past its policy is
+/// never seen, whatever the filter.
+pub(crate) fn select(gc: &GcPolicy, filter: &ReadFilter, now: i64, buf: &mut RowBuf, from: usize) {
+    let mut kept = from;
+    let mut column: Option<Place> = None;
+    let (mut index, mut taken, mut wanted) = (0usize, 0usize, false);
+    for i in from..buf.cells.len() {
+        let cell = buf.cells[i];
+        let new_column = column.is_none_or(|c| buf.bytes(c) != buf.bytes(cell.qualifier));
+        if new_column {
+            column = Some(cell.qualifier);
+            wanted = match &filter.qualifiers {
+                QualifierFilter::All => true,
+                q => q.matches(buf.bytes(cell.qualifier)),
+            };
+            index = 0;
+            taken = 0;
+        }
+        let garbage = gc.is_garbage(index, cell.timestamp, now);
+        index += 1;
+        if !wanted
+            || garbage
+            || !filter.time_range.contains(cell.timestamp)
+            || filter.cells_per_column.is_some_and(|n| taken >= n)
+        {
+            continue;
+        }
+        taken += 1;
+        buf.cells[kept] = cell;
+        kept += 1;
+    }
+    buf.cells.truncate(kept);
+}
+
+/// Whether any cell of `buf.cells[from..]` is garbage under `gc`.
+pub(crate) fn has_garbage(gc: &GcPolicy, now: i64, buf: &RowBuf, from: usize) -> bool {
+    let mut column: Option<Place> = None;
+    let mut index = 0;
+    buf.cells[from..].iter().any(|cell| {
+        if column.is_none_or(|c| buf.bytes(c) != buf.bytes(cell.qualifier)) {
+            column = Some(cell.qualifier);
+            index = 0;
+        }
+        index += 1;
+        gc.is_garbage(index - 1, cell.timestamp, now)
+    })
+}
+
+/// Unescapes an escaped row key into `buf.key`.
+pub(crate) fn set_key(buf: &mut RowBuf, escaped_row: &[u8]) -> Result<()> {
+    buf.key.clear();
+    codec::unescape_into(escaped_row, &mut buf.key)
+}
