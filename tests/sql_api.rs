@@ -93,3 +93,53 @@ async fn tables_are_visible_to_a_plain_session_context() {
         "{text}"
     );
 }
+
+/// The scan's plan text of an EXPLAIN ANALYZE.
+async fn analyzed_scan(session: &SqlSession, sql: &str) -> String {
+    let batches = session
+        .query(&format!("EXPLAIN ANALYZE {sql}"))
+        .await
+        .unwrap();
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    text.lines()
+        .find(|l| l.contains("KeyScanExec"))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// count(*) and key-only queries never decode a cell value; a query of
+/// one column decodes that column's values and no others.
+#[tokio::test]
+async fn key_only_queries_decode_no_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = SqlSession::new(Store::open(dir.path()).unwrap());
+    session
+        .query(
+            "CREATE TABLE w (ROW KEY (region TEXT, n INT(4)), FAMILY m, \
+             a BIGINT IN m, b DOUBLE IN m, c TEXT IN m)",
+        )
+        .await
+        .unwrap();
+    session
+        .query(
+            "INSERT INTO w (region, n, a, b, c) VALUES ('eu', 1, 1, 0.5, 'x'), \
+             ('eu', 2, 2, 1.5, 'y'), ('us', 1, 3, 2.5, 'z')",
+        )
+        .await
+        .unwrap();
+    for sql in [
+        "SELECT count(*) FROM w",
+        "SELECT count(*) FROM w WHERE region = 'eu'",
+        "SELECT _key FROM w",
+        "SELECT region, n FROM w WHERE n > 1",
+    ] {
+        let scan = analyzed_scan(&session, sql).await;
+        assert!(scan.contains("values_decoded=0"), "{sql}: {scan}");
+    }
+    let scan = analyzed_scan(&session, "SELECT sum(a) FROM w").await;
+    assert!(scan.contains("values_decoded=3"), "{scan}");
+    let scan = analyzed_scan(&session, "SELECT b, c FROM w WHERE region = 'us'").await;
+    assert!(scan.contains("values_decoded=2"), "{scan}");
+}

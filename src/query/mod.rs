@@ -1,6 +1,7 @@
 //! The DataFusion layer: table providers and scan operators over the store,
 //! and the predicate analysis that turns SQL filters into key ranges.
 
+mod batch;
 mod checked;
 mod checked_sum;
 mod dml;

@@ -21,8 +21,9 @@ use datafusion::physical_plan::{
     SendableRecordBatchStream, SortOrderPushdownResult,
 };
 
+use super::batch::ViewBatchBuilder;
 use super::to_df;
-use super::wide::{ColumnSource, Layout, View, ViewBatchBuilder};
+use super::wide::{ColumnSource, Layout, View};
 use crate::codec::show_bytes;
 use crate::proto::FieldMask;
 use crate::store::{QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet, Store, TimeRange};
@@ -533,6 +534,7 @@ impl ExecutionPlan for KeyScanExec {
         let rows_scanned = MetricBuilder::new(&self.metrics).counter("rows_scanned", partition);
         let cells_scanned = MetricBuilder::new(&self.metrics).counter("cells_scanned", partition);
         let misfits = MetricBuilder::new(&self.metrics).counter("key_misfits", partition);
+        let decoded = MetricBuilder::new(&self.metrics).counter("values_decoded", partition);
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&schema), 2);
         let tx = builder.tx();
@@ -556,6 +558,7 @@ impl ExecutionPlan for KeyScanExec {
                 spec.needed.clone(),
                 &spec.proto_masks,
             );
+            wide.bind(&stream.family_names());
             let mut emitted = 0usize;
             let mut reported = crate::store::ScanStats::default();
             let flush = |wide: &mut ViewBatchBuilder, emitted: &mut usize| -> DfResult<bool> {
@@ -597,8 +600,8 @@ impl ExecutionPlan for KeyScanExec {
                 }
                 Ok(spec.limit.is_none_or(|l| *emitted < l))
             };
-            while let Some(row) = stream.next() {
-                let row = row.map_err(|e| match e {
+            loop {
+                let row = stream.next_view().map_err(|e| match e {
                     // Name what the damage is in, and what to do.
                     crate::Error::Storage(inner) => to_df(crate::Error::DamagedData {
                         table: spec.layout.table.clone(),
@@ -606,7 +609,10 @@ impl ExecutionPlan for KeyScanExec {
                     }),
                     other => to_df(other),
                 })?;
-                wide.push(&row).map_err(to_df)?;
+                let Some(row) = row else {
+                    break;
+                };
+                wide.push_view(row).map_err(to_df)?;
                 // With a LIMIT, stop reading as soon as enough rows may be in.
                 let due = match spec.limit {
                     None => spec.batch_size,
@@ -623,6 +629,7 @@ impl ExecutionPlan for KeyScanExec {
                     cells_scanned.add((stats.cells_scanned - reported.cells_scanned) as usize);
                     reported = stats;
                     misfits.add(std::mem::take(&mut wide.misfits));
+                    decoded.add(std::mem::take(&mut wide.values_decoded));
                     if !go_on {
                         return Ok(());
                     }
@@ -635,6 +642,7 @@ impl ExecutionPlan for KeyScanExec {
             rows_scanned.add((stats.rows_returned - reported.rows_returned) as usize);
             cells_scanned.add((stats.cells_scanned - reported.cells_scanned) as usize);
             misfits.add(wide.misfits);
+            decoded.add(wide.values_decoded);
             Ok(())
         });
         Ok(builder.build())

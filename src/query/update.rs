@@ -31,11 +31,12 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
 };
 
+use super::batch::ViewBatchBuilder;
 use super::checked::arithmetic;
 use super::dml::{blocking, count_batches, count_properties};
 use super::insert::{CellTime, cells_of};
 use super::to_df;
-use super::wide::{ColumnSource, Layout, ViewBatchBuilder};
+use super::wide::{ColumnSource, Layout};
 use crate::Error;
 use crate::schema::{Value, ValueType};
 use crate::store::{Mutation, ReadFilter, Row, Store, TimeRange, now_micros};

@@ -1,0 +1,664 @@
+//! `ViewBatchBuilder`: store rows to Arrow record batches of a view.
+//!
+//! The wide view takes rows as the store lends them ([`RowView`]): cells
+//! borrowed from the fjall pairs, placed in declared columns by walking
+//! the row's sorted qualifiers against each family's sorted declared
+//! qualifiers (no hashing, no allocation per cell), and decoded straight
+//! into typed appenders chosen once per scan. Only the columns a query
+//! needs are built; values of other columns are never decoded. The
+//! versions and cells views take owned rows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayBuilder, ArrayRef, BinaryBuilder, Float64Builder, Int64Builder, MapBuilder, StringBuilder,
+    TimestampMicrosecondBuilder, make_builder, new_null_array,
+};
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::Result as DfResult;
+
+use super::to_df;
+use super::wide::{ColumnSource, Layout, View, value_type};
+use crate::codec::show_bytes;
+use crate::proto::{FieldMask, PValue};
+use crate::schema::{Encoding, KeyValue, Value, ValueType, decode_as};
+use crate::store::{Cell, Row, RowView};
+
+/// One value on its way into a builder.
+#[derive(Clone, Copy)]
+enum Datum<'a> {
+    Int(i64),
+    Float(f64),
+    Text(&'a str),
+    Bytes(&'a [u8]),
+    Time(i64),
+}
+
+impl<'a> Datum<'a> {
+    fn of(value: &'a Value) -> Datum<'a> {
+        match value {
+            Value::Int64(n) => Datum::Int(*n),
+            Value::Float64(f) => Datum::Float(*f),
+            Value::Text(t) => Datum::Text(t),
+            Value::Bytes(b) => Datum::Bytes(b),
+        }
+    }
+
+    fn key(value: &'a KeyValue) -> Datum<'a> {
+        match value {
+            KeyValue::Text(t) => Datum::Text(t),
+            KeyValue::Int(n) => Datum::Int(*n),
+            KeyValue::Time(n) => Datum::Time(*n),
+        }
+    }
+}
+
+/// Appends to a builder made by `make_builder` for one of our types; a
+/// value of another type, or `None`, appends NULL.
+fn put(builder: &mut dyn ArrayBuilder, value: Option<Datum>) {
+    let any = builder.as_any_mut();
+    if let Some(b) = any.downcast_mut::<StringBuilder>() {
+        match value {
+            Some(Datum::Text(t)) => b.append_value(t),
+            _ => b.append_null(),
+        }
+    } else if let Some(b) = any.downcast_mut::<Int64Builder>() {
+        match value {
+            Some(Datum::Int(n)) => b.append_value(n),
+            _ => b.append_null(),
+        }
+    } else if let Some(b) = any.downcast_mut::<Float64Builder>() {
+        match value {
+            Some(Datum::Float(f)) => b.append_value(f),
+            _ => b.append_null(),
+        }
+    } else if let Some(b) = any.downcast_mut::<BinaryBuilder>() {
+        match value {
+            Some(Datum::Bytes(v)) => b.append_value(v),
+            _ => b.append_null(),
+        }
+    } else if let Some(b) = any.downcast_mut::<TimestampMicrosecondBuilder>() {
+        match value {
+            Some(Datum::Time(n)) => b.append_value(n),
+            _ => b.append_null(),
+        }
+    }
+}
+
+/// A column's builder, its type decided once: appending is a match on
+/// this enum, never a downcast.
+enum Appender {
+    Text(StringBuilder),
+    Int(Int64Builder),
+    Float(Float64Builder),
+    Bytes(BinaryBuilder),
+    Time(TimestampMicrosecondBuilder),
+}
+
+impl Appender {
+    fn for_type(data_type: &DataType) -> Option<Appender> {
+        Some(match data_type {
+            DataType::Utf8 => Appender::Text(StringBuilder::new()),
+            DataType::Int64 => Appender::Int(Int64Builder::new()),
+            DataType::Float64 => Appender::Float(Float64Builder::new()),
+            DataType::Binary => Appender::Bytes(BinaryBuilder::new()),
+            DataType::Timestamp(TimeUnit::Microsecond, None) => {
+                Appender::Time(TimestampMicrosecondBuilder::new())
+            }
+            _ => return None,
+        })
+    }
+
+    /// Appends a value; one of another type, or `None`, appends NULL.
+    fn put(&mut self, value: Option<Datum>) {
+        match (self, value) {
+            (Appender::Text(b), Some(Datum::Text(t))) => b.append_value(t),
+            (Appender::Int(b), Some(Datum::Int(n))) => b.append_value(n),
+            (Appender::Float(b), Some(Datum::Float(f))) => b.append_value(f),
+            (Appender::Bytes(b), Some(Datum::Bytes(v))) => b.append_value(v),
+            (Appender::Time(b), Some(Datum::Time(n))) => b.append_value(n),
+            (appender, _) => appender.put_null(),
+        }
+    }
+
+    fn put_null(&mut self) {
+        match self {
+            Appender::Text(b) => b.append_null(),
+            Appender::Int(b) => b.append_null(),
+            Appender::Float(b) => b.append_null(),
+            Appender::Bytes(b) => b.append_null(),
+            Appender::Time(b) => b.append_null(),
+        }
+    }
+
+    /// Decodes a cell's bytes straight into the builder.
+    fn put_cell(&mut self, encoding: Encoding, bytes: &[u8]) -> Result<(), &'static str> {
+        match (self, encoding) {
+            (Appender::Text(b), _) => {
+                b.append_value(std::str::from_utf8(bytes).map_err(|_| "is not UTF-8")?)
+            }
+            (Appender::Bytes(b), _) => b.append_value(bytes),
+            (Appender::Int(b), Encoding::Binary) => b.append_value(i64::from_be_bytes(
+                bytes
+                    .try_into()
+                    .map_err(|_| "is not an 8-byte big-endian integer")?,
+            )),
+            (Appender::Float(b), Encoding::Binary) => b.append_value(f64::from_be_bytes(
+                bytes
+                    .try_into()
+                    .map_err(|_| "is not an 8-byte big-endian float")?,
+            )),
+            (appender, _) => match decode_as(appender.value_type(), encoding, bytes)? {
+                Value::Int64(n) => appender.put(Some(Datum::Int(n))),
+                Value::Float64(f) => appender.put(Some(Datum::Float(f))),
+                _ => appender.put_null(),
+            },
+        }
+        Ok(())
+    }
+
+    fn value_type(&self) -> ValueType {
+        match self {
+            Appender::Int(_) | Appender::Time(_) => ValueType::Int64,
+            Appender::Float(_) => ValueType::Float64,
+            Appender::Text(_) => ValueType::Text,
+            Appender::Bytes(_) => ValueType::Bytes,
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Appender::Text(b) => Arc::new(b.finish()),
+            Appender::Int(b) => Arc::new(b.finish()),
+            Appender::Float(b) => Arc::new(b.finish()),
+            Appender::Bytes(b) => Arc::new(b.finish()),
+            Appender::Time(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
+fn decode_error(key: &[u8], e: String) -> crate::Error {
+    crate::Error::InvalidArgument(format!("row {}: {e}", show_bytes(key)))
+}
+
+type MapColumn = MapBuilder<StringBuilder, Box<dyn ArrayBuilder>>;
+
+/// Builds record batches of a view from store rows.
+pub(crate) struct ViewBatchBuilder {
+    layout: Arc<Layout>,
+    needed: Vec<bool>,
+    /// One per column; `None` for maps and for columns not needed.
+    builders: Vec<Option<Appender>>,
+    maps: Vec<Option<MapColumn>>,
+    ts_column: Option<usize>,
+    /// Whether any segment column is wanted (else keys are not decoded).
+    segments_needed: bool,
+    family_index: HashMap<String, usize>,
+    /// Decoded protobuf values of needed proto columns, and their masks.
+    proto_values: HashMap<usize, Vec<PValue>>,
+    proto_masks: HashMap<usize, FieldMask>,
+    /// Column index of each segment, declared column and family map.
+    segment_columns: Vec<usize>,
+    declared_columns: Vec<usize>,
+    map_columns: Vec<usize>,
+    rows: usize,
+    pub misfits: usize,
+    /// Cell values decoded into columns (EXPLAIN ANALYZE `values_decoded`).
+    pub values_decoded: usize,
+    /// Per family (declaration order): its declared qualifiers, sorted,
+    /// with their declared column.
+    declared_by_family: Vec<Vec<(Vec<u8>, usize)>>,
+    /// The families a scan reads, as their declaration index (see `bind`).
+    read_families: Vec<usize>,
+    read_names: Vec<Arc<str>>,
+    /// Per declared column, the row (`generation`) that last set it.
+    set_in: Vec<u64>,
+    generation: u64,
+    /// Cells that did not decode, by output row of the current batch: an
+    /// error only if the row survives the scan's own predicate.
+    pub errors: Vec<(usize, crate::Error)>,
+}
+
+impl ViewBatchBuilder {
+    pub fn new(
+        layout: Arc<Layout>,
+        needed: Vec<bool>,
+        proto_masks: &HashMap<usize, FieldMask>,
+    ) -> Self {
+        let mut builders = Vec::new();
+        let mut proto_values = HashMap::new();
+        let mut masks = HashMap::new();
+        let mut maps = Vec::new();
+        let (mut segment_columns, mut declared_columns, mut map_columns) =
+            (Vec::new(), Vec::new(), Vec::new());
+        for (i, source) in layout.sources.iter().enumerate() {
+            match source {
+                ColumnSource::Segment(_) => segment_columns.push(i),
+                ColumnSource::Declared(_) => declared_columns.push(i),
+                ColumnSource::FamilyMap(_) => map_columns.push(i),
+                _ => {}
+            }
+            if let ColumnSource::FamilyMap(f) = source {
+                let values = value_type(layout.map_values[*f].value_type);
+                maps.push(needed[i].then(|| {
+                    MapBuilder::new(None, StringBuilder::new(), make_builder(&values, 0))
+                }));
+                builders.push(None);
+            } else if let ColumnSource::Declared(d) = source
+                && layout.protos[*d].is_some()
+            {
+                maps.push(None);
+                builders.push(None);
+                if needed[i] {
+                    proto_values.insert(i, Vec::new());
+                    masks.insert(i, proto_masks.get(&i).cloned().unwrap_or_default());
+                }
+            } else {
+                maps.push(None);
+                builders.push(
+                    needed[i]
+                        .then(|| Appender::for_type(layout.arrow.field(i).data_type()))
+                        .flatten(),
+                );
+            }
+        }
+        let ts_column = layout
+            .sources
+            .iter()
+            .position(|s| matches!(s, ColumnSource::Timestamp));
+        let family_index = layout
+            .def
+            .families
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.name.clone(), i))
+            .collect();
+        let mut declared_by_family: Vec<Vec<(Vec<u8>, usize)>> =
+            vec![Vec::new(); layout.def.families.len()];
+        for (d, c) in layout.columns.iter().enumerate() {
+            if let Some(f) = layout.def.families.iter().position(|f| f.name == c.family) {
+                declared_by_family[f].push((c.qualifier.clone().into_bytes(), d));
+            }
+        }
+        for declared in &mut declared_by_family {
+            declared.sort();
+        }
+        let layout_columns = layout.columns.len();
+        ViewBatchBuilder {
+            segments_needed: segment_columns.iter().any(|c| needed[*c]),
+            layout,
+            needed,
+            builders,
+            maps,
+            ts_column,
+            family_index,
+            proto_values,
+            proto_masks: masks,
+            segment_columns,
+            declared_columns,
+            map_columns,
+            rows: 0,
+            misfits: 0,
+            values_decoded: 0,
+            declared_by_family,
+            read_families: Vec::new(),
+            read_names: Vec::new(),
+            set_in: vec![0; layout_columns],
+            generation: 0,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Names the families of the rows to come, in the order their cells'
+    /// `family` counts them.
+    pub fn bind(&mut self, families: &[Arc<str>]) {
+        self.read_names = families.to_vec();
+        self.read_families = families
+            .iter()
+            .map(|name| {
+                self.family_index
+                    .get(&**name)
+                    .copied()
+                    .unwrap_or(usize::MAX)
+            })
+            .collect();
+    }
+
+    /// Adds the output rows of one row as the store lends it.
+    pub fn push_view(&mut self, row: RowView<'_>) -> crate::Result<()> {
+        if !matches!(self.layout.view, View::Wide { .. }) {
+            let cells = row
+                .cells()
+                .map(|c| Cell {
+                    family: self.read_names[c.family].clone(),
+                    qualifier: c.qualifier.to_vec(),
+                    timestamp: c.timestamp,
+                    value: c.value.to_vec(),
+                })
+                .collect();
+            return self.push(&Row {
+                key: row.key().to_vec(),
+                cells,
+            });
+        }
+        let key = row.key();
+        let segments = self.segments_of(key);
+        let text = if self.needed[0] {
+            String::from_utf8_lossy(key)
+        } else {
+            std::borrow::Cow::Borrowed("")
+        };
+        self.start_row(&text, segments.as_deref());
+        if let Some(c) = self.ts_column.filter(|c| self.needed[*c]) {
+            let newest = row.cells().map(|c| c.timestamp).max();
+            self.put(c, newest.map(Datum::Time));
+        }
+        self.generation += 1;
+        let layout = Arc::clone(&self.layout);
+        let (mut family, mut def_family, mut next) = (usize::MAX, usize::MAX, 0);
+        let mut last: Option<&[u8]> = None;
+        for cell in row.cells() {
+            if cell.family != family {
+                family = cell.family;
+                def_family = self
+                    .read_families
+                    .get(family)
+                    .copied()
+                    .unwrap_or(usize::MAX);
+                next = 0;
+                last = None;
+            }
+            // Only a column's newest cell shows in the wide view.
+            if last == Some(cell.qualifier) {
+                continue;
+            }
+            last = Some(cell.qualifier);
+            let Some(declared) = self.declared_by_family.get(def_family) else {
+                continue;
+            };
+            while next < declared.len() && declared[next].0.as_slice() < cell.qualifier {
+                next += 1;
+            }
+            if next < declared.len() && declared[next].0 == cell.qualifier {
+                let d = declared[next].1;
+                self.set_in[d] = self.generation;
+                self.declared_value(d, Some(cell.value), key);
+            } else if let Some(map) = &mut self.maps[self.map_columns[def_family]] {
+                self.values_decoded += 1;
+                let value = layout.map_values[def_family]
+                    .decode(cell.value)
+                    .map_err(|e| {
+                        decode_error(
+                            key,
+                            format!("{e} (qualifier {})", show_bytes(cell.qualifier)),
+                        )
+                    })?;
+                map.keys()
+                    .append_value(String::from_utf8_lossy(cell.qualifier));
+                put(map.values().as_mut(), Some(Datum::of(&value)));
+            }
+        }
+        for d in 0..self.declared_columns.len() {
+            if self.set_in[d] != self.generation {
+                self.declared_value(d, None, key);
+            }
+        }
+        for map in self.maps.iter_mut().flatten() {
+            map.append(true)
+                .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// Appends declared column `d`'s value of the current row (`None`:
+    /// the row has no cell there); a value that does not decode is noted
+    /// in `errors` and reads as NULL.
+    fn declared_value(&mut self, d: usize, bytes: Option<&[u8]>, key: &[u8]) {
+        let column = self.declared_columns[d];
+        if !self.needed[column] {
+            return;
+        }
+        if let Some(values) = self.proto_values.get_mut(&column) {
+            let value = match (bytes, &self.layout.protos[d]) {
+                (Some(bytes), Some(p)) => {
+                    self.values_decoded += 1;
+                    let all = FieldMask::all();
+                    let mask = self.proto_masks.get(&column).unwrap_or(&all);
+                    match crate::proto::decode(&p.message, bytes, mask) {
+                        Ok(v) => v,
+                        Err(_) if p.null_on_error => PValue::Null,
+                        Err(e) => {
+                            let e = format!("column {}: {e}", self.layout.columns[d].name);
+                            self.errors.push((self.rows - 1, decode_error(key, e)));
+                            PValue::Null
+                        }
+                    }
+                }
+                _ => PValue::Null,
+            };
+            values.push(value);
+            return;
+        }
+        let Some(appender) = &mut self.builders[column] else {
+            return;
+        };
+        let Some(bytes) = bytes else {
+            appender.put_null();
+            return;
+        };
+        self.values_decoded += 1;
+        let def = &self.layout.columns[d];
+        if appender.put_cell(def.encoding, bytes).is_err() {
+            appender.put_null();
+            let e = def.decode(bytes).err().unwrap_or_default();
+            let fix = format!(
+                "{e}; UPDATE {} SET {} = NULL WHERE _key = '{}' removes the bad value",
+                self.layout.table,
+                def.name,
+                String::from_utf8_lossy(key).replace('\'', "''")
+            );
+            self.errors.push((self.rows - 1, decode_error(key, fix)));
+        }
+    }
+
+    /// The key's segments when a segment column is wanted.
+    fn segments_of(&mut self, key: &[u8]) -> Option<Vec<KeyValue>> {
+        let schema = self.layout.key.as_ref().filter(|_| self.segments_needed)?;
+        let decoded = schema.decode(key);
+        if decoded.is_none() {
+            self.misfits += 1;
+        }
+        decoded
+    }
+
+    /// Output rows so far.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    fn put(&mut self, column: usize, value: Option<Datum>) {
+        if let Some(b) = &mut self.builders[column] {
+            b.put(value);
+        }
+    }
+
+    /// The key and segment columns of one output row.
+    fn start_row(&mut self, key: &str, segments: Option<&[KeyValue]>) {
+        self.rows += 1;
+        self.put(0, Some(Datum::Text(key)));
+        for s in 0..self.segment_columns.len() {
+            let column = self.segment_columns[s];
+            self.put(column, segments.and_then(|v| v.get(s)).map(Datum::key));
+        }
+    }
+
+    /// Adds the output rows of one store row (its cells: by family,
+    /// qualifier, newest first).
+    pub fn push(&mut self, row: &Row) -> crate::Result<()> {
+        let key = if self.needed[0] {
+            String::from_utf8_lossy(&row.key)
+        } else {
+            std::borrow::Cow::Borrowed("")
+        };
+        let segments = match &self.layout.key {
+            Some(schema) if self.segments_needed => {
+                let decoded = schema.decode(&row.key);
+                if decoded.is_none() {
+                    self.misfits += 1;
+                }
+                decoded
+            }
+            _ => None,
+        };
+        let ts_column = self.ts_column;
+        let layout = Arc::clone(&self.layout);
+        match &layout.view {
+            View::Wide { .. } => {
+                self.start_row(&key, segments.as_deref());
+                if let Some(c) = ts_column {
+                    let newest = row.cells.iter().map(|c| c.timestamp).max();
+                    self.put(c, newest.map(Datum::Time));
+                }
+                let mut last: Option<(&str, &[u8])> = None;
+                let latest: Vec<&Cell> = row
+                    .cells
+                    .iter()
+                    .filter(|cell| {
+                        let column = (&*cell.family, cell.qualifier.as_slice());
+                        let first = last != Some(column);
+                        last = Some(column);
+                        first
+                    })
+                    .collect();
+                self.columns_of(row, &latest)?;
+            }
+            View::Versions { .. } => {
+                // Newest first; a stable sort keeps each timestamp's cells in
+                // column order.
+                let mut by_time: Vec<&Cell> = row.cells.iter().collect();
+                by_time.sort_by_key(|c| std::cmp::Reverse(c.timestamp));
+                for cells in by_time.chunk_by(|a, b| a.timestamp == b.timestamp) {
+                    self.start_row(&key, segments.as_deref());
+                    if let Some(c) = ts_column {
+                        self.put(c, Some(Datum::Time(cells[0].timestamp)));
+                    }
+                    self.columns_of(row, cells)?;
+                }
+            }
+            View::Cells { .. } => {
+                let column = |s: fn(&ColumnSource) -> bool| layout.sources.iter().position(s);
+                let family = column(|s| matches!(s, ColumnSource::Family));
+                let qualifier = column(|s| matches!(s, ColumnSource::Qualifier));
+                let value = column(|s| matches!(s, ColumnSource::Value));
+                let (q_type, v_type) = (&layout.cell_types.qualifier, &layout.cell_types.value);
+                let fail = |what: String, why: &str, bytes: &[u8]| {
+                    decode_error(&row.key, format!("{what} {why}: {}", show_bytes(bytes)))
+                };
+                for cell in &row.cells {
+                    self.start_row(&key, segments.as_deref());
+                    if let Some(c) = family {
+                        self.put(c, Some(Datum::Text(&cell.family)));
+                    }
+                    if let Some(c) = ts_column {
+                        self.put(c, Some(Datum::Time(cell.timestamp)));
+                    }
+                    if let Some(c) = qualifier.filter(|c| self.needed[*c]) {
+                        let q = decode_as(q_type.value_type, q_type.encoding, &cell.qualifier)
+                            .map_err(|why| {
+                                fail(
+                                    format!("a qualifier of family {}", cell.family),
+                                    why,
+                                    &cell.qualifier,
+                                )
+                            })?;
+                        self.put(c, Some(Datum::of(&q)));
+                    }
+                    if let Some(c) = value.filter(|c| self.needed[*c]) {
+                        let v = decode_as(v_type.value_type, v_type.encoding, &cell.value)
+                            .map_err(|why| {
+                                fail(
+                                    format!(
+                                        "the value of {}:{}",
+                                        cell.family,
+                                        show_bytes(&cell.qualifier)
+                                    ),
+                                    why,
+                                    &cell.value,
+                                )
+                            })?;
+                        self.put(c, Some(Datum::of(&v)));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Declared columns and family maps of one output row from its cells
+    /// (at most one per column).
+    fn columns_of(&mut self, row: &Row, cells: &[&Cell]) -> crate::Result<()> {
+        let mut declared: Vec<Option<&[u8]>> = vec![None; self.declared_columns.len()];
+        for cell in cells {
+            if let Some(i) = self.layout.declared_at(&cell.family, &cell.qualifier) {
+                declared[i] = Some(&cell.value);
+            } else if let Some(&f) = self.family_index.get(&*cell.family)
+                && let Some(map) = &mut self.maps[self.map_columns[f]]
+            {
+                let value = self.layout.map_values[f].decode(&cell.value).map_err(|e| {
+                    decode_error(
+                        &row.key,
+                        format!(
+                            "{e} (qualifier {})",
+                            crate::codec::show_bytes(&cell.qualifier)
+                        ),
+                    )
+                })?;
+                map.keys()
+                    .append_value(String::from_utf8_lossy(&cell.qualifier));
+                put(map.values().as_mut(), Some(Datum::of(&value)));
+            }
+        }
+        for (i, bytes) in declared.into_iter().enumerate() {
+            self.declared_value(i, bytes, &row.key);
+        }
+        for map in self.maps.iter_mut().flatten() {
+            map.append(true)
+                .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// The rows so far as a batch of the full view schema; columns not
+    /// needed are all-null.
+    pub fn finish(&mut self) -> DfResult<RecordBatch> {
+        let rows = std::mem::take(&mut self.rows);
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.layout.sources.len());
+        for i in 0..self.layout.sources.len() {
+            let array: Option<ArrayRef> = match (&mut self.builders[i], &mut self.maps[i]) {
+                (Some(b), _) => Some(b.finish()),
+                (None, Some(m)) => Some(Arc::new(m.finish())),
+                (None, None) => match self.proto_values.get_mut(&i) {
+                    Some(values) => Some(
+                        crate::proto::to_array(
+                            self.layout.arrow.field(i).data_type(),
+                            &std::mem::take(values),
+                        )
+                        .map_err(to_df)?,
+                    ),
+                    None => None,
+                },
+            };
+            columns.push(
+                array.unwrap_or_else(|| {
+                    new_null_array(self.layout.arrow.field(i).data_type(), rows)
+                }),
+            );
+        }
+        Ok(RecordBatch::try_new(
+            Arc::clone(&self.layout.arrow),
+            columns,
+        )?)
+    }
+}
