@@ -285,6 +285,20 @@ fn reads(c: &mut Criterion) {
             assert_eq!(n, ROWS);
         })
     });
+    // Rows lent from reused buffers, as the SQL scan reads them.
+    group.bench_function("cellar_view", |b| {
+        b.iter(|| {
+            let mut n = 0;
+            let mut stream = data.store.read_rows("t", ReadRequest::all()).expect("scan");
+            while let Some(row) = stream.next_view().expect("row") {
+                for cell in row.cells() {
+                    black_box(cell.value);
+                    n += 1;
+                }
+            }
+            assert_eq!(n, ROWS);
+        })
+    });
     group.bench_function("fjall", |b| {
         b.iter(|| {
             let snapshot = data.db.snapshot();

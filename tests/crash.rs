@@ -16,8 +16,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use cellar::{
-    Durability, Error, FamilySpec, Mutation, ReadRequest, RowMutation, Store, StoreOptions,
-    TableSpec,
+    Durability, Error, FamilyFormat, FamilySpec, Mutation, ReadRequest, RowMutation, Store,
+    StoreOptions, TableSpec,
 };
 
 const FAMILIES: [&str; 3] = ["a", "b", "c"];
@@ -51,8 +51,15 @@ fn crash_child_writer() {
     let store = Store::open_with(&dir, options(&mode)).expect("child opens the store");
     if store.table("t").is_err() {
         let mut spec = TableSpec::new("t");
+        // Both formats in one row: a is CELLS, b and c (with the big
+        // cell) PACKED, so a crash tests each and their atomicity together.
         for f in FAMILIES {
-            spec = spec.family(FamilySpec::new(f));
+            let format = if f == "a" {
+                FamilyFormat::Cells
+            } else {
+                FamilyFormat::Packed
+            };
+            spec = spec.family(FamilySpec::new(f).format(format));
         }
         store.create_table(spec).expect("create table");
     }

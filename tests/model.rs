@@ -8,7 +8,7 @@
 )]
 
 use cellar::{
-    AlterOp, FamilyKind, FamilySpec, GcPolicy, Mutation, QualifierFilter, ReadFilter,
+    AlterOp, FamilyFormat, FamilyKind, FamilySpec, GcPolicy, Mutation, QualifierFilter, ReadFilter,
     ReadModifyWrite, ReadRequest, Row, RowMutation, RowRange, RowSet, Store, TableSpec, TimeRange,
 };
 use proptest::prelude::*;
@@ -295,15 +295,19 @@ fn open(dir: &std::path::Path) -> Store {
     Store::open(dir).unwrap()
 }
 
-fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
+fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let mut store = open(dir.path());
     store
         .create_table(
             TableSpec::new("t")
-                .family(FamilySpec::new("a"))
-                .family(FamilySpec::new("b"))
-                .family(FamilySpec::new("s").kind(FamilyKind::Sum)),
+                .family(FamilySpec::new("a").format(formats[0]))
+                .family(FamilySpec::new("b").format(formats[1]))
+                .family(
+                    FamilySpec::new("s")
+                        .kind(FamilyKind::Sum)
+                        .format(formats[2]),
+                ),
         )
         .unwrap();
     let mut model = Model::default();
@@ -500,7 +504,13 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
-    fn store_matches_the_model(ops in prop::collection::vec(op(), 1..40)) {
-        run(ops)?;
+    fn store_matches_the_model(
+        ops in prop::collection::vec(op(), 1..40),
+        formats in prop::array::uniform3(prop_oneof![
+            Just(FamilyFormat::Cells),
+            Just(FamilyFormat::Packed),
+        ]),
+    ) {
+        run(ops, formats)?;
     }
 }

@@ -1,4 +1,9 @@
-//! Runs every `sql/*.slt` file against its own fresh store.
+//! Runs every `sql/*.slt` file against its own fresh store, twice: once
+//! as written (families are CELLS unless they say otherwise) and once with
+//! every family's format swapped (CELLS by default becomes PACKED, and
+//! `FORMAT PACKED`/`FORMAT CELLS` in the SQL trade places; the words
+//! trade places in the output too), so both formats must give the same
+//! answers. `--format cells` or `--format packed` runs one pass only.
 //!
 //! `cargo test --test sqllogictest -- --complete` rewrites the expected
 //! output of the files from what cellar returns now (review the diff!).
@@ -12,14 +17,23 @@
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use cellar::{SqlSession, Store};
+use cellar::{FamilyFormat, SessionOptions, SqlSession, Store};
 use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use sqllogictest::{DBOutput, DefaultColumnType};
 
 struct CellarDb {
     session: SqlSession,
+    /// The swapped-formats pass.
+    swapped: bool,
     _dir: tempfile::TempDir,
+}
+
+/// Trades the two format names in `text`.
+fn swap_formats(text: &str) -> String {
+    text.replace("PACKED", "\u{0}")
+        .replace("CELLS", "PACKED")
+        .replace('\u{0}', "CELLS")
 }
 
 #[derive(Debug)]
@@ -86,11 +100,25 @@ impl sqllogictest::AsyncDB for CellarDb {
     type ColumnType = DefaultColumnType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DbError> {
+        let swapped_sql;
+        let sql = if self.swapped {
+            swapped_sql = swap_formats(sql);
+            swapped_sql.as_str()
+        } else {
+            sql
+        };
+        let swap = |text: String| {
+            if self.swapped {
+                swap_formats(&text)
+            } else {
+                text
+            }
+        };
         let batches = self
             .session
             .query(sql)
             .await
-            .map_err(|e| DbError(e.to_string()))?;
+            .map_err(|e| DbError(swap(e.to_string())))?;
         let schema = batches.first().map(|b| b.schema());
         let is_statement = sql.split_whitespace().next().is_some_and(|w| {
             ["create", "insert", "delete", "update", "drop", "alter"]
@@ -109,9 +137,13 @@ impl sqllogictest::AsyncDB for CellarDb {
             return Ok(DBOutput::StatementComplete(count));
         }
         let columns = schema.map_or(0, |s| s.fields().len());
+        let rows = rows(&batches)
+            .into_iter()
+            .map(|row| row.into_iter().map(swap).collect())
+            .collect();
         Ok(DBOutput::Rows {
             types: vec![DefaultColumnType::Any; columns],
-            rows: rows(&batches),
+            rows,
         })
     }
 
@@ -122,11 +154,20 @@ impl sqllogictest::AsyncDB for CellarDb {
     }
 }
 
-fn open() -> CellarDb {
+fn open(swapped: bool) -> CellarDb {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
+    let options = SessionOptions {
+        family_format: if swapped {
+            FamilyFormat::Packed
+        } else {
+            FamilyFormat::Cells
+        },
+        ..SessionOptions::default()
+    };
     CellarDb {
-        session: SqlSession::new(store),
+        session: SqlSession::with_options(store, options),
+        swapped,
         _dir: dir,
     }
 }
@@ -147,14 +188,34 @@ fn files(filter: Option<&str>) -> Vec<PathBuf> {
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let complete = args.iter().any(|a| a == "--complete");
+    let only = args
+        .iter()
+        .position(|a| a == "--format")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str);
     let filter = args
         .iter()
-        .find(|a| !a.starts_with('-'))
-        .map(String::as_str);
+        .enumerate()
+        .find(|(i, a)| !a.starts_with('-') && (*i == 0 || args[i - 1] != "--format"))
+        .map(|(_, a)| a.as_str());
+    let passes: Vec<bool> = match only {
+        Some("cells") => vec![false],
+        Some("packed") => vec![true],
+        _ if complete => vec![false],
+        _ => vec![false, true],
+    };
     let mut failures = Vec::new();
-    for file in files(filter) {
-        let name = file.file_name().unwrap().to_string_lossy().to_string();
-        let mut runner = sqllogictest::Runner::new(|| async { Ok(open()) });
+    for (file, swapped) in files(filter)
+        .into_iter()
+        .flat_map(|f| passes.iter().map(move |s| (f.clone(), *s)))
+    {
+        let pass = if swapped {
+            "formats swapped"
+        } else {
+            "as written"
+        };
+        let name = format!("{} ({pass})", file.file_name().unwrap().to_string_lossy());
+        let mut runner = sqllogictest::Runner::new(move || async move { Ok(open(swapped)) });
         let result = if complete {
             let col_separator = " ";
             let validator = sqllogictest::default_validator;

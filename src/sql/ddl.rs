@@ -23,7 +23,7 @@ use datafusion::sql::sqlparser::tokenizer::Token;
 use crate::schema::{
     ColumnDef, Encoding, KeySchema, ProtoColumn, Segment, SegmentKind, TimeFormat, ValueType,
 };
-use crate::store::{FamilyKind, GcPolicy, MAX_GC_DEPTH};
+use crate::store::{FamilyFormat, FamilyKind, GcPolicy, MAX_GC_DEPTH};
 
 /// A family as declared in SQL.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +34,8 @@ pub struct FamilyDecl {
     pub kind: FamilyKind,
     /// GC policy.
     pub gc: GcPolicy,
+    /// How its cells are laid out on disk; `None`: the session's default.
+    pub format: Option<FamilyFormat>,
     /// Types of undeclared qualifiers and values, if declared.
     pub qualifiers: Option<(ValueType, Encoding)>,
     /// See `qualifiers`.
@@ -435,10 +437,24 @@ fn family(w: &mut Words) -> PResult<FamilyDecl> {
     } else {
         None
     };
+    let format = if w.word("FORMAT") {
+        if w.word("PACKED") {
+            Some(FamilyFormat::Packed)
+        } else if w.word("CELLS") {
+            Some(FamilyFormat::Cells)
+        } else {
+            return w
+                .p
+                .expected("PACKED or CELLS after FORMAT", w.p.peek_token());
+        }
+    } else {
+        None
+    };
     Ok(FamilyDecl {
         name,
         kind,
         gc,
+        format,
         qualifiers,
         values,
     })

@@ -28,7 +28,7 @@ use datafusion::prelude::DataFrame;
 use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};
 use crate::query::{CellarTable, CheckedArithmetic, ViewFunction, to_df};
 use crate::schema::{FamilyTypes, Segment, SegmentKind, TableSchema, TimeFormat};
-use crate::store::{AlterOp, FamilySpec, Store, TableSpec};
+use crate::store::{AlterOp, FamilyFormat, FamilySpec, Store, TableSpec};
 use crate::{Error, SCHEMA_METADATA_KEY};
 
 /// The store's tables as a DataFusion schema, read from the catalog on
@@ -80,6 +80,8 @@ pub struct SessionOptions {
     /// Heavy queries (anything but bounded key lookups) running at once;
     /// more wait their turn.
     pub heavy_queries: usize,
+    /// The on-disk format of families created without a FORMAT clause.
+    pub family_format: FamilyFormat,
 }
 
 impl Default for SessionOptions {
@@ -88,6 +90,7 @@ impl Default for SessionOptions {
             memory_limit: None,
             query_timeout: None,
             heavy_queries: std::thread::available_parallelism().map_or(2, usize::from),
+            family_format: FamilyFormat::default(),
         }
     }
 }
@@ -96,6 +99,7 @@ impl Default for SessionOptions {
 #[derive(Clone)]
 pub struct SqlSession {
     store: Store,
+    family_format: FamilyFormat,
     ctx: SessionContext,
     running: running::Running,
 }
@@ -131,6 +135,7 @@ impl SqlSession {
         let running = running::Running::new(options.heavy_queries, options.query_timeout);
         SqlSession {
             store,
+            family_format: options.family_format,
             ctx,
             running,
         }
@@ -318,7 +323,12 @@ impl SqlSession {
                 let mut spec =
                     TableSpec::new(&name).metadata(SCHEMA_METADATA_KEY, schema.to_json());
                 for f in families {
-                    spec = spec.family(FamilySpec::new(f.name).gc(f.gc).kind(f.kind));
+                    spec = spec.family(
+                        FamilySpec::new(f.name)
+                            .gc(f.gc)
+                            .kind(f.kind)
+                            .format(f.format.unwrap_or(self.family_format)),
+                    );
                 }
                 store.create_table(spec).map_err(to_df)?;
                 format!("created table {name}")
@@ -333,7 +343,8 @@ impl SqlSession {
                 let mut ops = vec![AlterOp::AddFamily(
                     FamilySpec::new(&family.name)
                         .gc(family.gc.clone())
-                        .kind(family.kind),
+                        .kind(family.kind)
+                        .format(family.format.unwrap_or(self.family_format)),
                 )];
                 if family.qualifiers.is_some() || family.values.is_some() {
                     schema
@@ -538,7 +549,7 @@ impl SqlSession {
                 crate::schema::ValueType::Text => "Utf8",
                 crate::schema::ValueType::Bytes => "Binary",
             };
-            let mut detail = format!("{kind}, gc {}", f.gc);
+            let mut detail = format!("{kind}, gc {}, format {}", f.gc, f.format);
             if schema.family_types.contains_key(&f.name) {
                 detail.push_str(&format!(
                     ", qualifiers {:?}, values {:?}{}",

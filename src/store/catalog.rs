@@ -293,6 +293,8 @@ pub struct FamilySpec {
     pub gc: GcPolicy,
     /// Normal or aggregate.
     pub kind: FamilyKind,
+    /// How its cells are laid out on disk.
+    pub format: FamilyFormat,
 }
 
 impl FamilySpec {
@@ -313,6 +315,12 @@ impl FamilySpec {
     /// With a kind.
     pub fn kind(mut self, kind: FamilyKind) -> Self {
         self.kind = kind;
+        self
+    }
+
+    /// With an on-disk format.
+    pub fn format(mut self, format: FamilyFormat) -> Self {
+        self.format = format;
         self
     }
 }

@@ -24,7 +24,7 @@ pub use catalog::{
 };
 pub use check::{CheckReport, FamilyCheck};
 pub use commit::Durability;
-pub use format::{CellRef, FamilyFormat, RowView};
+pub use format::{CellRef, FamilyFormat, MAX_PACKED_LEN, RowView};
 pub use mutation::{
     MAX_KEY_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadModifyWrite, RowMutation,
 };
@@ -572,7 +572,7 @@ impl Store {
                     name: f.name,
                     gc: f.gc,
                     kind: f.kind,
-                    format: FamilyFormat::default(),
+                    format: f.format,
                 }
             })
             .collect();
@@ -612,7 +612,7 @@ impl Store {
                         name: spec.name,
                         gc: spec.gc,
                         kind: spec.kind,
-                        format: FamilyFormat::default(),
+                        format: spec.format,
                     });
                     id += 1;
                 }
@@ -647,6 +647,7 @@ impl Store {
                 name: f.name.clone(),
                 gc: f.gc.clone(),
                 kind: f.kind,
+                format: f.format,
             })
             .collect();
         Self::check_families(name, &specs)?;

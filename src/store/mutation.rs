@@ -293,7 +293,7 @@ pub(crate) fn apply(
             } => {
                 let f = family_index(family)?;
                 let ts = resolve_timestamp(*timestamp, now)?;
-                pending.put_cell(table, f, &row.key, qualifier, ts, value.clone());
+                pending.put_cell(snapshot, table, f, &row.key, qualifier, ts, value.clone())?;
             }
             Mutation::AddToCell {
                 family,
@@ -311,7 +311,7 @@ pub(crate) fn apply(
                     existing.as_deref(),
                     input,
                 )?;
-                pending.put_cell(table, f, &row.key, qualifier, ts, merged);
+                pending.put_cell(snapshot, table, f, &row.key, qualifier, ts, merged)?;
             }
             Mutation::DeleteCells {
                 family,
@@ -332,5 +332,6 @@ pub(crate) fn apply(
             }
         }
     }
+    pending.seal(table)?;
     Ok(pending)
 }

@@ -38,7 +38,8 @@ impl Store {
             .collect()
     }
 
-    pub(super) fn commit(&self, table: &TableHandle, overlay: Overlay) -> Result<()> {
+    pub(super) fn commit(&self, table: &TableHandle, mut overlay: Overlay) -> Result<()> {
+        overlay.seal(table)?;
         if overlay.writes.is_empty() {
             return Ok(());
         }
@@ -274,7 +275,7 @@ impl Store {
             };
             // The new cell must be the column's latest even if a cell carries a future time.
             let ts = latest.as_ref().map_or(now, |(ts, _)| now.max(*ts));
-            overlay.put_cell(&handle, index, key, qualifier, ts, value.clone());
+            overlay.put_cell(&snapshot, &handle, index, key, qualifier, ts, value.clone())?;
             cells.retain(|c| !(&*c.family == family.as_str() && c.qualifier == *qualifier));
             cells.push(Cell {
                 family: Arc::from(family.as_str()),

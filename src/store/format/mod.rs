@@ -7,15 +7,18 @@
 //! the compaction filter judges a pair by. Everything else in the store —
 //! reads, mutations, read-modify-write, check-and-mutate, aggregate merges,
 //! GC, `check` — goes through here; nothing outside this module parses a
-//! pair's key. Today there is one format, [`FamilyFormat::Cells`] (one pair per
-//! cell); the seam is where a packed format (one pair per row and family)
-//! goes.
+//! pair's key. Two formats: [`FamilyFormat::Cells`] (one pair per cell,
+//! `cells.rs`) and [`FamilyFormat::Packed`] (one pair per row and family,
+//! `packed.rs`), with one semantics.
 //!
 //! Rows are always keyed by `escape(row key)` first, in every format, so a
 //! row range is the same fjall key range whatever the format.
 
 mod cells;
 mod overlay;
+mod packed;
+
+pub use packed::MAX_PACKED_LEN;
 
 pub(crate) use overlay::Overlay;
 
@@ -33,6 +36,17 @@ pub enum FamilyFormat {
     /// One pair per cell: `escape(row) · escape(qualifier) · !timestamp`.
     #[default]
     Cells,
+    /// One pair per (row, family) holding all its cells (`packed.rs`).
+    Packed,
+}
+
+impl std::fmt::Display for FamilyFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FamilyFormat::Cells => "CELLS",
+            FamilyFormat::Packed => "PACKED",
+        })
+    }
 }
 
 /// Where a byte string of a cell lies: in one of the row's pairs (its key
@@ -141,6 +155,7 @@ impl FamilyFormat {
     pub(crate) fn row_of(self, key: &[u8]) -> Result<&[u8]> {
         match self {
             FamilyFormat::Cells => cells::row_of(key),
+            FamilyFormat::Packed => packed::row_of(key),
         }
     }
 
@@ -150,14 +165,16 @@ impl FamilyFormat {
     pub(crate) fn decode(self, family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
         match self {
             FamilyFormat::Cells => cells::decode(family, buf, from),
+            FamilyFormat::Packed => packed::decode(family, buf, from),
         }
     }
 
     /// The timestamp a compaction filter judges a pair by (the newest cell
     /// it holds); `None` keeps the pair.
-    pub(crate) fn gc_timestamp(self, key: &[u8], _value: &[u8]) -> Option<i64> {
+    pub(crate) fn gc_timestamp(self, key: &[u8], value: &[u8]) -> Option<i64> {
         match self {
             FamilyFormat::Cells => cells::timestamp(key),
+            FamilyFormat::Packed => packed::newest(value),
         }
     }
 
@@ -165,13 +182,15 @@ impl FamilyFormat {
     pub(crate) fn gc_reads_value(self) -> bool {
         match self {
             FamilyFormat::Cells => false,
+            FamilyFormat::Packed => true,
         }
     }
 
     /// Checks that a pair is well formed.
-    pub(crate) fn check_pair(self, key: &[u8], _value: &[u8]) -> Result<()> {
+    pub(crate) fn check_pair(self, key: &[u8], value: &[u8]) -> Result<()> {
         match self {
             FamilyFormat::Cells => cells::row_of(key).map(|_| ()),
+            FamilyFormat::Packed => packed::cells_of(key, value).map(|_| ()),
         }
     }
 }

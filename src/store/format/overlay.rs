@@ -5,19 +5,23 @@
 //! overlay becomes one fjall batch. The overlay speaks cells (a row, a
 //! qualifier, a timestamp); which pairs that means is the format's affair.
 
-use super::{FamilyFormat, RowBuf, cells};
+use super::{FamilyFormat, RowBuf, cells, packed};
 use crate::codec::{self, EncodedRange};
 use crate::error::Result;
 use crate::store::TableHandle;
 use crate::store::catalog::GcPolicy;
 use crate::store::read::TimeRange;
 use fjall::{Readable, Snapshot};
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 /// Pending pair writes keyed by (family index, pair key); `None` deletes.
+/// PACKED rows being edited are held decoded in `packed` (by family and
+/// row key) until [`Overlay::seal`] encodes them into `writes`.
 #[derive(Default)]
 pub(crate) struct Overlay {
     pub writes: BTreeMap<(usize, Vec<u8>), Option<Vec<u8>>>,
+    packed: BTreeMap<(usize, Vec<u8>), packed::Cells>,
 }
 
 fn format_of(table: &TableHandle, family: usize) -> FamilyFormat {
@@ -88,6 +92,11 @@ impl Overlay {
         let range = match (format, qualifier) {
             (FamilyFormat::Cells, Some(q)) => cells::column_range(row, q),
             (FamilyFormat::Cells, None) => codec::single_row_range(row),
+            (FamilyFormat::Packed, _) => {
+                return Err(crate::Error::Internal(
+                    "row_cells walks pairs of CELLS families only".into(),
+                ));
+            }
         };
         let mut keys = Vec::new();
         for (k, v) in self.pairs_in(snapshot, table, family, &range)? {
@@ -99,21 +108,72 @@ impl Overlay {
     }
 
     /// Writes a cell.
+    #[allow(clippy::too_many_arguments, reason = "a cell's coordinates")]
     pub fn put_cell(
         &mut self,
+        snapshot: &Snapshot,
         table: &TableHandle,
         family: usize,
         row: &[u8],
         qualifier: &[u8],
         timestamp: i64,
         value: Vec<u8>,
-    ) {
+    ) -> Result<()> {
         match format_of(table, family) {
             FamilyFormat::Cells => {
                 let key = cells::key(row, qualifier, timestamp);
                 self.writes.insert((family, key), Some(value));
             }
+            FamilyFormat::Packed => {
+                self.packed_mut(snapshot, table, family, row)?
+                    .insert((qualifier.to_vec(), Reverse(timestamp)), value);
+            }
         }
+        Ok(())
+    }
+
+    /// A PACKED row's cells as they stand: being edited, pending, or stored.
+    fn load_packed(
+        &self,
+        snapshot: &Snapshot,
+        table: &TableHandle,
+        family: usize,
+        row: &[u8],
+    ) -> Result<packed::Cells> {
+        if let Some(cells) = self.packed.get(&(family, row.to_vec())) {
+            return Ok(cells.clone());
+        }
+        let key = codec::escape(row);
+        match self.get(snapshot, table, family, &key)? {
+            Some(value) => packed::cells_of(&key, &value),
+            None => Ok(packed::Cells::new()),
+        }
+    }
+
+    fn packed_mut(
+        &mut self,
+        snapshot: &Snapshot,
+        table: &TableHandle,
+        family: usize,
+        row: &[u8],
+    ) -> Result<&mut packed::Cells> {
+        let id = (family, row.to_vec());
+        if !self.packed.contains_key(&id) {
+            let cells = self.load_packed(snapshot, table, family, row)?;
+            self.packed.insert(id.clone(), cells);
+        }
+        Ok(self.packed.entry(id).or_default())
+    }
+
+    /// Encodes the PACKED rows being edited into pair writes, checking
+    /// each against the packed size limit.
+    pub fn seal(&mut self, table: &TableHandle) -> Result<()> {
+        for ((family, row), cells) in std::mem::take(&mut self.packed) {
+            let name = &table.def.families[family].name;
+            let value = packed::encode(&row, name, &cells)?;
+            self.writes.insert((family, codec::escape(&row)), value);
+        }
+        Ok(())
     }
 
     /// The value of one cell, if it exists.
@@ -133,6 +193,9 @@ impl Overlay {
                 family,
                 &cells::key(row, qualifier, timestamp),
             ),
+            FamilyFormat::Packed => Ok(self
+                .load_packed(snapshot, table, family, row)?
+                .remove(&(qualifier.to_vec(), Reverse(timestamp)))),
         }
     }
 
@@ -145,6 +208,14 @@ impl Overlay {
         row: &[u8],
         qualifier: &[u8],
     ) -> Result<Vec<(i64, Vec<u8>)>> {
+        if format_of(table, family) == FamilyFormat::Packed {
+            return Ok(self
+                .load_packed(snapshot, table, family, row)?
+                .into_iter()
+                .filter(|((q, _), _)| q == qualifier)
+                .map(|((_, Reverse(ts)), v)| (ts, v))
+                .collect());
+        }
         let mut buf = RowBuf::default();
         self.row_cells(snapshot, table, family, row, Some(qualifier), &mut buf)?;
         Ok(buf
@@ -165,15 +236,22 @@ impl Overlay {
         qualifier: Option<&[u8]>,
         time_range: TimeRange,
     ) -> Result<()> {
-        let mut buf = RowBuf::default();
-        let keys = self.row_cells(snapshot, table, family, row, qualifier, &mut buf)?;
         match format_of(table, family) {
             FamilyFormat::Cells => {
+                let mut buf = RowBuf::default();
+                let keys = self.row_cells(snapshot, table, family, row, qualifier, &mut buf)?;
                 for (key, cell) in keys.into_iter().zip(buf.view().cells()) {
                     if time_range.contains(cell.timestamp) {
                         self.writes.insert((family, key), None);
                     }
                 }
+            }
+            FamilyFormat::Packed => {
+                self.packed_mut(snapshot, table, family, row)?
+                    .retain(|(q, Reverse(ts)), _| {
+                        qualifier.is_some_and(|want| want != q.as_slice())
+                            || !time_range.contains(*ts)
+                    });
             }
         }
         Ok(())
@@ -190,11 +268,30 @@ impl Overlay {
         gc: &GcPolicy,
         now: i64,
     ) -> Result<u64> {
-        let mut buf = RowBuf::default();
-        let keys = self.row_cells(snapshot, table, family, row, None, &mut buf)?;
         let mut removed = 0;
         match format_of(table, family) {
+            FamilyFormat::Packed => {
+                let cells = self.packed_mut(snapshot, table, family, row)?;
+                let mut column: Option<Vec<u8>> = None;
+                let mut position = 0;
+                cells.retain(|(q, Reverse(ts)), _| {
+                    if column.as_ref() != Some(q) {
+                        column = Some(q.clone());
+                        position = 0;
+                    }
+                    position += 1;
+                    let garbage = gc.is_garbage(position - 1, *ts, now);
+                    removed += u64::from(garbage);
+                    !garbage
+                });
+                if removed == 0 {
+                    // Nothing to rewrite.
+                    self.packed.remove(&(family, row.to_vec()));
+                }
+            }
             FamilyFormat::Cells => {
+                let mut buf = RowBuf::default();
+                let keys = self.row_cells(snapshot, table, family, row, None, &mut buf)?;
                 let mut column: Option<&[u8]> = None;
                 let mut position = 0;
                 for (key, cell) in keys.into_iter().zip(buf.view().cells()) {
@@ -225,6 +322,9 @@ impl Overlay {
             {
                 part.writes.insert((*f, key.clone()), value.clone());
             }
+            if let Some(cells) = self.packed.get(&(family, row.to_vec())) {
+                part.packed.insert((family, row.to_vec()), cells.clone());
+            }
         }
         part
     }
@@ -232,5 +332,6 @@ impl Overlay {
     /// Moves `other`'s writes on top of this overlay's.
     pub fn absorb(&mut self, other: Overlay) {
         self.writes.extend(other.writes);
+        self.packed.extend(other.packed);
     }
 }
