@@ -101,13 +101,13 @@ pub fn unescape_into(escaped: &[u8], out: &mut Vec<u8>) -> Result<()> {
         .strip_suffix(&TERMINATOR)
         .ok_or_else(|| corrupt("escaped string has no terminator", escaped))?;
     out.reserve(body.len());
-    let mut bytes = body.iter();
-    while let Some(&b) = bytes.next() {
-        out.push(b);
-        if b == 0 {
-            bytes.next();
-        }
+    // Runs between escaped zeros copy whole; each `0x00 0xFF` is one 0x00.
+    let mut rest = body;
+    while let Some(zero) = rest.iter().position(|&b| b == 0) {
+        out.extend_from_slice(&rest[..=zero]);
+        rest = rest.get(zero + 2..).unwrap_or_default();
     }
+    out.extend_from_slice(rest);
     Ok(())
 }
 
@@ -365,6 +365,18 @@ mod tests {
         fn cell_key_round_trips(row in tricky_bytes(16), q in tricky_bytes(16), ts in 0..=i64::MAX) {
             let key = CellKey { row, qualifier: q, timestamp: ts };
             prop_assert_eq!(CellKey::decode(&key.encode()).unwrap(), key);
+        }
+
+        #[test]
+        fn unescape_into_and_plain_body_invert_escape(x in tricky_bytes(24)) {
+            let escaped = escape(&x);
+            let mut out = b"kept".to_vec();
+            unescape_into(&escaped, &mut out).unwrap();
+            prop_assert_eq!(&out[4..], x.as_slice());
+            if let Some(body) = plain_body(&escaped) {
+                prop_assert_eq!(body, x.as_slice());
+            }
+            prop_assert_eq!(plain_body(&escaped).is_some(), !x.contains(&0));
         }
 
         #[test]

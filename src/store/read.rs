@@ -377,6 +377,8 @@ struct Cursor {
     format: FamilyFormat,
     iter: fjall::Iter,
     head: Option<(Slice, Slice)>,
+    /// The length of the head's escaped row, parsed once per pair.
+    head_row_len: usize,
 }
 
 impl Cursor {
@@ -387,14 +389,14 @@ impl Cursor {
             self.iter.next()
         };
         self.head = next.map(|g| g.into_inner()).transpose()?;
+        if let Some((key, _)) = &self.head {
+            self.head_row_len = self.format.row_of(key)?.len();
+        }
         Ok(())
     }
 
-    fn head_row(&self) -> Result<Option<&[u8]>> {
-        match &self.head {
-            None => Ok(None),
-            Some((key, _)) => self.format.row_of(key).map(Some),
-        }
+    fn head_row(&self) -> Option<&[u8]> {
+        self.head.as_ref().map(|(key, _)| &key[..self.head_row_len])
     }
 }
 
@@ -470,6 +472,7 @@ impl RowStream {
                 format: family.format,
                 iter,
                 head: None,
+                head_row_len: 0,
             };
             cursor.advance(self.reverse)?;
             self.cursors.push(cursor);
@@ -482,7 +485,7 @@ impl RowStream {
     fn next_row_key(&mut self) -> Result<bool> {
         let mut best: Option<&[u8]> = None;
         for cursor in &self.cursors {
-            if let Some(row) = cursor.head_row()? {
+            if let Some(row) = cursor.head_row() {
                 let better = match best {
                     None => true,
                     Some(b) => (row < b) != self.reverse && row != b,
@@ -522,7 +525,7 @@ impl RowStream {
                 let from_pair = self.buf.pairs.len();
                 loop {
                     let cursor = &mut self.cursors[i];
-                    if cursor.head_row()? != Some(self.escaped_row.as_slice()) {
+                    if cursor.head_row() != Some(self.escaped_row.as_slice()) {
                         break;
                     }
                     self.buf.pairs.extend(cursor.head.take());

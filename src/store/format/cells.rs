@@ -28,7 +28,12 @@ pub(crate) fn column_range(row: &[u8], qualifier: &[u8]) -> EncodedRange {
 
 /// The escaped row of a pair key.
 pub(crate) fn row_of(key: &[u8]) -> Result<&[u8]> {
-    Ok(CellKeyParts::split(key)?.escaped_row)
+    Ok(&key[..codec::escaped_len(key)?])
+}
+
+/// Checks a whole pair key: row, qualifier and timestamp.
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
+    CellKeyParts::split(key).map(|_| ())
 }
 
 /// The cell's timestamp, from its key.

@@ -189,7 +189,7 @@ impl FamilyFormat {
     /// Checks that a pair is well formed.
     pub(crate) fn check_pair(self, key: &[u8], value: &[u8]) -> Result<()> {
         match self {
-            FamilyFormat::Cells => cells::row_of(key).map(|_| ()),
+            FamilyFormat::Cells => cells::check_key(key),
             FamilyFormat::Packed => packed::cells_of(key, value).map(|_| ()),
         }
     }
