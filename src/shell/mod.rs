@@ -401,23 +401,24 @@ impl Shell {
 }
 
 /// "running 3.2 s" on stderr while a query takes longer than a second,
-/// erased when it ends. Only on a terminal.
+/// erased when it ends. Only on a terminal. Ending it wakes its thread at
+/// once (the channel closes), so it adds nothing to a fast statement.
 struct Progress {
-    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Progress {
     fn start() -> Progress {
-        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = std::sync::Arc::clone(&done);
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
             let started = Instant::now();
             let mut shown = false;
-            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::sleep(std::time::Duration::from_millis(100));
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(std::time::Duration::from_millis(100))
+            {
                 let elapsed = started.elapsed().as_secs_f64();
-                if elapsed >= 1.0 && !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if elapsed >= 1.0 {
                     eprint!("\rrunning {elapsed:.1} s (Ctrl-C cancels)");
                     shown = true;
                 }
@@ -427,7 +428,7 @@ impl Progress {
             }
         });
         Progress {
-            done,
+            stop: Some(stop),
             thread: Some(thread),
         }
     }
@@ -435,7 +436,7 @@ impl Progress {
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
