@@ -195,7 +195,7 @@ pub(crate) struct ViewBatchBuilder {
     ts_column: Option<usize>,
     /// Whether any segment column is wanted (else keys are not decoded).
     segments_needed: bool,
-    family_index: HashMap<String, usize>,
+    family_index: Arc<HashMap<String, usize>>,
     /// Decoded protobuf values of needed proto columns, and their masks.
     proto_values: HashMap<usize, Vec<PValue>>,
     proto_masks: HashMap<usize, FieldMask>,
@@ -211,7 +211,7 @@ pub(crate) struct ViewBatchBuilder {
     /// with their declared column.
     declared_by_family: Vec<Vec<(Vec<u8>, usize)>>,
     /// The families a scan reads, as their declaration index (see `bind`).
-    read_families: Vec<usize>,
+    read_families: Arc<[usize]>,
     read_names: Vec<Arc<str>>,
     /// Per declared column, the row (`generation`) that last set it.
     set_in: Vec<u64>,
@@ -293,7 +293,7 @@ impl ViewBatchBuilder {
             builders,
             maps,
             ts_column,
-            family_index,
+            family_index: Arc::new(family_index),
             proto_values,
             proto_masks: masks,
             segment_columns,
@@ -303,7 +303,7 @@ impl ViewBatchBuilder {
             misfits: 0,
             values_decoded: 0,
             declared_by_family,
-            read_families: Vec::new(),
+            read_families: Arc::from([]),
             read_names: Vec::new(),
             set_in: vec![0; layout_columns],
             generation: 0,
@@ -355,48 +355,55 @@ impl ViewBatchBuilder {
             let newest = row.cells().map(|c| c.timestamp).max();
             self.put(c, newest.map(Datum::Time));
         }
+        let read = Arc::clone(&self.read_families);
+        let cells = row.cells().map(|c| {
+            let family = read.get(c.family).copied().unwrap_or(usize::MAX);
+            (family, c.qualifier, c.value)
+        });
+        self.place_cells(key, cells)
+    }
+
+    /// Fills the declared columns and family maps of the current output
+    /// row from its cells, given as (the family's declaration index,
+    /// qualifier, value) by family, then qualifier, newest first: a
+    /// column's first cell is its value. Each family's cells are placed
+    /// by walking its sorted declared qualifiers alongside (no hashing).
+    fn place_cells<'c>(
+        &mut self,
+        key: &[u8],
+        cells: impl Iterator<Item = (usize, &'c [u8], &'c [u8])>,
+    ) -> crate::Result<()> {
         self.generation += 1;
         let layout = Arc::clone(&self.layout);
-        let (mut family, mut def_family, mut next) = (usize::MAX, usize::MAX, 0);
+        let (mut family, mut next) = (usize::MAX, 0);
         let mut last: Option<&[u8]> = None;
-        for cell in row.cells() {
-            if cell.family != family {
-                family = cell.family;
-                def_family = self
-                    .read_families
-                    .get(family)
-                    .copied()
-                    .unwrap_or(usize::MAX);
+        for (f, qualifier, value) in cells {
+            if f != family {
+                family = f;
                 next = 0;
                 last = None;
             }
-            // Only a column's newest cell shows in the wide view.
-            if last == Some(cell.qualifier) {
+            // Only a column's newest cell counts.
+            if last == Some(qualifier) {
                 continue;
             }
-            last = Some(cell.qualifier);
-            let Some(declared) = self.declared_by_family.get(def_family) else {
+            last = Some(qualifier);
+            let Some(declared) = self.declared_by_family.get(f) else {
                 continue;
             };
-            while next < declared.len() && declared[next].0.as_slice() < cell.qualifier {
+            while next < declared.len() && declared[next].0.as_slice() < qualifier {
                 next += 1;
             }
-            if next < declared.len() && declared[next].0 == cell.qualifier {
+            if next < declared.len() && declared[next].0 == qualifier {
                 let d = declared[next].1;
                 self.set_in[d] = self.generation;
-                self.declared_value(d, Some(cell.value), key);
-            } else if let Some(map) = &mut self.maps[self.map_columns[def_family]] {
+                self.declared_value(d, Some(value), key);
+            } else if let Some(map) = &mut self.maps[self.map_columns[f]] {
                 self.values_decoded += 1;
-                let value = layout.map_values[def_family]
-                    .decode(cell.value)
-                    .map_err(|e| {
-                        decode_error(
-                            key,
-                            format!("{e} (qualifier {})", show_bytes(cell.qualifier)),
-                        )
-                    })?;
-                map.keys()
-                    .append_value(String::from_utf8_lossy(cell.qualifier));
+                let value = layout.map_values[f].decode(value).map_err(|e| {
+                    decode_error(key, format!("{e} (qualifier {})", show_bytes(qualifier)))
+                })?;
+                map.keys().append_value(String::from_utf8_lossy(qualifier));
                 put(map.values().as_mut(), Some(Datum::of(&value)));
             }
         }
@@ -450,9 +457,9 @@ impl ViewBatchBuilder {
         };
         self.values_decoded += 1;
         let def = &self.layout.columns[d];
-        if appender.put_cell(def.encoding, bytes).is_err() {
+        if let Err(why) = appender.put_cell(def.encoding, bytes) {
             appender.put_null();
-            let e = def.decode(bytes).err().unwrap_or_default();
+            let e = def.failure(why, bytes);
             let fix = format!(
                 "{e}; UPDATE {} SET {} = NULL WHERE _key = '{}' removes the bad value",
                 self.layout.table,
@@ -502,16 +509,7 @@ impl ViewBatchBuilder {
         } else {
             std::borrow::Cow::Borrowed("")
         };
-        let segments = match &self.layout.key {
-            Some(schema) if self.segments_needed => {
-                let decoded = schema.decode(&row.key);
-                if decoded.is_none() {
-                    self.misfits += 1;
-                }
-                decoded
-            }
-            _ => None,
-        };
+        let segments = self.segments_of(&row.key);
         let ts_column = self.ts_column;
         let layout = Arc::clone(&self.layout);
         match &layout.view {
@@ -521,18 +519,7 @@ impl ViewBatchBuilder {
                     let newest = row.cells.iter().map(|c| c.timestamp).max();
                     self.put(c, newest.map(Datum::Time));
                 }
-                let mut last: Option<(&str, &[u8])> = None;
-                let latest: Vec<&Cell> = row
-                    .cells
-                    .iter()
-                    .filter(|cell| {
-                        let column = (&*cell.family, cell.qualifier.as_slice());
-                        let first = last != Some(column);
-                        last = Some(column);
-                        first
-                    })
-                    .collect();
-                self.columns_of(row, &latest)?;
+                self.place_owned(&row.key, &row.cells)?;
             }
             View::Versions { .. } => {
                 // Newest first; a stable sort keeps each timestamp's cells in
@@ -544,7 +531,7 @@ impl ViewBatchBuilder {
                     if let Some(c) = ts_column {
                         self.put(c, Some(Datum::Time(cells[0].timestamp)));
                     }
-                    self.columns_of(row, cells)?;
+                    self.place_owned(&row.key, cells.iter().copied())?;
                 }
             }
             View::Cells { .. } => {
@@ -596,38 +583,18 @@ impl ViewBatchBuilder {
         Ok(())
     }
 
-    /// Declared columns and family maps of one output row from its cells
-    /// (at most one per column).
-    fn columns_of(&mut self, row: &Row, cells: &[&Cell]) -> crate::Result<()> {
-        let mut declared: Vec<Option<&[u8]>> = vec![None; self.declared_columns.len()];
-        for cell in cells {
-            if let Some(i) = self.layout.declared_at(&cell.family, &cell.qualifier) {
-                declared[i] = Some(&cell.value);
-            } else if let Some(&f) = self.family_index.get(&*cell.family)
-                && let Some(map) = &mut self.maps[self.map_columns[f]]
-            {
-                let value = self.layout.map_values[f].decode(&cell.value).map_err(|e| {
-                    decode_error(
-                        &row.key,
-                        format!(
-                            "{e} (qualifier {})",
-                            crate::codec::show_bytes(&cell.qualifier)
-                        ),
-                    )
-                })?;
-                map.keys()
-                    .append_value(String::from_utf8_lossy(&cell.qualifier));
-                put(map.values().as_mut(), Some(Datum::of(&value)));
-            }
-        }
-        for (i, bytes) in declared.into_iter().enumerate() {
-            self.declared_value(i, bytes, &row.key);
-        }
-        for map in self.maps.iter_mut().flatten() {
-            map.append(true)
-                .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
-        }
-        Ok(())
+    /// `place_cells` for owned cells.
+    fn place_owned<'c>(
+        &mut self,
+        key: &[u8],
+        cells: impl IntoIterator<Item = &'c Cell>,
+    ) -> crate::Result<()> {
+        let index = Arc::clone(&self.family_index);
+        let cells = cells.into_iter().map(|c| {
+            let family = index.get(&*c.family).copied().unwrap_or(usize::MAX);
+            (family, c.qualifier.as_slice(), c.value.as_slice())
+        });
+        self.place_cells(key, cells)
     }
 
     /// The rows so far as a batch of the full view schema; columns not

@@ -72,6 +72,7 @@ struct Checked {
 }
 
 fn udf(op: Op) -> Arc<ScalarUDF> {
+    // In the order of `Op`'s variants, so `op as usize` finds one.
     static ALL: LazyLock<[Arc<ScalarUDF>; 4]> = LazyLock::new(|| {
         [Op::Add, Op::Sub, Op::Mul, Op::Neg].map(|op| {
             let arity = if op == Op::Neg { 1 } else { 2 };
@@ -81,13 +82,7 @@ fn udf(op: Op) -> Arc<ScalarUDF> {
             }))
         })
     });
-    let i = match op {
-        Op::Add => 0,
-        Op::Sub => 1,
-        Op::Mul => 2,
-        Op::Neg => 3,
-    };
-    Arc::clone(&ALL[i])
+    Arc::clone(&ALL[op as usize])
 }
 
 impl ScalarUDFImpl for Checked {

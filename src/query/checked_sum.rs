@@ -12,10 +12,11 @@
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, Int64Array, UInt64Array,
+    Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, PrimitiveArray,
 };
 use datafusion::arrow::datatypes::{
-    DECIMAL128_MAX_PRECISION, DataType, Decimal128Type, Field, FieldRef, Int64Type, UInt64Type,
+    ArrowPrimitiveType, DECIMAL128_MAX_PRECISION, DataType, Decimal128Type, Field, FieldRef,
+    Int64Type, UInt64Type,
 };
 use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue, exec_datafusion_err};
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -169,6 +170,24 @@ fn finish(total: i128, output: &DataType) -> DfResult<ScalarValue> {
         _ => i64::try_from(total).map(|v| ScalarValue::Int64(Some(v))),
     }
     .map_err(|_| overflow(total, output))
+}
+
+/// The groups' totals in the output type (NULL for a group without
+/// values), or the first that does not fit as an error.
+fn fit<T: ArrowPrimitiveType>(
+    totals: impl Iterator<Item = (i128, u64)>,
+    output: &DataType,
+) -> DfResult<PrimitiveArray<T>>
+where
+    T::Native: TryFrom<i128>,
+{
+    totals
+        .map(|(sum, count)| match T::Native::try_from(sum) {
+            _ if count == 0 => Ok(None),
+            Ok(v) => Ok(Some(v)),
+            Err(_) => Err(overflow(sum, output)),
+        })
+        .collect()
 }
 
 /// Totals as the state's 128-bit decimal array.
@@ -349,24 +368,8 @@ impl GroupsAccumulator for GroupTotals {
         let counts = emit_to.take_needed(&mut self.counts);
         let totals = sums.into_iter().zip(counts);
         let array: ArrayRef = match self.output {
-            DataType::UInt64 => Arc::new(
-                totals
-                    .map(|(sum, count)| match u64::try_from(sum) {
-                        _ if count == 0 => Ok(None),
-                        Ok(v) => Ok(Some(v)),
-                        Err(_) => Err(overflow(sum, &self.output)),
-                    })
-                    .collect::<DfResult<UInt64Array>>()?,
-            ),
-            _ => Arc::new(
-                totals
-                    .map(|(sum, count)| match i64::try_from(sum) {
-                        _ if count == 0 => Ok(None),
-                        Ok(v) => Ok(Some(v)),
-                        Err(_) => Err(overflow(sum, &self.output)),
-                    })
-                    .collect::<DfResult<Int64Array>>()?,
-            ),
+            DataType::UInt64 => Arc::new(fit::<UInt64Type>(totals, &self.output)?),
+            _ => Arc::new(fit::<Int64Type>(totals, &self.output)?),
         };
         Ok(array)
     }
@@ -389,6 +392,7 @@ impl GroupsAccumulator for GroupTotals {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::arrow::array::{Int64Array, UInt64Array};
 
     fn ints(v: &[Option<i64>]) -> ArrayRef {
         Arc::new(Int64Array::from(v.to_vec()))
@@ -466,7 +470,8 @@ mod tests {
         let mut u = Total::new(DataType::UInt64);
         let unsigned: ArrayRef = Arc::new(UInt64Array::from(vec![u64::MAX, 1]));
         u.update_batch(&[unsigned])?;
-        assert!(u.evaluate().is_err());
+        let err = u.evaluate().err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("sum = 18446744073709551616 does not fit UInt64")));
         Ok(())
     }
 }

@@ -67,15 +67,19 @@ pub struct ProtoColumn {
 impl ColumnDef {
     /// Decodes a cell value; the error names the column and the bytes.
     pub fn decode(&self, bytes: &[u8]) -> std::result::Result<Value, String> {
-        decode_as(self.value_type, self.encoding, bytes).map_err(|why| {
-            format!(
-                "column {} ({}:{}) {why}: {}",
-                self.name,
-                self.family,
-                self.qualifier,
-                crate::codec::show_bytes(bytes)
-            )
-        })
+        decode_as(self.value_type, self.encoding, bytes).map_err(|why| self.failure(why, bytes))
+    }
+
+    /// Says why `bytes` are not a value of this column, naming the column
+    /// and showing the bytes.
+    pub fn failure(&self, why: &str, bytes: &[u8]) -> String {
+        format!(
+            "column {} ({}:{}) {why}: {}",
+            self.name,
+            self.family,
+            self.qualifier,
+            crate::codec::show_bytes(bytes)
+        )
     }
 
     /// Encodes a value for this column.

@@ -205,7 +205,9 @@ pub(crate) fn select(gc: &GcPolicy, filter: &ReadFilter, now: i64, buf: &mut Row
     let (mut index, mut taken, mut wanted) = (0usize, 0usize, false);
     for i in from..buf.cells.len() {
         let cell = buf.cells[i];
-        let new_column = column.is_none_or(|c| buf.bytes(c) != buf.bytes(cell.qualifier));
+        // Cells of one packed column share their qualifier's place.
+        let new_column =
+            column.is_none_or(|c| c != cell.qualifier && buf.bytes(c) != buf.bytes(cell.qualifier));
         if new_column {
             column = Some(cell.qualifier);
             wanted = match &filter.qualifiers {
@@ -231,18 +233,34 @@ pub(crate) fn select(gc: &GcPolicy, filter: &ReadFilter, now: i64, buf: &mut Row
     buf.cells.truncate(kept);
 }
 
+/// Per cell of a row of one family, given as (qualifier, timestamp) in
+/// qualifier order, newest first: whether `gc` discards it. GC's walks
+/// use it; `select` makes the same count fused with the read filter.
+pub(crate) fn garbage_verdicts<'a>(
+    gc: &'a GcPolicy,
+    now: i64,
+    cells: impl IntoIterator<Item = (&'a [u8], i64)> + 'a,
+) -> impl Iterator<Item = bool> + 'a {
+    let mut column: Option<&[u8]> = None;
+    let mut position = 0;
+    cells.into_iter().map(move |(qualifier, timestamp)| {
+        if column != Some(qualifier) {
+            column = Some(qualifier);
+            position = 0;
+        }
+        position += 1;
+        gc.is_garbage(position - 1, timestamp, now)
+    })
+}
+
 /// Whether any cell of `buf.cells[from..]` is garbage under `gc`.
 pub(crate) fn has_garbage(gc: &GcPolicy, now: i64, buf: &RowBuf, from: usize) -> bool {
-    let mut column: Option<Place> = None;
-    let mut index = 0;
-    buf.cells[from..].iter().any(|cell| {
-        if column.is_none_or(|c| buf.bytes(c) != buf.bytes(cell.qualifier)) {
-            column = Some(cell.qualifier);
-            index = 0;
-        }
-        index += 1;
-        gc.is_garbage(index - 1, cell.timestamp, now)
-    })
+    let versions = buf
+        .view()
+        .cells()
+        .skip(from)
+        .map(|c| (c.qualifier, c.timestamp));
+    garbage_verdicts(gc, now, versions).any(|garbage| garbage)
 }
 
 /// Unescapes an escaped row key into `buf.key`.

@@ -5,7 +5,7 @@
 //! overlay becomes one fjall batch. The overlay speaks cells (a row, a
 //! qualifier, a timestamp); which pairs that means is the format's affair.
 
-use super::{FamilyFormat, RowBuf, cells, packed};
+use super::{FamilyFormat, RowBuf, cells, garbage_verdicts, packed};
 use crate::codec::{self, EncodedRange};
 use crate::error::Result;
 use crate::store::TableHandle;
@@ -75,10 +75,9 @@ impl Overlay {
             .collect())
     }
 
-    /// The cells of one row of one family (all columns, or one), pending
-    /// writes included, decoded into `buf` (qualifier order, newest
-    /// first), with each cell's pair key.
-    fn row_cells(
+    /// The pairs of one row of a CELLS family (one column, or all),
+    /// pending writes included, decoded into `buf`: cell `i` is pair `i`.
+    fn cells_row(
         &self,
         snapshot: &Snapshot,
         table: &TableHandle,
@@ -86,25 +85,16 @@ impl Overlay {
         row: &[u8],
         qualifier: Option<&[u8]>,
         buf: &mut RowBuf,
-    ) -> Result<Vec<Vec<u8>>> {
+    ) -> Result<()> {
         buf.clear();
-        let format = format_of(table, family);
-        let range = match (format, qualifier) {
-            (FamilyFormat::Cells, Some(q)) => cells::column_range(row, q),
-            (FamilyFormat::Cells, None) => codec::single_row_range(row),
-            (FamilyFormat::Packed, _) => {
-                return Err(crate::Error::Internal(
-                    "row_cells walks pairs of CELLS families only".into(),
-                ));
-            }
+        let range = match qualifier {
+            Some(q) => cells::column_range(row, q),
+            None => codec::single_row_range(row),
         };
-        let mut keys = Vec::new();
         for (k, v) in self.pairs_in(snapshot, table, family, &range)? {
-            keys.push(k.clone());
             buf.pairs.push((k.into(), v.into()));
         }
-        format.decode(0, buf, 0)?;
-        Ok(keys)
+        FamilyFormat::Cells.decode(0, buf, 0)
     }
 
     /// Writes a cell.
@@ -130,6 +120,22 @@ impl Overlay {
             }
         }
         Ok(())
+    }
+
+    /// Reads a PACKED row's cells as they stand (being edited, pending,
+    /// or stored) without copying a row that is being edited.
+    fn read_packed<R>(
+        &self,
+        snapshot: &Snapshot,
+        table: &TableHandle,
+        family: usize,
+        row: &[u8],
+        read: impl FnOnce(&packed::Cells) -> R,
+    ) -> Result<R> {
+        match self.packed.get(&(family, row.to_vec())) {
+            Some(cells) => Ok(read(cells)),
+            None => Ok(read(&self.load_packed(snapshot, table, family, row)?)),
+        }
     }
 
     /// A PACKED row's cells as they stand: being edited, pending, or stored.
@@ -193,9 +199,11 @@ impl Overlay {
                 family,
                 &cells::key(row, qualifier, timestamp),
             ),
-            FamilyFormat::Packed => Ok(self
-                .load_packed(snapshot, table, family, row)?
-                .remove(&(qualifier.to_vec(), Reverse(timestamp)))),
+            FamilyFormat::Packed => self.read_packed(snapshot, table, family, row, |cells| {
+                cells
+                    .get(&(qualifier.to_vec(), Reverse(timestamp)))
+                    .cloned()
+            }),
         }
     }
 
@@ -209,15 +217,17 @@ impl Overlay {
         qualifier: &[u8],
     ) -> Result<Vec<(i64, Vec<u8>)>> {
         if format_of(table, family) == FamilyFormat::Packed {
-            return Ok(self
-                .load_packed(snapshot, table, family, row)?
-                .into_iter()
-                .filter(|((q, _), _)| q == qualifier)
-                .map(|((_, Reverse(ts)), v)| (ts, v))
-                .collect());
+            let from = (qualifier.to_vec(), Reverse(i64::MAX));
+            return self.read_packed(snapshot, table, family, row, |cells| {
+                cells
+                    .range(from..)
+                    .take_while(|((q, _), _)| q == qualifier)
+                    .map(|((_, Reverse(ts)), v)| (*ts, v.clone()))
+                    .collect()
+            });
         }
         let mut buf = RowBuf::default();
-        self.row_cells(snapshot, table, family, row, Some(qualifier), &mut buf)?;
+        self.cells_row(snapshot, table, family, row, Some(qualifier), &mut buf)?;
         Ok(buf
             .view()
             .cells()
@@ -239,10 +249,10 @@ impl Overlay {
         match format_of(table, family) {
             FamilyFormat::Cells => {
                 let mut buf = RowBuf::default();
-                let keys = self.row_cells(snapshot, table, family, row, qualifier, &mut buf)?;
-                for (key, cell) in keys.into_iter().zip(buf.view().cells()) {
+                self.cells_row(snapshot, table, family, row, qualifier, &mut buf)?;
+                for ((key, _), cell) in buf.pairs.iter().zip(buf.view().cells()) {
                     if time_range.contains(cell.timestamp) {
-                        self.writes.insert((family, key), None);
+                        self.writes.insert((family, key.to_vec()), None);
                     }
                 }
             }
@@ -271,39 +281,30 @@ impl Overlay {
         let mut removed = 0;
         match format_of(table, family) {
             FamilyFormat::Packed => {
-                let cells = self.packed_mut(snapshot, table, family, row)?;
-                let mut column: Option<Vec<u8>> = None;
-                let mut position = 0;
-                cells.retain(|(q, Reverse(ts)), _| {
-                    if column.as_ref() != Some(q) {
-                        column = Some(q.clone());
-                        position = 0;
-                    }
-                    position += 1;
-                    let garbage = gc.is_garbage(position - 1, *ts, now);
-                    removed += u64::from(garbage);
-                    !garbage
-                });
-                if removed == 0 {
-                    // Nothing to rewrite.
-                    self.packed.remove(&(family, row.to_vec()));
+                let cells = self.load_packed(snapshot, table, family, row)?;
+                let versions = cells.keys().map(|(q, Reverse(ts))| (q.as_slice(), *ts));
+                let verdicts: Vec<bool> = garbage_verdicts(gc, now, versions).collect();
+                removed = verdicts.iter().filter(|g| **g).count() as u64;
+                if removed > 0 {
+                    let kept = cells
+                        .into_iter()
+                        .zip(verdicts)
+                        .filter_map(|(cell, garbage)| (!garbage).then_some(cell))
+                        .collect();
+                    self.packed.insert((family, row.to_vec()), kept);
                 }
             }
             FamilyFormat::Cells => {
                 let mut buf = RowBuf::default();
-                let keys = self.row_cells(snapshot, table, family, row, None, &mut buf)?;
-                let mut column: Option<&[u8]> = None;
-                let mut position = 0;
-                for (key, cell) in keys.into_iter().zip(buf.view().cells()) {
-                    if column != Some(cell.qualifier) {
-                        column = Some(cell.qualifier);
-                        position = 0;
-                    }
-                    if gc.is_garbage(position, cell.timestamp, now) {
-                        self.writes.insert((family, key), None);
+                self.cells_row(snapshot, table, family, row, None, &mut buf)?;
+                let view = buf.view();
+                let versions = view.cells().map(|c| (c.qualifier, c.timestamp));
+                for ((key, _), garbage) in buf.pairs.iter().zip(garbage_verdicts(gc, now, versions))
+                {
+                    if garbage {
+                        self.writes.insert((family, key.to_vec()), None);
                         removed += 1;
                     }
-                    position += 1;
                 }
             }
         }
