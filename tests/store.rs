@@ -944,3 +944,51 @@ fn read_modify_write_keeps_families_apart_within_one_call() {
     assert_eq!(row.latest("a", b"n"), Some(&1i64.to_be_bytes()[..]));
     assert_eq!(row.latest("b", b"n"), Some(&100i64.to_be_bytes()[..]));
 }
+
+/// A PACKED row-family past its size limit fails the row mutation that
+/// would take it there, alone: the same row's other mutations in the same
+/// bulk call, before and after, are written; a mutation that deletes as
+/// much as it adds stays under the limit and is written too.
+#[test]
+fn a_packed_row_over_its_limit_fails_alone_in_a_bulk_call() {
+    let (_dir, store) = store();
+    store
+        .create_table(
+            TableSpec::new("t").family(FamilySpec::new("f").format(cellar::FamilyFormat::Packed)),
+        )
+        .unwrap();
+    let big = || vec![7u8; 70 * 1024 * 1024];
+    let set = |q: &str, value: Vec<u8>| Mutation::set_at("f", q, 1, value);
+    let results = store
+        .mutate_rows(
+            "t",
+            vec![
+                RowMutation::new("a", vec![set("q1", big())]),
+                RowMutation::new("a", vec![set("q2", big())]),
+                RowMutation::new("a", vec![set("q3", b"small".to_vec())]),
+                RowMutation::new(
+                    "a",
+                    vec![Mutation::delete_column("f", "q1"), set("q4", big())],
+                ),
+                RowMutation::new("b", vec![set("q", b"other row".to_vec())]),
+            ],
+        )
+        .unwrap();
+    assert!(results[0].is_ok(), "{:?}", results[0]);
+    let err = results[1].as_ref().unwrap_err().to_string();
+    assert!(err.contains("PACKED") && err.contains("128 MiB"), "{err}");
+    assert!(results[2].is_ok() && results[3].is_ok() && results[4].is_ok());
+    let row = store
+        .read_row("t", b"a", ReadFilter::latest())
+        .unwrap()
+        .unwrap();
+    let mut qualifiers: Vec<&[u8]> = row.cells.iter().map(|c| c.qualifier.as_slice()).collect();
+    qualifiers.dedup();
+    assert_eq!(qualifiers, vec![&b"q3"[..], b"q4"]);
+    assert!(
+        store
+            .read_row("t", b"b", ReadFilter::latest())
+            .unwrap()
+            .is_some()
+    );
+}

@@ -5,7 +5,7 @@
 use super::TableHandle;
 use super::aggregate;
 use super::catalog::{FamilyKind, TableDef};
-use super::format::Overlay;
+use super::format::{CellWrite, Overlay};
 use super::read::TimeRange;
 use crate::codec;
 use crate::error::{Error, Result};
@@ -260,29 +260,84 @@ pub(crate) fn validate(def: &TableDef, row: &RowMutation) -> Result<()> {
     Ok(())
 }
 
-/// Applies one validated row mutation to `pending` (a row-local overlay
-/// that sits on top of `base`, the call's overlay).
+/// Applies one validated row mutation to `base` (the call's overlay), all
+/// or nothing: on an error `base` is as it was.
 pub(crate) fn apply(
     snapshot: &Snapshot,
     table: &TableHandle,
-    base: &Overlay,
+    base: &mut Overlay,
     row: &RowMutation,
     now: i64,
-) -> Result<Overlay> {
-    // Reads see base then the row's own earlier writes: work on a copy of
-    // the base's entries for this row.
-    let mut pending = base.row_part(table.keyspaces.len(), &row.key);
-    let family_index = |name: &str| -> Result<usize> {
-        table
-            .def
-            .families
-            .iter()
-            .position(|f| f.name == name)
-            .ok_or_else(|| Error::FamilyNotFound {
-                table: table.def.name.clone(),
-                family: name.to_string(),
-            })
-    };
+) -> Result<()> {
+    if let Some(cells) = plain_sets(table, row, now)? {
+        // The bulk-load case: checked whole before anything is written.
+        return base.put_cells(snapshot, table, &row.key, &cells);
+    }
+    // Reads see base then the row's own earlier writes: work on the
+    // base's entries for this row, keeping them to put back on an error.
+    let mut pending = base.take_row(table.keyspaces.len(), &row.key);
+    let before = pending.clone();
+    match apply_each(snapshot, table, &mut pending, row, now) {
+        Ok(()) => {
+            base.absorb(pending);
+            Ok(())
+        }
+        Err(e) => {
+            base.absorb(before);
+            Err(e)
+        }
+    }
+}
+
+/// The cells of a row mutation made only of cell writes, as
+/// `(family index, qualifier, timestamp, value)`; `None` for any other.
+fn plain_sets<'r>(
+    table: &TableHandle,
+    row: &'r RowMutation,
+    now: i64,
+) -> Result<Option<Vec<CellWrite<'r>>>> {
+    let mut cells = Vec::with_capacity(row.mutations.len());
+    for m in &row.mutations {
+        let Mutation::SetCell {
+            family,
+            qualifier,
+            timestamp,
+            value,
+        } = m
+        else {
+            return Ok(None);
+        };
+        let f = family_index(table, family)?;
+        cells.push((
+            f,
+            qualifier.as_slice(),
+            resolve_timestamp(*timestamp, now)?,
+            value.as_slice(),
+        ));
+    }
+    Ok(Some(cells))
+}
+
+fn family_index(table: &TableHandle, name: &str) -> Result<usize> {
+    table
+        .def
+        .families
+        .iter()
+        .position(|f| f.name == name)
+        .ok_or_else(|| Error::FamilyNotFound {
+            table: table.def.name.clone(),
+            family: name.to_string(),
+        })
+}
+
+fn apply_each(
+    snapshot: &Snapshot,
+    table: &TableHandle,
+    pending: &mut Overlay,
+    row: &RowMutation,
+    now: i64,
+) -> Result<()> {
+    let family_index = |name: &str| family_index(table, name);
     for m in &row.mutations {
         match m {
             Mutation::SetCell {
@@ -332,6 +387,5 @@ pub(crate) fn apply(
             }
         }
     }
-    pending.seal(table)?;
-    Ok(pending)
+    pending.check_sizes(table)
 }

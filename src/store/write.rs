@@ -88,8 +88,7 @@ impl Store {
             let mut outcomes = Vec::with_capacity(chunk.len());
             for (row, check) in chunk.iter().zip(checked) {
                 let outcome = check
-                    .and_then(|()| mutation::apply(&snapshot, &handle, &overlay, row, now))
-                    .map(|pending| overlay.absorb(pending));
+                    .and_then(|()| mutation::apply(&snapshot, &handle, &mut overlay, row, now));
                 outcomes.push(outcome);
             }
             self.commit(&handle, overlay)?;
@@ -150,8 +149,7 @@ impl Store {
                 }
                 let row = RowMutation::new(key.clone(), mutations);
                 let outcome = mutation::validate(&handle.def, &row)
-                    .and_then(|()| mutation::apply(&snapshot, &handle, &overlay, &row, now))
-                    .map(|pending| overlay.absorb(pending));
+                    .and_then(|()| mutation::apply(&snapshot, &handle, &mut overlay, &row, now));
                 results.push(outcome);
             }
             self.commit(&handle, overlay)?;
@@ -191,7 +189,8 @@ impl Store {
         } else {
             &unmatched_row
         };
-        let pending = mutation::apply(&snapshot, &handle, &Overlay::default(), chosen, now)?;
+        let mut pending = Overlay::default();
+        mutation::apply(&snapshot, &handle, &mut pending, chosen, now)?;
         self.commit(&handle, pending)?;
         Ok(matched)
     }

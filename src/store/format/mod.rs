@@ -20,7 +20,7 @@ mod packed;
 
 pub use packed::MAX_PACKED_LEN;
 
-pub(crate) use overlay::Overlay;
+pub(crate) use overlay::{CellWrite, Overlay};
 
 use super::catalog::GcPolicy;
 use super::read::{QualifierFilter, ReadFilter};

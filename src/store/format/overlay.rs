@@ -17,11 +17,25 @@ use std::collections::BTreeMap;
 
 /// Pending pair writes keyed by (family index, pair key); `None` deletes.
 /// PACKED rows being edited are held decoded in `packed` (by family and
-/// row key) until [`Overlay::seal`] encodes them into `writes`.
-#[derive(Default)]
+/// row key) until [`Overlay::seal`] encodes them into `writes`, once per
+/// commit however many mutations edit them; `bounds` holds an upper bound
+/// of each one's encoded length (its length when loaded plus everything
+/// written since), so the size limit is checked exactly only near it.
+#[derive(Default, Clone)]
 pub(crate) struct Overlay {
     pub writes: BTreeMap<(usize, Vec<u8>), Option<Vec<u8>>>,
     packed: BTreeMap<(usize, Vec<u8>), packed::Cells>,
+    bounds: BTreeMap<(usize, Vec<u8>), usize>,
+}
+
+/// One cell to write: (family index, qualifier, timestamp, value).
+pub(crate) type CellWrite<'a> = (usize, &'a [u8], i64, &'a [u8]);
+
+/// At most how many bytes one cell adds to a PACKED row's encoding: its
+/// qualifier (as if alone in its column), value and varints, with room
+/// for the row header.
+fn cell_bound(qualifier: &[u8], value: &[u8]) -> usize {
+    qualifier.len() + value.len() + 48
 }
 
 fn format_of(table: &TableHandle, family: usize) -> FamilyFormat {
@@ -115,8 +129,10 @@ impl Overlay {
                 self.writes.insert((family, key), Some(value));
             }
             FamilyFormat::Packed => {
+                let grown = cell_bound(qualifier, &value);
                 self.packed_mut(snapshot, table, family, row)?
                     .insert((qualifier.to_vec(), Reverse(timestamp)), value);
+                *self.bounds.entry((family, row.to_vec())).or_default() += grown;
             }
         }
         Ok(())
@@ -149,10 +165,22 @@ impl Overlay {
         if let Some(cells) = self.packed.get(&(family, row.to_vec())) {
             return Ok(cells.clone());
         }
+        Ok(self.load_stored(snapshot, table, family, row)?.0)
+    }
+
+    /// A PACKED row's cells as pending or stored (not being edited), and
+    /// the length of their encoding.
+    fn load_stored(
+        &self,
+        snapshot: &Snapshot,
+        table: &TableHandle,
+        family: usize,
+        row: &[u8],
+    ) -> Result<(packed::Cells, usize)> {
         let key = codec::escape(row);
         match self.get(snapshot, table, family, &key)? {
-            Some(value) => packed::cells_of(&key, &value),
-            None => Ok(packed::Cells::new()),
+            Some(value) => Ok((packed::cells_of(&key, &value)?, value.len())),
+            None => Ok((packed::Cells::new(), 0)),
         }
     }
 
@@ -165,15 +193,89 @@ impl Overlay {
     ) -> Result<&mut packed::Cells> {
         let id = (family, row.to_vec());
         if !self.packed.contains_key(&id) {
-            let cells = self.load_packed(snapshot, table, family, row)?;
+            let (cells, len) = self.load_stored(snapshot, table, family, row)?;
             self.packed.insert(id.clone(), cells);
+            self.bounds.insert(id.clone(), len);
         }
         Ok(self.packed.entry(id).or_default())
+    }
+
+    /// Writes the cells of one row, `(family, qualifier, timestamp,
+    /// value)`, all or none: the PACKED rows they edit are loaded and
+    /// checked against the size limit before any cell is written, so a
+    /// failure leaves the overlay as it was (nothing is copied to make
+    /// that so; a bulk load of many cells into one row stays linear).
+    pub fn put_cells(
+        &mut self,
+        snapshot: &Snapshot,
+        table: &TableHandle,
+        row: &[u8],
+        cells: &[CellWrite<'_>],
+    ) -> Result<()> {
+        let mut families: Vec<usize> = cells
+            .iter()
+            .filter(|(f, ..)| format_of(table, *f) == FamilyFormat::Packed)
+            .map(|(f, ..)| *f)
+            .collect();
+        families.sort_unstable();
+        families.dedup();
+        for &family in &families {
+            self.packed_mut(snapshot, table, family, row)?;
+            let id = (family, row.to_vec());
+            let grown: usize = cells
+                .iter()
+                .filter(|(f, ..)| *f == family)
+                .map(|(_, q, _, v)| cell_bound(q, v))
+                .sum();
+            let bound = self.bounds.get(&id).copied().unwrap_or(0) + grown;
+            if bound > packed::MAX_PACKED_LEN {
+                // Near the limit: encode what the row would hold.
+                let mut would = self.packed.get(&id).cloned().unwrap_or_default();
+                for (_, q, ts, v) in cells.iter().filter(|(f, ..)| *f == family) {
+                    would.insert((q.to_vec(), Reverse(*ts)), v.to_vec());
+                }
+                let name = &table.def.families[family].name;
+                let exact = packed::encode(row, name, &would)?.map_or(0, |v| v.len());
+                self.bounds.insert(id, exact.saturating_sub(grown));
+            }
+        }
+        for &(family, qualifier, timestamp, value) in cells {
+            match format_of(table, family) {
+                FamilyFormat::Cells => {
+                    let key = cells::key(row, qualifier, timestamp);
+                    self.writes.insert((family, key), Some(value.to_vec()));
+                }
+                FamilyFormat::Packed => {
+                    let id = (family, row.to_vec());
+                    *self.bounds.entry(id.clone()).or_default() += cell_bound(qualifier, value);
+                    self.packed
+                        .entry(id)
+                        .or_default()
+                        .insert((qualifier.to_vec(), Reverse(timestamp)), value.to_vec());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the PACKED rows being edited against the size limit: exactly
+    /// for those whose bound is over it.
+    pub fn check_sizes(&mut self, table: &TableHandle) -> Result<()> {
+        for (id, cells) in &self.packed {
+            let bound = self.bounds.get(id).copied().unwrap_or(usize::MAX);
+            if bound > packed::MAX_PACKED_LEN {
+                let name = &table.def.families[id.0].name;
+                let exact = packed::encode(&id.1, name, cells)?.map_or(0, |v| v.len());
+                self.bounds.insert(id.clone(), exact);
+            }
+        }
+        Ok(())
     }
 
     /// Encodes the PACKED rows being edited into pair writes, checking
     /// each against the packed size limit.
     pub fn seal(&mut self, table: &TableHandle) -> Result<()> {
+        self.bounds.clear();
         for ((family, row), cells) in std::mem::take(&mut self.packed) {
             let name = &table.def.families[family].name;
             let value = packed::encode(&row, name, &cells)?;
@@ -311,20 +413,29 @@ impl Overlay {
         Ok(removed)
     }
 
-    /// This overlay's pending writes to one row, as a new overlay: what a
-    /// row's own mutations start from.
-    pub fn row_part(&self, families: usize, row: &[u8]) -> Overlay {
+    /// Moves this overlay's pending writes to one row out into a new
+    /// overlay: what a row's own mutations start from.
+    pub fn take_row(&mut self, families: usize, row: &[u8]) -> Overlay {
         let range = codec::single_row_range(row);
         let mut part = Overlay::default();
         for family in 0..families {
-            let entries = self.writes.range((family, range.start.clone())..);
-            for ((f, key), value) in
-                entries.take_while(|((f, k), _)| *f == family && range.contains(k))
-            {
-                part.writes.insert((*f, key.clone()), value.clone());
+            let keys: Vec<Vec<u8>> = self
+                .writes
+                .range((family, range.start.clone())..)
+                .take_while(|((f, k), _)| *f == family && range.contains(k))
+                .map(|((_, k), _)| k.clone())
+                .collect();
+            for key in keys {
+                if let Some(value) = self.writes.remove(&(family, key.clone())) {
+                    part.writes.insert((family, key), value);
+                }
             }
-            if let Some(cells) = self.packed.get(&(family, row.to_vec())) {
-                part.packed.insert((family, row.to_vec()), cells.clone());
+            let id = (family, row.to_vec());
+            if let Some(cells) = self.packed.remove(&id) {
+                part.packed.insert(id.clone(), cells);
+            }
+            if let Some(bound) = self.bounds.remove(&id) {
+                part.bounds.insert(id, bound);
             }
         }
         part
@@ -334,5 +445,6 @@ impl Overlay {
     pub fn absorb(&mut self, other: Overlay) {
         self.writes.extend(other.writes);
         self.packed.extend(other.packed);
+        self.bounds.extend(other.bounds);
     }
 }

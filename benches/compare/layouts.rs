@@ -1,0 +1,183 @@
+//! The queries, written once for a plain relational table (the peers) and
+//! once for each of cellar's layouts of the same readings.
+
+use crate::data::{Size, minute_text, sql_time};
+
+/// One measured question, with the SQL each engine answers it with.
+pub struct Query {
+    pub name: String,
+    /// For a table `readings(key, ts, pressure, temperature, humidity,
+    /// altitude)`: SQLite, DuckDB, DataFusion over Parquet.
+    pub plain: String,
+    /// Per cellar layout, in the order of [`LAYOUTS`].
+    pub cellar: Vec<String>,
+}
+
+/// A cellar layout of the readings: how its table is made and filled.
+pub struct Layout {
+    pub name: &'static str,
+    pub table: &'static str,
+    pub create: &'static str,
+    /// `INSERT ... SELECT` from `bench.readings` (the Parquet file).
+    pub ingest: &'static str,
+}
+
+const TALL_INGEST_COLUMNS: &str = "(_key, pressure, temperature, humidity, altitude) SELECT key, pressure, temperature, humidity, altitude FROM bench.readings";
+
+/// The guide's layouts: tall and narrow in both formats, one serialized
+/// protobuf per event, and the two time-bucket layouts (a row per balloon
+/// and hour; a new cell per minute, or a new column per minute).
+pub const LAYOUTS: [Layout; 5] = [
+    Layout {
+        name: "tall CELLS",
+        table: "tall_cells",
+        create: "CREATE TABLE tall_cells (ROW KEY (region TEXT, balloon INT(4), ts TIMESTAMP '%Y-%m-%d-%H%M'), \
+                 FAMILY m FORMAT CELLS, pressure DOUBLE IN m, temperature DOUBLE IN m, humidity DOUBLE IN m, altitude DOUBLE IN m)",
+        ingest: "INSERT INTO tall_cells ",
+    },
+    Layout {
+        name: "tall PACKED",
+        table: "tall_packed",
+        create: "CREATE TABLE tall_packed (ROW KEY (region TEXT, balloon INT(4), ts TIMESTAMP '%Y-%m-%d-%H%M'), \
+                 FAMILY m FORMAT PACKED, pressure DOUBLE IN m, temperature DOUBLE IN m, humidity DOUBLE IN m, altitude DOUBLE IN m)",
+        ingest: "INSERT INTO tall_packed ",
+    },
+    Layout {
+        name: "protobuf",
+        table: "serialized",
+        create: "CREATE TABLE serialized (ROW KEY (region TEXT, balloon INT(4), ts TIMESTAMP '%Y-%m-%d-%H%M'), \
+                 FAMILY m FORMAT PACKED, r PROTO 'bench.Reading' IN m)",
+        ingest: "INSERT INTO serialized (_key, r) SELECT key, named_struct('pressure', pressure, 'temperature', temperature, \
+                 'humidity', humidity, 'altitude', altitude) FROM bench.readings",
+    },
+    Layout {
+        name: "bucket cells",
+        table: "bucket_cells",
+        create: "CREATE TABLE bucket_cells (ROW KEY (region TEXT, balloon INT(4), hour TIMESTAMP '%Y-%m-%d-%H'), \
+                 FAMILY m FORMAT PACKED, pressure DOUBLE IN m, temperature DOUBLE IN m, humidity DOUBLE IN m, altitude DOUBLE IN m)",
+        ingest: "INSERT INTO bucket_cells (_key, _timestamp, pressure, temperature, humidity, altitude) \
+                 SELECT substr(key, 1, length(key) - 2), ts, pressure, temperature, humidity, altitude FROM bench.readings",
+    },
+    Layout {
+        name: "bucket columns",
+        table: "bucket_columns",
+        create: "CREATE TABLE bucket_columns (ROW KEY (region TEXT, balloon INT(4), hour TIMESTAMP '%Y-%m-%d-%H'), \
+                 FAMILY pressure QUALIFIERS TEXT VALUES DOUBLE FORMAT PACKED, \
+                 FAMILY temperature QUALIFIERS TEXT VALUES DOUBLE FORMAT PACKED, \
+                 FAMILY humidity QUALIFIERS TEXT VALUES DOUBLE FORMAT PACKED, \
+                 FAMILY altitude QUALIFIERS TEXT VALUES DOUBLE FORMAT PACKED)",
+        ingest: "INSERT INTO bucket_columns (_key, pressure, temperature, humidity, altitude) \
+                 SELECT substr(key, 1, length(key) - 2), map([right(key, 2)], [pressure]), map([right(key, 2)], [temperature]), \
+                 map([right(key, 2)], [humidity]), map([right(key, 2)], [altitude]) FROM bench.readings",
+    },
+];
+
+/// The protobuf message of the serialized layout.
+pub const PROTO: &str = "CREATE PROTO 'bench.proto' AS 'syntax = \"proto3\"; package bench; \
+    message Reading { double pressure = 1; double temperature = 2; double humidity = 3; double altitude = 4; }'";
+
+/// The complete ingest statement of a layout.
+pub fn ingest_sql(layout: &Layout) -> String {
+    if layout.ingest.ends_with(' ') {
+        format!("{}{TALL_INGEST_COLUMNS}", layout.ingest)
+    } else {
+        layout.ingest.to_string()
+    }
+}
+
+fn range_filter(column: &str, range: Option<&(String, String)>) -> String {
+    match range {
+        Some((lo, hi)) => format!(" WHERE {column} >= '{lo}' AND {column} < '{hi}'"),
+        None => String::new(),
+    }
+}
+
+/// Every query of the comparison, for a data set of `size`.
+pub fn queries(size: Size) -> Vec<Query> {
+    let mut out = Vec::new();
+    let (key, micros) = size.point();
+    let hour_key = &key[..key.len() - 2];
+    let minute = &minute_text(micros)[13..];
+    let tall_point = |t: &str| {
+        format!("SELECT pressure, temperature, humidity, altitude FROM {t} WHERE _key = '{key}'")
+    };
+    out.push(Query {
+        name: "point lookup".into(),
+        plain: format!(
+            "SELECT pressure, temperature, humidity, altitude FROM readings WHERE key = '{key}'"
+        ),
+        cellar: vec![
+            tall_point("tall_cells"),
+            tall_point("tall_packed"),
+            format!(
+                "SELECT r['pressure'], r['temperature'], r['humidity'], r['altitude'] FROM serialized WHERE _key = '{key}'"
+            ),
+            format!(
+                "SELECT pressure, temperature, humidity, altitude FROM versions('bucket_cells') \
+                 WHERE _key = '{hour_key}' AND _timestamp = TIMESTAMP '{}'",
+                sql_time(micros)
+            ),
+            format!(
+                "SELECT pressure['{minute}'], temperature['{minute}'], humidity['{minute}'], altitude['{minute}'] \
+                 FROM bucket_columns WHERE _key = '{hour_key}'"
+            ),
+        ],
+    });
+    let total = 4 * size.balloons;
+    let ranges = [(1, "0.1 %"), (10, "1 %"), (total, "100 %")];
+    for (balloons, label) in ranges {
+        let range = (balloons < total).then(|| size.balloon_range(balloons));
+        let range = range.as_ref();
+        let tall = |t: &str, avg: &str| {
+            format!(
+                "SELECT count(*), avg({avg}) FROM {t}{}",
+                range_filter("_key", range)
+            )
+        };
+        out.push(Query {
+            name: format!("count+avg {label}"),
+            plain: format!(
+                "SELECT count(*), avg(pressure) FROM readings{}",
+                range_filter("key", range)
+            ),
+            cellar: vec![
+                tall("tall_cells", "pressure"),
+                tall("tall_packed", "pressure"),
+                tall("serialized", "r['pressure']"),
+                tall("versions('bucket_cells')", "pressure"),
+                tall("cells('bucket_columns', 'pressure')", "value"),
+            ],
+        });
+    }
+    for (balloons, label) in [(1, "0.1 %"), (total, "100 %")] {
+        let range = (balloons < total).then(|| size.balloon_range(balloons));
+        let range = range.as_ref();
+        let tall = |t: &str, avg: &str| {
+            format!(
+                "SELECT substr(_key, 1, length(_key) - 2) AS hour, avg({avg}) FROM {t}{} GROUP BY 1",
+                range_filter("_key", range)
+            )
+        };
+        let bucket = |t: &str, avg: &str| {
+            format!(
+                "SELECT _key AS hour, avg({avg}) FROM {t}{} GROUP BY _key",
+                range_filter("_key", range)
+            )
+        };
+        out.push(Query {
+            name: format!("hourly avg {label}"),
+            plain: format!(
+                "SELECT substr(key, 1, length(key) - 2) AS hour, avg(pressure) FROM readings{} GROUP BY 1",
+                range_filter("key", range)
+            ),
+            cellar: vec![
+                tall("tall_cells", "pressure"),
+                tall("tall_packed", "pressure"),
+                tall("serialized", "r['pressure']"),
+                bucket("versions('bucket_cells')", "pressure"),
+                bucket("cells('bucket_columns', 'pressure')", "value"),
+            ],
+        });
+    }
+    out
+}

@@ -1,0 +1,309 @@
+//! The comparison bench: the same generated readings loaded into SQLite,
+//! DuckDB, DataFusion over Parquet and cellar in five layouts, the same
+//! questions asked of each, every answer checked equal, and cellar's time
+//! printed as a ratio to the best peer. Run it with `scripts/bench-compare
+//! [--small]` (which sets up the Python peers); `cargo bench --bench
+//! compare` alone needs `--python PATH` for them.
+//!
+//! Without `--bench` (as under `cargo test --all-targets`) it runs a tiny
+//! data set through cellar's layouts and DataFusion only, checking that
+//! every layout answers every question alike.
+
+#![allow(clippy::unwrap_used, reason = "a benchmark fails loudly")]
+#![allow(missing_docs, reason = "a benchmark, not an API")]
+
+mod answers;
+mod data;
+mod layouts;
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_flight::sql::client::FlightSqlServiceClient;
+use cellar::{SqlSession, Store};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::catalog::MemorySchemaProvider;
+use datafusion::dataframe::DataFrameWriteOptions;
+use datafusion::datasource::MemTable;
+use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use futures::StreamExt;
+use tonic::transport::Channel;
+
+use data::Size;
+use layouts::{LAYOUTS, Layout, Query};
+use report::{Measured, Report};
+
+/// Runs SQL on one engine.
+enum Runner<'a> {
+    Cellar(&'a SqlSession),
+    DataFusion(&'a SessionContext),
+    Flight(Box<FlightSqlServiceClient<Channel>>),
+}
+
+impl Runner<'_> {
+    async fn run(&mut self, sql: &str) -> Result<Vec<RecordBatch>, String> {
+        match self {
+            Runner::Cellar(session) => session.query(sql).await.map_err(|e| e.to_string()),
+            Runner::DataFusion(ctx) => {
+                let df = ctx.sql(sql).await.map_err(|e| e.to_string())?;
+                df.collect().await.map_err(|e| e.to_string())
+            }
+            Runner::Flight(client) => {
+                let info = client
+                    .execute(sql.to_string(), None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let mut batches = Vec::new();
+                for endpoint in info.endpoint {
+                    let ticket = endpoint.ticket.ok_or("an endpoint without a ticket")?;
+                    let mut stream = client.do_get(ticket).await.map_err(|e| e.to_string())?;
+                    while let Some(batch) = stream.next().await {
+                        batches.push(batch.map_err(|e| e.to_string())?);
+                    }
+                }
+                Ok(batches)
+            }
+        }
+    }
+}
+
+/// How long to keep repeating a query: at least `MIN_RUNS` timed runs
+/// after one warm-up, then until `BUDGET` is spent or `MAX_RUNS` ran.
+const MIN_RUNS: usize = 3;
+const MAX_RUNS: usize = 30;
+const BUDGET: Duration = Duration::from_millis(1500);
+
+/// The median time of a query and its answer (from the warm-up run).
+async fn measure(runner: &mut Runner<'_>, sql: &str) -> Result<Measured, String> {
+    let batches = runner.run(sql).await.map_err(|e| format!("{sql}: {e}"))?;
+    let answer = answers::from_batches(&batches)?;
+    let mut times = Vec::new();
+    let started = Instant::now();
+    while times.len() < MIN_RUNS || (times.len() < MAX_RUNS && started.elapsed() < BUDGET) {
+        let t = Instant::now();
+        runner.run(sql).await?;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    Ok(Measured {
+        seconds: times[times.len() / 2].as_secs_f64(),
+        answer: Some(answer),
+    })
+}
+
+struct Args {
+    full: bool,
+    size: Size,
+    python: Option<PathBuf>,
+    flight: bool,
+    /// Only the cellar layouts whose name contains this.
+    only: Option<String>,
+}
+
+fn args() -> Args {
+    let argv: Vec<String> = std::env::args().collect();
+    let bench = argv.iter().any(|a| a == "--bench");
+    let small = argv.iter().any(|a| a == "--small");
+    let python = argv
+        .iter()
+        .position(|a| a == "--python")
+        .and_then(|i| argv.get(i + 1))
+        .map(PathBuf::from);
+    let size = match (bench, small) {
+        (false, _) => Size {
+            balloons: 5,
+            minutes: 150,
+        },
+        (true, true) => Size {
+            balloons: 250,
+            minutes: 400,
+        },
+        (true, false) => Size {
+            balloons: 250,
+            minutes: 4000,
+        },
+    };
+    Args {
+        full: bench,
+        size,
+        python: if bench { python } else { None },
+        flight: !argv.iter().any(|a| a == "--no-flight"),
+        only: argv
+            .iter()
+            .position(|a| a == "--only")
+            .and_then(|i| argv.get(i + 1))
+            .cloned(),
+    }
+}
+
+fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Writes the readings as one Parquet file (sorted by key), timed: this is
+/// DataFusion-over-Parquet's ingest.
+async fn write_parquet(size: Size, path: &Path) -> Measured {
+    let batches = data::batches(size);
+    let ctx = SessionContext::new();
+    let table = MemTable::try_new(data::schema(), vec![batches]).unwrap();
+    let started = Instant::now();
+    ctx.read_table(Arc::new(table))
+        .unwrap()
+        .write_parquet(
+            path.to_str().unwrap(),
+            DataFrameWriteOptions::new().with_single_file_output(true),
+            None,
+        )
+        .await
+        .unwrap();
+    Measured::time(started.elapsed().as_secs_f64())
+}
+
+/// Runs the Python peers (SQLite, DuckDB) on the Parquet file.
+fn run_peers(python: &Path, dir: &Path, parquet: &Path, queries: &[Query]) -> serde_json::Value {
+    let job = serde_json::json!({
+        "parquet": parquet,
+        "dir": dir,
+        "queries": queries.iter().map(|q| serde_json::json!({"name": q.name, "sql": q.plain})).collect::<Vec<_>>(),
+        "min_runs": MIN_RUNS,
+        "max_runs": MAX_RUNS,
+        "budget": BUDGET.as_secs_f64(),
+    });
+    let job_path = dir.join("job.json");
+    let out_path = dir.join("peers.json");
+    std::fs::write(&job_path, job.to_string()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/compare/peers.py");
+    let status = std::process::Command::new(python)
+        .arg(script)
+        .arg(&job_path)
+        .arg(&out_path)
+        .status()
+        .unwrap();
+    assert!(status.success(), "the Python peers failed: {status}");
+    serde_json::from_str(&std::fs::read_to_string(out_path).unwrap()).unwrap()
+}
+
+fn main() {
+    let args = args();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let size = args.size;
+    let rows = size.rows();
+    let queries = layouts::queries(size);
+    let mut report = Report::new(rows, &queries);
+    eprintln!(
+        "{rows} readings (4 regions × {} balloons × {} minutes) in {}",
+        size.balloons,
+        size.minutes,
+        dir.path().display()
+    );
+
+    let parquet = dir.path().join("readings.parquet");
+    let written = rt.block_on(write_parquet(size, &parquet));
+    report.ingest("DataFusion/Parquet", written, file_size(&parquet));
+
+    if let Some(python) = &args.python {
+        eprintln!("SQLite and DuckDB ...");
+        let peers = run_peers(python, dir.path(), &parquet, &queries);
+        report.peers(&peers);
+    }
+
+    rt.block_on(async {
+        eprintln!("DataFusion over Parquet ...");
+        let ctx = SessionContext::new();
+        ctx.register_parquet(
+            "readings",
+            parquet.to_str().unwrap(),
+            ParquetReadOptions::default(),
+        )
+        .await
+        .unwrap();
+        let mut runner = Runner::DataFusion(&ctx);
+        for q in &queries {
+            let m = measure(&mut runner, &q.plain).await.unwrap();
+            report.query("DataFusion/Parquet", &q.name, m);
+        }
+
+        let session = SqlSession::new(Store::open(dir.path().join("store")).unwrap());
+        let schema = Arc::new(MemorySchemaProvider::new());
+        session
+            .context()
+            .catalog("cellar")
+            .unwrap()
+            .register_schema("bench", schema)
+            .unwrap();
+        session
+            .context()
+            .register_parquet(
+                "bench.readings",
+                parquet.to_str().unwrap(),
+                ParquetReadOptions::default(),
+            )
+            .await
+            .unwrap();
+        session.query(layouts::PROTO).await.unwrap();
+        let chosen = |l: &&Layout| {
+            args.only
+                .as_ref()
+                .is_none_or(|o| l.name.contains(o.as_str()))
+        };
+        for layout in LAYOUTS.iter().filter(chosen) {
+            eprintln!("cellar, {} ...", layout.name);
+            session.query(layout.create).await.unwrap();
+            let started = Instant::now();
+            session.query(&layouts::ingest_sql(layout)).await.unwrap();
+            session.store().checkpoint().unwrap();
+            let took = started.elapsed().as_secs_f64();
+            session.store().compact(layout.table).unwrap();
+            let bytes = session.store().table_disk_space(layout.table).unwrap();
+            report.ingest(layout.name, Measured::time(took), bytes);
+        }
+        let mut runner = Runner::Cellar(&session);
+        for q in &queries {
+            for (layout, sql) in LAYOUTS.iter().zip(&q.cellar).filter(|(l, _)| chosen(l)) {
+                let m = measure(&mut runner, sql).await.unwrap();
+                report.query(layout.name, &q.name, m);
+            }
+        }
+        let floor = measure(&mut runner, "SELECT 1").await.unwrap();
+        report.query("cellar", "SELECT 1", floor);
+
+        if args.flight {
+            eprintln!("cellar over Flight SQL ...");
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(cellar::flight::serve(
+                session.clone(),
+                listener,
+                Default::default(),
+            ));
+            let channel = Channel::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let mut runner = Runner::Flight(Box::new(FlightSqlServiceClient::new(channel)));
+            for q in &queries {
+                for (layout, sql) in LAYOUTS.iter().zip(&q.cellar).filter(|(l, _)| chosen(l)) {
+                    let m = measure(&mut runner, sql).await.unwrap();
+                    report.flight(layout.name, &q.name, m);
+                }
+            }
+            let floor = measure(&mut runner, "SELECT 1").await.unwrap();
+            report.flight("cellar", "SELECT 1", floor);
+        }
+    });
+
+    let mismatches = report.check("DataFusion/Parquet");
+    if args.full {
+        report.print();
+    }
+    if !mismatches.is_empty() {
+        for m in &mismatches {
+            eprintln!("MISMATCH {m}");
+        }
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,88 @@
+"""The comparison bench's peers: SQLite and DuckDB load the readings from
+the bench's Parquet file and answer the same questions.
+
+Usage: peers.py JOB.json OUT.json. The job names the Parquet file, a
+working directory and the queries (over a table `readings(key, pressure,
+temperature, humidity, altitude)`); the output holds, per engine, the
+ingest time and bytes on disk, and per query the median time and the rows.
+"""
+
+import json
+import os
+import sqlite3
+import sys
+import time
+
+import duckdb
+import pyarrow.parquet as pq
+
+COLUMNS = ["key", "pressure", "temperature", "humidity", "altitude"]
+
+
+def measure(run, sql, job):
+    """The warm-up run's rows and the median of the timed runs."""
+    rows = run(sql)
+    times = []
+    started = time.perf_counter()
+    while len(times) < job["min_runs"] or (
+        len(times) < job["max_runs"] and time.perf_counter() - started < job["budget"]
+    ):
+        t = time.perf_counter()
+        run(sql)
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return {"seconds": times[len(times) // 2], "rows": [list(r) for r in rows]}
+
+
+def sqlite(job):
+    path = os.path.join(job["dir"], "readings.sqlite")
+    started = time.perf_counter()
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE readings (key TEXT PRIMARY KEY, pressure REAL, temperature REAL, "
+        "humidity REAL, altitude REAL) WITHOUT ROWID"
+    )
+    with db:
+        for batch in pq.ParquetFile(job["parquet"]).iter_batches(columns=COLUMNS):
+            columns = [batch.column(c).to_pylist() for c in COLUMNS]
+            db.executemany("INSERT INTO readings VALUES (?, ?, ?, ?, ?)", zip(*columns))
+    ingest = time.perf_counter() - started
+    result = {"ingest": {"seconds": ingest, "bytes": os.path.getsize(path)}, "queries": {}}
+    run = lambda sql: db.execute(sql).fetchall()
+    for q in job["queries"]:
+        result["queries"][q["name"]] = measure(run, q["sql"], job)
+    db.close()
+    return result
+
+
+def duck(job):
+    path = os.path.join(job["dir"], "readings.duckdb")
+    started = time.perf_counter()
+    db = duckdb.connect(path)
+    db.execute(
+        "CREATE TABLE readings AS SELECT key, pressure, temperature, humidity, altitude "
+        "FROM read_parquet(?)",
+        [job["parquet"]],
+    )
+    db.execute("CHECKPOINT")
+    ingest = time.perf_counter() - started
+    size = os.path.getsize(path)
+    result = {"ingest": {"seconds": ingest, "bytes": size}, "queries": {}}
+    run = lambda sql: db.execute(sql).fetchall()
+    for q in job["queries"]:
+        result["queries"][q["name"]] = measure(run, q["sql"], job)
+    db.close()
+    return result
+
+
+def main():
+    job_path, out_path = sys.argv[1], sys.argv[2]
+    with open(job_path) as f:
+        job = json.load(f)
+    out = {"SQLite": sqlite(job), "DuckDB": duck(job)}
+    with open(out_path, "w") as f:
+        json.dump(out, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,343 @@
+//! What was measured, the answer check, and the printed tables.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value as Json;
+
+use crate::answers::{self, Answer};
+use crate::layouts::{LAYOUTS, Query};
+
+/// One measurement: seconds (a median for queries) and, for queries, the
+/// answer.
+pub struct Measured {
+    pub seconds: f64,
+    pub answer: Option<Answer>,
+}
+
+impl Measured {
+    pub fn time(seconds: f64) -> Measured {
+        Measured {
+            seconds,
+            answer: None,
+        }
+    }
+}
+
+const PEERS: [&str; 3] = ["SQLite", "DuckDB", "DataFusion/Parquet"];
+
+pub struct Report {
+    rows: u64,
+    names: Vec<String>,
+    /// engine → (ingest seconds, bytes on disk)
+    ingest: BTreeMap<String, (f64, u64)>,
+    /// (engine, query) → measurement, in-process
+    local: BTreeMap<(String, String), Measured>,
+    /// (cellar layout, query) → measurement over Flight SQL
+    remote: BTreeMap<(String, String), Measured>,
+}
+
+impl Report {
+    pub fn new(rows: u64, queries: &[Query]) -> Report {
+        Report {
+            rows,
+            names: queries.iter().map(|q| q.name.clone()).collect(),
+            ingest: BTreeMap::new(),
+            local: BTreeMap::new(),
+            remote: BTreeMap::new(),
+        }
+    }
+
+    pub fn ingest(&mut self, engine: &str, m: Measured, bytes: u64) {
+        self.ingest.insert(engine.to_string(), (m.seconds, bytes));
+    }
+
+    pub fn query(&mut self, engine: &str, query: &str, m: Measured) {
+        self.local
+            .insert((engine.to_string(), query.to_string()), m);
+    }
+
+    pub fn flight(&mut self, engine: &str, query: &str, m: Measured) {
+        self.remote
+            .insert((engine.to_string(), query.to_string()), m);
+    }
+
+    /// Takes the Python peers' results (`{engine: {ingest: {seconds,
+    /// bytes}, queries: {name: {seconds, rows}}}}`).
+    pub fn peers(&mut self, json: &Json) {
+        let Some(engines) = json.as_object() else {
+            panic!("the peers' results are not an object: {json}");
+        };
+        for (engine, results) in engines {
+            let seconds = results["ingest"]["seconds"].as_f64().unwrap_or(f64::NAN);
+            let bytes = results["ingest"]["bytes"].as_u64().unwrap_or(0);
+            self.ingest.insert(engine.clone(), (seconds, bytes));
+            if let Some(queries) = results["queries"].as_object() {
+                for (name, r) in queries {
+                    let answer = answers::from_json(&r["rows"])
+                        .unwrap_or_else(|e| panic!("{engine}, {name}: {e}"));
+                    self.query(
+                        engine,
+                        name,
+                        Measured {
+                            seconds: r["seconds"].as_f64().unwrap_or(f64::NAN),
+                            answer: Some(answer),
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// Every answer against the reference engine's: the mismatches.
+    pub fn check(&self, reference: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for name in &self.names {
+            let Some(expected) = self
+                .local
+                .get(&(reference.to_string(), name.clone()))
+                .and_then(|m| m.answer.as_ref())
+            else {
+                out.push(format!("{reference} has no answer to {name}"));
+                continue;
+            };
+            for (how, map) in [("", &self.local), (" over Flight", &self.remote)] {
+                for ((engine, query), m) in map {
+                    if query != name || engine == reference {
+                        continue;
+                    }
+                    if let Some(d) = m
+                        .answer
+                        .as_ref()
+                        .and_then(|got| answers::difference(expected, got))
+                    {
+                        out.push(format!("{engine}{how}, {name}: {d}"));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn seconds(&self, engine: &str, query: &str) -> Option<f64> {
+        self.local
+            .get(&(engine.to_string(), query.to_string()))
+            .map(|m| m.seconds)
+    }
+
+    fn best_peer(&self, query: &str) -> Option<f64> {
+        PEERS
+            .iter()
+            .filter_map(|p| self.seconds(p, query))
+            .min_by(f64::total_cmp)
+    }
+
+    pub fn print(&self) {
+        println!(
+            "\n{} readings; query times are medians in ms (planning included); \
+             (×) = cellar / best peer, lower is better\n",
+            self.rows
+        );
+        let mut head = format!("{:<20}", "");
+        for p in PEERS {
+            head += &format!("{:>12}", short(p));
+        }
+        head += " |";
+        for l in &LAYOUTS {
+            head += &format!("{:>19}", l.name);
+        }
+        println!("{head}");
+
+        // Ingest: rows per second (higher is better, the ratio is of times).
+        let rows = self.rows as f64;
+        let best_ingest = PEERS
+            .iter()
+            .filter_map(|p| self.ingest.get(*p).map(|i| i.0))
+            .min_by(f64::total_cmp);
+        let best_bytes = PEERS
+            .iter()
+            .filter_map(|p| self.ingest.get(*p).map(|i| i.1))
+            .min();
+        let mut line = format!("{:<20}", "ingest, K rows/s");
+        for p in PEERS {
+            line += &cell(self.ingest.get(p).map(|i| rows / i.0 / 1e3));
+        }
+        line += " |";
+        for l in &LAYOUTS {
+            let i = self.ingest.get(l.name);
+            line += &wide(
+                i.map(|i| rows / i.0 / 1e3),
+                i.zip(best_ingest).map(|(i, b)| i.0 / b),
+            );
+        }
+        println!("{line}");
+        let mut line = format!("{:<20}", "bytes per reading");
+        for p in PEERS {
+            line += &cell(self.ingest.get(p).map(|i| i.1 as f64 / rows));
+        }
+        line += " |";
+        for l in &LAYOUTS {
+            let i = self.ingest.get(l.name);
+            line += &wide(
+                i.map(|i| i.1 as f64 / rows),
+                i.zip(best_bytes).map(|(i, b)| i.1 as f64 / b as f64),
+            );
+        }
+        println!("{line}");
+
+        for name in &self.names {
+            let best = self.best_peer(name);
+            let mut line = format!("{:<20}", name);
+            for p in PEERS {
+                line += &cell(self.seconds(p, name).map(|s| s * 1e3));
+            }
+            line += " |";
+            for l in &LAYOUTS {
+                let s = self.seconds(l.name, name);
+                line += &wide(s.map(|s| s * 1e3), s.zip(best).map(|(s, b)| s / b));
+            }
+            println!("{line}");
+        }
+
+        if !self.remote.is_empty() {
+            println!(
+                "\nover Flight SQL (loopback): ms, and (+ms) over the same query in-process\n"
+            );
+            let mut head = format!("{:<20}", "");
+            for l in &LAYOUTS {
+                head += &format!("{:>19}", l.name);
+            }
+            println!("{head}");
+            let mut names = self.names.clone();
+            names.push("SELECT 1".into());
+            for name in &names {
+                let mut line = format!("{:<20}", name);
+                let engines: Vec<&str> = if name == "SELECT 1" {
+                    vec!["cellar"]
+                } else {
+                    LAYOUTS.iter().map(|l| l.name).collect()
+                };
+                for e in engines {
+                    let key = (e.to_string(), name.clone());
+                    let r = self.remote.get(&key).map(|m| m.seconds * 1e3);
+                    let l = self.local.get(&key).map(|m| m.seconds * 1e3);
+                    line += &match (r, l) {
+                        (Some(r), Some(l)) => {
+                            format!("{:>19}", format!("{} (+{})", num(r), num(r - l)))
+                        }
+                        _ => format!("{:>19}", "-"),
+                    };
+                }
+                println!("{line}");
+            }
+        }
+        self.print_targets();
+    }
+
+    fn print_targets(&self) {
+        let ratio = |engine: &str, query: &str, peer: &str| {
+            Some(self.seconds(engine, query)? / self.seconds(peer, query)?)
+        };
+        let hourly = "hourly avg 100 %";
+        let mut targets = vec![
+            (
+                "hourly avg 100 %, bucket cells / DuckDB",
+                ratio("bucket cells", hourly, "DuckDB"),
+                1.2,
+            ),
+            (
+                "hourly avg 100 %, bucket columns / DuckDB",
+                ratio("bucket columns", hourly, "DuckDB"),
+                1.2,
+            ),
+            (
+                "hourly avg 100 %, tall PACKED / DuckDB",
+                ratio("tall PACKED", hourly, "DuckDB"),
+                2.0,
+            ),
+            (
+                "hourly avg 100 %, tall CELLS / DuckDB",
+                ratio("tall CELLS", hourly, "DuckDB"),
+                5.0,
+            ),
+            (
+                "count+avg 0.1 %, tall CELLS / SQLite",
+                ratio("tall CELLS", "count+avg 0.1 %", "SQLite"),
+                2.0,
+            ),
+            (
+                "count+avg 0.1 %, tall PACKED / SQLite",
+                ratio("tall PACKED", "count+avg 0.1 %", "SQLite"),
+                2.0,
+            ),
+        ];
+        let parquet = self.ingest.get("DataFusion/Parquet").map(|i| i.1 as f64);
+        for l in ["bucket cells", "bucket columns"] {
+            let bytes = self.ingest.get(l).map(|i| i.1 as f64);
+            targets.push((
+                if l == "bucket cells" {
+                    "bytes, bucket cells / Parquet"
+                } else {
+                    "bytes, bucket columns / Parquet"
+                },
+                bytes.zip(parquet).map(|(b, p)| b / p),
+                1.0,
+            ));
+        }
+        println!("\ntargets (ratio, target, met?)");
+        for (what, r, target) in targets {
+            match r {
+                Some(r) => println!(
+                    "  {what:<44} {r:>6.2}×  ≤ {target:.1}×  {}",
+                    if r <= target { "yes" } else { "NO" }
+                ),
+                None => println!("  {what:<44}      -  (no peer measured)"),
+            }
+        }
+        for l in ["tall PACKED", "tall CELLS"] {
+            let key = (l.to_string(), "point lookup".to_string());
+            if let (Some(r), Some(i)) = (self.remote.get(&key), self.local.get(&key)) {
+                let extra = (r.seconds - i.seconds) * 1e3;
+                println!(
+                    "  {:<44} {extra:>5.2} ms  ≤ 1 ms  {}",
+                    format!("point lookup over Flight − in-process, {l}"),
+                    if extra <= 1.0 { "yes" } else { "NO" }
+                );
+            }
+        }
+    }
+}
+
+fn short(engine: &str) -> &str {
+    if engine == "DataFusion/Parquet" {
+        "DF/Parquet"
+    } else {
+        engine
+    }
+}
+
+/// A number with about three significant digits.
+fn num(x: f64) -> String {
+    let a = x.abs();
+    if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+fn cell(x: Option<f64>) -> String {
+    format!("{:>12}", x.map_or("-".into(), num))
+}
+
+fn wide(x: Option<f64>, ratio: Option<f64>) -> String {
+    let text = match (x, ratio) {
+        (Some(x), Some(r)) => format!("{} ({}×)", num(x), num(r)),
+        (Some(x), None) => num(x),
+        _ => "-".into(),
+    };
+    format!("{text:>19}")
+}
