@@ -6,7 +6,8 @@
 //! qualifiers (no hashing, no allocation per cell), and decoded straight
 //! into typed appenders chosen once per scan. Only the columns a query
 //! needs are built; values of other columns are never decoded. The
-//! versions and cells views take owned rows.
+//! versions and cells views take lent rows too (one small vector of
+//! borrowed cells per row); owned rows go through the same code.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,7 +25,24 @@ use super::wide::{ColumnSource, Layout, View, value_type};
 use crate::codec::show_bytes;
 use crate::proto::{FieldMask, PValue};
 use crate::schema::{Encoding, KeyValue, Value, ValueType, decode_as};
-use crate::store::{Cell, Row, RowView};
+use crate::store::{Row, RowView};
+
+/// A cell on its way to the output, borrowed from an owned row or a
+/// lent one: `decl` is its family's declaration index.
+struct Placed<'a> {
+    decl: usize,
+    family: &'a str,
+    qualifier: &'a [u8],
+    timestamp: i64,
+    value: &'a [u8],
+}
+
+impl<'a> Placed<'a> {
+    /// What [`ViewBatchBuilder::place_cells`] takes.
+    fn coordinates(&self) -> (usize, &'a [u8], &'a [u8]) {
+        (self.decl, self.qualifier, self.value)
+    }
+}
 
 /// One value on its way into a builder.
 #[derive(Clone, Copy)]
@@ -212,7 +230,7 @@ pub(crate) struct ViewBatchBuilder {
     declared_by_family: Vec<Vec<(Vec<u8>, usize)>>,
     /// The families a scan reads, as their declaration index (see `bind`).
     read_families: Arc<[usize]>,
-    read_names: Vec<Arc<str>>,
+    read_names: Arc<[Arc<str>]>,
     /// Per declared column, the row (`generation`) that last set it.
     set_in: Vec<u64>,
     generation: u64,
@@ -304,7 +322,7 @@ impl ViewBatchBuilder {
             values_decoded: 0,
             declared_by_family,
             read_families: Arc::from([]),
-            read_names: Vec::new(),
+            read_names: Arc::from([]),
             set_in: vec![0; layout_columns],
             generation: 0,
             errors: Vec::new(),
@@ -314,7 +332,7 @@ impl ViewBatchBuilder {
     /// Names the families of the rows to come, in the order their cells'
     /// `family` counts them.
     pub fn bind(&mut self, families: &[Arc<str>]) {
-        self.read_names = families.to_vec();
+        self.read_names = Arc::from(families);
         self.read_families = families
             .iter()
             .map(|name| {
@@ -329,19 +347,21 @@ impl ViewBatchBuilder {
     /// Adds the output rows of one row as the store lends it.
     pub fn push_view(&mut self, row: RowView<'_>) -> crate::Result<()> {
         if !matches!(self.layout.view, View::Wide { .. }) {
+            let (read, names) = (
+                Arc::clone(&self.read_families),
+                Arc::clone(&self.read_names),
+            );
             let cells = row
                 .cells()
-                .map(|c| Cell {
-                    family: self.read_names[c.family].clone(),
-                    qualifier: c.qualifier.to_vec(),
+                .map(|c| Placed {
+                    decl: read.get(c.family).copied().unwrap_or(usize::MAX),
+                    family: names.get(c.family).map_or("", |n| n),
+                    qualifier: c.qualifier,
                     timestamp: c.timestamp,
-                    value: c.value.to_vec(),
+                    value: c.value,
                 })
                 .collect();
-            return self.push(&Row {
-                key: row.key().to_vec(),
-                cells,
-            });
+            return self.push_cells(row.key(), cells);
         }
         let key = row.key();
         let segments = self.segments_of(key);
@@ -504,34 +524,52 @@ impl ViewBatchBuilder {
     /// Adds the output rows of one store row (its cells: by family,
     /// qualifier, newest first).
     pub fn push(&mut self, row: &Row) -> crate::Result<()> {
+        let index = Arc::clone(&self.family_index);
+        let cells = row
+            .cells
+            .iter()
+            .map(|c| Placed {
+                decl: index.get(&*c.family).copied().unwrap_or(usize::MAX),
+                family: &c.family,
+                qualifier: &c.qualifier,
+                timestamp: c.timestamp,
+                value: &c.value,
+            })
+            .collect();
+        self.push_cells(&row.key, cells)
+    }
+
+    /// The output rows of one row's cells (by family, qualifier, newest
+    /// first), borrowed wherever they come from.
+    fn push_cells(&mut self, row_key: &[u8], cells: Vec<Placed<'_>>) -> crate::Result<()> {
         let key = if self.needed[0] {
-            String::from_utf8_lossy(&row.key)
+            String::from_utf8_lossy(row_key)
         } else {
             std::borrow::Cow::Borrowed("")
         };
-        let segments = self.segments_of(&row.key);
-        let ts_column = self.ts_column;
+        let segments = self.segments_of(row_key);
+        let ts_column = self.ts_column.filter(|c| self.needed[*c]);
         let layout = Arc::clone(&self.layout);
         match &layout.view {
             View::Wide { .. } => {
                 self.start_row(&key, segments.as_deref());
                 if let Some(c) = ts_column {
-                    let newest = row.cells.iter().map(|c| c.timestamp).max();
+                    let newest = cells.iter().map(|c| c.timestamp).max();
                     self.put(c, newest.map(Datum::Time));
                 }
-                self.place_owned(&row.key, &row.cells)?;
+                self.place_cells(row_key, cells.iter().map(Placed::coordinates))?;
             }
             View::Versions { .. } => {
                 // Newest first; a stable sort keeps each timestamp's cells in
                 // column order.
-                let mut by_time: Vec<&Cell> = row.cells.iter().collect();
+                let mut by_time = cells;
                 by_time.sort_by_key(|c| std::cmp::Reverse(c.timestamp));
                 for cells in by_time.chunk_by(|a, b| a.timestamp == b.timestamp) {
                     self.start_row(&key, segments.as_deref());
                     if let Some(c) = ts_column {
                         self.put(c, Some(Datum::Time(cells[0].timestamp)));
                     }
-                    self.place_owned(&row.key, cells.iter().copied())?;
+                    self.place_cells(row_key, cells.iter().map(Placed::coordinates))?;
                 }
             }
             View::Cells { .. } => {
@@ -541,60 +579,48 @@ impl ViewBatchBuilder {
                 let value = column(|s| matches!(s, ColumnSource::Value));
                 let (q_type, v_type) = (&layout.cell_types.qualifier, &layout.cell_types.value);
                 let fail = |what: String, why: &str, bytes: &[u8]| {
-                    decode_error(&row.key, format!("{what} {why}: {}", show_bytes(bytes)))
+                    decode_error(row_key, format!("{what} {why}: {}", show_bytes(bytes)))
                 };
-                for cell in &row.cells {
+                for cell in &cells {
                     self.start_row(&key, segments.as_deref());
                     if let Some(c) = family {
-                        self.put(c, Some(Datum::Text(&cell.family)));
+                        self.put(c, Some(Datum::Text(cell.family)));
                     }
                     if let Some(c) = ts_column {
                         self.put(c, Some(Datum::Time(cell.timestamp)));
                     }
                     if let Some(c) = qualifier.filter(|c| self.needed[*c]) {
-                        let q = decode_as(q_type.value_type, q_type.encoding, &cell.qualifier)
+                        let q = decode_as(q_type.value_type, q_type.encoding, cell.qualifier)
                             .map_err(|why| {
                                 fail(
                                     format!("a qualifier of family {}", cell.family),
                                     why,
-                                    &cell.qualifier,
+                                    cell.qualifier,
                                 )
                             })?;
                         self.put(c, Some(Datum::of(&q)));
                     }
                     if let Some(c) = value.filter(|c| self.needed[*c]) {
-                        let v = decode_as(v_type.value_type, v_type.encoding, &cell.value)
-                            .map_err(|why| {
+                        self.values_decoded += 1;
+                        let v = decode_as(v_type.value_type, v_type.encoding, cell.value).map_err(
+                            |why| {
                                 fail(
                                     format!(
                                         "the value of {}:{}",
                                         cell.family,
-                                        show_bytes(&cell.qualifier)
+                                        show_bytes(cell.qualifier)
                                     ),
                                     why,
-                                    &cell.value,
+                                    cell.value,
                                 )
-                            })?;
+                            },
+                        )?;
                         self.put(c, Some(Datum::of(&v)));
                     }
                 }
             }
         }
         Ok(())
-    }
-
-    /// `place_cells` for owned cells.
-    fn place_owned<'c>(
-        &mut self,
-        key: &[u8],
-        cells: impl IntoIterator<Item = &'c Cell>,
-    ) -> crate::Result<()> {
-        let index = Arc::clone(&self.family_index);
-        let cells = cells.into_iter().map(|c| {
-            let family = index.get(&*c.family).copied().unwrap_or(usize::MAX);
-            (family, c.qualifier.as_slice(), c.value.as_slice())
-        });
-        self.place_cells(key, cells)
     }
 
     /// The rows so far as a batch of the full view schema; columns not
