@@ -222,7 +222,9 @@ impl Report {
                     let l = self.local.get(&key).map(|m| m.seconds * 1e3);
                     line += &match (r, l) {
                         (Some(r), Some(l)) => {
-                            format!("{:>19}", format!("{} (+{})", num(r), num(r - l)))
+                            let sign = if r < l { "−" } else { "+" };
+                            let text = format!("{} ({sign}{})", num(r), num((r - l).abs()));
+                            format!("{text:>19}")
                         }
                         _ => format!("{:>19}", "-"),
                     };
