@@ -7,6 +7,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, BooleanArray};
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::Result as DfResult;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::execution::TaskContext;
@@ -15,11 +16,14 @@ use datafusion::physical_expr::{
 };
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
-use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
+use datafusion::physical_plan::stream::{
+    RecordBatchReceiverStreamBuilder, RecordBatchStreamAdapter,
+};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream, SortOrderPushdownResult,
 };
+use futures::TryStreamExt;
 
 use super::batch::ViewBatchBuilder;
 use super::to_df;
@@ -295,6 +299,20 @@ impl KeyScanExec {
         })
     }
 
+    /// Whether the scan reads at most a few single rows by key: cheap
+    /// enough to run on the task that polls it.
+    fn is_point_lookup(&self) -> bool {
+        use std::ops::Bound;
+        const MOST: usize = 16;
+        self.spec.ranges.as_ref().is_some_and(|ranges| {
+            ranges.len() <= MOST
+                && ranges.iter().all(|r| match (&r.start, &r.end) {
+                    (Bound::Included(a), Bound::Included(b)) => a == b,
+                    _ => false,
+                })
+        })
+    }
+
     pub(crate) fn new(spec: ScanSpec) -> Self {
         let ranges = match (&spec.splits, spec.limit) {
             (Some(splits), None) => splits.clone(),
@@ -536,9 +554,7 @@ impl ExecutionPlan for KeyScanExec {
         let misfits = MetricBuilder::new(&self.metrics).counter("key_misfits", partition);
         let decoded = MetricBuilder::new(&self.metrics).counter("values_decoded", partition);
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
-        let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&schema), 2);
-        let tx = builder.tx();
-        builder.spawn_blocking(move || {
+        let work = move |send: &mut dyn FnMut(RecordBatch) -> bool| -> DfResult<()> {
             if ranges.is_empty() {
                 return Ok(());
             }
@@ -561,7 +577,7 @@ impl ExecutionPlan for KeyScanExec {
             wide.bind(&stream.family_names());
             let mut emitted = 0usize;
             let mut reported = crate::store::ScanStats::default();
-            let flush = |wide: &mut ViewBatchBuilder, emitted: &mut usize| -> DfResult<bool> {
+            let mut flush = |wide: &mut ViewBatchBuilder, emitted: &mut usize| -> DfResult<bool> {
                 let batch = wide.finish()?;
                 let errors = std::mem::take(&mut wide.errors);
                 let batch = match &spec.residual {
@@ -595,7 +611,7 @@ impl ExecutionPlan for KeyScanExec {
                 }
                 *emitted += batch.num_rows();
                 output_rows.add(batch.num_rows());
-                if batch.num_rows() > 0 && tx.blocking_send(Ok(batch)).is_err() {
+                if batch.num_rows() > 0 && !send(batch) {
                     return Ok(false); // the consumer went away (LIMIT, cancel)
                 }
                 Ok(spec.limit.is_none_or(|l| *emitted < l))
@@ -644,7 +660,25 @@ impl ExecutionPlan for KeyScanExec {
             misfits.add(wide.misfits);
             decoded.add(wide.values_decoded);
             Ok(())
-        });
+        };
+        if self.is_point_lookup() {
+            // A few single rows: read on the polling task, at its first
+            // poll; a blocking thread's hand-off would cost more than the
+            // read.
+            let read = futures::stream::once(async move {
+                let mut batches: Vec<DfResult<RecordBatch>> = Vec::new();
+                work(&mut |batch| {
+                    batches.push(Ok(batch));
+                    true
+                })?;
+                Ok::<_, datafusion::error::DataFusionError>(futures::stream::iter(batches))
+            })
+            .try_flatten();
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(schema, read)));
+        }
+        let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&schema), 2);
+        let tx = builder.tx();
+        builder.spawn_blocking(move || work(&mut |batch| tx.blocking_send(Ok(batch)).is_ok()));
         Ok(builder.build())
     }
 }
