@@ -22,7 +22,17 @@ pub struct Layout {
     pub ingest: &'static str,
 }
 
-const TALL_INGEST_COLUMNS: &str = "(_key, pressure, temperature, humidity, altitude) SELECT key, pressure, temperature, humidity, altitude FROM bench.readings";
+/// The ingest of a tall layout: a row per reading, four columns.
+macro_rules! tall_ingest {
+    ($table:literal) => {
+        concat!(
+            "INSERT INTO ",
+            $table,
+            " (_key, pressure, temperature, humidity, altitude) \
+             SELECT key, pressure, temperature, humidity, altitude FROM bench.readings"
+        )
+    };
+}
 
 /// The guide's layouts: tall and narrow in both formats, one serialized
 /// protobuf per event, and the two time-bucket layouts (a row per balloon
@@ -33,14 +43,14 @@ pub const LAYOUTS: [Layout; 5] = [
         table: "tall_cells",
         create: "CREATE TABLE tall_cells (ROW KEY (region TEXT, balloon INT(4), ts TIMESTAMP '%Y-%m-%d-%H%M'), \
                  FAMILY m FORMAT CELLS, pressure DOUBLE IN m, temperature DOUBLE IN m, humidity DOUBLE IN m, altitude DOUBLE IN m)",
-        ingest: "INSERT INTO tall_cells ",
+        ingest: tall_ingest!("tall_cells"),
     },
     Layout {
         name: "tall PACKED",
         table: "tall_packed",
         create: "CREATE TABLE tall_packed (ROW KEY (region TEXT, balloon INT(4), ts TIMESTAMP '%Y-%m-%d-%H%M'), \
                  FAMILY m FORMAT PACKED, pressure DOUBLE IN m, temperature DOUBLE IN m, humidity DOUBLE IN m, altitude DOUBLE IN m)",
-        ingest: "INSERT INTO tall_packed ",
+        ingest: tall_ingest!("tall_packed"),
     },
     Layout {
         name: "protobuf",
@@ -75,15 +85,6 @@ pub const LAYOUTS: [Layout; 5] = [
 /// The protobuf message of the serialized layout.
 pub const PROTO: &str = "CREATE PROTO 'bench.proto' AS 'syntax = \"proto3\"; package bench; \
     message Reading { double pressure = 1; double temperature = 2; double humidity = 3; double altitude = 4; }'";
-
-/// The complete ingest statement of a layout.
-pub fn ingest_sql(layout: &Layout) -> String {
-    if layout.ingest.ends_with(' ') {
-        format!("{}{TALL_INGEST_COLUMNS}", layout.ingest)
-    } else {
-        layout.ingest.to_string()
-    }
-}
 
 fn range_filter(column: &str, range: Option<&(String, String)>) -> String {
     match range {

@@ -93,6 +93,28 @@ async fn measure(runner: &mut Runner<'_>, sql: &str) -> Result<Measured, String>
     })
 }
 
+/// Every query on each chosen cellar layout, then `SELECT 1` (the floor,
+/// as engine "cellar"): (engine, query, measurement).
+async fn measure_cellar(
+    runner: &mut Runner<'_>,
+    queries: &[Query],
+    chosen: &impl Fn(&&Layout) -> bool,
+) -> Vec<(&'static str, String, Measured)> {
+    let mut out = Vec::new();
+    for q in queries {
+        for (layout, sql) in LAYOUTS.iter().zip(&q.cellar).filter(|(l, _)| chosen(l)) {
+            out.push((
+                layout.name,
+                q.name.clone(),
+                measure(runner, sql).await.unwrap(),
+            ));
+        }
+    }
+    let floor = measure(runner, "SELECT 1").await.unwrap();
+    out.push(("cellar", "SELECT 1".to_string(), floor));
+    out
+}
+
 struct Args {
     full: bool,
     size: Size,
@@ -253,7 +275,7 @@ fn main() {
             eprintln!("cellar, {} ...", layout.name);
             session.query(layout.create).await.unwrap();
             let started = Instant::now();
-            session.query(&layouts::ingest_sql(layout)).await.unwrap();
+            session.query(layout.ingest).await.unwrap();
             session.store().checkpoint().unwrap();
             let took = started.elapsed().as_secs_f64();
             session.store().compact(layout.table).unwrap();
@@ -270,14 +292,9 @@ fn main() {
             report.ingest(layout.name, Measured::time(took), bytes);
         }
         let mut runner = Runner::Cellar(&session);
-        for q in &queries {
-            for (layout, sql) in LAYOUTS.iter().zip(&q.cellar).filter(|(l, _)| chosen(l)) {
-                let m = measure(&mut runner, sql).await.unwrap();
-                report.query(layout.name, &q.name, m);
-            }
+        for (engine, query, m) in measure_cellar(&mut runner, &queries, &chosen).await {
+            report.query(engine, &query, m);
         }
-        let floor = measure(&mut runner, "SELECT 1").await.unwrap();
-        report.query("cellar", "SELECT 1", floor);
 
         if args.flight {
             eprintln!("cellar over Flight SQL ...");
@@ -294,14 +311,9 @@ fn main() {
                 .await
                 .unwrap();
             let mut runner = Runner::Flight(Box::new(FlightSqlServiceClient::new(channel)));
-            for q in &queries {
-                for (layout, sql) in LAYOUTS.iter().zip(&q.cellar).filter(|(l, _)| chosen(l)) {
-                    let m = measure(&mut runner, sql).await.unwrap();
-                    report.flight(layout.name, &q.name, m);
-                }
+            for (engine, query, m) in measure_cellar(&mut runner, &queries, &chosen).await {
+                report.flight(engine, &query, m);
             }
-            let floor = measure(&mut runner, "SELECT 1").await.unwrap();
-            report.flight("cellar", "SELECT 1", floor);
         }
     });
 

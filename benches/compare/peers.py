@@ -34,6 +34,12 @@ def measure(run, sql, job):
     return {"seconds": times[len(times) // 2], "rows": [list(r) for r in rows]}
 
 
+def answer_all(db, job):
+    """Every query of the job on a connection: name -> measurement."""
+    run = lambda sql: db.execute(sql).fetchall()
+    return {q["name"]: measure(run, q["sql"], job) for q in job["queries"]}
+
+
 def sqlite(job):
     path = os.path.join(job["dir"], "readings.sqlite")
     started = time.perf_counter()
@@ -47,10 +53,8 @@ def sqlite(job):
             columns = [batch.column(c).to_pylist() for c in COLUMNS]
             db.executemany("INSERT INTO readings VALUES (?, ?, ?, ?, ?)", zip(*columns))
     ingest = time.perf_counter() - started
-    result = {"ingest": {"seconds": ingest, "bytes": os.path.getsize(path)}, "queries": {}}
-    run = lambda sql: db.execute(sql).fetchall()
-    for q in job["queries"]:
-        result["queries"][q["name"]] = measure(run, q["sql"], job)
+    result = {"ingest": {"seconds": ingest, "bytes": os.path.getsize(path)}}
+    result["queries"] = answer_all(db, job)
     db.close()
     return result
 
@@ -66,11 +70,8 @@ def duck(job):
     )
     db.execute("CHECKPOINT")
     ingest = time.perf_counter() - started
-    size = os.path.getsize(path)
-    result = {"ingest": {"seconds": ingest, "bytes": size}, "queries": {}}
-    run = lambda sql: db.execute(sql).fetchall()
-    for q in job["queries"]:
-        result["queries"][q["name"]] = measure(run, q["sql"], job)
+    result = {"ingest": {"seconds": ingest, "bytes": os.path.getsize(path)}}
+    result["queries"] = answer_all(db, job)
     db.close()
     return result
 

@@ -239,48 +239,30 @@ impl Report {
         let ratio = |engine: &str, query: &str, peer: &str| {
             Some(self.seconds(engine, query)? / self.seconds(peer, query)?)
         };
-        let hourly = "hourly avg 100 %";
-        let mut targets = vec![
-            (
-                "hourly avg 100 %, bucket cells / DuckDB",
-                ratio("bucket cells", hourly, "DuckDB"),
-                1.2,
-            ),
-            (
-                "hourly avg 100 %, bucket columns / DuckDB",
-                ratio("bucket columns", hourly, "DuckDB"),
-                1.2,
-            ),
-            (
-                "hourly avg 100 %, tall PACKED / DuckDB",
-                ratio("tall PACKED", hourly, "DuckDB"),
-                2.0,
-            ),
-            (
-                "hourly avg 100 %, tall CELLS / DuckDB",
-                ratio("tall CELLS", hourly, "DuckDB"),
-                5.0,
-            ),
-            (
-                "count+avg 0.1 %, tall CELLS / SQLite",
-                ratio("tall CELLS", "count+avg 0.1 %", "SQLite"),
-                2.0,
-            ),
-            (
-                "count+avg 0.1 %, tall PACKED / SQLite",
-                ratio("tall PACKED", "count+avg 0.1 %", "SQLite"),
-                2.0,
-            ),
+        // (cellar layout, query, peer, most): cellar's time / the peer's.
+        let times = [
+            ("bucket cells", "hourly avg 100 %", "DuckDB", 1.2),
+            ("bucket columns", "hourly avg 100 %", "DuckDB", 1.2),
+            ("tall PACKED", "hourly avg 100 %", "DuckDB", 2.0),
+            ("tall CELLS", "hourly avg 100 %", "DuckDB", 5.0),
+            ("tall CELLS", "count+avg 0.1 %", "SQLite", 2.0),
+            ("tall PACKED", "count+avg 0.1 %", "SQLite", 2.0),
         ];
+        let mut targets: Vec<(String, Option<f64>, f64)> = times
+            .iter()
+            .map(|(layout, query, peer, most)| {
+                (
+                    format!("{query}, {layout} / {peer}"),
+                    ratio(layout, query, peer),
+                    *most,
+                )
+            })
+            .collect();
         let parquet = self.ingest.get("DataFusion/Parquet").map(|i| i.1 as f64);
         for l in ["bucket cells", "bucket columns"] {
             let bytes = self.ingest.get(l).map(|i| i.1 as f64);
             targets.push((
-                if l == "bucket cells" {
-                    "bytes, bucket cells / Parquet"
-                } else {
-                    "bytes, bucket columns / Parquet"
-                },
+                format!("bytes, {l} / Parquet"),
                 bytes.zip(parquet).map(|(b, p)| b / p),
                 1.0,
             ));

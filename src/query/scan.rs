@@ -285,13 +285,14 @@ impl KeyScanExec {
     /// Whether the scan reads a bounded number of rows: a small LIMIT, or
     /// a short list of single keys (what a point lookup is).
     pub(crate) fn is_bounded(&self) -> bool {
+        self.spec.limit.is_some_and(|n| n <= BOUNDED_ROWS) || self.single_keys(BOUNDED_ROWS)
+    }
+
+    /// Whether the scan reads at most `most` ranges, each a single key.
+    fn single_keys(&self, most: usize) -> bool {
         use std::ops::Bound;
-        const MOST: usize = BOUNDED_ROWS;
-        if self.spec.limit.is_some_and(|n| n <= MOST) {
-            return true;
-        }
         self.spec.ranges.as_ref().is_some_and(|ranges| {
-            ranges.len() <= MOST
+            ranges.len() <= most
                 && ranges.iter().all(|r| match (&r.start, &r.end) {
                     (Bound::Included(a), Bound::Included(b)) => a == b,
                     _ => false,
@@ -302,15 +303,7 @@ impl KeyScanExec {
     /// Whether the scan reads at most a few single rows by key: cheap
     /// enough to run on the task that polls it.
     fn is_point_lookup(&self) -> bool {
-        use std::ops::Bound;
-        const MOST: usize = 16;
-        self.spec.ranges.as_ref().is_some_and(|ranges| {
-            ranges.len() <= MOST
-                && ranges.iter().all(|r| match (&r.start, &r.end) {
-                    (Bound::Included(a), Bound::Included(b)) => a == b,
-                    _ => false,
-                })
-        })
+        self.single_keys(16)
     }
 
     pub(crate) fn new(spec: ScanSpec) -> Self {

@@ -129,10 +129,8 @@ impl Overlay {
                 self.writes.insert((family, key), Some(value));
             }
             FamilyFormat::Packed => {
-                let grown = cell_bound(qualifier, &value);
-                self.packed_mut(snapshot, table, family, row)?
-                    .insert((qualifier.to_vec(), Reverse(timestamp)), value);
-                *self.bounds.entry((family, row.to_vec())).or_default() += grown;
+                self.packed_mut(snapshot, table, family, row)?;
+                self.insert_packed(family, row, qualifier, timestamp, value);
             }
         }
         Ok(())
@@ -246,16 +244,28 @@ impl Overlay {
                     self.writes.insert((family, key), Some(value.to_vec()));
                 }
                 FamilyFormat::Packed => {
-                    let id = (family, row.to_vec());
-                    *self.bounds.entry(id.clone()).or_default() += cell_bound(qualifier, value);
-                    self.packed
-                        .entry(id)
-                        .or_default()
-                        .insert((qualifier.to_vec(), Reverse(timestamp)), value.to_vec());
+                    self.insert_packed(family, row, qualifier, timestamp, value.to_vec());
                 }
             }
         }
         Ok(())
+    }
+
+    /// Puts a cell into a loaded PACKED row and grows its size bound.
+    fn insert_packed(
+        &mut self,
+        family: usize,
+        row: &[u8],
+        qualifier: &[u8],
+        timestamp: i64,
+        value: Vec<u8>,
+    ) {
+        let id = (family, row.to_vec());
+        *self.bounds.entry(id.clone()).or_default() += cell_bound(qualifier, &value);
+        self.packed
+            .entry(id)
+            .or_default()
+            .insert((qualifier.to_vec(), Reverse(timestamp)), value);
     }
 
     /// Checks the PACKED rows being edited against the size limit: exactly
