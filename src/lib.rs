@@ -43,6 +43,7 @@ pub use sql::{
     CellarStatement, FamilyDecl, MAX_EXPR_DEPTH, SessionOptions, SqlSession, StatementShape,
     parse_cellar_statement, parse_duration_micros,
 };
+pub use store::journal;
 pub use store::{
     AlterOp, Cell, CellRef, CheckReport, Durability, FamilyCheck, FamilyDef, FamilyFormat,
     FamilyKind, FamilySpec, GcPolicy, GcStats, MAX_FAMILIES, MAX_GC_DEPTH, MAX_GC_RULES,

@@ -392,24 +392,38 @@ fn run_server(
     }
 }
 
-/// `cellar check [--store DIR]`: reads the whole store and reports damage;
-/// exit status 1 when any is found.
+/// `cellar check [--store DIR] [--repair]`: reads the whole store and
+/// reports damage; exit status 1 when any is found (also after a repair).
 fn check(args: Vec<String>) -> ExitCode {
-    let store = match args.as_slice() {
-        [] => default_store(),
-        [flag, dir] if flag == "--store" => PathBuf::from(dir),
-        [flag] if flag == "--help" || flag == "-h" => {
-            println!(
-                "usage: cellar check [--store DIR]\n\nReads every cell of every table and reports damage by table and family;\nexit status 1 when any is found."
-            );
-            return ExitCode::SUCCESS;
+    const USAGE: &str = "usage: cellar check [--store DIR] [--repair]";
+    let mut store = None;
+    let mut repair = false;
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--store" => match args.next() {
+                Some(dir) => store = Some(PathBuf::from(dir)),
+                None => {
+                    eprintln!("error: --store needs a directory\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            "--repair" => repair = true,
+            "--help" | "-h" => {
+                println!(
+                    "{USAGE}\n\nReads every cell of every table and reports damage by table and family;\nexit status 1 when any is found.\n\n--repair  when a damaged journal stops the store from opening, keep its\n          intact writes, cut it after the last one and move what follows\n          into DIR/{}/ (nothing is deleted)",
+                    cellar::journal::SET_ASIDE_DIR
+                );
+                return ExitCode::SUCCESS;
+            }
+            other => {
+                eprintln!("error: unknown argument {other:?}\n{USAGE}");
+                return ExitCode::from(2);
+            }
         }
-        _ => {
-            eprintln!("error: usage: cellar check [--store DIR]");
-            return ExitCode::from(2);
-        }
-    };
-    if cellar::shell::check::run(&store) {
+    }
+    let store = store.unwrap_or_else(default_store);
+    if cellar::shell::check::run(&store, repair) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -383,6 +383,117 @@ fn type_errors_name_the_value_without_optimizer_noise() {
     );
 }
 
+/// The end of the data in a store's journal (files are preallocated with
+/// zeros).
+fn journal_data_end(store: &std::path::Path) -> (std::path::PathBuf, Vec<u8>, usize) {
+    let journal = store.join("0.jnl");
+    let bytes = std::fs::read(&journal).unwrap();
+    let end = bytes.iter().rposition(|&b| b != 0).unwrap() + 1;
+    (journal, bytes, end)
+}
+
+fn check_store(store: &std::path::Path, repair: bool) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cellar"));
+    command.args(["check", "--store"]).arg(store);
+    if repair {
+        command.arg("--repair");
+    }
+    command.output().unwrap()
+}
+
+/// A write a crash interrupted (an incomplete batch at the journal's end)
+/// is dropped by the open, which says so; the next open says nothing.
+#[test]
+fn a_torn_journal_tail_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out = cellar(
+        &store,
+        &[
+            "-c",
+            "CREATE TABLE t (FAMILY f, v BIGINT IN f)",
+            "-c",
+            "INSERT INTO t (_key, v) VALUES ('a', 1), ('b', 2)",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // A torn write: the start of a batch (its 13-byte header and the first
+    // 7 bytes of an item), then the preallocated zeros.
+    let (journal, mut bytes, end) = journal_data_end(&store);
+    let torn: Vec<u8> = bytes[..20].to_vec();
+    bytes[end..end + 20].copy_from_slice(&torn);
+    std::fs::write(&journal, &bytes).unwrap();
+    let out = cellar(&store, &["-c", "SELECT count(*), sum(v) FROM t"], None);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("note: journal 0.jnl")
+            && err.contains(&format!("after byte {end}"))
+            && err.contains("not a complete write"),
+        "{err}"
+    );
+    assert!(text(&out.stdout).contains("| 2        | 3        |"), "{}", text(&out.stdout));
+    let again = cellar(&store, &["-c", "SELECT count(*) FROM t"], None);
+    assert!(!text(&again.stderr).contains("journal"), "{}", text(&again.stderr));
+}
+
+/// A complete write whose checksum is wrong stops the open: the error names
+/// the journal, the byte and the repair; `cellar check --repair` keeps the
+/// intact writes, sets the damaged file aside, and the store opens.
+#[test]
+fn a_damaged_journal_is_named_and_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out = cellar(
+        &store,
+        &[
+            "-c",
+            "CREATE TABLE t (FAMILY f, v BIGINT IN f)",
+            "-c",
+            "INSERT INTO t (_key, v) VALUES ('a', 1), ('b', 2)",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The last byte of the last write's last item (before its 13-byte end).
+    let (journal, mut bytes, end) = journal_data_end(&store);
+    bytes[end - 14] ^= 0x55;
+    std::fs::write(&journal, &bytes).unwrap();
+    let out = cellar(&store, &["-c", "SELECT count(*) FROM t"], None);
+    let err = text(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("journal 0.jnl is damaged at byte")
+            && err.contains("checksum")
+            && err.contains("cellar check --repair"),
+        "{err}"
+    );
+    // Without --repair, check reports and changes nothing.
+    let checked = check_store(&store, false);
+    assert_eq!(checked.status.code(), Some(1));
+    assert!(text(&checked.stdout).contains("cannot be opened"));
+    assert_eq!(std::fs::read(&journal).unwrap(), bytes);
+    // With it, the journal is cut and the original kept aside.
+    let repaired = check_store(&store, true);
+    let report = text(&repaired.stdout);
+    assert_eq!(repaired.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("repaired journal 0.jnl: kept its")
+            && report.contains("damaged-journal")
+            && report.contains("table t"),
+        "{report}"
+    );
+    assert_eq!(
+        std::fs::read(store.join("damaged-journal").join("0.jnl")).unwrap(),
+        bytes
+    );
+    let out = cellar(&store, &["-c", "SELECT count(*), sum(v) FROM t"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("| 2        | 3        |"), "{}", text(&out.stdout));
+    let healthy = check_store(&store, false);
+    assert!(healthy.status.success(), "{}", text(&healthy.stdout));
+}
+
 /// A damaged file of one family: `cellar check` names the table and the
 /// family, the other tables stay readable.
 #[test]
@@ -404,13 +515,7 @@ fn check_reports_a_damaged_family_by_name() {
         None,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let check = |store: &std::path::Path| {
-        Command::new(env!("CARGO_BIN_EXE_cellar"))
-            .args(["check", "--store"])
-            .arg(store)
-            .output()
-            .unwrap()
-    };
+    let check = |store: &std::path::Path| check_store(store, false);
     let healthy = check(&store);
     assert!(healthy.status.success(), "{}", text(&healthy.stdout));
     assert!(text(&healthy.stdout).contains("no damage found"));

@@ -1,18 +1,51 @@
-//! `cellar check`: what is damaged in a store, by table and family.
+//! `cellar check [--repair]`: what is damaged in a store, by table and
+//! family; with `--repair`, a journal that stops the store from opening is
+//! cut after its last intact write.
 
 use std::path::Path;
 
 use crate::Store;
+use crate::store::journal;
 
 /// Checks the store in `dir` and prints the report; returns whether the
-/// store is healthy.
-pub fn run(dir: &Path) -> bool {
+/// store is healthy (false also after a repair: something was lost).
+pub fn run(dir: &Path, repair: bool) -> bool {
     if !dir.exists() {
         eprintln!("error: there is no store at {}", dir.display());
         return false;
     }
+    let mut repaired = false;
     let store = match Store::open(dir) {
         Ok(s) => s,
+        Err(e) if repair => {
+            println!("store {}: cannot be opened", dir.display());
+            println!("  {e}");
+            match journal::repair(dir) {
+                Ok(report) if report.actions.is_empty() => {
+                    println!(
+                        "  --repair: no journal is damaged; the damage is in a file that repair does not handle"
+                    );
+                    return false;
+                }
+                Ok(report) => {
+                    for action in &report.actions {
+                        println!("  repaired {action}");
+                    }
+                }
+                Err(e) => {
+                    println!("  --repair failed: {e}");
+                    return false;
+                }
+            }
+            repaired = true;
+            match Store::open(dir) {
+                Ok(s) => s,
+                Err(e) => {
+                    println!("  still cannot be opened after the repair: {e}");
+                    return false;
+                }
+            }
+        }
         Err(e) => {
             println!("store {}: cannot be opened", dir.display());
             println!("  {e}");
@@ -27,6 +60,9 @@ pub fn run(dir: &Path) -> bool {
         }
     };
     println!("store {}", dir.display());
+    for note in store.recovery_notes() {
+        println!("  {note}");
+    }
     for (table, reason) in &report.damaged_tables {
         println!("  table {table}: DAMAGED definition: {reason}");
         println!("    its cells cannot be read without it; DROP TABLE {table} removes it");
@@ -54,10 +90,12 @@ pub fn run(dir: &Path) -> bool {
             }
         }
     }
-    let healthy = report.healthy();
+    let healthy = report.healthy() && !repaired;
     println!(
         "{}",
-        if healthy {
+        if repaired && report.healthy() {
+            "repaired; no other damage found"
+        } else if healthy {
             "no damage found"
         } else {
             "damage found (see above)"

@@ -447,8 +447,12 @@ fn escape_text_lines(text: &str) -> String {
     text.lines().map(|l| escape_text(l) + "\n").collect()
 }
 
-/// Names, on stderr, the tables of `store` that could not be opened.
+/// Says, on stderr, what opening `store` dropped (a torn journal tail)
+/// and which tables could not be opened.
 pub fn warn_damaged(store: &Store) {
+    for note in store.recovery_notes() {
+        eprintln!("note: {note}");
+    }
     for (table, reason) in store.damaged_tables() {
         eprintln!(
             "warning: table {table} cannot be opened ({reason}); the other tables are readable. `cellar check` reports the damage; DROP TABLE {table} removes its definition"

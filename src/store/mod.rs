@@ -13,6 +13,7 @@ mod check;
 mod commit;
 mod format;
 mod gc;
+pub mod journal;
 mod mutation;
 mod read;
 mod write;
@@ -171,6 +172,8 @@ struct Inner {
     sync: GroupSync,
     durability: Durability,
     age_rules: AgeRules,
+    /// What opening the store found and dropped (a torn journal tail).
+    recovery: Vec<String>,
 }
 
 /// An open store. Cheap to clone; all clones share one database.
@@ -218,15 +221,36 @@ impl Store {
         if let Some(bytes) = options.cache_bytes {
             builder = builder.cache_size(bytes);
         }
+        // Read before fjall opens (and cuts) the journals: what the open
+        // drops, and why it fails if it does. Only a report: an unreadable
+        // journal is fjall's to judge.
+        let journals = journal::survey(&path).unwrap_or_default();
         let db = builder.open().map_err(|e| match e {
             fjall::Error::Locked => Error::StoreInUse {
                 path: path.display().to_string(),
             },
-            other => Error::StoreDamaged {
-                path: path.display().to_string(),
-                reason: format!("{other:?}"),
-            },
+            other => {
+                let damage: Vec<String> = journals
+                    .iter()
+                    .filter(|j| j.damage.is_some())
+                    .filter_map(journal::JournalSurvey::describe)
+                    .collect();
+                let mut reason = format!("{other:?}");
+                if !damage.is_empty() {
+                    reason = format!("{reason}: {}", damage.join("; "));
+                }
+                Error::StoreDamaged {
+                    path: path.display().to_string(),
+                    reason,
+                }
+            }
         })?;
+        // (A survey that saw damage where fjall saw none says nothing.)
+        let recovery = journals
+            .iter()
+            .filter(|j| j.damage.is_none())
+            .filter_map(journal::JournalSurvey::describe)
+            .collect();
         let catalog = db.keyspace(CATALOG_KEYSPACE, KeyspaceCreateOptions::default)?;
         match catalog.get(FORMAT_KEY)? {
             None => {
@@ -259,6 +283,7 @@ impl Store {
             sync: GroupSync::default(),
             durability: options.durability,
             age_rules,
+            recovery,
         };
         let store = Store {
             inner: Arc::new(inner),
@@ -327,6 +352,12 @@ impl Store {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+
+    /// What opening the store dropped without failing, one sentence each:
+    /// the torn tail of a journal, a write a crash interrupted.
+    pub fn recovery_notes(&self) -> &[String] {
+        &self.inner.recovery
     }
 
     fn damaged_reason(&self, table: &str) -> Option<String> {
