@@ -432,9 +432,17 @@ fn a_torn_journal_tail_is_reported() {
             && err.contains("not a complete write"),
         "{err}"
     );
-    assert!(text(&out.stdout).contains("| 2        | 3        |"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("| 2        | 3        |"),
+        "{}",
+        text(&out.stdout)
+    );
     let again = cellar(&store, &["-c", "SELECT count(*) FROM t"], None);
-    assert!(!text(&again.stderr).contains("journal"), "{}", text(&again.stderr));
+    assert!(
+        !text(&again.stderr).contains("journal"),
+        "{}",
+        text(&again.stderr)
+    );
 }
 
 /// A complete write whose checksum is wrong stops the open: the error names
@@ -489,7 +497,11 @@ fn a_damaged_journal_is_named_and_repaired() {
     );
     let out = cellar(&store, &["-c", "SELECT count(*), sum(v) FROM t"], None);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("| 2        | 3        |"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("| 2        | 3        |"),
+        "{}",
+        text(&out.stdout)
+    );
     let healthy = check_store(&store, false);
     assert!(healthy.status.success(), "{}", text(&healthy.stdout));
 }

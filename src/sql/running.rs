@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
@@ -93,7 +93,10 @@ impl Running {
         };
         queued.store(false, Ordering::Relaxed);
         let schema: SchemaRef = plan.schema();
-        let stream = datafusion::physical_plan::execute_stream(plan, context)?;
+        let stream = match heavy.then(heavy_runtime).flatten() {
+            Some(runtime) => run_on(runtime, plan, context),
+            None => datafusion::physical_plan::execute_stream(plan, context)?,
+        };
         let deadline = self.timeout.map(|t| (t, tokio::time::Instant::now() + t));
         let state = (stream, cancelled, registration, permit);
         let guarded = futures::stream::unfold(Some(state), move |state| async move {
@@ -184,6 +187,95 @@ impl Running {
     }
 }
 
+/// The threads heavy queries run on, one per core; `None` if the OS
+/// refused them (heavy queries then run where they are polled).
+fn heavy_runtime() -> Option<&'static tokio::runtime::Runtime> {
+    static RUNTIME: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(std::thread::available_parallelism().map_or(2, usize::from))
+                .thread_name("cellar-heavy")
+                .on_thread_start(lower_priority)
+                .enable_all()
+                .build()
+                .ok()
+        })
+        .as_ref()
+}
+
+/// Nice 10 for the calling thread (a lower priority is always allowed;
+/// if the OS refuses, the thread keeps the normal one).
+fn lower_priority() {
+    use thread_priority::{ThreadPriority, ThreadPriorityValue};
+    // The crate maps 0..=99 onto nice 19..=-20: 22 is nice 10.
+    if let Ok(value) = ThreadPriorityValue::try_from(22u8) {
+        let _ = thread_priority::set_current_thread_priority(ThreadPriority::Crossplatform(value));
+    }
+}
+
+/// Aborts its task when dropped: a query whose stream is dropped stops.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Executes `plan` on `runtime` (so the tasks it spawns run there too) and
+/// streams its batches back through a short channel. A panic in the query
+/// becomes an error, never a silently shorter result.
+fn run_on(
+    runtime: &tokio::runtime::Runtime,
+    plan: Arc<dyn ExecutionPlan>,
+    context: Arc<datafusion::execution::TaskContext>,
+) -> SendableRecordBatchStream {
+    let schema = plan.schema();
+    let (sender, receiver) = tokio::sync::mpsc::channel(2);
+    let task = runtime.spawn(async move {
+        let mut stream = match datafusion::physical_plan::execute_stream(plan, context) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = sender.send(Err(e)).await;
+                return;
+            }
+        };
+        while let Some(item) = stream.next().await {
+            if sender.send(item).await.is_err() {
+                return;
+            }
+        }
+    });
+    let state = (receiver, Some(AbortOnDrop(task)));
+    let batches = futures::stream::unfold(state, |(mut receiver, mut task)| async move {
+        if let Some(item) = receiver.recv().await {
+            return Some((item, (receiver, task)));
+        }
+        // The channel closed: the query ended, or its task failed.
+        let mut finished = task.take()?;
+        match (&mut finished.0).await {
+            Err(e) if e.is_panic() => Some((
+                Err(to_df(crate::Error::Internal(format!(
+                    "the query's task panicked: {}",
+                    panic_message(e.into_panic())
+                )))),
+                (receiver, None),
+            )),
+            _ => None,
+        }
+    });
+    Box::pin(RecordBatchStreamAdapter::new(schema, batches))
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_string())
+}
+
 fn cancelled_error(id: u64) -> DataFusionError {
     to_df(crate::Error::QueryCancelled { id })
 }
@@ -216,4 +308,27 @@ fn bounded(plan: &dyn ExecutionPlan) -> bool {
             .is_some_and(|rows| rows <= BOUNDED_ROWS);
     }
     children.into_iter().all(|c| bounded(c.as_ref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Heavy queries' threads run at nice 10: below the threads that serve
+    /// point lookups.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn heavy_threads_run_at_a_lower_priority() {
+        let runtime = heavy_runtime().expect("the heavy runtime starts");
+        let nice = runtime
+            .block_on(runtime.spawn(async {
+                let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+                // Field 19 (nice) counts from after the parenthesised name.
+                let after_name = stat.rsplit(')').next().unwrap_or_default().to_string();
+                after_name.split_whitespace().nth(16).map(str::to_string)
+            }))
+            .ok()
+            .flatten();
+        assert_eq!(nice.as_deref(), Some("10"));
+    }
 }

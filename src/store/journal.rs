@@ -224,7 +224,11 @@ fn replay(b: &[u8]) -> (u64, usize, Option<&'static str>) {
                     break;
                 }
                 if remaining == 0 {
-                    return (writes, valid_end, Some("a write holds more items than it declares"));
+                    return (
+                        writes,
+                        valid_end,
+                        Some("a write holds more items than it declares"),
+                    );
                 }
                 hasher.update(entry);
                 remaining -= 1;
@@ -235,13 +239,21 @@ fn replay(b: &[u8]) -> (u64, usize, Option<&'static str>) {
                     break;
                 }
                 if remaining > 0 {
-                    return (writes, valid_end, Some("a write holds fewer items than it declares"));
+                    return (
+                        writes,
+                        valid_end,
+                        Some("a write holds fewer items than it declares"),
+                    );
                 }
                 if !in_batch {
                     break;
                 }
                 if hasher.digest() != le_u64(b, pos + 1) {
-                    return (writes, valid_end, Some("a write's checksum does not match its contents"));
+                    return (
+                        writes,
+                        valid_end,
+                        Some("a write's checksum does not match its contents"),
+                    );
                 }
                 in_batch = false;
                 writes += 1;
