@@ -197,9 +197,7 @@ fn rewrite(e: Expr, schema: &dyn ExprSchema) -> DfResult<Transformed<Expr>> {
         Expr::Negative(inner) if is_integer(&inner, schema) => {
             ScalarFunction::new_udf(udf(Op::Neg), vec![*inner])
         }
-        Expr::AggregateFunction(mut f)
-            if wrapping_sum(&f.func, &f.params.args, f.params.distinct, schema) =>
-        {
+        Expr::AggregateFunction(mut f) if wrapping_sum(&f.func, &f.params.args, schema) => {
             f.func = checked_sum();
             return Ok(Transformed::yes(Expr::AggregateFunction(f)));
         }
@@ -207,7 +205,7 @@ fn rewrite(e: Expr, schema: &dyn ExprSchema) -> DfResult<Transformed<Expr>> {
             let WindowFunctionDefinition::AggregateUDF(func) = &w.fun else {
                 return Ok(Transformed::no(Expr::WindowFunction(w)));
             };
-            if !wrapping_sum(func, &w.params.args, w.params.distinct, schema) {
+            if !wrapping_sum(func, &w.params.args, schema) {
                 return Ok(Transformed::no(Expr::WindowFunction(w)));
             }
             w.fun = WindowFunctionDefinition::AggregateUDF(checked_sum());
@@ -218,17 +216,11 @@ fn rewrite(e: Expr, schema: &dyn ExprSchema) -> DfResult<Transformed<Expr>> {
     Ok(Transformed::yes(Expr::ScalarFunction(checked)))
 }
 
-/// DataFusion's own `sum` of one BIGINT or unsigned BIGINT, not DISTINCT
-/// (a DISTINCT sum stays DataFusion's, and wraps).
-fn wrapping_sum(
-    func: &AggregateUDF,
-    args: &[Expr],
-    distinct: bool,
-    schema: &dyn ExprSchema,
-) -> bool {
+/// DataFusion's own `sum` of one BIGINT or unsigned BIGINT, DISTINCT or
+/// not.
+fn wrapping_sum(func: &AggregateUDF, args: &[Expr], schema: &dyn ExprSchema) -> bool {
     func.name() == "sum"
         && !is_checked_sum(func)
-        && !distinct
         && matches!(args, [arg] if arg.get_type(schema).is_ok_and(|t| is_checked_sum_input(&t)))
 }
 

@@ -7,8 +7,10 @@
 //! intermediate overflow is still right, and one that does not is an
 //! error naming the total. It is called `sum`, so plans, column names and
 //! EXPLAIN read as before; `CheckedArithmetic` puts it in place of
-//! DataFusion's for non-DISTINCT sums of BIGINT and unsigned BIGINT.
+//! DataFusion's for sums of BIGINT and unsigned BIGINT, DISTINCT or not
+//! (a DISTINCT sum keeps its distinct values and adds them at the end).
 
+use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
 use datafusion::arrow::array::{
@@ -77,7 +79,14 @@ impl AggregateUDFImpl for CheckedSum {
     }
 
     fn accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
-        Ok(Box::new(Total::new(args.return_type().clone())))
+        let output = args.return_type().clone();
+        if args.is_distinct {
+            return Ok(Box::new(DistinctTotal {
+                output,
+                values: HashMap::new(),
+            }));
+        }
+        Ok(Box::new(Total::new(output)))
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> DfResult<Box<dyn Accumulator>> {
@@ -85,6 +94,13 @@ impl AggregateUDFImpl for CheckedSum {
     }
 
     fn state_fields(&self, args: StateFieldsArgs) -> DfResult<Vec<FieldRef>> {
+        if args.is_distinct {
+            return Ok(vec![Arc::new(Field::new_list(
+                format_state_name(args.name, "sum distinct"),
+                Field::new_list_field(STATE, true),
+                false,
+            ))]);
+        }
         Ok(vec![Arc::new(Field::new(
             format_state_name(args.name, "sum"),
             STATE,
@@ -92,8 +108,8 @@ impl AggregateUDFImpl for CheckedSum {
         ))])
     }
 
-    fn groups_accumulator_supported(&self, _args: AccumulatorArgs) -> bool {
-        true
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        !args.is_distinct
     }
 
     fn create_groups_accumulator(
@@ -287,6 +303,82 @@ impl Accumulator for Total {
 
     fn size(&self) -> usize {
         size_of::<Self>()
+    }
+}
+
+/// A DISTINCT total: each distinct value with how many times it is in the
+/// frame (a sliding window frame retracts), added when the answer is made.
+#[derive(Debug)]
+struct DistinctTotal {
+    output: DataType,
+    values: HashMap<i128, u64>,
+}
+
+impl Accumulator for DistinctTotal {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
+        let Some(array) = values.first() else {
+            return Ok(());
+        };
+        each_value(array, |_, v| {
+            *self.values.entry(v).or_default() += 1;
+        })
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> DfResult<()> {
+        let Some(array) = values.first() else {
+            return Ok(());
+        };
+        each_value(array, |_, v| {
+            if let Some(n) = self.values.get_mut(&v) {
+                *n -= 1;
+                if *n == 0 {
+                    self.values.remove(&v);
+                }
+            }
+        })
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> DfResult<()> {
+        let Some(lists) = states.first() else {
+            return Ok(());
+        };
+        let lists = lists.as_list::<i32>();
+        for i in 0..lists.len() {
+            if lists.is_valid(i) {
+                self.update_batch(&[lists.value(i)])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn state(&mut self) -> DfResult<Vec<ScalarValue>> {
+        let values: Vec<ScalarValue> = self
+            .values
+            .keys()
+            .map(|v| ScalarValue::Decimal128(Some(*v), DECIMAL128_MAX_PRECISION, 0))
+            .collect();
+        Ok(vec![ScalarValue::List(ScalarValue::new_list_nullable(
+            &values, &STATE,
+        ))])
+    }
+
+    fn evaluate(&mut self) -> DfResult<ScalarValue> {
+        if self.values.is_empty() {
+            return ScalarValue::try_from(&self.output);
+        }
+        let mut total = 0i128;
+        for v in self.values.keys() {
+            add(&mut total, *v)?;
+        }
+        finish(total, &self.output)
+    }
+
+    fn size(&self) -> usize {
+        size_of::<Self>() + self.values.capacity() * (size_of::<(i128, u64)>() + 1)
     }
 }
 
