@@ -193,6 +193,49 @@ fn key_ranges(expr: &Expr) -> Option<Vec<RowRange>> {
     }
 }
 
+/// Whether the key ranges of `expr` say all it says, so a scan that reads
+/// only those ranges needs no per-row re-check: comparisons, IN lists,
+/// BETWEEN, `LIKE 'p%'` and `starts_with` of the bare `_key` column with
+/// text literals, and AND / OR of such. (`_key` compares as the stored
+/// key's bytes, the same order as its text for every UTF-8 key.)
+pub(crate) fn is_exact_key_filter(expr: &Expr) -> bool {
+    fn bare_key(e: &Expr) -> bool {
+        matches!(e, Expr::Column(c) if c.name.eq_ignore_ascii_case("_key"))
+    }
+    fn bare_text(e: &Expr) -> bool {
+        matches!(e, Expr::Literal(v, _) if text(v).is_some())
+    }
+    match expr {
+        Expr::BinaryExpr(b) if matches!(b.op, Operator::And | Operator::Or) => {
+            is_exact_key_filter(&b.left) && is_exact_key_filter(&b.right)
+        }
+        Expr::BinaryExpr(b) => {
+            matches!(
+                b.op,
+                Operator::Eq | Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq
+            ) && ((bare_key(&b.left) && bare_text(&b.right))
+                || (bare_text(&b.left) && bare_key(&b.right)))
+        }
+        Expr::InList(list) => {
+            !list.negated && bare_key(&list.expr) && list.list.iter().all(bare_text)
+        }
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) => bare_key(expr) && bare_text(low) && bare_text(high),
+        Expr::Like(like) => {
+            bare_key(&like.expr) && bare_text(&like.pattern) && like_prefix(like).is_some()
+        }
+        Expr::ScalarFunction(f) => {
+            f.name() == "starts_with"
+                && matches!(f.args.as_slice(), [k, p] if bare_key(k) && bare_text(p))
+        }
+        _ => false,
+    }
+}
+
 /// The literal prefix of `LIKE 'p%'` (the pattern may only end in `%`).
 fn like_prefix(like: &Like) -> Option<String> {
     if like.negated || like.case_insensitive {

@@ -279,7 +279,8 @@ impl Layout {
 
 /// Plans a scan: key ranges from the filters, the columns to build, the
 /// families to read, and the predicate the scan re-checks on every row
-/// (the key-column filters; all filters when `recheck_all`).
+/// (the key-column filters the ranges do not answer exactly; all such
+/// filters when `recheck_all`).
 pub(crate) fn scan_spec(
     store: &Store,
     layout: &Arc<Layout>,
@@ -290,9 +291,11 @@ pub(crate) fn scan_spec(
     recheck_all: bool,
 ) -> DfResult<ScanSpec> {
     let projection: Vec<usize> = projection.unwrap_or_else(|| (0..layout.sources.len()).collect());
+    // Filters the key ranges answer exactly are not re-checked: no `_key`
+    // text is built per row for them.
     let recheck: Vec<Expr> = filters
         .iter()
-        .filter(|f| recheck_all || layout.answers(f))
+        .filter(|f| (recheck_all || layout.answers(f)) && !pushdown::is_exact_key_filter(f))
         .cloned()
         .collect();
     let mut key_plan = pushdown::plan(filters, layout.key.as_ref());
