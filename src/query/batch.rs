@@ -213,6 +213,9 @@ pub(crate) struct ViewBatchBuilder {
     ts_column: Option<usize>,
     /// Whether any segment column is wanted (else keys are not decoded).
     segments_needed: bool,
+    /// Whether any declared column or family map is wanted (else a wide
+    /// row's cells are not walked).
+    cells_needed: bool,
     family_index: Arc<HashMap<String, usize>>,
     /// Decoded protobuf values of needed proto columns, and their masks.
     proto_values: HashMap<usize, Vec<PValue>>,
@@ -306,6 +309,8 @@ impl ViewBatchBuilder {
         let layout_columns = layout.columns.len();
         ViewBatchBuilder {
             segments_needed: segment_columns.iter().any(|c| needed[*c]),
+            cells_needed: declared_columns.iter().any(|c| needed[*c])
+                || maps.iter().any(Option::is_some),
             layout,
             needed,
             builders,
@@ -374,6 +379,10 @@ impl ViewBatchBuilder {
         if let Some(c) = self.ts_column.filter(|c| self.needed[*c]) {
             let newest = row.cells().map(|c| c.timestamp).max();
             self.put(c, newest.map(Datum::Time));
+        }
+        if !self.cells_needed {
+            // count(*), key-only queries: the row's cells fill nothing.
+            return Ok(());
         }
         let read = Arc::clone(&self.read_families);
         let cells = row.cells().map(|c| {
