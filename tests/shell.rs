@@ -401,11 +401,8 @@ fn check_store(store: &std::path::Path, repair: bool) -> Output {
     command.output().unwrap()
 }
 
-/// A write a crash interrupted (an incomplete batch at the journal's end)
-/// is dropped by the open, which says so; the next open says nothing.
-#[test]
-fn a_torn_journal_tail_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
+/// A store in `dir` with table t holding ('a', 1) and ('b', 2), closed.
+fn two_rows(dir: &tempfile::TempDir) -> std::path::PathBuf {
     let store = dir.path().join("store");
     let out = cellar(
         &store,
@@ -418,6 +415,15 @@ fn a_torn_journal_tail_is_reported() {
         None,
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
+    store
+}
+
+/// A write a crash interrupted (an incomplete batch at the journal's end)
+/// is dropped by the open, which says so; the next open says nothing.
+#[test]
+fn a_torn_journal_tail_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = two_rows(&dir);
     // A torn write: the start of a batch (its 13-byte header and the first
     // 7 bytes of an item), then the preallocated zeros.
     let (journal, mut bytes, end) = journal_data_end(&store);
@@ -451,18 +457,7 @@ fn a_torn_journal_tail_is_reported() {
 #[test]
 fn a_damaged_journal_is_named_and_repaired() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    let out = cellar(
-        &store,
-        &[
-            "-c",
-            "CREATE TABLE t (FAMILY f, v BIGINT IN f)",
-            "-c",
-            "INSERT INTO t (_key, v) VALUES ('a', 1), ('b', 2)",
-        ],
-        None,
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let store = two_rows(&dir);
     // The last byte of the last write's last item (before its 13-byte end).
     let (journal, mut bytes, end) = journal_data_end(&store);
     bytes[end - 14] ^= 0x55;
