@@ -24,6 +24,17 @@ pub enum Error {
         /// What the storage engine said.
         reason: String,
     },
+    /// The store's journal holds a complete write that is wrong (a damaged
+    /// disk or file): the storage engine refuses to replay it.
+    #[error(
+        "store {path} cannot be opened: {reason}. `cellar check --repair --store {path}` keeps the intact writes before the damage and sets the rest aside"
+    )]
+    JournalDamaged {
+        /// The store directory.
+        path: String,
+        /// Which journal, where, and what the storage engine said.
+        reason: String,
+    },
     /// A stored block of a table could not be read.
     #[error(
         "table {table:?}: stored data is damaged ({reason}); `cellar check` reports which families, the other tables are unaffected"

@@ -449,6 +449,19 @@ fn a_torn_journal_tail_is_reported() {
         "{}",
         text(&again.stderr)
     );
+    // --repair never touches a store another process has open.
+    let open = cellar::Store::open(&store).unwrap();
+    let journal_before = std::fs::read(&journal).unwrap();
+    let refused = check_store(&store, true);
+    let report = text(&refused.stdout);
+    assert_eq!(refused.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("in use") && report.contains("only a damaged journal is repaired"),
+        "{report}"
+    );
+    assert_eq!(std::fs::read(&journal).unwrap(), journal_before);
+    assert!(!store.join("damaged-journal").exists());
+    drop(open);
 }
 
 /// A complete write whose checksum is wrong stops the open: the error names

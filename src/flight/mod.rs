@@ -346,6 +346,7 @@ fn cellar_code(e: &crate::Error) -> tonic::Code {
         E::TableDamaged { .. } => Code::FailedPrecondition,
         E::Storage(_)
         | E::StoreDamaged { .. }
+        | E::JournalDamaged { .. }
         | E::DamagedData { .. }
         | E::Io(_)
         | E::Corrupt { .. }

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use crate::Store;
 use crate::store::journal;
+use crate::{Error, Store};
 
 /// Checks the store in `dir` and prints the report; returns whether the
 /// store is healthy (false also after a repair: something was lost).
@@ -17,14 +17,21 @@ pub fn run(dir: &Path, repair: bool) -> bool {
     let mut repaired = false;
     let store = match Store::open(dir) {
         Ok(s) => s,
-        Err(e) if repair => {
+        Err(e) => {
             println!("store {}: cannot be opened", dir.display());
             println!("  {e}");
+            // Only a journal the engine refused is cut, never a store that
+            // is in use or damaged elsewhere.
+            if !repair {
+                return false;
+            }
+            if !matches!(e, Error::JournalDamaged { .. }) {
+                println!("  --repair: only a damaged journal is repaired; nothing was changed");
+                return false;
+            }
             match journal::repair(dir) {
                 Ok(report) if report.actions.is_empty() => {
-                    println!(
-                        "  --repair: no journal is damaged; the damage is in a file that repair does not handle"
-                    );
+                    println!("  --repair: no journal reads as damaged; nothing was changed");
                     return false;
                 }
                 Ok(report) => {
@@ -45,11 +52,6 @@ pub fn run(dir: &Path, repair: bool) -> bool {
                     return false;
                 }
             }
-        }
-        Err(e) => {
-            println!("store {}: cannot be opened", dir.display());
-            println!("  {e}");
-            return false;
         }
     };
     let report = match store.check() {

@@ -72,7 +72,7 @@ impl JournalSurvey {
     pub fn describe(&self) -> Option<String> {
         if let Some(reason) = self.damage {
             return Some(format!(
-                "journal {} is damaged at byte {}: {reason}; the {} complete writes before it are intact. `cellar check --repair` keeps them and sets the rest of the journal aside",
+                "journal {} is damaged at byte {}: {reason}; the {} complete writes before it are intact",
                 self.name(),
                 self.valid_end,
                 self.writes
@@ -281,16 +281,19 @@ pub struct RepairReport {
 pub fn repair(dir: &Path) -> io::Result<RepairReport> {
     let mut report = RepairReport::default();
     let files = journal_files(dir)?;
-    let Some(first) = files
-        .iter()
-        .map(|(_, path)| survey_file(path))
-        .position(|s| s.as_ref().is_ok_and(|s| s.damage.is_some()))
-    else {
+    let mut found = None;
+    for (i, (_, path)) in files.iter().enumerate() {
+        let survey = survey_file(path)?;
+        if survey.damage.is_some() {
+            found = Some((i, survey));
+            break;
+        }
+    }
+    let Some((first, damaged)) = found else {
         return Ok(report);
     };
     let aside = dir.join(SET_ASIDE_DIR);
     fs::create_dir_all(&aside)?;
-    let damaged = survey_file(&files[first].1)?;
     let name = damaged.name();
     let copy = unused_path(&aside, &name);
     fs::copy(&damaged.file, &copy)?;

@@ -229,21 +229,25 @@ impl Store {
             fjall::Error::Locked => Error::StoreInUse {
                 path: path.display().to_string(),
             },
-            other => {
-                let damage: Vec<String> = journals
+            fjall::Error::JournalRecovery(e) => {
+                let found: Vec<String> = journals
                     .iter()
                     .filter(|j| j.damage.is_some())
                     .filter_map(journal::JournalSurvey::describe)
                     .collect();
-                let mut reason = format!("{other:?}");
-                if !damage.is_empty() {
-                    reason = format!("{reason}: {}", damage.join("; "));
-                }
-                Error::StoreDamaged {
+                Error::JournalDamaged {
                     path: path.display().to_string(),
-                    reason,
+                    reason: if found.is_empty() {
+                        format!("its journal does not replay ({e:?})")
+                    } else {
+                        format!("{} ({e:?})", found.join("; "))
+                    },
                 }
             }
+            other => Error::StoreDamaged {
+                path: path.display().to_string(),
+                reason: format!("{other:?}"),
+            },
         })?;
         // (A survey that saw damage where fjall saw none says nothing.)
         let recovery = journals
