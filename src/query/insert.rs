@@ -6,6 +6,7 @@
 //! family and qualifier; entries of a family's map column become cells with
 //! those qualifiers; aggregate families merge the value in.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -18,9 +19,10 @@ use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::Result as DfResult;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::{LexOrdering, OrderingRequirements, PhysicalExpr};
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, ExecutionPlanProperties,
+    PlanProperties, SendableRecordBatchStream,
 };
 
 use super::dml::{blocking, count_batches, count_properties};
@@ -28,13 +30,16 @@ use super::to_df;
 use super::wide::{ColumnSource, Layout};
 use crate::Error;
 use crate::schema::{KeyValue, Value};
-use crate::store::{FamilyKind, Mutation, RowMutation, Store, now_micros};
+use crate::store::{Mutation, Row, RowMutation, Store, now_micros};
 
 /// Writes its input into a table and returns `count`.
 pub struct InsertExec {
     store: Store,
     layout: Arc<Layout>,
     input: Arc<dyn ExecutionPlan>,
+    /// The order of the SELECT (its ORDER BY), kept to the writer: a key
+    /// repeated in the input takes its last row's values.
+    ordering: Option<LexOrdering>,
     properties: Arc<PlanProperties>,
 }
 
@@ -46,10 +51,12 @@ impl fmt::Debug for InsertExec {
 
 impl InsertExec {
     pub(crate) fn new(store: Store, layout: Arc<Layout>, input: Arc<dyn ExecutionPlan>) -> Self {
+        let ordering = input.output_ordering().cloned();
         InsertExec {
             store,
             layout,
             input,
+            ordering,
             properties: count_properties(),
         }
     }
@@ -95,7 +102,7 @@ fn row_mutation(
     batch: &RecordBatch,
     row: usize,
     timestamp: i64,
-) -> crate::Result<RowMutation> {
+) -> crate::Result<(RowMutation, bool)> {
     let mut key: Option<Vec<u8>> = None;
     let mut segments: Vec<Option<KeyValue>> = layout
         .key
@@ -152,7 +159,14 @@ fn row_mutation(
                 segments[*s] = value;
             }
             ColumnSource::Declared(_) | ColumnSource::FamilyMap(_) => {
-                mutations.extend(cells_of(layout, source, array, row, time)?);
+                mutations.extend(cells_of(
+                    layout,
+                    source,
+                    array,
+                    row,
+                    time,
+                    Accumulate::Merge,
+                )?);
             }
             ColumnSource::Timestamp => {}
             ColumnSource::Family | ColumnSource::Qualifier | ColumnSource::Value => {
@@ -190,7 +204,19 @@ fn row_mutation(
             crate::codec::show_bytes(&key)
         )));
     }
-    Ok(RowMutation::new(key, mutations))
+    Ok((RowMutation::new(key, mutations), time.explicit))
+}
+
+/// How a value written to an aggregate family meets its accumulator.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Accumulate<'a> {
+    /// INSERT: merged into the accumulator (Bigtable's AddToCell): the one
+    /// at timestamp 0, or at the row's `_timestamp` when given.
+    Merge,
+    /// UPDATE: replaces the accumulator the new value was computed from,
+    /// the column's newest cell in the row as read under its lock (the one
+    /// at timestamp 0 when there is none), or the one at `_timestamp`.
+    Replace(Option<&'a Row>),
 }
 
 /// The cells a non-NULL value of a declared column or a family map writes.
@@ -200,6 +226,7 @@ pub(crate) fn cells_of(
     array: &ArrayRef,
     row: usize,
     timestamp: CellTime,
+    accumulate: Accumulate<'_>,
 ) -> crate::Result<Vec<Mutation>> {
     let mut mutations = Vec::new();
     match source {
@@ -214,6 +241,7 @@ pub(crate) fn cells_of(
                     column.qualifier.as_bytes().to_vec(),
                     crate::proto::encode(&p.message, array, row)?,
                     timestamp,
+                    accumulate,
                 ));
             }
         }
@@ -226,6 +254,7 @@ pub(crate) fn cells_of(
                     column.qualifier.as_bytes().to_vec(),
                     column.encode(&value)?,
                     timestamp,
+                    accumulate,
                 ));
             }
         }
@@ -269,6 +298,7 @@ pub(crate) fn cells_of(
                     qualifier.as_bytes().to_vec(),
                     bytes,
                     timestamp,
+                    accumulate,
                 ));
             }
         }
@@ -289,32 +319,43 @@ pub(crate) struct CellTime {
 /// A cell write. Aggregate families accumulate into the cell at timestamp
 /// 0 unless a `_timestamp` names another accumulator (a time bucket):
 /// Bigtable merges AddToCell input into the cell of the same timestamp.
+/// An UPDATE replaces the accumulator instead (see [`Accumulate`]).
 fn cell(
     layout: &Layout,
     family: &str,
     qualifier: Vec<u8>,
     value: Vec<u8>,
     time: CellTime,
+    accumulate: Accumulate<'_>,
 ) -> Mutation {
-    let kind = layout
-        .def
-        .families
-        .iter()
-        .find(|f| f.name == family)
-        .map_or(FamilyKind::Normal, |f| f.kind);
-    if kind == FamilyKind::Normal {
-        Mutation::SetCell {
+    if !layout.family_kind(family).is_aggregate() {
+        return Mutation::SetCell {
             family: family.to_string(),
             qualifier,
             timestamp: Some(time.at),
             value,
-        }
-    } else {
-        Mutation::AddToCell {
+        };
+    }
+    match accumulate {
+        Accumulate::Merge => Mutation::AddToCell {
             family: family.to_string(),
             qualifier,
             timestamp: Some(if time.explicit { time.at } else { 0 }),
             input: value,
+        },
+        Accumulate::Replace(row) => {
+            let at = if time.explicit {
+                time.at
+            } else {
+                row.and_then(|r| r.column(family, &qualifier).next())
+                    .map_or(0, |c| c.timestamp)
+            };
+            Mutation::SetCell {
+                family: family.to_string(),
+                qualifier,
+                timestamp: Some(at),
+                value,
+            }
         }
     }
 }
@@ -347,11 +388,35 @@ impl ExecutionPlan for InsertExec {
             .into_iter()
             .next()
             .unwrap_or_else(|| Arc::clone(&self.input));
-        Ok(Arc::new(InsertExec::new(
-            self.store.clone(),
-            Arc::clone(&self.layout),
+        Ok(Arc::new(InsertExec {
+            store: self.store.clone(),
+            layout: Arc::clone(&self.layout),
             input,
-        )))
+            ordering: self.ordering.clone(),
+            properties: count_properties(),
+        }))
+    }
+
+    fn required_input_ordering(&self) -> Vec<Option<OrderingRequirements>> {
+        vec![self.ordering.clone().map(Into::into)]
+    }
+
+    fn required_input_distribution(&self) -> Vec<Distribution> {
+        vec![if self.ordering.is_some() {
+            Distribution::SinglePartition
+        } else {
+            Distribution::UnspecifiedDistribution
+        }]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        // Partitions are written one after the other: splitting the input
+        // gains nothing and loses its order.
+        vec![false]
     }
 
     fn execute(
@@ -361,18 +426,16 @@ impl ExecutionPlan for InsertExec {
     ) -> DfResult<SendableRecordBatchStream> {
         let store = self.store.clone();
         let layout = Arc::clone(&self.layout);
-        let timestamp = now_micros();
+        let mut clock = StatementClock::new(now_micros());
         Ok(count_batches(
             Arc::clone(&self.input),
             context,
             move |batch| {
                 let store = store.clone();
                 let layout = Arc::clone(&layout);
+                let rows = clock.stamp(&layout, &batch);
                 async move {
-                    let rows = (0..batch.num_rows())
-                        .map(|r| row_mutation(&layout, &batch, r, timestamp))
-                        .collect::<crate::Result<Vec<_>>>()
-                        .map_err(to_df)?;
+                    let rows = rows.map_err(to_df)?;
                     blocking("insert", move || {
                         let mut written = 0u64;
                         for r in store.mutate_rows(&layout.table, rows)? {
@@ -385,6 +448,63 @@ impl ExecutionPlan for InsertExec {
                 }
             },
         ))
+    }
+}
+
+/// The cell times of one INSERT without `_timestamp`: the statement's
+/// time, except that a row whose key an earlier row of the statement also
+/// wrote gets a later microsecond, so every row written is a version of
+/// its own and the last row of a key is the newest (as separate writes
+/// would be). Batches are stamped in order, each a microsecond after the
+/// last time the one before used, so a repeat in a later batch is later
+/// too without remembering every key of a long statement.
+struct StatementClock {
+    /// The earliest time the next batch may use.
+    next: i64,
+}
+
+impl StatementClock {
+    fn new(start: i64) -> Self {
+        StatementClock { next: start }
+    }
+
+    /// The row mutations of `batch`, with repeated keys made later.
+    fn stamp(&mut self, layout: &Layout, batch: &RecordBatch) -> crate::Result<Vec<RowMutation>> {
+        let base = self.next;
+        let mut rows = Vec::with_capacity(batch.num_rows());
+        let mut implicit = Vec::with_capacity(batch.num_rows());
+        for r in 0..batch.num_rows() {
+            let (row, explicit) = row_mutation(layout, batch, r, base)?;
+            rows.push(row);
+            implicit.push(!explicit);
+        }
+        // Which rows repeat a key of the batch, and how many times before.
+        let mut seen: HashMap<&[u8], i64> = HashMap::with_capacity(rows.len());
+        let mut later: Vec<(usize, i64)> = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            if !implicit[i] {
+                continue;
+            }
+            let n = seen.entry(row.key.as_slice()).or_insert(0);
+            if *n > 0 {
+                later.push((i, *n));
+            }
+            *n += 1;
+        }
+        let mut last = 0;
+        for (i, by) in later {
+            last = last.max(by);
+            for m in &mut rows[i].mutations {
+                if let Mutation::SetCell {
+                    timestamp: Some(t), ..
+                } = m
+                {
+                    *t = base.saturating_add(by);
+                }
+            }
+        }
+        self.next = base.saturating_add(last).saturating_add(1);
+        Ok(rows)
     }
 }
 

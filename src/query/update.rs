@@ -10,6 +10,9 @@
 //! text or bytes column count an absent value as 0 or empty, as Bigtable's
 //! increments and appends do, and an increment that overflows is an error
 //! naming the column and the row. Assigning NULL deletes the column's cells.
+//! A column of an aggregate family is assigned, not merged: `SET total =
+//! total + 5` replaces the accumulator it read with the sum (INSERT is what
+//! adds input to an accumulator).
 
 use std::fmt;
 use std::sync::Arc;
@@ -34,7 +37,7 @@ use datafusion::physical_plan::{
 use super::batch::ViewBatchBuilder;
 use super::checked::arithmetic;
 use super::dml::{blocking, count_batches, count_properties};
-use super::insert::{CellTime, cells_of};
+use super::insert::{Accumulate, CellTime, cells_of};
 use super::to_df;
 use super::wide::{ColumnSource, Layout};
 use crate::Error;
@@ -162,11 +165,7 @@ pub(crate) fn plan_assignments(
                 let int = def.value_type == ValueType::Int64 && def.proto.is_none();
                 let bytes_like = matches!(def.value_type, ValueType::Text | ValueType::Bytes)
                     && def.proto.is_none();
-                let aggregate = layout
-                    .def
-                    .families
-                    .iter()
-                    .any(|f| f.name == def.family && f.kind != crate::store::FamilyKind::Normal);
+                let aggregate = layout.is_aggregate(&layout.sources[column]);
                 match (increment_of(&expr, &name), append_of(&expr, &name)) {
                     (Some(delta), _) if int && !aggregate => Assignment::Increment { declared: *d, column, delta },
                     (_, Some(suffix)) if bytes_like && !aggregate => Assignment::Append { declared: *d, column, suffix },
@@ -275,10 +274,10 @@ enum Evaluated {
 fn row_changes(
     layout: &Layout,
     assignments: &[Assignment],
-    values: &[Evaluated],
-    timestamps: Option<&TimestampMicrosecondArray>,
+    (values, timestamps): &(Vec<Evaluated>, Option<TimestampMicrosecondArray>),
     key: &[u8],
     row: usize,
+    read: Option<&Row>,
     now: i64,
 ) -> crate::Result<Vec<Mutation>> {
     let timestamp = match timestamps {
@@ -320,7 +319,14 @@ fn row_changes(
                         }
                     }
                 } else {
-                    mutations.extend(cells_of(layout, source, array, row, timestamp)?);
+                    mutations.extend(cells_of(
+                        layout,
+                        source,
+                        array,
+                        row,
+                        timestamp,
+                        Accumulate::Replace(read),
+                    )?);
                 }
             }
             (
@@ -577,7 +583,7 @@ impl RowUpdate {
                 .map(|&i| u32::try_from(i).unwrap_or(u32::MAX)),
         );
         let chosen = take_record_batch(&fresh, &indices).map_err(|e| df(e.into()))?;
-        let (values, timestamps) = evaluate(layout, &self.assignments, &chosen).map_err(df)?;
+        let evaluated = evaluate(layout, &self.assignments, &chosen).map_err(df)?;
         // The time is taken under the lock, and a new cell is never older
         // than what it was computed from: an earlier time would slip under
         // a concurrent statement's cell and be lost.
@@ -591,10 +597,10 @@ impl RowUpdate {
             out[i] = row_changes(
                 layout,
                 &self.assignments,
-                &values,
-                timestamps.as_ref(),
+                &evaluated,
                 &keys[i],
                 r,
+                rows[i].as_ref(),
                 now.max(newest),
             )?;
         }

@@ -27,7 +27,7 @@ use super::update::{UpdateExec, plan_assignments};
 use crate::schema::{ColumnDef, FamilyTypes, KeySchema, SegmentKind, TableSchema, ValueType};
 use prost_reflect::MessageDescriptor;
 
-use crate::store::{QualifierFilter, Store, TableDef, TimeRange};
+use crate::store::{FamilyKind, QualifierFilter, Store, TableDef, TimeRange};
 
 /// Which shape of a table a provider shows.
 #[derive(Debug, Clone, PartialEq)]
@@ -227,6 +227,24 @@ impl Layout {
     /// The declared column holding `qualifier` of `family`, if any.
     pub fn declared_at(&self, family: &str, qualifier: &[u8]) -> Option<usize> {
         self.declared_at.get(family)?.get(qualifier).copied()
+    }
+
+    /// The kind of a family (normal when there is no such family).
+    pub fn family_kind(&self, family: &str) -> FamilyKind {
+        self.def
+            .families
+            .iter()
+            .find(|f| f.name == family)
+            .map_or(FamilyKind::Normal, |f| f.kind)
+    }
+
+    /// Whether a column is (or is in) an aggregate family.
+    pub fn is_aggregate(&self, source: &ColumnSource) -> bool {
+        match source {
+            ColumnSource::Declared(d) => self.family_kind(&self.columns[*d].family).is_aggregate(),
+            ColumnSource::FamilyMap(f) => self.def.families[*f].kind.is_aggregate(),
+            _ => false,
+        }
     }
 
     /// The families a set of columns needs; all of them (or the view's
@@ -524,6 +542,15 @@ impl TableProvider for CellarTable {
                 if let Ok(i) = layout.arrow.index_of(&c.name) {
                     needed[i] = true;
                 }
+            }
+        }
+        // An assignment to an aggregate family replaces the accumulator it
+        // reads: the newest cell of the column, whose timestamp it keeps.
+        for (name, _) in &assignments {
+            if let Ok(i) = layout.arrow.index_of(name)
+                && layout.is_aggregate(&layout.sources[i])
+            {
+                needed[i] = true;
             }
         }
         let filter = match filters.iter().cloned().reduce(Expr::and) {

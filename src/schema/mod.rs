@@ -9,7 +9,7 @@ pub use key::{Constraint, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat}
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::store::{MAX_QUALIFIER_LEN, TableDef};
+use crate::store::{FamilyKind, MAX_QUALIFIER_LEN, TableDef};
 
 /// Metadata key under which the SQL schema of a table is stored.
 pub const SCHEMA_METADATA_KEY: &str = "sql.schema";
@@ -25,6 +25,18 @@ pub enum ValueType {
     Text,
     /// Raw bytes.
     Bytes,
+}
+
+impl ValueType {
+    /// The type's name in cellar's DDL.
+    pub fn sql_name(self) -> &'static str {
+        match self {
+            ValueType::Int64 => "BIGINT",
+            ValueType::Float64 => "DOUBLE",
+            ValueType::Text => "TEXT",
+            ValueType::Bytes => "BYTES",
+        }
+    }
 }
 
 /// How a value is laid out in the cell.
@@ -218,8 +230,10 @@ impl TableSchema {
     }
 
     /// Checks names: no duplicates between segments, columns, families and
-    /// the reserved `_key`/`_timestamp`; columns name existing families.
-    pub fn validate(&self, families: &[String]) -> Result<()> {
+    /// the reserved `_key`/`_timestamp`; columns name existing families,
+    /// and the columns and value types of aggregate families are what
+    /// their accumulators hold.
+    pub fn validate(&self, families: &[(String, FamilyKind)]) -> Result<()> {
         let mut names: Vec<String> = vec!["_key".into(), "_timestamp".into()];
         let mut add = |name: &str| {
             if name.is_empty() || name.len() > MAX_COLUMN_NAME {
@@ -249,12 +263,13 @@ impl TableSchema {
         }
         for (i, column) in self.columns.iter().enumerate() {
             add(&column.name)?;
-            if !families.contains(&column.family) {
+            let Some((_, kind)) = families.iter().find(|(f, _)| *f == column.family) else {
                 return Err(Error::FamilyNotFound {
                     table: String::new(),
                     family: column.family.clone(),
                 });
-            }
+            };
+            check_aggregate_column(*kind, &format!("column {}", column.name), column)?;
             if column.qualifier.len() > MAX_QUALIFIER_LEN {
                 return Err(Error::InvalidArgument(format!(
                     "column {}: its qualifier is {} bytes; the limit is {MAX_QUALIFIER_LEN}",
@@ -272,9 +287,48 @@ impl TableSchema {
                 )));
             }
         }
-        for family in families {
+        for (family, kind) in families {
             add(family)?;
+            if let Some(types) = self.family_types.get(family) {
+                check_aggregate_column(*kind, &format!("VALUES of family {family}"), &types.value)?;
+            }
         }
         Ok(())
     }
+}
+
+/// Refuses a column type an aggregate family cannot hold: SUM, MIN and MAX
+/// cells are 64-bit integer accumulators (8 bytes, big-endian, as in
+/// Bigtable), and a HyperLogLog cell is a sketch read as bytes.
+fn check_aggregate_column(kind: FamilyKind, what: &str, column: &ColumnDef) -> Result<()> {
+    let family = &column.family;
+    let ok = match kind {
+        FamilyKind::Normal => true,
+        FamilyKind::Sum | FamilyKind::Min | FamilyKind::Max => {
+            column.value_type == ValueType::Int64
+                && column.encoding == Encoding::Binary
+                && column.proto.is_none()
+        }
+        FamilyKind::HyperLogLog => column.value_type == ValueType::Bytes && column.proto.is_none(),
+    };
+    if ok {
+        return Ok(());
+    }
+    let shown = match (&column.proto, column.value_type, column.encoding) {
+        (Some(p), _, _) => format!("PROTO '{}'", p.message),
+        (None, t, Encoding::Text) => format!("{} AS TEXT", t.sql_name()),
+        (None, t, Encoding::Binary) => t.sql_name().to_string(),
+    };
+    let reason = match kind {
+        FamilyKind::HyperLogLog => format!(
+            "family {family} is an HLL family, whose cells are sketches read as BYTES; declare it BYTES (and read the estimate with hll_count)"
+        ),
+        _ => format!(
+            "family {family} is a {} family, whose cells are 64-bit integer accumulators; declare it BIGINT (binary), or keep {shown} values in a normal family",
+            kind.to_string().to_uppercase()
+        ),
+    };
+    Err(Error::InvalidArgument(format!(
+        "{what} cannot be {shown}: {reason}"
+    )))
 }

@@ -28,7 +28,7 @@ use datafusion::prelude::DataFrame;
 use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};
 use crate::query::{CellarTable, CheckedArithmetic, ViewFunction, to_df};
 use crate::schema::{FamilyTypes, Segment, SegmentKind, TableSchema, TimeFormat};
-use crate::store::{AlterOp, FamilyFormat, FamilySpec, Store, TableSpec};
+use crate::store::{AlterOp, FamilyFormat, FamilyKind, FamilySpec, Store, TableSpec};
 use crate::{Error, SCHEMA_METADATA_KEY};
 
 /// The store's tables as a DataFusion schema, read from the catalog on
@@ -310,7 +310,8 @@ impl SqlSession {
                     columns,
                     family_types,
                 };
-                let names: Vec<String> = families.iter().map(|f| f.name.clone()).collect();
+                let names: Vec<(String, FamilyKind)> =
+                    families.iter().map(|f| (f.name.clone(), f.kind)).collect();
                 schema.validate(&names).map_err(to_df)?;
                 if schema.columns.iter().any(|c| c.proto.is_some()) {
                     let registry = ProtoRegistry::load(store).map_err(to_df)?;
@@ -335,9 +336,18 @@ impl SqlSession {
             }
             CellarStatement::AddFamily { table, family } => {
                 let def = store.table(&table).map_err(to_df)?;
-                let mut names: Vec<String> = def.families.iter().map(|f| f.name.clone()).collect();
-                names.push(family.name.clone());
+                let mut names: Vec<(String, FamilyKind)> = def
+                    .families
+                    .iter()
+                    .map(|f| (f.name.clone(), f.kind))
+                    .collect();
+                names.push((family.name.clone(), family.kind));
                 let mut schema = TableSchema::of(&def).map_err(to_df)?;
+                if family.qualifiers.is_some() || family.values.is_some() {
+                    schema
+                        .family_types
+                        .insert(family.name.clone(), family_types(&family));
+                }
                 schema.validate(&names).map_err(to_df)?;
                 let name = family.name.clone();
                 let mut ops = vec![AlterOp::AddFamily(
@@ -347,9 +357,6 @@ impl SqlSession {
                         .format(family.format.unwrap_or(self.family_format)),
                 )];
                 if family.qualifiers.is_some() || family.values.is_some() {
-                    schema
-                        .family_types
-                        .insert(family.name.clone(), family_types(&family));
                     ops.push(AlterOp::SetMetadata(
                         SCHEMA_METADATA_KEY.into(),
                         Some(schema.to_json()),
