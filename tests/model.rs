@@ -134,6 +134,9 @@ enum Op {
     SetGc(String, GcPolicy),
     CollectGarbage,
     Reopen,
+    /// Change a family's format, a row a step, stopping after that many
+    /// steps when given (the family then lives in two keyspaces).
+    SetFormat(String, FamilyFormat, Option<u8>),
 }
 
 type SetArgs = (Vec<u8>, String, Vec<u8>, i64, Vec<u8>);
@@ -158,6 +161,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (normal_family(), gc_policy()).prop_map(|(f, p)| Op::SetGc(f, p)),
         1 => Just(Op::CollectGarbage),
         1 => Just(Op::Reopen),
+        2 => (prop_oneof![Just("a"), Just("b"), Just("s")], prop_oneof![Just(FamilyFormat::Cells), Just(FamilyFormat::Packed)], prop::option::of(0..4u8))
+            .prop_map(|(f, format, stop)| Op::SetFormat(f.to_string(), format, stop)),
     ]
 }
 
@@ -311,6 +316,7 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
         )
         .unwrap();
     let mut model = Model::default();
+    let mut pending: [Option<FamilyFormat>; 3] = [None; 3];
     for op in ops {
         match op {
             Op::Set(r, f, q, ts, v) => {
@@ -479,6 +485,29 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
             Op::Reopen => {
                 drop(store);
                 store = open(dir.path());
+            }
+            Op::SetFormat(f, format, stop) => {
+                let family = Model::family(&f);
+                // A change left half way must be finished before another.
+                let target = match pending[family] {
+                    Some(p) if p != format => {
+                        prop_assert!(
+                            store
+                                .set_family_format("t", &f, format, &mut |_| true)
+                                .is_err()
+                        );
+                        p
+                    }
+                    _ => format,
+                };
+                let mut steps = 0u8;
+                let done = store
+                    .set_family_format_in_steps("t", &f, target, 1, &mut |_| {
+                        steps += 1;
+                        stop.is_none_or(|s| steps <= s)
+                    })
+                    .unwrap();
+                pending[family] = (!done.finished).then_some(target);
             }
         }
     }

@@ -81,6 +81,15 @@ pub enum CellarStatement {
         /// New policy.
         gc: GcPolicy,
     },
+    /// ALTER TABLE ... ALTER FAMILY f SET FORMAT PACKED|CELLS
+    SetFormat {
+        /// Table.
+        table: String,
+        /// Family.
+        family: String,
+        /// The new format.
+        format: FamilyFormat,
+    },
     /// DROP TABLE.
     DropTable {
         /// Table.
@@ -438,15 +447,7 @@ fn family(w: &mut Words) -> PResult<FamilyDecl> {
         None
     };
     let format = if w.word("FORMAT") {
-        if w.word("PACKED") {
-            Some(FamilyFormat::Packed)
-        } else if w.word("CELLS") {
-            Some(FamilyFormat::Cells)
-        } else {
-            return w
-                .p
-                .expected("PACKED or CELLS after FORMAT", w.p.peek_token());
-        }
+        Some(format_name(w)?)
     } else {
         None
     };
@@ -461,6 +462,17 @@ fn family(w: &mut Words) -> PResult<FamilyDecl> {
 }
 
 /// A whole GC policy, checked against the store's limits.
+/// `PACKED | CELLS`, after `FORMAT`.
+fn format_name(w: &mut Words) -> PResult<FamilyFormat> {
+    if w.word("PACKED") {
+        Ok(FamilyFormat::Packed)
+    } else if w.word("CELLS") {
+        Ok(FamilyFormat::Cells)
+    } else {
+        w.p.expected("PACKED or CELLS after FORMAT", w.p.peek_token())
+    }
+}
+
 fn checked_gc_policy(w: &mut Words) -> PResult<GcPolicy> {
     let policy = gc_policy(w)?;
     match policy.validate() {
@@ -641,7 +653,16 @@ fn alter_table(w: &mut Words) -> PResult<CellarStatement> {
     if w.words(&["ALTER", "FAMILY"]) {
         let family = w.ident()?;
         w.expect_word("SET")?;
-        w.expect_word("GC")?;
+        if w.word("FORMAT") {
+            return Ok(CellarStatement::SetFormat {
+                table,
+                family,
+                format: format_name(w)?,
+            });
+        }
+        if !w.word("GC") {
+            return w.p.expected("GC or FORMAT after SET", w.p.peek_token());
+        }
         return Ok(CellarStatement::SetGc {
             table,
             family,
@@ -649,7 +670,7 @@ fn alter_table(w: &mut Words) -> PResult<CellarStatement> {
         });
     }
     w.p.expected(
-        "ADD FAMILY, DROP FAMILY or ALTER FAMILY ... SET GC",
+        "ADD FAMILY, DROP FAMILY or ALTER FAMILY ... SET GC | SET FORMAT",
         w.p.peek_token(),
     )
 }

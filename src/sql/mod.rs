@@ -180,6 +180,21 @@ impl SqlSession {
     pub async fn sql(&self, sql: &str) -> DfResult<DataFrame> {
         limits::check_statement(sql).map_err(to_df)?;
         match ddl::parse(sql) {
+            Ok(Some(CellarStatement::SetFormat {
+                table,
+                family,
+                format,
+            })) => {
+                // Moves every row of the family: off the async threads.
+                let store = self.store.clone();
+                let text = tokio::task::spawn_blocking(move || {
+                    set_format(&store, &table, &family, format)
+                })
+                .await
+                .map_err(|e| to_df(Error::Internal(format!("SET FORMAT failed: {e}"))))?
+                .map_err(to_df)?;
+                self.ctx.read_batch(message(text))
+            }
             Ok(Some(statement)) => {
                 let batch = self.run(statement)?;
                 self.ctx.read_batch(batch)
@@ -399,6 +414,11 @@ impl SqlSession {
                     .map_err(to_df)?;
                 format!("family {family} of {table}: gc {text}")
             }
+            CellarStatement::SetFormat {
+                table,
+                family,
+                format,
+            } => set_format(store, &table, &family, format).map_err(to_df)?,
             CellarStatement::DropTable { name, if_exists } => match store.drop_table(&name) {
                 Ok(()) => format!("dropped table {name}"),
                 Err(Error::TableNotFound { .. }) if if_exists => {
@@ -557,6 +577,12 @@ impl SqlSession {
                 crate::schema::ValueType::Bytes => "Binary",
             };
             let mut detail = format!("{kind}, gc {}, format {}", f.gc, f.format);
+            if let Some(c) = &f.converting {
+                detail.push_str(&format!(
+                    " (being changed to {}: ALTER TABLE {name} ALTER FAMILY {} SET FORMAT {} finishes it)",
+                    c.format, f.name, c.format
+                ));
+            }
             if schema.family_types.contains_key(&f.name) {
                 detail.push_str(&format!(
                     ", qualifiers {:?}, values {:?}{}",
@@ -699,6 +725,23 @@ fn family_types(f: &FamilyDecl) -> FamilyTypes {
         types.value.encoding = e;
     }
     types
+}
+
+/// Changes a family's format (see [`Store::set_family_format`]); what it
+/// did, in words.
+fn set_format(
+    store: &Store,
+    table: &str,
+    family: &str,
+    format: FamilyFormat,
+) -> crate::Result<String> {
+    let started = std::time::Instant::now();
+    let moved = store.set_family_format(table, family, format, &mut |_| true)?;
+    Ok(format!(
+        "family {family} of {table}: format {format} ({} rows moved in {:.1} s)",
+        moved.rows,
+        started.elapsed().as_secs_f64()
+    ))
 }
 
 fn describe_segment(kind: &SegmentKind) -> String {

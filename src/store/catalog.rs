@@ -243,12 +243,37 @@ pub struct FamilyDef {
     /// How its cells are laid out on disk.
     #[serde(default)]
     pub format: FamilyFormat,
+    /// A change of format under way (`ALTER ... SET FORMAT`): rows below
+    /// its cursor are already in the new keyspace, the rest in this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub converting: Option<Conversion>,
+}
+
+/// A family's change of format under way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Conversion {
+    /// The id of the keyspace the rows move to (`f<id>`).
+    pub id: u64,
+    /// The format they take there.
+    pub format: FamilyFormat,
 }
 
 impl FamilyDef {
     /// The name of the fjall keyspace that holds this family's cells.
     pub fn keyspace_name(&self) -> String {
         keyspace_name(self.id)
+    }
+
+    /// The names of every keyspace holding this family's cells.
+    pub fn keyspace_names(&self) -> Vec<String> {
+        self.ids().into_iter().map(keyspace_name).collect()
+    }
+
+    /// The ids of every keyspace holding this family's cells.
+    pub fn ids(&self) -> Vec<u64> {
+        let mut ids = vec![self.id];
+        ids.extend(self.converting.as_ref().map(|c| c.id));
+        ids
     }
 }
 

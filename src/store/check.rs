@@ -73,10 +73,13 @@ impl Store {
             .clone();
         for (name, handle) in tables {
             let mut families = Vec::new();
-            for (family, keyspace) in handle.def.families.iter().zip(&handle.keyspaces) {
+            let ids = handle.slot_ids();
+            for (slot, keyspace) in handle.keyspaces.iter().enumerate() {
+                let family = &handle.def.families[handle.family_of(slot)];
+                let format = handle.formats[slot];
                 let mut check = FamilyCheck {
                     family: family.name.clone(),
-                    keyspace: family.keyspace_name(),
+                    keyspace: crate::store::catalog::keyspace_name(ids[slot]),
                     cells: 0,
                     bad_keys: 0,
                     first_bad_key: None,
@@ -86,7 +89,7 @@ impl Store {
                     match guard.into_inner() {
                         Ok((key, value)) => {
                             check.cells += 1;
-                            if family.format.check_pair(&key, &value).is_err() {
+                            if format.check_pair(&key, &value).is_err() {
                                 check.bad_keys += 1;
                                 check.first_bad_key.get_or_insert_with(|| show_bytes(&key));
                             }

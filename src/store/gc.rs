@@ -77,11 +77,13 @@ impl Store {
     pub fn collect_garbage(&self, table: &str) -> Result<GcStats> {
         let handle = self.handle(table)?;
         let mut stats = GcStats::default();
-        for (index, family) in handle.def.families.iter().enumerate() {
+        for (slot, keyspace) in handle.keyspaces.iter().enumerate() {
+            let index = handle.family_of(slot);
+            let family = &handle.def.families[index];
+            let format = handle.formats[slot];
             if family.gc == GcPolicy::KeepAll {
                 continue;
             }
-            let keyspace = &handle.keyspaces[index];
             let scan = self.inner.db.snapshot();
             let now = now_micros();
             let mut rows_with_garbage = Vec::new();
@@ -92,14 +94,14 @@ impl Store {
                 if buf.pairs.is_empty() {
                     return Ok(false);
                 }
-                family.format.decode(0, buf, 0)?;
+                format.decode(0, buf, 0)?;
                 let garbage = format::has_garbage(&family.gc, now, buf, 0);
                 buf.clear();
                 Ok(garbage)
             };
             for guard in scan.iter(keyspace) {
                 let (key, value) = guard.into_inner()?;
-                let row = family.format.row_of(&key)?;
+                let row = format.row_of(&key)?;
                 if row != current.as_slice() {
                     if judge(&mut buf)? {
                         rows_with_garbage.push(std::mem::take(&mut current));
@@ -146,7 +148,8 @@ impl Store {
         for escaped in rows {
             let (key, _) = codec::unescape(escaped)?;
             let _guard = self.lock_rows(handle, std::iter::once(key.as_slice()));
-            let snapshot = self.inner.db.snapshot();
+            let (handle, snapshot) = self.locked_view(&handle.def.name, handle)?;
+            let handle = handle.as_ref();
             let mut garbage = Overlay::default();
             let removed =
                 garbage.delete_garbage(&snapshot, handle, family, &key, policy, now_micros())?;

@@ -11,6 +11,7 @@ mod aggregate;
 mod catalog;
 mod check;
 mod commit;
+mod convert;
 mod format;
 mod gc;
 pub mod journal;
@@ -25,6 +26,7 @@ pub use catalog::{
 };
 pub use check::{CheckReport, FamilyCheck};
 pub use commit::Durability;
+pub use convert::FormatChange;
 pub use format::{CellRef, FamilyFormat, MAX_PACKED_LEN, RowView};
 pub use mutation::{
     MAX_KEY_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadModifyWrite, RowMutation,
@@ -47,6 +49,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 const CATALOG_KEYSPACE: &str = "catalog";
 const FORMAT_KEY: &[u8] = b"meta/format";
 const NEXT_ID_KEY: &[u8] = b"meta/next_id";
+
+/// The catalog key of a format change's cursor (see [`Moving`]).
+fn cursor_key(id: u64) -> Vec<u8> {
+    format!("conv/{id}").into_bytes()
+}
 const TABLE_PREFIX: &str = "table/";
 const SETTING_PREFIX: &str = "setting/";
 const LOCK_STRIPES: usize = 4096;
@@ -129,13 +136,63 @@ pub struct GcStats {
     pub rows_touched: u64,
 }
 
-/// A table as the store works with it: its definition and family keyspaces.
+/// A table as the store works with it: its definition and the keyspaces
+/// its cells live in.
 pub(crate) struct TableHandle {
     pub def: TableDef,
+    /// The keyspaces by *slot*: slot `i` below the number of families is
+    /// family `i`'s own keyspace; the slots after are the new keyspaces of
+    /// families whose format is being changed.
     pub keyspaces: Vec<Keyspace>,
+    /// Per slot: the format of its pairs.
+    pub formats: Vec<FamilyFormat>,
+    /// Per family: the change of format under way, if any.
+    pub moving: Vec<Option<Moving>>,
+}
+
+/// A family's rows moving to a keyspace in another format, in key order.
+pub(crate) struct Moving {
+    /// The slot of the new keyspace.
+    pub slot: usize,
+    /// Rows with keys below it are in the new keyspace, the others in the
+    /// family's own. Changed only with every row lock held, so a writer
+    /// holding a row's lock reads a value that stays true for that row.
+    pub cursor: Arc<Mutex<Vec<u8>>>,
 }
 
 impl TableHandle {
+    /// The slot holding `row`'s cells of `family`.
+    pub fn slot(&self, family: usize, row: &[u8]) -> usize {
+        match self.moving.get(family) {
+            Some(Some(m)) if row < lock(&m.cursor).as_slice() => m.slot,
+            _ => family,
+        }
+    }
+
+    /// The keyspace id of each slot.
+    pub fn slot_ids(&self) -> Vec<u64> {
+        (0..self.keyspaces.len())
+            .map(|slot| {
+                let family = &self.def.families[self.family_of(slot)];
+                match &family.converting {
+                    Some(c) if slot >= self.def.families.len() => c.id,
+                    _ => family.id,
+                }
+            })
+            .collect()
+    }
+
+    /// The family whose cells a slot holds.
+    pub fn family_of(&self, slot: usize) -> usize {
+        if slot < self.def.families.len() {
+            return slot;
+        }
+        self.moving
+            .iter()
+            .position(|m| m.as_ref().is_some_and(|m| m.slot == slot))
+            .unwrap_or(0)
+    }
+
     fn family_scans(&self, only: Option<&[String]>) -> Result<Vec<FamilyScan>> {
         if let Some(names) = only {
             for name in names {
@@ -146,13 +203,15 @@ impl TableHandle {
             .def
             .families
             .iter()
-            .zip(&self.keyspaces)
-            .filter(|(f, _)| only.is_none_or(|names| names.contains(&f.name)))
-            .map(|(f, ks)| FamilyScan {
+            .enumerate()
+            .filter(|(_, f)| only.is_none_or(|names| names.contains(&f.name)))
+            .map(|(i, f)| FamilyScan {
                 name: Arc::from(f.name.as_str()),
                 gc: f.gc.clone(),
-                format: f.format,
-                keyspace: ks.clone(),
+                sources: std::iter::once(i)
+                    .chain(self.moving[i].as_ref().map(|m| m.slot))
+                    .map(|slot| (self.formats[slot], self.keyspaces[slot].clone()))
+                    .collect(),
             })
             .collect())
     }
@@ -328,7 +387,7 @@ impl Store {
         if damaged.is_empty() {
             let live: Vec<String> = tables
                 .values()
-                .flat_map(|t| t.def.families.iter().map(FamilyDef::keyspace_name))
+                .flat_map(|t| t.def.families.iter().flat_map(FamilyDef::keyspace_names))
                 .collect();
             for name in inner.db.list_keyspace_names() {
                 let name: &str = &name;
@@ -374,25 +433,55 @@ impl Store {
     }
 
     fn open_handle(&self, def: TableDef) -> Result<TableHandle> {
-        let mut keyspaces = Vec::with_capacity(def.families.len());
+        let n = def.families.len();
+        let mut keyspaces = Vec::with_capacity(n);
+        let mut formats = Vec::with_capacity(n);
+        let mut moving = Vec::with_capacity(n);
         let mut rules = self
             .inner
             .age_rules
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        for family in &def.families {
-            let name = family.keyspace_name();
+        let mut open = |id: u64, format: FamilyFormat, family: &FamilyDef| -> Result<Keyspace> {
+            let name = catalog::keyspace_name(id);
             match family.gc.unconditional_max_age() {
-                Some(age) => rules.insert(name.clone(), (age, family.format)),
+                Some(age) => rules.insert(name.clone(), (age, format)),
                 None => rules.remove(&name),
             };
-            keyspaces.push(
-                self.inner
-                    .db
-                    .keyspace(&name, KeyspaceCreateOptions::default)?,
-            );
+            Ok(self
+                .inner
+                .db
+                .keyspace(&name, KeyspaceCreateOptions::default)?)
+        };
+        for family in &def.families {
+            keyspaces.push(open(family.id, family.format, family)?);
+            formats.push(family.format);
         }
-        Ok(TableHandle { def, keyspaces })
+        for family in &def.families {
+            moving.push(match &family.converting {
+                None => None,
+                Some(c) => {
+                    keyspaces.push(open(c.id, c.format, family)?);
+                    formats.push(c.format);
+                    let cursor = self
+                        .inner
+                        .catalog
+                        .get(cursor_key(c.id))?
+                        .map(|v| v.to_vec())
+                        .unwrap_or_default();
+                    Some(Moving {
+                        slot: keyspaces.len() - 1,
+                        cursor: Arc::new(Mutex::new(cursor)),
+                    })
+                }
+            });
+        }
+        Ok(TableHandle {
+            def,
+            keyspaces,
+            formats,
+            moving,
+        })
     }
 
     /// The store's directory.
@@ -509,6 +598,45 @@ impl Store {
             })
     }
 
+    /// A table's handle and a snapshot taken together: no change of a
+    /// family's keyspaces (a format change starting or ending) comes in
+    /// between, so the snapshot holds every row where the handle looks.
+    pub(crate) fn handle_and_snapshot(
+        &self,
+        table: &str,
+    ) -> Result<(Arc<TableHandle>, fjall::Snapshot)> {
+        let tables = self
+            .inner
+            .tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        match tables.get(table) {
+            Some(handle) => Ok((Arc::clone(handle), self.inner.db.snapshot())),
+            None => {
+                drop(tables);
+                self.handle(table).map(|h| (h, self.inner.db.snapshot()))
+            }
+        }
+    }
+
+    /// What a writer works with once it holds its rows' locks: the table's
+    /// handle as it is now (where each row lives may have changed while
+    /// the writer waited, never while it holds the lock) and a snapshot.
+    /// An error if the table was dropped (or replaced) meanwhile.
+    pub(crate) fn locked_view(
+        &self,
+        table: &str,
+        before: &TableHandle,
+    ) -> Result<(Arc<TableHandle>, fjall::Snapshot)> {
+        let (handle, snapshot) = self.handle_and_snapshot(table)?;
+        if handle.def.id != before.def.id {
+            return Err(Error::TableNotFound {
+                table: table.to_string(),
+            });
+        }
+        Ok((handle, snapshot))
+    }
+
     /// The names of all tables, sorted.
     pub fn list_tables(&self) -> Vec<String> {
         self.inner
@@ -549,17 +677,23 @@ impl Store {
             batch.remove(&self.inner.catalog, format!("{TABLE_PREFIX}{name}"));
         }
         if let Some(def) = def {
-            let json = serde_json::to_vec(def).map_err(|e| Error::Corrupt {
-                reason: format!("cannot encode the definition of table {:?}: {e}", def.name),
-            })?;
-            batch.insert(
-                &self.inner.catalog,
-                format!("{TABLE_PREFIX}{}", def.name),
-                json,
-            );
+            self.put_def(&mut batch, def)?;
         }
         batch.insert(&self.inner.catalog, NEXT_ID_KEY, next_id.to_be_bytes());
         batch.commit()?;
+        Ok(())
+    }
+
+    /// Puts a table's definition into a catalog batch.
+    fn put_def(&self, batch: &mut fjall::OwnedWriteBatch, def: &TableDef) -> Result<()> {
+        let json = serde_json::to_vec(def).map_err(|e| Error::Corrupt {
+            reason: format!("cannot encode the definition of table {:?}: {e}", def.name),
+        })?;
+        batch.insert(
+            &self.inner.catalog,
+            format!("{TABLE_PREFIX}{}", def.name),
+            json,
+        );
         Ok(())
     }
 
@@ -608,6 +742,7 @@ impl Store {
                     gc: f.gc,
                     kind: f.kind,
                     format: f.format,
+                    converting: None,
                 }
             })
             .collect();
@@ -648,6 +783,7 @@ impl Store {
                         gc: spec.gc,
                         kind: spec.kind,
                         format: spec.format,
+                        converting: None,
                     });
                     id += 1;
                 }
@@ -693,8 +829,9 @@ impl Store {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(name.to_string(), Arc::new(handle));
-        for (family, ks) in old.def.families.iter().zip(&old.keyspaces) {
-            if !def.families.iter().any(|f| f.id == family.id) {
+        let live: Vec<u64> = def.families.iter().flat_map(FamilyDef::ids).collect();
+        for (id, ks) in old.slot_ids().into_iter().zip(&old.keyspaces) {
+            if !live.contains(&id) {
                 self.inner.db.delete_keyspace(ks.clone())?;
             }
         }
@@ -735,14 +872,9 @@ impl Store {
 
     /// Reads rows through one snapshot, lazily.
     pub fn read_rows(&self, table: &str, request: ReadRequest) -> Result<RowStream> {
-        let handle = self.handle(table)?;
+        let (handle, snapshot) = self.handle_and_snapshot(table)?;
         let families = handle.family_scans(request.filter.families.as_deref())?;
-        Ok(RowStream::new(
-            self.inner.db.snapshot(),
-            families,
-            request,
-            now_micros(),
-        ))
+        Ok(RowStream::new(snapshot, families, request, now_micros()))
     }
 
     /// Reads one row.

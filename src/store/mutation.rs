@@ -381,7 +381,7 @@ fn apply_each(
                 pending.delete_cells(snapshot, table, f, &row.key, None, TimeRange::ALL)?;
             }
             Mutation::DeleteRow => {
-                for f in 0..table.keyspaces.len() {
+                for f in 0..table.def.families.len() {
                     pending.delete_cells(snapshot, table, f, &row.key, None, TimeRange::ALL)?;
                 }
             }

@@ -358,8 +358,10 @@ impl Row {
 pub(crate) struct FamilyScan {
     pub name: Arc<str>,
     pub gc: GcPolicy,
-    pub format: FamilyFormat,
-    pub keyspace: Keyspace,
+    /// The keyspaces holding its cells, with their formats: one, or two
+    /// while its format is being changed (a row is in exactly one of them
+    /// in any snapshot).
+    pub sources: Vec<(FamilyFormat, Keyspace)>,
 }
 
 /// Counters of a scan, for EXPLAIN ANALYZE and benchmarks.
@@ -374,6 +376,8 @@ pub struct ScanStats {
 }
 
 struct Cursor {
+    /// The family's place among the families read.
+    family: usize,
     format: FamilyFormat,
     iter: fjall::Iter,
     head: Option<(Slice, Slice)>,
@@ -459,23 +463,24 @@ impl RowStream {
 
     fn open_range(&mut self, range: &EncodedRange) -> Result<()> {
         self.cursors.clear();
-        for family in &self.families {
-            let iter = match &range.end {
-                Some(end) => self
-                    .snapshot
-                    .range(&family.keyspace, range.start.as_slice()..end.as_slice()),
-                None => self
-                    .snapshot
-                    .range(&family.keyspace, range.start.as_slice()..),
-            };
-            let mut cursor = Cursor {
-                format: family.format,
-                iter,
-                head: None,
-                head_row_len: 0,
-            };
-            cursor.advance(self.reverse)?;
-            self.cursors.push(cursor);
+        for (i, family) in self.families.iter().enumerate() {
+            for (format, keyspace) in &family.sources {
+                let iter = match &range.end {
+                    Some(end) => self
+                        .snapshot
+                        .range(keyspace, range.start.as_slice()..end.as_slice()),
+                    None => self.snapshot.range(keyspace, range.start.as_slice()..),
+                };
+                let mut cursor = Cursor {
+                    family: i,
+                    format: *format,
+                    iter,
+                    head: None,
+                    head_row_len: 0,
+                };
+                cursor.advance(self.reverse)?;
+                self.cursors.push(cursor);
+            }
         }
         Ok(())
     }
@@ -521,10 +526,17 @@ impl RowStream {
                 }
             }
             self.buf.clear();
-            for i in 0..self.cursors.len() {
+            // Cursors of one family are adjacent; its cells are selected
+            // once all of its cursors have given theirs.
+            let mut from_cell = 0;
+            for c in 0..self.cursors.len() {
+                let family = self.cursors[c].family;
+                if c == 0 || self.cursors[c - 1].family != family {
+                    from_cell = self.buf.cells.len();
+                }
                 let from_pair = self.buf.pairs.len();
                 loop {
-                    let cursor = &mut self.cursors[i];
+                    let cursor = &mut self.cursors[c];
                     if cursor.head_row() != Some(self.escaped_row.as_slice()) {
                         break;
                     }
@@ -535,10 +547,16 @@ impl RowStream {
                 if self.reverse {
                     self.buf.pairs[from_pair..].reverse();
                 }
-                let family = &self.families[i];
-                let from_cell = self.buf.cells.len();
-                family.format.decode(i as u32, &mut self.buf, from_pair)?;
-                format::select(&family.gc, &self.filter, self.now, &mut self.buf, from_cell);
+                let format = self.cursors[c].format;
+                format.decode(family as u32, &mut self.buf, from_pair)?;
+                if self
+                    .cursors
+                    .get(c + 1)
+                    .is_none_or(|next| next.family != family)
+                {
+                    let gc = &self.families[family].gc;
+                    format::select(gc, &self.filter, self.now, &mut self.buf, from_cell);
+                }
             }
             if self.buf.cells.is_empty() {
                 continue;

@@ -82,16 +82,16 @@ impl Store {
                 .filter(|(_, c)| c.is_ok())
                 .map(|(r, _)| r.key.as_slice());
             let _guards = self.lock_rows(&handle, valid);
-            let snapshot = self.inner.db.snapshot();
+            let (locked, snapshot) = self.locked_view(table, &handle)?;
             let now = now_micros();
             let mut overlay = Overlay::default();
             let mut outcomes = Vec::with_capacity(chunk.len());
             for (row, check) in chunk.iter().zip(checked) {
                 let outcome = check
-                    .and_then(|()| mutation::apply(&snapshot, &handle, &mut overlay, row, now));
+                    .and_then(|()| mutation::apply(&snapshot, &locked, &mut overlay, row, now));
                 outcomes.push(outcome);
             }
-            self.commit(&handle, overlay)?;
+            self.commit(&locked, overlay)?;
             results.extend(outcomes);
         }
         Ok(results)
@@ -115,20 +115,21 @@ impl Store {
     where
         F: FnMut(&[Vec<u8>], &[Option<Row>]) -> Result<Vec<Vec<Mutation>>>,
     {
-        let handle = self.handle(table)?;
-        let families = handle.family_scans(filter.families.as_deref())?;
+        let first = self.handle(table)?;
+        first.family_scans(filter.families.as_deref())?;
         let mut results = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(BULK_CHUNK_ROWS) {
             for key in chunk {
                 check_key(key)?;
             }
-            let _guards = self.lock_rows(&handle, chunk.iter().map(Vec::as_slice));
-            let snapshot = self.inner.db.snapshot();
+            let _guards = self.lock_rows(&first, chunk.iter().map(Vec::as_slice));
+            let (handle, snapshot) = self.locked_view(table, &first)?;
+            let families = handle.family_scans(filter.families.as_deref())?;
             let now = now_micros();
             let request =
                 ReadRequest::rows(RowSet::keys(chunk.iter().cloned())).filter(filter.clone());
             let mut found: BTreeMap<Vec<u8>, Row> = BTreeMap::new();
-            for row in RowStream::new(snapshot.clone(), families.clone(), request, now) {
+            for row in RowStream::new(snapshot.clone(), families, request, now) {
                 let row = row?;
                 found.insert(row.key.clone(), row);
             }
@@ -173,9 +174,10 @@ impl Store {
         let unmatched_row = RowMutation::new(key, on_no_match);
         mutation::validate(&handle.def, &matched_row)?;
         mutation::validate(&handle.def, &unmatched_row)?;
-        let families = handle.family_scans(predicate.families.as_deref())?;
+        handle.family_scans(predicate.families.as_deref())?;
         let _guard = self.lock_rows(&handle, std::iter::once(key));
-        let snapshot = self.inner.db.snapshot();
+        let (handle, snapshot) = self.locked_view(table, &handle)?;
+        let families = handle.family_scans(predicate.families.as_deref())?;
         let now = now_micros();
         let request = ReadRequest::rows(RowSet::keys([key]))
             .filter(predicate)
@@ -203,10 +205,10 @@ impl Store {
         key: &[u8],
         rules: Vec<ReadModifyWrite>,
     ) -> Result<Row> {
-        let handle = self.handle(table)?;
+        let first = self.handle(table)?;
         check_key(key)?;
-        let _guard = self.lock_rows(&handle, std::iter::once(key));
-        let snapshot = self.inner.db.snapshot();
+        let _guard = self.lock_rows(&first, std::iter::once(key));
+        let (handle, snapshot) = self.locked_view(table, &first)?;
         let now = now_micros();
         let mut overlay = Overlay::default();
         let mut cells: Vec<Cell> = Vec::new();

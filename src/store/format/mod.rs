@@ -15,11 +15,13 @@
 //! row range is the same fjall key range whatever the format.
 
 mod cells;
+mod convert;
 mod overlay;
 mod packed;
 
 pub use packed::MAX_PACKED_LEN;
 
+pub(crate) use convert::reencode;
 pub(crate) use overlay::{CellWrite, Overlay};
 
 use super::catalog::GcPolicy;

@@ -38,8 +38,15 @@ fn cell_bound(qualifier: &[u8], value: &[u8]) -> usize {
     qualifier.len() + value.len() + 48
 }
 
-fn format_of(table: &TableHandle, family: usize) -> FamilyFormat {
-    table.def.families[family].format
+/// The format of a slot's pairs. The overlay works by slot (see
+/// [`TableHandle::slot`]): its public methods take a family and turn it
+/// into the slot holding the row.
+fn format_of(table: &TableHandle, slot: usize) -> FamilyFormat {
+    table.formats[slot]
+}
+
+fn family_name(table: &TableHandle, slot: usize) -> &str {
+    &table.def.families[table.family_of(slot)].name
 }
 
 impl Overlay {
@@ -123,6 +130,7 @@ impl Overlay {
         timestamp: i64,
         value: Vec<u8>,
     ) -> Result<()> {
+        let family = table.slot(family, row);
         match format_of(table, family) {
             FamilyFormat::Cells => {
                 let key = cells::key(row, qualifier, timestamp);
@@ -210,6 +218,16 @@ impl Overlay {
         row: &[u8],
         cells: &[CellWrite<'_>],
     ) -> Result<()> {
+        let moved: Vec<CellWrite<'_>>;
+        let cells = if table.moving.iter().any(Option::is_some) {
+            moved = cells
+                .iter()
+                .map(|&(f, q, t, v)| (table.slot(f, row), q, t, v))
+                .collect();
+            &moved
+        } else {
+            cells
+        };
         let mut families: Vec<usize> = cells
             .iter()
             .filter(|(f, ..)| format_of(table, *f) == FamilyFormat::Packed)
@@ -232,7 +250,7 @@ impl Overlay {
                 for (_, q, ts, v) in cells.iter().filter(|(f, ..)| *f == family) {
                     would.insert((q.to_vec(), Reverse(*ts)), v.to_vec());
                 }
-                let name = &table.def.families[family].name;
+                let name = family_name(table, family);
                 let exact = packed::encode(row, name, &would)?.map_or(0, |v| v.len());
                 self.bounds.insert(id, exact.saturating_sub(grown));
             }
@@ -274,7 +292,7 @@ impl Overlay {
         for (id, cells) in &self.packed {
             let bound = self.bounds.get(id).copied().unwrap_or(usize::MAX);
             if bound > packed::MAX_PACKED_LEN {
-                let name = &table.def.families[id.0].name;
+                let name = family_name(table, id.0);
                 let exact = packed::encode(&id.1, name, cells)?.map_or(0, |v| v.len());
                 self.bounds.insert(id.clone(), exact);
             }
@@ -287,7 +305,7 @@ impl Overlay {
     pub fn seal(&mut self, table: &TableHandle) -> Result<()> {
         self.bounds.clear();
         for ((family, row), cells) in std::mem::take(&mut self.packed) {
-            let name = &table.def.families[family].name;
+            let name = family_name(table, family);
             let value = packed::encode(&row, name, &cells)?;
             self.writes.insert((family, codec::escape(&row)), value);
         }
@@ -304,6 +322,7 @@ impl Overlay {
         qualifier: &[u8],
         timestamp: i64,
     ) -> Result<Option<Vec<u8>>> {
+        let family = table.slot(family, row);
         match format_of(table, family) {
             FamilyFormat::Cells => self.get(
                 snapshot,
@@ -328,6 +347,7 @@ impl Overlay {
         row: &[u8],
         qualifier: &[u8],
     ) -> Result<Vec<(i64, Vec<u8>)>> {
+        let family = table.slot(family, row);
         if format_of(table, family) == FamilyFormat::Packed {
             let from = (qualifier.to_vec(), Reverse(i64::MAX));
             return self.read_packed(snapshot, table, family, row, |cells| {
@@ -358,6 +378,7 @@ impl Overlay {
         qualifier: Option<&[u8]>,
         time_range: TimeRange,
     ) -> Result<()> {
+        let family = table.slot(family, row);
         match format_of(table, family) {
             FamilyFormat::Cells => {
                 let mut buf = RowBuf::default();
@@ -390,6 +411,7 @@ impl Overlay {
         gc: &GcPolicy,
         now: i64,
     ) -> Result<u64> {
+        let family = table.slot(family, row);
         let mut removed = 0;
         match format_of(table, family) {
             FamilyFormat::Packed => {
