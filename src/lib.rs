@@ -45,10 +45,10 @@ pub use sql::{
 };
 pub use store::journal;
 pub use store::{
-    AlterOp, Cell, CellRef, CheckReport, Durability, FamilyCheck, FamilyDef, FamilyFormat,
-    FamilyKind, FamilySpec, FormatChange, GcPolicy, GcStats, MAX_FAMILIES, MAX_GC_DEPTH,
-    MAX_GC_RULES, MAX_KEY_LEN, MAX_PACKED_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation,
-    QualifierFilter, ReadFilter, ReadModifyWrite, ReadRequest, Row, RowMutation, RowRange, RowSet,
-    RowStream, RowView, ScanStats, Store, StoreOptions, TableDef, TableSpec, TimeRange,
-    hll_estimate, now_micros,
+    AlterOp, Cell, CellRef, CheckReport, Conversion, Durability, FamilyCheck, FamilyDef,
+    FamilyFormat, FamilyKind, FamilySpec, FormatChange, GcPolicy, GcStats, MAX_FAMILIES,
+    MAX_GC_DEPTH, MAX_GC_RULES, MAX_KEY_LEN, MAX_PACKED_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN,
+    Mutation, QualifierFilter, ReadFilter, ReadModifyWrite, ReadRequest, Row, RowMutation,
+    RowRange, RowSet, RowStream, RowView, ScanStats, Store, StoreOptions, TableDef, TableSpec,
+    TimeRange, hll_estimate, now_micros,
 };

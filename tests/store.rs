@@ -1068,3 +1068,59 @@ fn a_format_change_loses_no_concurrent_write() {
     );
     assert!(store.check().unwrap().healthy());
 }
+
+/// A format change lists itself with its progress while it runs, can be
+/// stopped by its callback, leaves the family correct, and resumes.
+#[test]
+fn a_format_change_reports_progress_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("f")))
+        .unwrap();
+    let rows: Vec<RowMutation> = (0..100)
+        .map(|i| RowMutation::new(format!("r{i:03}"), vec![Mutation::set("f", "q", "v")]))
+        .collect();
+    for r in store.mutate_rows("t", rows).unwrap() {
+        r.unwrap();
+    }
+    let mut seen = Vec::new();
+    let done = store
+        .set_family_format_in_steps("t", "f", FamilyFormat::Packed, 10, &mut |done| {
+            seen.push(store.format_changes());
+            done.rows < 30
+        })
+        .unwrap();
+    assert!(!done.finished);
+    assert_eq!(done.rows, 30);
+    assert_eq!(seen.len(), 3);
+    let (table, family, format, progress) = seen[2][0].clone();
+    assert_eq!(
+        (table.as_str(), family.as_str(), format),
+        ("t", "f", FamilyFormat::Packed)
+    );
+    assert_eq!(progress.rows, 30);
+    assert!(store.format_changes().is_empty());
+    // Half way, across a reopen: every row reads; the other format waits.
+    let count = |store: &Store| store.read_rows("t", ReadRequest::all()).unwrap().count();
+    assert_eq!(count(&store), 100);
+    drop(store);
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(count(&store), 100);
+    let def = store.table("t").unwrap();
+    assert!(def.families[0].converting.is_some());
+    let err = store
+        .set_family_format("t", "f", FamilyFormat::Cells, &mut |_| true)
+        .unwrap_err();
+    assert!(err.to_string().contains("finish it first"), "{err}");
+    let done = store
+        .set_family_format("t", "f", FamilyFormat::Packed, &mut |_| true)
+        .unwrap();
+    assert!(done.finished);
+    assert_eq!(done.rows, 70);
+    let def = store.table("t").unwrap();
+    assert_eq!(def.families[0].format, FamilyFormat::Packed);
+    assert!(def.families[0].converting.is_none());
+    assert_eq!(count(&store), 100);
+    assert!(store.check().unwrap().healthy());
+}

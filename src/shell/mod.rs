@@ -209,7 +209,9 @@ impl Shell {
         let started = Instant::now();
         let session = self.session.clone();
         let sql = statement.to_string();
-        let progress = (self.interactive && std::io::stderr().is_terminal()).then(Progress::start);
+        let store = self.session.store().clone();
+        let progress =
+            (self.interactive && std::io::stderr().is_terminal()).then(|| Progress::start(store));
         let result = match &mut self.interrupts {
             Some(sigint) => {
                 // Forget Ctrl-Cs that arrived while no query ran.
@@ -409,22 +411,35 @@ struct Progress {
 }
 
 impl Progress {
-    fn start() -> Progress {
+    /// Also shows how far a format change of `store` has come.
+    fn start(store: Store) -> Progress {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
             let started = Instant::now();
-            let mut shown = false;
+            let mut width = 0;
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                 stopped.recv_timeout(std::time::Duration::from_millis(100))
             {
                 let elapsed = started.elapsed().as_secs_f64();
                 if elapsed >= 1.0 {
-                    eprint!("\rrunning {elapsed:.1} s (Ctrl-C cancels)");
-                    shown = true;
+                    let detail = store
+                        .format_changes()
+                        .first()
+                        .map(|(table, family, format, done)| {
+                            format!(
+                                ", {table}.{family} to {format}: {} rows, {:.1} MB moved",
+                                done.rows,
+                                done.bytes as f64 / 1e6
+                            )
+                        })
+                        .unwrap_or_default();
+                    let line = format!("running {elapsed:.1} s{detail} (Ctrl-C cancels)");
+                    eprint!("\r{line:width$}");
+                    width = width.max(line.chars().count());
                 }
             }
-            if shown {
-                eprint!("\r{}\r", " ".repeat(40));
+            if width > 0 {
+                eprint!("\r{}\r", " ".repeat(width));
             }
         });
         Progress {

@@ -186,9 +186,14 @@ impl SqlSession {
                 format,
             })) => {
                 // Moves every row of the family: off the async threads.
+                // Dropping this future (Ctrl-C, a cancelled request) stops
+                // the change after its current step; the same statement
+                // resumes it.
                 let store = self.store.clone();
+                let stop = StopOnDrop(Arc::new(std::sync::atomic::AtomicBool::new(false)));
+                let stopped = Arc::clone(&stop.0);
                 let text = tokio::task::spawn_blocking(move || {
-                    set_format(&store, &table, &family, format)
+                    set_format(&store, &table, &family, format, &stopped)
                 })
                 .await
                 .map_err(|e| to_df(Error::Internal(format!("SET FORMAT failed: {e}"))))?
@@ -418,7 +423,7 @@ impl SqlSession {
                 table,
                 family,
                 format,
-            } => set_format(store, &table, &family, format).map_err(to_df)?,
+            } => set_format(store, &table, &family, format, &Default::default()).map_err(to_df)?,
             CellarStatement::DropTable { name, if_exists } => match store.drop_table(&name) {
                 Ok(()) => format!("dropped table {name}"),
                 Err(Error::TableNotFound { .. }) if if_exists => {
@@ -734,14 +739,33 @@ fn set_format(
     table: &str,
     family: &str,
     format: FamilyFormat,
+    stop: &std::sync::atomic::AtomicBool,
 ) -> crate::Result<String> {
+    use std::sync::atomic::Ordering;
     let started = std::time::Instant::now();
-    let moved = store.set_family_format(table, family, format, &mut |_| true)?;
+    let moved = store.set_family_format(table, family, format, &mut |_| {
+        !stop.load(Ordering::Relaxed)
+    })?;
+    if !moved.finished {
+        return Err(Error::InvalidArgument(format!(
+            "the change of family {family} of {table} to FORMAT {format} was stopped after {} rows; the family reads and writes correctly meanwhile, and the same statement resumes it",
+            moved.rows
+        )));
+    }
     Ok(format!(
         "family {family} of {table}: format {format} ({} rows moved in {:.1} s)",
         moved.rows,
         started.elapsed().as_secs_f64()
     ))
+}
+
+/// Sets its flag when dropped.
+struct StopOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 fn describe_segment(kind: &SegmentKind) -> String {

@@ -22,6 +22,18 @@ use crate::error::{Error, Result};
 use fjall::{PersistMode, Readable};
 use std::sync::Arc;
 
+/// Keeps a change in [`Store::format_changes`] while it runs.
+struct Listed<'a> {
+    store: &'a Store,
+    key: (String, String),
+}
+
+impl Drop for Listed<'_> {
+    fn drop(&mut self) {
+        lock(&self.store.inner.changes).remove(&self.key);
+    }
+}
+
 /// Rows and bytes moved in one step; each step holds every row lock.
 const STEP_ROWS: u64 = 256;
 const STEP_BYTES: u64 = 4 << 20;
@@ -101,6 +113,11 @@ impl Store {
                 self.install(fresh);
             }
         }
+        let key = (table.to_string(), family.to_string());
+        let _listed = Listed {
+            store: self,
+            key: key.clone(),
+        };
         let mut done = FormatChange::default();
         loop {
             let handle = self.handle(table)?;
@@ -108,6 +125,7 @@ impl Store {
             done.rows += step.rows;
             done.bytes += step.bytes;
             done.finished = finished;
+            lock(&self.inner.changes).insert(key.clone(), (format, done));
             let go_on = progress(done);
             if finished {
                 // No reader or writer reaches the old keyspace any more
@@ -121,6 +139,15 @@ impl Store {
                 return Ok(done);
             }
         }
+    }
+
+    /// The format changes under way: table, family, target format and how
+    /// far each has come.
+    pub fn format_changes(&self) -> Vec<(String, String, FamilyFormat, FormatChange)> {
+        lock(&self.inner.changes)
+            .iter()
+            .map(|((t, f), (format, done))| (t.clone(), f.clone(), *format, *done))
+            .collect()
     }
 
     fn install(&self, handle: TableHandle) {

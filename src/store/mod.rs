@@ -21,8 +21,8 @@ mod write;
 
 pub use aggregate::hll_estimate;
 pub use catalog::{
-    FORMAT_VERSION, FamilyDef, FamilyKind, FamilySpec, GcPolicy, MAX_FAMILIES, MAX_GC_DEPTH,
-    MAX_GC_RULES, TableDef, validate_family_name, validate_table_name,
+    Conversion, FORMAT_VERSION, FamilyDef, FamilyKind, FamilySpec, GcPolicy, MAX_FAMILIES,
+    MAX_GC_DEPTH, MAX_GC_RULES, TableDef, validate_family_name, validate_table_name,
 };
 pub use check::{CheckReport, FamilyCheck};
 pub use commit::Durability;
@@ -233,6 +233,8 @@ struct Inner {
     age_rules: AgeRules,
     /// What opening the store found and dropped (a torn journal tail).
     recovery: Vec<String>,
+    /// Format changes under way: (table, family) -> target and progress.
+    changes: Mutex<BTreeMap<(String, String), (FamilyFormat, FormatChange)>>,
 }
 
 /// An open store. Cheap to clone; all clones share one database.
@@ -347,6 +349,7 @@ impl Store {
             durability: options.durability,
             age_rules,
             recovery,
+            changes: Mutex::default(),
         };
         let store = Store {
             inner: Arc::new(inner),
