@@ -121,6 +121,49 @@ fn meta_commands_work_in_scripts() {
     );
 }
 
+/// "No rows" is not "no columns": an empty result keeps its header in
+/// CSV and TSV, is an empty array in JSON and an empty table in tables.
+#[test]
+fn empty_results_keep_their_header() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let setup = cellar(
+        &store,
+        &[
+            "-c",
+            "CREATE TABLE t (ROW KEY (k TEXT), FAMILY f, n BIGINT IN f)",
+            "-c",
+            "INSERT INTO t (k, n) VALUES ('a', 1)",
+        ],
+        None,
+    );
+    assert_eq!(setup.status.code(), Some(0), "{}", text(&setup.stderr));
+    let empty = "SELECT k, n FROM t WHERE k = 'zzz'";
+    for (format, expected) in [
+        ("csv", "k,n\n"),
+        ("tsv", "k\tn\n"),
+        ("json", "[]\n"),
+        ("ndjson", ""),
+        ("table", "+---+---+\n| k | n |\n+---+---+\n+---+---+\n"),
+    ] {
+        let out = cellar(&store, &["--format", format, "-c", empty], None);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{format}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(text(&out.stdout), expected, "{format}");
+    }
+    // With rows, unchanged.
+    let out = cellar(
+        &store,
+        &["--format", "csv", "-c", "SELECT k, n FROM t"],
+        None,
+    );
+    assert_eq!(text(&out.stdout), "k,n\na,1\n");
+}
+
 #[test]
 fn the_demo_fills_its_tables_once() {
     let dir = tempfile::tempdir().unwrap();

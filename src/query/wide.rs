@@ -91,6 +91,30 @@ pub(crate) struct Layout {
     declared_at: HashMap<String, HashMap<Vec<u8>, usize>>,
 }
 
+/// The family a table function names: exactly, or folded as the DDL folds
+/// unquoted names (`cells('quote', 'MD')` is family `md`) when that is
+/// unambiguous. Otherwise an error listing the table's families.
+fn family_named(def: &TableDef, name: &str) -> crate::Result<String> {
+    if def.families.iter().any(|f| f.name == name) {
+        return Ok(name.to_string());
+    }
+    let folded: Vec<&str> = def
+        .families
+        .iter()
+        .filter(|f| f.name.eq_ignore_ascii_case(name))
+        .map(|f| f.name.as_str())
+        .collect();
+    if let [only] = folded.as_slice() {
+        return Ok((*only).to_string());
+    }
+    let names: Vec<&str> = def.families.iter().map(|f| f.name.as_str()).collect();
+    Err(crate::Error::InvalidArgument(format!(
+        "table {} has no family {name:?}; its families are {}",
+        def.name,
+        names.join(", ")
+    )))
+}
+
 pub(crate) fn map_type(values: &DataType) -> DataType {
     let mut builder = MapBuilder::new(None, StringBuilder::new(), make_builder(values, 0));
     builder.finish().data_type().clone()
@@ -118,15 +142,10 @@ fn timestamp_type() -> DataType {
 }
 
 impl Layout {
-    pub fn new(store: &Store, def: TableDef, view: View) -> crate::Result<Layout> {
+    pub fn new(store: &Store, def: TableDef, mut view: View) -> crate::Result<Layout> {
         let schema = TableSchema::of(&def)?;
-        if let View::Cells { family: Some(f) } = &view
-            && !def.families.iter().any(|d| &d.name == f)
-        {
-            return Err(crate::Error::FamilyNotFound {
-                table: def.name.clone(),
-                family: f.clone(),
-            });
+        if let View::Cells { family: Some(f) } = &mut view {
+            *f = family_named(&def, f)?;
         }
         // Nullable only so INSERT may leave it out and build it from the segments;
         // a scan never produces a NULL key.

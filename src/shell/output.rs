@@ -221,7 +221,11 @@ pub fn render(batches: &[RecordBatch], format: Format, max_rows: usize) -> Resul
                 w.finish().map_err(|e| e.to_string())?;
             }
             out = String::from_utf8_lossy(&buf).into_owned();
-            if format == Format::Json && !out.is_empty() && !out.ends_with('\n') {
+            if format == Format::Json && out.is_empty() {
+                // No rows: an empty array, so a script tells it from no output.
+                out.push_str("[]");
+            }
+            if format == Format::Json && !out.ends_with('\n') {
                 out.push('\n');
             }
         }

@@ -304,7 +304,13 @@ impl SqlSession {
     pub async fn query(&self, sql: &str) -> DfResult<Vec<RecordBatch>> {
         let df = self.sql(sql).await?;
         let stream = self.execute_stream(sql, df).await?;
-        datafusion::physical_plan::common::collect(stream).await
+        let schema = stream.schema();
+        let batches = datafusion::physical_plan::common::collect(stream).await?;
+        if batches.is_empty() {
+            // No rows still has columns: an empty batch carries them.
+            return Ok(vec![RecordBatch::new_empty(schema)]);
+        }
+        Ok(batches)
     }
 
     fn run(&self, statement: CellarStatement) -> DfResult<RecordBatch> {
