@@ -423,7 +423,15 @@ impl SqlSession {
                         }],
                     )
                     .map_err(to_df)?;
-                format!("family {family} of {table}: gc {text}")
+                // Cells the new policy discards are reclaimed now, so a
+                // policy loosened later never brings them back.
+                let reclaimed = store
+                    .collect_family_garbage(&table, &family)
+                    .map_err(to_df)?;
+                format!(
+                    "family {family} of {table}: gc {text} ({} cells reclaimed)",
+                    reclaimed.cells_removed
+                )
             }
             CellarStatement::SetFormat {
                 table,

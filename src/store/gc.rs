@@ -75,13 +75,23 @@ impl Store {
     /// Deletes every cell of `table` that its family's GC policy discards,
     /// then compacts the families so the disk space is returned.
     pub fn collect_garbage(&self, table: &str) -> Result<GcStats> {
+        self.collect(table, None)
+    }
+
+    /// [`Store::collect_garbage`] for one family.
+    pub fn collect_family_garbage(&self, table: &str, family: &str) -> Result<GcStats> {
+        self.handle(table)?.def.family(family)?;
+        self.collect(table, Some(family))
+    }
+
+    fn collect(&self, table: &str, only: Option<&str>) -> Result<GcStats> {
         let handle = self.handle(table)?;
         let mut stats = GcStats::default();
         for (slot, keyspace) in handle.keyspaces.iter().enumerate() {
             let index = handle.family_of(slot);
             let family = &handle.def.families[index];
             let format = handle.formats[slot];
-            if family.gc == GcPolicy::KeepAll {
+            if family.gc == GcPolicy::KeepAll || only.is_some_and(|f| f != family.name) {
                 continue;
             }
             let scan = self.inner.db.snapshot();
