@@ -620,14 +620,21 @@ fn parse_value(kind: &SegmentKind, part: &str) -> Option<KeyValue> {
     }
 }
 
-/// Parses text written with `pattern`; patterns without seconds or minutes
-/// are completed with zeros.
+/// Parses text written with `pattern`; the fields a coarse pattern leaves
+/// out read as the start of its period (a month `%Y%m` is its first day at
+/// midnight, a year `%Y` its first of January).
 fn parse_pattern(pattern: &str, text: &str) -> Option<i64> {
     if let Ok(t) = NaiveDateTime::parse_from_str(text, pattern) {
         return Some(t.and_utc().timestamp_micros());
     }
-    // Date-only or hour-only patterns: chrono needs the missing fields.
-    for (extra_pattern, extra_text) in [("%H%M%S", "000000"), ("%M%S", "0000"), ("%S", "00")] {
+    // Chrono needs the missing fields.
+    for (extra_pattern, extra_text) in [
+        ("%S", "00"),
+        ("%M%S", "0000"),
+        ("%H%M%S", "000000"),
+        ("%d%H%M%S", "01000000"),
+        ("%m%d%H%M%S", "0101000000"),
+    ] {
         let p = format!("{pattern}|{extra_pattern}");
         let s = format!("{text}|{extra_text}");
         if let Ok(t) = NaiveDateTime::parse_from_str(&s, &p) {
@@ -686,6 +693,21 @@ fn pattern_sorts(pattern: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn coarse_patterns_read_as_the_start_of_their_period() {
+        let at = |text: &str| {
+            NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
+                .map(|t| t.and_utc().timestamp_micros())
+                .ok()
+        };
+        assert_eq!(parse_pattern("%Y%m", "201503"), at("2015-03-01 00:00:00"));
+        assert_eq!(parse_pattern("%Y", "2015"), at("2015-01-01 00:00:00"));
+        assert_eq!(parse_pattern("%Y-%m", "2015-12"), at("2015-12-01 00:00:00"));
+        assert!(check_pattern("%Y%m").is_ok() && check_pattern("%Y").is_ok());
+        // A time of day without a date cannot be read back.
+        assert!(check_pattern("%H%M").is_err());
+    }
 
     fn battery() -> KeySchema {
         KeySchema {
