@@ -57,6 +57,8 @@ pub enum CellarStatement {
         families: Vec<FamilyDecl>,
         /// Declared qualifier columns.
         columns: Vec<ColumnDef>,
+        /// `AS SELECT ...`: the query whose rows fill the new table.
+        query: Option<String>,
     },
     /// ALTER TABLE ... ADD FAMILY.
     AddFamily {
@@ -211,7 +213,7 @@ pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
     let p = Parser::new(&dialect).try_with_sql(sql)?;
     let mut w = Words { p, gc_depth: 0 };
     let statement = if w.words(&["CREATE", "TABLE"]) {
-        create_table(&mut w)?
+        create_table(&mut w, sql)?
     } else if w.words(&["ALTER", "TABLE"]) {
         alter_table(&mut w)?
     } else if w.words(&["DROP", "TABLE"]) {
@@ -260,7 +262,7 @@ pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
     Ok(Some(statement))
 }
 
-fn create_table(w: &mut Words) -> PResult<CellarStatement> {
+fn create_table(w: &mut Words, sql: &str) -> PResult<CellarStatement> {
     let if_not_exists = w.words(&["IF", "NOT", "EXISTS"]);
     let name = w.ident()?;
     w.token(Token::LParen)?;
@@ -306,13 +308,42 @@ fn create_table(w: &mut Words) -> PResult<CellarStatement> {
             Ok(c)
         })
         .collect::<PResult<Vec<_>>>()?;
+    let query = if w.word("AS") {
+        let start = w.p.peek_token().span.start;
+        let text = text_from(sql, start.line, start.column);
+        // The query is DataFusion's to parse: skip its tokens here.
+        while w.p.next_token().token != Token::EOF {}
+        let text = text.trim().trim_end_matches(';').trim();
+        if text.is_empty() {
+            return w.error(format!("CREATE TABLE {name} ... AS needs a query"));
+        }
+        Some(text.to_string())
+    } else {
+        None
+    };
     Ok(CellarStatement::CreateTable {
         name,
         if_not_exists,
         key,
         families,
         columns,
+        query,
     })
+}
+
+/// The text of `sql` from a token's position (1-based line and column,
+/// counted in characters) to the end.
+fn text_from(sql: &str, line: u64, column: u64) -> &str {
+    let mut offset = 0;
+    for (i, l) in sql.split_inclusive('\n').enumerate() {
+        if i as u64 + 1 == line {
+            let skip = usize::try_from(column.saturating_sub(1)).unwrap_or(usize::MAX);
+            let within = l.char_indices().nth(skip).map_or(l.len(), |(b, _)| b);
+            return &sql[offset + within..];
+        }
+        offset += l.len();
+    }
+    ""
 }
 
 fn row_key(w: &mut Words) -> PResult<KeySchema> {

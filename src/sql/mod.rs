@@ -200,6 +200,55 @@ impl SqlSession {
                 .map_err(to_df)?;
                 self.ctx.read_batch(message(text))
             }
+            Ok(Some(CellarStatement::CreateTable {
+                name,
+                if_not_exists,
+                key,
+                families,
+                columns,
+                query: Some(select),
+            })) => {
+                if if_not_exists && self.store.table(&name).is_ok() {
+                    return self.ctx.read_batch(message(format!("table {name} exists")));
+                }
+                // The query's columns fill the table's columns of the
+                // same names; the table goes again if the rows fail.
+                let planned = self.ctx.sql(&select).await?;
+                let names: Vec<String> = planned
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
+                    .collect();
+                self.run(CellarStatement::CreateTable {
+                    name: name.clone(),
+                    if_not_exists,
+                    key,
+                    families,
+                    columns,
+                    query: None,
+                })?;
+                let insert = format!("INSERT INTO \"{name}\" ({}) {select}", names.join(", "));
+                match Box::pin(self.query(&insert)).await {
+                    Ok(batches) => {
+                        let rows = batches
+                            .first()
+                            .and_then(|b| b.column_by_name("count"))
+                            .and_then(|c| {
+                                c.as_any()
+                                    .downcast_ref::<datafusion::arrow::array::UInt64Array>()
+                                    .map(|a| a.value(0))
+                            })
+                            .unwrap_or(0);
+                        self.ctx
+                            .read_batch(message(format!("created table {name} ({rows} rows)")))
+                    }
+                    Err(e) => {
+                        let _ = self.store.drop_table(&name);
+                        Err(e)
+                    }
+                }
+            }
             Ok(Some(statement)) => {
                 let batch = self.run(statement)?;
                 self.ctx.read_batch(batch)
@@ -322,6 +371,7 @@ impl SqlSession {
                 key,
                 families,
                 columns,
+                query: _,
             } => {
                 if if_not_exists && store.table(&name).is_ok() {
                     return Ok(message(format!("table {name} exists")));
