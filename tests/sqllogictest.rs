@@ -94,6 +94,36 @@ fn rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
     out
 }
 
+/// The counters of an EXPLAIN ANALYZE line that do not depend on timing
+/// or partitioning: what the scan read and what each operator returned.
+/// Everything else in `metrics=[...]` (times, memory, spills) goes.
+fn counters_only(line: &str) -> String {
+    const KEPT: [&str; 5] = [
+        "output_rows",
+        "rows_scanned",
+        "cells_scanned",
+        "values_decoded",
+        "key_misfits",
+    ];
+    let Some(start) = line.find("metrics=[") else {
+        return line.to_string();
+    };
+    let inner_start = start + "metrics=[".len();
+    let Some(len) = line[inner_start..].find(']') else {
+        return line.to_string();
+    };
+    let kept: Vec<&str> = line[inner_start..inner_start + len]
+        .split(", ")
+        .filter(|m| m.split('=').next().is_some_and(|name| KEPT.contains(&name)))
+        .collect();
+    format!(
+        "{}metrics=[{}]{}",
+        &line[..start],
+        kept.join(", "),
+        &line[inner_start + len + 1..]
+    )
+}
+
 #[async_trait]
 impl sqllogictest::AsyncDB for CellarDb {
     type Error = DbError;
@@ -137,9 +167,18 @@ impl sqllogictest::AsyncDB for CellarDb {
             return Ok(DBOutput::StatementComplete(count));
         }
         let columns = schema.map_or(0, |s| s.fields().len());
+        let analyze = sql
+            .trim_start()
+            .get(..15)
+            .is_some_and(|w| w.eq_ignore_ascii_case("explain analyze"));
         let rows = rows(&batches)
             .into_iter()
-            .map(|row| row.into_iter().map(swap).collect())
+            .map(|row| {
+                row.into_iter()
+                    .map(|cell| if analyze { counters_only(&cell) } else { cell })
+                    .map(swap)
+                    .collect()
+            })
             .collect();
         Ok(DBOutput::Rows {
             types: vec![DefaultColumnType::Any; columns],

@@ -11,7 +11,7 @@ use std::ops::Bound;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Like, Operator};
 
-use crate::schema::{Constraint, KeySchema, KeyValue, SegmentKind};
+use crate::schema::{Constraint, KeyOrder, KeySchema, KeyValue, SegmentKind};
 use crate::store::{QualifierFilter, RowRange, TimeRange};
 
 /// The outcome of planning a scan's key ranges.
@@ -21,12 +21,17 @@ pub struct KeyPlan {
     pub ranges: Option<Vec<RowRange>>,
     /// Filters that narrowed the ranges.
     pub used: Vec<String>,
+    /// How key order orders segments within the ranges (only when segment
+    /// predicates narrowed them: those turn away rows whose key does not
+    /// fit the schema, which would sort among the others with no values).
+    pub order: Option<KeyOrder>,
 }
 
 /// Plans the key ranges for a conjunction of filters.
 pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
     let mut ranges: Option<Vec<RowRange>> = None;
     let mut used = Vec::new();
+    let mut order = None;
     let mut segment_filters = Vec::new();
     let mut constraints: Vec<Option<Constraint>> =
         key.map_or(Vec::new(), |k| vec![None; k.fields().count()]);
@@ -55,6 +60,7 @@ pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
         let segment_ranges = key.ranges(&constraints);
         let whole = segment_ranges.len() == 1 && is_everything(&segment_ranges[0]);
         if !whole {
+            order = key.order(&constraints);
             used.extend(segment_filters);
             ranges = Some(match ranges {
                 None => segment_ranges,
@@ -62,7 +68,11 @@ pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
             });
         }
     }
-    KeyPlan { ranges, used }
+    KeyPlan {
+        ranges,
+        used,
+        order,
+    }
 }
 
 /// Whether a range holds every key.

@@ -30,6 +30,7 @@ use super::to_df;
 use super::wide::{ColumnSource, Layout, View};
 use crate::codec::show_bytes;
 use crate::proto::FieldMask;
+use crate::schema::KeyOrder;
 use crate::store::{QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet, Store, TimeRange};
 use datafusion::common::ScalarValue;
 use datafusion::physical_expr::ScalarFunctionExpr;
@@ -65,6 +66,11 @@ pub(crate) struct ScanSpec {
     pub limit: Option<usize>,
     /// Read in descending key order (ORDER BY _key DESC).
     pub reverse: bool,
+    /// How key order orders segments in the ranges, if it does.
+    pub order: Option<KeyOrder>,
+    /// One partition per key group of `order`, so each partition is in
+    /// segment order (what a merge in segment order needs).
+    pub by_group: bool,
     pub batch_size: usize,
     pub target_partitions: usize,
 }
@@ -281,6 +287,101 @@ fn merge_ranges(ranges: Vec<RowRange>) -> Vec<RowRange> {
     out.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Whether every range lies within one key group.
+fn one_group(ranges: &[RowRange], groups: &[Vec<u8>]) -> bool {
+    let Some(first) = ranges.first() else {
+        return true;
+    };
+    groups
+        .iter()
+        .find(|g| in_group(first, g))
+        .is_some_and(|g| ranges.iter().all(|r| in_group(r, g)))
+}
+
+/// Whether every key of `range` starts with `group`.
+fn in_group(range: &RowRange, group: &[u8]) -> bool {
+    use std::ops::Bound;
+    let start = match &range.start {
+        Bound::Included(k) | Bound::Excluded(k) => k.starts_with(group),
+        Bound::Unbounded => group.is_empty(),
+    };
+    let end = match &range.end {
+        Bound::Included(k) => k.starts_with(group),
+        Bound::Excluded(k) => {
+            k.starts_with(group) || crate::codec::prefix_successor(group).is_some_and(|s| *k <= s)
+        }
+        Bound::Unbounded => crate::codec::prefix_successor(group).is_none(),
+    };
+    start && end
+}
+
+/// Sorted ranges as one partition per key group, or `None` when a range
+/// spans groups.
+fn by_group(sorted: &[RowRange], groups: &[Vec<u8>]) -> Option<Vec<Vec<RowRange>>> {
+    let mut out: Vec<Vec<RowRange>> = Vec::new();
+    let mut current: Option<usize> = None;
+    for range in sorted {
+        let g = groups.iter().position(|g| in_group(range, g))?;
+        match out.last_mut() {
+            Some(last) if current == Some(g) => last.push(range.clone()),
+            _ => {
+                out.push(vec![range.clone()]);
+                current = Some(g);
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(Vec::new());
+    }
+    Some(out)
+}
+
+/// Declares the segment order each partition is read in, and the
+/// segments pinned to one value.
+fn segment_order(
+    eq: &mut EquivalenceProperties,
+    schema: &SchemaRef,
+    spec: &ScanSpec,
+    order: &KeyOrder,
+) {
+    use datafusion::physical_expr::{AcrossPartitions, ConstExpr};
+    let Some(key) = spec.layout.key.as_ref() else {
+        return;
+    };
+    let names: Vec<&str> = key.fields().map(|(_, n, _)| n).collect();
+    let column = |field: usize| -> Option<Arc<dyn PhysicalExpr>> {
+        let name = names.get(field)?;
+        let index = schema.index_of(name).ok()?;
+        Some(Arc::new(Column::new(name, index)))
+    };
+    let mut sort = Vec::new();
+    for &(field, descending) in &order.fields {
+        let Some(col) = column(field) else {
+            break;
+        };
+        let descending = descending != spec.reverse;
+        // Rows of keys that fit the schema have every segment: no NULLs.
+        let options = datafusion::arrow::compute::SortOptions {
+            descending,
+            nulls_first: descending,
+        };
+        sort.push(PhysicalSortExpr::new(col, options));
+    }
+    let constants: Vec<ConstExpr> = order
+        .constants
+        .iter()
+        .filter_map(|f| column(*f))
+        .map(|c| ConstExpr::new(c, AcrossPartitions::Heterogeneous))
+        .collect();
+    if !constants.is_empty() {
+        // Only fails on expressions that are not constants.
+        let _ = eq.add_constants(constants);
+    }
+    if let Some(ordering) = LexOrdering::new(sort) {
+        eq.add_ordering(ordering);
+    }
+}
+
 impl KeyScanExec {
     /// Whether the scan reads a bounded number of rows: a small LIMIT, or
     /// a short list of single keys (what a point lookup is).
@@ -312,11 +413,17 @@ impl KeyScanExec {
             _ => spec.ranges.clone().unwrap_or_else(|| vec![RowRange::all()]),
         };
         let sorted = merge_ranges(ranges);
-        let parts = spec.target_partitions.clamp(1, sorted.len().max(1));
-        let per = sorted.len().div_ceil(parts).max(1);
-        let partitions: Vec<Vec<RowRange>> = if sorted.is_empty() {
+        let grouped = match &spec.order {
+            Some(order) if spec.by_group => by_group(&sorted, &order.groups),
+            _ => None,
+        };
+        let partitions: Vec<Vec<RowRange>> = if let Some(groups) = grouped {
+            groups
+        } else if sorted.is_empty() {
             vec![Vec::new()]
         } else {
+            let parts = spec.target_partitions.clamp(1, sorted.len());
+            let per = sorted.len().div_ceil(parts).max(1);
             sorted.chunks(per).map(<[RowRange]>::to_vec).collect()
         };
         let schema = Arc::new(
@@ -326,6 +433,11 @@ impl KeyScanExec {
                 .unwrap_or_else(|_| spec.layout.arrow.as_ref().clone()),
         );
         let mut eq = EquivalenceProperties::new(Arc::clone(&schema));
+        if let Some(order) = &spec.order
+            && partitions.iter().all(|p| one_group(p, &order.groups))
+        {
+            segment_order(&mut eq, &schema, &spec, order);
+        }
         if let Ok(key_index) = schema.index_of("_key") {
             let col: Arc<dyn PhysicalExpr> = Arc::new(
                 datafusion::physical_expr::expressions::Column::new("_key", key_index),
@@ -509,20 +621,65 @@ impl ExecutionPlan for KeyScanExec {
         &self,
         order: &[PhysicalSortExpr],
     ) -> DfResult<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
-        let [only] = order else {
+        let name_of = |e: &PhysicalSortExpr| -> Option<String> {
+            (e.expr.as_ref() as &dyn std::any::Any)
+                .downcast_ref::<Column>()
+                .map(|c| self.schema.field(c.index()).name().clone())
+        };
+        let Some(names) = order.iter().map(name_of).collect::<Option<Vec<_>>>() else {
             return Ok(SortOrderPushdownResult::Unsupported);
         };
-        let expr: &dyn PhysicalExpr = only.expr.as_ref();
-        let on_key = (expr as &dyn std::any::Any)
-            .downcast_ref::<datafusion::physical_expr::expressions::Column>()
-            .is_some_and(|c| self.schema.field(c.index()).name() == "_key");
-        if !on_key {
+        let mut spec = self.spec.clone();
+        if let [only] = order
+            && names[0] == "_key"
+        {
+            spec.reverse = only.options.descending;
+            return Ok(SortOrderPushdownResult::Exact {
+                inner: Arc::new(KeyScanExec::new(spec)),
+            });
+        }
+        // Segments in the order the key holds them (after the pinned ones),
+        // all ascending or all descending relative to it.
+        let (Some(key_order), Some(key)) = (&spec.order, spec.layout.key.as_ref()) else {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        };
+        let field = |name: &str| key.field_index(name);
+        let mut wanted = order
+            .iter()
+            .zip(&names)
+            .filter(|(_, n)| !field(n).is_some_and(|f| key_order.constants.contains(&f)));
+        let mut reverse = None;
+        let mut matched = 0;
+        for &(f, descending) in &key_order.fields {
+            let Some((sort, name)) = wanted.next() else {
+                break;
+            };
+            let backwards = sort.options.descending != descending;
+            if field(name) != Some(f) || reverse.is_some_and(|r| r != backwards) {
+                return Ok(SortOrderPushdownResult::Unsupported);
+            }
+            reverse = Some(backwards);
+            matched += 1;
+        }
+        let (Some(reverse), None) = (reverse, wanted.next()) else {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        };
+        if matched == 0 {
             return Ok(SortOrderPushdownResult::Unsupported);
         }
-        let mut spec = self.spec.clone();
-        spec.reverse = only.options.descending;
+        spec.reverse = reverse;
+        spec.by_group = true;
+        let scan = KeyScanExec::new(spec);
+        // Ranges that do not fall in one group each keep their sort.
+        let ordered = match &scan.spec.order {
+            Some(o) => scan.partitions.iter().all(|p| one_group(p, &o.groups)),
+            None => false,
+        };
+        if !ordered {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        }
         Ok(SortOrderPushdownResult::Exact {
-            inner: Arc::new(KeyScanExec::new(spec)),
+            inner: Arc::new(scan),
         })
     }
 
@@ -569,6 +726,10 @@ impl ExecutionPlan for KeyScanExec {
             );
             wide.bind(&stream.family_names());
             let mut emitted = 0usize;
+            // With a LIMIT and a re-check, read what the limit still needs
+            // and widen the step each time the re-check turned rows away:
+            // n rows when every row passes, few steps when most fail.
+            let mut widen = 1usize;
             let mut reported = crate::store::ScanStats::default();
             let mut flush = |wide: &mut ViewBatchBuilder, emitted: &mut usize| -> DfResult<bool> {
                 let batch = wide.finish()?;
@@ -626,13 +787,13 @@ impl ExecutionPlan for KeyScanExec {
                 let due = match spec.limit {
                     None => spec.batch_size,
                     Some(limit) => {
-                        let remaining = limit.saturating_sub(emitted);
-                        let slack = if spec.residual.is_some() { 64 } else { 1 };
-                        spec.batch_size.min(remaining.max(slack))
+                        let remaining = limit.saturating_sub(emitted).max(1);
+                        spec.batch_size.min(remaining.saturating_mul(widen))
                     }
                 };
                 if wide.len() >= due {
                     let go_on = flush(&mut wide, &mut emitted)?;
+                    widen = widen.saturating_mul(2);
                     let stats = stream.stats();
                     rows_scanned.add((stats.rows_returned - reported.rows_returned) as usize);
                     cells_scanned.add((stats.cells_scanned - reported.cells_scanned) as usize);

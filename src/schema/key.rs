@@ -402,6 +402,88 @@ impl KeySchema {
             .collect()
     }
 
+    /// What key order says about segment order for a scan under
+    /// `constraints`: the leading segments pinned to listed values (and
+    /// salt buckets) split the keys into groups, one key prefix each; within
+    /// a group, keys sort by the next segments, as far as their text sorts
+    /// as their values do. `None` when no segment follows the groups in an
+    /// order-preserving form, or the groups are too many to merge.
+    pub fn order(&self, constraints: &[Option<Constraint>]) -> Option<KeyOrder> {
+        let mut prefixes: Vec<String> = vec![String::new()];
+        let mut constants = Vec::new();
+        let mut field = 0;
+        let last = self.segments.len().saturating_sub(1);
+        let mut segments = self.segments.iter().enumerate();
+        // The groups: literals, salts and pinned fields up to the first
+        // field that is free or ranged.
+        let first = loop {
+            let (n, segment) = segments.next()?;
+            let texts: Vec<String> = match segment {
+                Segment::Literal(text) => vec![text.clone()],
+                Segment::Field { name, kind } => {
+                    let i = field;
+                    field += 1;
+                    if let SegmentKind::Salt { buckets, of } = kind {
+                        self.salt_candidates(*buckets, of, constraints)
+                            .iter()
+                            .map(|b| format_salt(*b, *buckets))
+                            .collect()
+                    } else if let Some(Some(Constraint::In(values))) = constraints.get(i) {
+                        let mut texts: Vec<String> = values
+                            .iter()
+                            .filter_map(|v| self.format_value(name, kind, v).ok())
+                            .collect();
+                        texts.sort();
+                        texts.dedup();
+                        if texts.len() == 1 {
+                            constants.push(i);
+                        }
+                        texts
+                    } else {
+                        break (n, i, kind);
+                    }
+                }
+            };
+            if texts.is_empty() || prefixes.len() * texts.len() > MAX_GROUPS {
+                return None;
+            }
+            prefixes = prefixes
+                .iter()
+                .flat_map(|p| {
+                    texts
+                        .iter()
+                        .map(move |t| format!("{p}{t}{}", self.delimiter))
+                })
+                .collect();
+        };
+        // Then the fields whose text sorts as their values, each after a
+        // field of one width (so a longer value cannot sort among them).
+        let mut fields = Vec::new();
+        let (mut n, mut i, mut kind) = first;
+        while let Some((descending, fixed)) = sorts_as_value(kind, n == last) {
+            fields.push((i, descending));
+            if !fixed {
+                break;
+            }
+            let next = segments.by_ref().find_map(|(m, s)| match s {
+                Segment::Literal(_) => None,
+                Segment::Field { kind, .. } => Some((m, kind)),
+            });
+            let Some((m, k)) = next else {
+                break;
+            };
+            (n, i, kind) = (m, i + 1, k);
+        }
+        if fields.is_empty() {
+            return None;
+        }
+        Some(KeyOrder {
+            groups: prefixes.into_iter().map(String::into_bytes).collect(),
+            fields,
+            constants,
+        })
+    }
+
     /// Salt buckets that keys satisfying `constraints` can fall in.
     fn salt_candidates(
         &self,
@@ -537,6 +619,37 @@ impl KeySchema {
     }
 }
 
+/// At most this many key groups are merged in segment order.
+const MAX_GROUPS: usize = 256;
+
+/// Segment order within a scan's key order (see `KeySchema::order`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyOrder {
+    /// One key prefix per group, sorted.
+    pub groups: Vec<Vec<u8>>,
+    /// Fields (by index) whose values, in this order, sort as the keys of
+    /// a group do; `true` where the value descends as keys ascend.
+    pub fields: Vec<(usize, bool)>,
+    /// Fields pinned to one value in every group.
+    pub constants: Vec<usize>,
+}
+
+/// Whether a segment's text sorts as its value: `Some((descending,
+/// fixed width))`. Text does only as the key's last segment (elsewhere a
+/// shorter value sorts by the delimiter that follows it).
+fn sorts_as_value(kind: &SegmentKind, last: bool) -> Option<(bool, bool)> {
+    match kind {
+        SegmentKind::Int { width } => (*width > 0).then_some((false, true)),
+        SegmentKind::Time {
+            format: TimeFormat::Pattern(p),
+            ..
+        } => pattern_sorts(p).then(|| (false, pattern_fixed(p))),
+        SegmentKind::Time { reversed, .. } => Some((*reversed, true)),
+        SegmentKind::Text => last.then_some((false, false)),
+        SegmentKind::Salt { .. } => None,
+    }
+}
+
 fn prefix_ranges(prefixes: &[String]) -> Vec<RowRange> {
     prefixes
         .iter()
@@ -664,6 +777,20 @@ fn check_pattern(pattern: &str) -> std::result::Result<(), String> {
 /// Whether text written with `pattern` sorts like the time it encodes:
 /// checked on probes an hour, a day, a month and a year apart.
 fn pattern_sorts(pattern: &str) -> bool {
+    let texts = pattern_probes(pattern);
+    texts.windows(2).all(|w| w[0] <= w[1])
+}
+
+/// Whether a pattern writes every time (of years 1000 to 9999) in text
+/// of one length.
+fn pattern_fixed(pattern: &str) -> bool {
+    let texts = pattern_probes(pattern);
+    texts.windows(2).all(|w| w[0].len() == w[1].len())
+}
+
+/// `pattern` applied to times spread over every field it may hold, in
+/// time order.
+fn pattern_probes(pattern: &str) -> Vec<String> {
     let base = 946_684_800_000_000i64; // 2000-01-01
     let steps = [
         1_000i64,
@@ -681,13 +808,12 @@ fn pattern_sorts(pattern: &str) -> bool {
         }
     }
     probes.sort_unstable();
-    let texts: Vec<String> = probes
+    probes
         .iter()
         .filter_map(|p| {
             DateTime::from_timestamp_micros(*p).map(|t| t.naive_utc().format(pattern).to_string())
         })
-        .collect();
-    texts.windows(2).all(|w| w[0] <= w[1])
+        .collect()
 }
 
 #[cfg(test)]
@@ -737,6 +863,43 @@ mod tests {
             .unwrap()
             .and_utc()
             .timestamp_micros()
+    }
+
+    #[test]
+    fn key_order_names_the_groups_and_the_segments_they_sort_by() {
+        // Salted: one group per bucket, each in time order.
+        let order = battery().order(&[None, None]).unwrap();
+        assert_eq!(order.groups.len(), 4);
+        assert!(order.groups[0].starts_with(b"BATTERY#0#"));
+        assert_eq!(order.fields, vec![(1, false)]);
+        // A device pinned, then a reversed time: one group, newest first.
+        let events = KeySchema {
+            delimiter: '#',
+            segments: vec![
+                Segment::Field {
+                    name: "dev".into(),
+                    kind: SegmentKind::Text,
+                },
+                Segment::Field {
+                    name: "ts".into(),
+                    kind: SegmentKind::Time {
+                        format: TimeFormat::Millis,
+                        reversed: true,
+                    },
+                },
+            ],
+        };
+        let pinned = Some(Constraint::In(vec![KeyValue::Text("d1".into())]));
+        let order = events.order(&[pinned, None]).unwrap();
+        assert_eq!(order.groups, vec![b"d1#".to_vec()]);
+        assert_eq!(order.fields, vec![(1, true)]);
+        assert_eq!(order.constants, vec![0]);
+        // A text segment before others does not sort as its value ("a" and
+        // "a!" sort as "a#" and "a!"), so nothing follows from the key.
+        assert_eq!(events.order(&[None, None]), None);
+        // Values that cannot be written leave no group.
+        let bad = Some(Constraint::In(vec![KeyValue::Text("x#y".into())]));
+        assert_eq!(events.order(&[bad, None]), None);
     }
 
     #[test]

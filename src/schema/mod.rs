@@ -4,7 +4,7 @@
 
 mod key;
 
-pub use key::{Constraint, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat};
+pub use key::{Constraint, KeyOrder, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat};
 
 use serde::{Deserialize, Serialize};
 

@@ -116,7 +116,13 @@ impl SqlSession {
             .with_information_schema(true)
             .with_default_catalog_and_schema("cellar", "public")
             .with_create_default_catalog_and_schema(true);
-        let ctx = SessionContext::new_with_config_rt(config, runtime(options.memory_limit));
+        let state = datafusion::execution::SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime(options.memory_limit))
+            .with_default_features()
+            .with_physical_optimizer_rules(physical_rules())
+            .build();
+        let ctx = SessionContext::new_with_state(state);
         if let Some(catalog) = ctx.catalog("cellar") {
             // Replaces the empty in-memory schema created with the catalog.
             let _ = catalog.register_schema(
@@ -691,6 +697,23 @@ impl SqlSession {
 /// shares between concurrent queries; its error names the largest
 /// consumers) spilling to the OS temporary directory. Should no temporary
 /// directory be usable, the limit still holds, without spilling.
+/// DataFusion's physical optimizer rules, with limits pushed down once more
+/// after sorts are: a sort the key order answers (`ORDER BY ts DESC LIMIT
+/// 3` of one device) leaves its LIMIT above a projection, and the scan
+/// should stop after those rows rather than read the whole range.
+fn physical_rules()
+-> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
+    use datafusion::physical_optimizer::limit_pushdown::LimitPushdown;
+    use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
+    let mut rules = PhysicalOptimizer::new().rules;
+    let at = rules
+        .iter()
+        .position(|r| r.name() == "PushdownSort")
+        .map_or(rules.len().saturating_sub(1), |i| i + 1);
+    rules.insert(at, Arc::new(LimitPushdown::new()));
+    rules
+}
+
 fn runtime(memory_limit: Option<usize>) -> Arc<datafusion::execution::runtime_env::RuntimeEnv> {
     use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
     use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
