@@ -54,6 +54,12 @@ struct Schema {
 }
 
 impl Schema {
+    /// Seconds the timestamp segment keeps: a minute pattern writes (and
+    /// reads back) the start of the minute.
+    fn precision(&self) -> i64 {
+        if self.ts.ends_with("%M'") { 60 } else { 1 }
+    }
+
     fn ddl(&self) -> String {
         let mut key = vec!["'T'".to_string()];
         match (self.salt, self.dev) {
@@ -86,6 +92,7 @@ fn schemas() -> impl Strategy<Value = Schema> {
         any::<bool>(),
         prop_oneof![
             Just("TIMESTAMP '%Y%m%d%H%M%S'"),
+            Just("TIMESTAMP '%Y%m%d%H%M'"),
             Just("TIMESTAMP SECONDS"),
             Just("TIMESTAMP MILLIS"),
             Just("TIMESTAMP MILLIS REVERSED"),
@@ -123,6 +130,7 @@ fn predicate(schema: &Schema) -> impl Strategy<Value = Option<String>> + use<> {
     let n = schema.n;
     prop_oneof![
         (0usize..3).prop_map(move |d| dev.then(|| format!("dev = '{}'", DEVICES[d]))),
+        (0usize..3).prop_map(move |d| dev.then(|| format!("dev LIKE '{}%'", DEVICES[d]))),
         (0usize..3, 0usize..3).prop_map(
             move |(a, b)| dev.then(|| format!("dev IN ('{}', '{}')", DEVICES[a], DEVICES[b]))
         ),
@@ -137,6 +145,12 @@ fn predicate(schema: &Schema) -> impl Strategy<Value = Option<String>> + use<> {
             prop_oneof![Just("<"), Just("<="), Just(">"), Just(">="), Just("=")]
         )
             .prop_map(|(t, op)| Some(format!("ts {op} '{}'", time(t * 30)))),
+        // Between whole seconds: every format cuts it.
+        (
+            0i64..40,
+            prop_oneof![Just("<"), Just("<="), Just(">"), Just(">=")]
+        )
+            .prop_map(|(t, op)| Some(format!("ts {op} '{}.5'", time(t * 30)))),
         (0i64..40, 0i64..20).prop_map(|(t, w)| Some(format!(
             "ts BETWEEN '{}' AND '{}'",
             time(t * 30),
@@ -238,11 +252,13 @@ async fn check(case: &Case) -> Result<(), TestCaseError> {
     let reference = SessionContext::new();
     // The last write of a key wins; rows of one key are one row.
     let mut rows: Vec<(String, i64, i64, usize)> = Vec::new();
+    let precision = case.schema.precision();
     for (i, (d, n, t)) in case.rows.iter().enumerate() {
         let dev = if case.schema.dev { DEVICES[*d] } else { "-" };
         let n = if case.schema.n { *n } else { 0 };
-        rows.retain(|(a, b, c, _)| (a.as_str(), *b, *c) != (dev, n, *t));
-        rows.push((dev.to_string(), n, *t, i));
+        let kept = t - t.rem_euclid(precision);
+        rows.retain(|(a, b, c, _)| (a.as_str(), *b, *c) != (dev, n, kept));
+        rows.push((dev.to_string(), n, kept, i));
     }
     let values: Vec<String> = rows
         .iter()

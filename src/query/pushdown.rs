@@ -341,6 +341,19 @@ fn segment_constraint(expr: &Expr, key: &KeySchema) -> Option<(usize, Constraint
                 .collect();
             Some((i, Constraint::In(values?)))
         }
+        Expr::Like(like) => {
+            let (i, kind) = field_of(&like.expr)?;
+            let start = like_prefix(like)?;
+            matches!(kind, SegmentKind::Text).then_some((i, Constraint::Prefix(start)))
+        }
+        Expr::ScalarFunction(f) if f.name() == "starts_with" => {
+            let [col, start] = f.args.as_slice() else {
+                return None;
+            };
+            let (i, kind) = field_of(col)?;
+            let start = literal(start).and_then(text)?;
+            matches!(kind, SegmentKind::Text).then_some((i, Constraint::Prefix(start)))
+        }
         Expr::Between(Between {
             expr,
             negated: false,
@@ -372,6 +385,25 @@ fn combine(a: Constraint, b: Constraint) -> Constraint {
         (Constraint::Range(lo1, hi1), Constraint::Range(lo2, hi2)) => {
             Constraint::Range(tighter(lo1, lo2, true), tighter(hi1, hi2, false))
         }
+        (Constraint::In(x), Constraint::Prefix(p)) | (Constraint::Prefix(p), Constraint::In(x)) => {
+            Constraint::In(
+                x.into_iter()
+                    .filter(|v| !matches!(v, KeyValue::Text(t) if !t.starts_with(&p)))
+                    .collect(),
+            )
+        }
+        (Constraint::Prefix(a), Constraint::Prefix(b)) => {
+            if a.starts_with(&b) {
+                Constraint::Prefix(a)
+            } else if b.starts_with(&a) {
+                Constraint::Prefix(b)
+            } else {
+                Constraint::In(Vec::new())
+            }
+        }
+        // A prefix and a range: the prefix alone covers every match.
+        (Constraint::Prefix(p), Constraint::Range(..))
+        | (Constraint::Range(..), Constraint::Prefix(p)) => Constraint::Prefix(p),
     }
 }
 

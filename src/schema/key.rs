@@ -104,6 +104,8 @@ pub enum Constraint {
     In(Vec<KeyValue>),
     /// The segment lies between these bounds.
     Range(Bound<KeyValue>, Bound<KeyValue>),
+    /// A text segment starts with this text (`LIKE 'p%'`, `starts_with`).
+    Prefix(String),
 }
 
 /// A row key declared as delimited, typed segments.
@@ -390,6 +392,17 @@ impl KeySchema {
                         Some(Constraint::Range(lo, hi)) => {
                             return self.range_within(&prefixes, name, kind, lo, hi);
                         }
+                        Some(Constraint::Prefix(start)) => {
+                            if start.contains(self.delimiter)
+                                && self.free_tail() != self.field_index(name)
+                            {
+                                // No value of this segment holds the delimiter.
+                                return Vec::new();
+                            }
+                            let texts: Vec<String> =
+                                prefixes.iter().map(|p| format!("{p}{start}")).collect();
+                            return prefix_ranges(&texts);
+                        }
                         None => return prefix_ranges(&prefixes),
                     }
                 }
@@ -540,9 +553,38 @@ impl KeySchema {
         hi: &Bound<KeyValue>,
     ) -> Vec<RowRange> {
         let encode = |v: &KeyValue| self.format_value(name, kind, v).ok();
-        let (lo, hi) = match kind {
-            SegmentKind::Time { reversed: true, .. } => (hi, lo),
-            _ => (lo, hi),
+        // Where every value's text has one width, the keys holding a
+        // bound's own text hold one value: what that text reads back as
+        // (the bound cut to the format's precision, never above it). They
+        // belong in the range exactly when that value meets the bound.
+        let fixed = match kind {
+            SegmentKind::Int { width } => *width > 0,
+            SegmentKind::Time {
+                format: TimeFormat::Pattern(p),
+                ..
+            } => pattern_fixed(p),
+            SegmentKind::Time { .. } => true,
+            SegmentKind::Text | SegmentKind::Salt { .. } => false,
+        };
+        let holds = |bound: &Bound<KeyValue>, lower: bool| -> bool {
+            let (Bound::Included(v) | Bound::Excluded(v)) = bound else {
+                return true;
+            };
+            let read = encode(v).and_then(|t| parse_value(kind, &t));
+            match (fixed, read) {
+                (true, Some(read)) => match (bound, lower) {
+                    (Bound::Included(_), true) => read >= *v,
+                    (Bound::Excluded(_), true) => read > *v,
+                    (Bound::Included(_), false) => read <= *v,
+                    _ => read < *v,
+                },
+                _ => true,
+            }
+        };
+        let (keep_lo, keep_hi) = (holds(lo, true), holds(hi, false));
+        let (lo, hi, keep_lo, keep_hi) = match kind {
+            SegmentKind::Time { reversed: true, .. } => (hi, lo, keep_hi, keep_lo),
+            _ => (lo, hi, keep_lo, keep_hi),
         };
         let value_of = |b: &Bound<KeyValue>| match b {
             Bound::Included(v) | Bound::Excluded(v) => Some(v.clone()),
@@ -561,18 +603,6 @@ impl KeySchema {
         if !sortable {
             return prefix_ranges(prefixes);
         }
-        // Segments whose values all have one width: an exclusive bound can
-        // then stop exactly at the bound's key.
-        // (Time formats coarser than the value truncate it, so only exact
-        // ones qualify.)
-        let fixed = match kind {
-            SegmentKind::Int { width } => *width > 0,
-            SegmentKind::Time {
-                format: TimeFormat::Micros,
-                reversed: true,
-            } => true,
-            _ => false,
-        };
         let lo_text = value_of(lo).and_then(|v| encode(&v));
         let hi_text = value_of(hi).and_then(|v| encode(&v));
         // Out-of-domain bounds (a negative integer, a date the format cannot
@@ -583,9 +613,9 @@ impl KeySchema {
             .map(|p| {
                 let parent = RowRange::prefix(p.as_bytes().to_vec());
                 let start = match &lo_text {
-                    // Fixed width: every key holding exactly `lo` starts with
-                    // it, and every larger value sorts after all of them.
-                    Some(t) if fixed && matches!(lo, Bound::Excluded(_)) => {
+                    // Fixed width: every key holding the bound's text starts
+                    // with it, and every larger value sorts after them all.
+                    Some(t) if !keep_lo => {
                         crate::codec::prefix_successor(format!("{p}{t}").as_bytes())
                             .map_or(parent.start.clone(), Bound::Included)
                     }
@@ -593,9 +623,7 @@ impl KeySchema {
                     None => parent.start.clone(),
                 };
                 let end = match &hi_text {
-                    Some(t) if fixed && matches!(hi, Bound::Excluded(_)) => {
-                        Bound::Excluded(format!("{p}{t}").into_bytes())
-                    }
+                    Some(t) if !keep_hi => Bound::Excluded(format!("{p}{t}").into_bytes()),
                     Some(t) if !matches!(kind, SegmentKind::Text) => {
                         let mut end = format!("{p}{t}").into_bytes();
                         end.push(delimiter);
@@ -719,7 +747,9 @@ fn parse_value(kind: &SegmentKind, part: &str) -> Option<KeyValue> {
             ..
         } => parse_pattern(p, part).map(KeyValue::Time),
         SegmentKind::Time { format, reversed } => {
-            if !digits(part) {
+            // Written at one width; other text is not this schema's.
+            let width = if *reversed { 19 } else { format.width() };
+            if !digits(part) || part.len() != width {
                 return None;
             }
             let n: i64 = part.parse().ok()?;
