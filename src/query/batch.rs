@@ -9,7 +9,7 @@
 //! versions and cells views take lent rows too (one small vector of
 //! borrowed cells per row); owned rows go through the same code.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -237,6 +237,8 @@ pub(crate) struct ViewBatchBuilder {
     /// Per declared column, the row (`generation`) that last set it.
     set_in: Vec<u64>,
     generation: u64,
+    /// Per family map (by family): the only keys the query reads, if not all.
+    map_keys: Vec<Option<BTreeSet<String>>>,
     /// Cells that did not decode, by output row of the current batch: an
     /// error only if the row survives the scan's own predicate.
     pub errors: Vec<(usize, crate::Error)>,
@@ -247,6 +249,7 @@ impl ViewBatchBuilder {
         layout: Arc<Layout>,
         needed: Vec<bool>,
         proto_masks: &HashMap<usize, FieldMask>,
+        map_keys: &HashMap<usize, BTreeSet<String>>,
     ) -> Self {
         let mut builders = Vec::new();
         let mut proto_values = HashMap::new();
@@ -307,7 +310,12 @@ impl ViewBatchBuilder {
             declared.sort();
         }
         let layout_columns = layout.columns.len();
+        let map_keys = map_columns
+            .iter()
+            .map(|c| map_keys.get(c).cloned())
+            .collect();
         ViewBatchBuilder {
+            map_keys,
             segments_needed: segment_columns.iter().any(|c| needed[*c]),
             cells_needed: declared_columns.iter().any(|c| needed[*c])
                 || maps.iter().any(Option::is_some),
@@ -428,6 +436,12 @@ impl ViewBatchBuilder {
                 self.set_in[d] = self.generation;
                 self.declared_value(d, Some(value), key);
             } else if let Some(map) = &mut self.maps[self.map_columns[f]] {
+                // A map the query reads only some keys of holds only those.
+                if let Some(wanted) = &self.map_keys[f]
+                    && !wanted.contains(String::from_utf8_lossy(qualifier).as_ref())
+                {
+                    continue;
+                }
                 self.values_decoded += 1;
                 let value = layout.map_values[f].decode(value).map_err(|e| {
                     decode_error(key, format!("{e} (qualifier {})", show_bytes(qualifier)))

@@ -36,7 +36,7 @@ use datafusion::common::ScalarValue;
 use datafusion::physical_expr::ScalarFunctionExpr;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_plan::projection::ProjectionExec;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// Everything a scan needs, decided at planning time.
 #[derive(Clone)]
@@ -58,6 +58,9 @@ pub(crate) struct ScanSpec {
     pub qualifiers_used: Option<String>,
     /// Protobuf columns (by index) decoded only in part.
     pub proto_masks: std::collections::HashMap<usize, crate::proto::FieldMask>,
+    /// Family map columns (by index) of which the query reads only these
+    /// keys (`family['q']`): the other cells are not decoded.
+    pub map_keys: HashMap<usize, std::collections::BTreeSet<String>>,
     /// A single large range cut into pieces for parallel partitions
     /// (unused when a LIMIT asks for an early stop).
     pub splits: Option<Vec<RowRange>>,
@@ -166,6 +169,52 @@ fn field_paths(
     }
     for child in expr.children() {
         field_paths(child, protos, masks);
+    }
+}
+
+/// Adds to `keys` the keys `expr` reads of family map columns:
+/// `get_field(map, 'q')` reads q; any other use of a map reads all of it
+/// (`None`).
+fn map_keys_read(
+    expr: &Arc<dyn PhysicalExpr>,
+    maps: &HashMap<usize, usize>,
+    keys: &mut HashMap<usize, Option<BTreeSet<String>>>,
+) {
+    let any = expr.as_ref() as &dyn std::any::Any;
+    if let Some(f) = any.downcast_ref::<ScalarFunctionExpr>()
+        && f.name() == "get_field"
+        && let [first, key] = f.args()
+        && let Some(col) = (first.as_ref() as &dyn std::any::Any).downcast_ref::<Column>()
+        && let Some(layout_index) = maps.get(&col.index())
+    {
+        let literal = (key.as_ref() as &dyn std::any::Any)
+            .downcast_ref::<Literal>()
+            .and_then(|l| match l.value() {
+                ScalarValue::Utf8(Some(s))
+                | ScalarValue::Utf8View(Some(s))
+                | ScalarValue::LargeUtf8(Some(s)) => Some(s.clone()),
+                _ => None,
+            });
+        if let Some(wanted) = keys.get_mut(layout_index) {
+            match (literal, wanted.as_mut()) {
+                (Some(k), Some(set)) => {
+                    set.insert(k);
+                }
+                _ => *wanted = None,
+            }
+        }
+        return;
+    }
+    if let Some(col) = any.downcast_ref::<Column>() {
+        if let Some(layout_index) = maps.get(&col.index())
+            && let Some(wanted) = keys.get_mut(layout_index)
+        {
+            *wanted = None;
+        }
+        return;
+    }
+    for child in expr.children() {
+        map_keys_read(child, maps, keys);
     }
 }
 
@@ -521,6 +570,22 @@ impl DisplayAs for KeyScanExec {
             shown.sort();
             write!(f, ", protobuf_fields=[{}]", shown.join("; "))?;
         }
+        if !spec.map_keys.is_empty() {
+            let mut shown: Vec<String> = spec
+                .map_keys
+                .iter()
+                .map(|(c, keys)| {
+                    let keys: Vec<String> = keys.iter().map(|k| format!("{k:?}")).collect();
+                    format!(
+                        "{}: {}",
+                        spec.layout.arrow.field(*c).name(),
+                        keys.join(", ")
+                    )
+                })
+                .collect();
+            shown.sort();
+            write!(f, ", map_keys=[{}]", shown.join("; "))?;
+        }
         if let Some(q) = &spec.qualifiers_used {
             write!(f, ", qualifier_predicate=[{q}]")?;
         }
@@ -576,18 +641,22 @@ impl ExecutionPlan for KeyScanExec {
         projection: &ProjectionExec,
     ) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
         let layout = &self.spec.layout;
-        // Output column -> layout column, for protobuf columns.
-        let protos: HashMap<usize, usize> = self
-            .spec
-            .projection
-            .iter()
-            .enumerate()
-            .filter(|(_, l)| {
-                matches!(layout.sources[**l], ColumnSource::Declared(d) if layout.protos[d].is_some())
-            })
-            .map(|(o, l)| (o, *l))
-            .collect();
-        if protos.is_empty() {
+        // Output column -> layout column, for protobuf and family map columns.
+        let of_kind = |map: bool| -> HashMap<usize, usize> {
+            self.spec
+                .projection
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| match layout.sources[**l] {
+                    ColumnSource::Declared(d) => !map && layout.protos[d].is_some(),
+                    ColumnSource::FamilyMap(_) => map,
+                    _ => false,
+                })
+                .map(|(o, l)| (o, *l))
+                .collect()
+        };
+        let (protos, maps) = (of_kind(false), of_kind(true));
+        if protos.is_empty() && maps.is_empty() {
             return Ok(None);
         }
         let mut masks: HashMap<usize, FieldMask> = protos
@@ -601,15 +670,29 @@ impl ExecutionPlan for KeyScanExec {
                 )
             })
             .collect();
+        let mut keys: HashMap<usize, Option<BTreeSet<String>>> =
+            maps.values().map(|l| (*l, Some(BTreeSet::new()))).collect();
         for e in projection.expr() {
             field_paths(&e.expr, &protos, &mut masks);
+            map_keys_read(&e.expr, &maps, &mut keys);
         }
         masks.retain(|_, m| m.fields.is_some());
-        if masks == self.spec.proto_masks || masks.is_empty() {
+        let keys: HashMap<usize, BTreeSet<String>> = keys
+            .into_iter()
+            .filter_map(|(c, k)| Some((c, k?)))
+            .collect();
+        if (masks == self.spec.proto_masks || masks.is_empty())
+            && (keys == self.spec.map_keys || keys.is_empty())
+        {
             return Ok(None);
         }
         let mut spec = self.spec.clone();
-        spec.proto_masks = masks;
+        if !masks.is_empty() {
+            spec.proto_masks = masks;
+        }
+        if !keys.is_empty() {
+            spec.map_keys = keys;
+        }
         let scan: Arc<dyn ExecutionPlan> = Arc::new(KeyScanExec::new(spec));
         Ok(Some(Arc::new(ProjectionExec::try_new(
             projection.expr().to_vec(),
@@ -723,6 +806,7 @@ impl ExecutionPlan for KeyScanExec {
                 Arc::clone(&spec.layout),
                 spec.needed.clone(),
                 &spec.proto_masks,
+                &spec.map_keys,
             );
             wide.bind(&stream.family_names());
             let mut emitted = 0usize;

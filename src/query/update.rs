@@ -534,8 +534,12 @@ impl RowUpdate {
     ) -> crate::Result<(Vec<Vec<Mutation>>, u64)> {
         let layout = &self.layout;
         let df = |e: datafusion::error::DataFusionError| Error::InvalidArgument(e.to_string());
-        let mut builder =
-            ViewBatchBuilder::new(Arc::clone(layout), self.needed.clone(), &Default::default());
+        let mut builder = ViewBatchBuilder::new(
+            Arc::clone(layout),
+            self.needed.clone(),
+            &Default::default(),
+            &Default::default(),
+        );
         for (key, row) in keys.iter().zip(rows) {
             let empty;
             let row = match row {

@@ -423,6 +423,7 @@ pub(crate) fn scan_spec(
         qualifiers: qualifiers.0,
         qualifiers_used: qualifiers.1,
         proto_masks: HashMap::new(),
+        map_keys: HashMap::new(),
         residual,
         residual_text: recheck.iter().map(ToString::to_string).collect(),
         limit,
