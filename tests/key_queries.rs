@@ -46,6 +46,8 @@ struct Schema {
     salt: Option<u32>,
     /// A text device segment.
     dev: bool,
+    /// Written as `TEXT(3)`, padded with spaces.
+    padded: bool,
     /// A zero-padded `INT(3)` segment.
     n: bool,
     /// The timestamp segment's format, as DDL.
@@ -68,7 +70,14 @@ impl Schema {
             (None, _) => {}
         }
         if self.dev {
-            key.push("dev TEXT".into());
+            key.push(
+                if self.padded {
+                    "dev TEXT(3)"
+                } else {
+                    "dev TEXT"
+                }
+                .into(),
+            );
         }
         if self.n {
             key.push("n INT(3)".into());
@@ -99,10 +108,12 @@ fn schemas() -> impl Strategy<Value = Schema> {
             Just("TIMESTAMP MICROS REVERSED"),
         ],
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_map(|(salt, dev, n, ts, packed)| Schema {
+        .prop_map(|(salt, dev, n, ts, packed, padded)| Schema {
             salt,
             dev,
+            padded,
             n,
             ts,
             format: if packed {
@@ -113,7 +124,7 @@ fn schemas() -> impl Strategy<Value = Schema> {
         })
 }
 
-const DEVICES: [&str; 3] = ["a", "b", "c"];
+const DEVICES: [&str; 3] = ["a", "ab", "b"];
 /// 2024-01-01T00:00:00 in seconds.
 const BASE: i64 = 1_704_067_200;
 

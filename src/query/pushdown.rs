@@ -269,7 +269,7 @@ fn like_prefix(like: &Like) -> Option<String> {
 /// Converts a literal to a segment value of `kind`.
 fn key_value(v: &ScalarValue, kind: &SegmentKind) -> Option<KeyValue> {
     match kind {
-        SegmentKind::Text => text(v).map(KeyValue::Text),
+        SegmentKind::Text | SegmentKind::Padded { .. } => text(v).map(KeyValue::Text),
         SegmentKind::Int { .. } | SegmentKind::Salt { .. } => match v {
             ScalarValue::Int8(Some(n)) => Some(KeyValue::Int(i64::from(*n))),
             ScalarValue::Int16(Some(n)) => Some(KeyValue::Int(i64::from(*n))),
@@ -344,7 +344,8 @@ fn segment_constraint(expr: &Expr, key: &KeySchema) -> Option<(usize, Constraint
         Expr::Like(like) => {
             let (i, kind) = field_of(&like.expr)?;
             let start = like_prefix(like)?;
-            matches!(kind, SegmentKind::Text).then_some((i, Constraint::Prefix(start)))
+            matches!(kind, SegmentKind::Text | SegmentKind::Padded { .. })
+                .then_some((i, Constraint::Prefix(start)))
         }
         Expr::ScalarFunction(f) if f.name() == "starts_with" => {
             let [col, start] = f.args.as_slice() else {
@@ -352,7 +353,8 @@ fn segment_constraint(expr: &Expr, key: &KeySchema) -> Option<(usize, Constraint
             };
             let (i, kind) = field_of(col)?;
             let start = literal(start).and_then(text)?;
-            matches!(kind, SegmentKind::Text).then_some((i, Constraint::Prefix(start)))
+            matches!(kind, SegmentKind::Text | SegmentKind::Padded { .. })
+                .then_some((i, Constraint::Prefix(start)))
         }
         Expr::Between(Between {
             expr,

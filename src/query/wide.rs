@@ -131,7 +131,7 @@ pub(crate) fn value_type(t: ValueType) -> DataType {
 
 fn segment_type(kind: &SegmentKind) -> DataType {
     match kind {
-        SegmentKind::Text => DataType::Utf8,
+        SegmentKind::Text | SegmentKind::Padded { .. } => DataType::Utf8,
         SegmentKind::Int { .. } | SegmentKind::Salt { .. } => DataType::Int64,
         SegmentKind::Time { .. } => DataType::Timestamp(TimeUnit::Microsecond, None),
     }

@@ -51,6 +51,15 @@ impl TimeFormat {
 pub enum SegmentKind {
     /// Any UTF-8 text without the delimiter.
     Text,
+    /// Text of at most `width` characters, written padded on the right
+    /// with `pad` to exactly `width` (fixed offsets, as the market-data
+    /// guide pads EXCHANGE and SYMBOL) and read with the padding trimmed.
+    Padded {
+        /// Characters.
+        width: u16,
+        /// The padding character (a space by default).
+        pad: char,
+    },
     /// A non-negative integer, zero-padded to `width` digits (0: unpadded).
     Int {
         /// Digits; 0 means no padding (and no range pushdown).
@@ -157,6 +166,16 @@ impl KeySchema {
                             if of.is_empty() {
                                 return Err(bad(format!(
                                     "salt {name:?} names no segments to hash"
+                                )));
+                            }
+                        }
+                        SegmentKind::Padded { width, pad } => {
+                            if *width == 0 {
+                                return Err(bad(format!("{name:?}: TEXT(0) holds nothing")));
+                            }
+                            if *pad == self.delimiter {
+                                return Err(bad(format!(
+                                    "{name:?}: the pad character {pad:?} is the delimiter"
                                 )));
                             }
                         }
@@ -295,6 +314,28 @@ impl KeySchema {
                     )));
                 }
                 t.clone()
+            }
+            (SegmentKind::Padded { width, pad }, KeyValue::Text(t)) => {
+                let bad = |why: String| {
+                    Err(Error::InvalidArgument(format!(
+                        "row key segment {name:?} value {t:?} {why}"
+                    )))
+                };
+                let chars = t.chars().count();
+                if chars > usize::from(*width) {
+                    return bad(format!("is longer than {width} characters"));
+                }
+                if t.contains(self.delimiter) {
+                    return bad(format!("contains the delimiter {:?}", self.delimiter));
+                }
+                if t.ends_with(*pad) {
+                    return bad(format!(
+                        "ends with the pad character {pad:?}, which reading trims"
+                    ));
+                }
+                let mut text = t.clone();
+                text.extend(std::iter::repeat_n(*pad, usize::from(*width) - chars));
+                text
             }
             (SegmentKind::Int { width }, KeyValue::Int(n)) => {
                 format_padded(name, *n, usize::from(*width))?
@@ -564,7 +605,7 @@ impl KeySchema {
                 ..
             } => pattern_fixed(p),
             SegmentKind::Time { .. } => true,
-            SegmentKind::Text | SegmentKind::Salt { .. } => false,
+            SegmentKind::Text | SegmentKind::Padded { .. } | SegmentKind::Salt { .. } => false,
         };
         let holds = |bound: &Bound<KeyValue>, lower: bool| -> bool {
             let (Bound::Included(v) | Bound::Excluded(v)) = bound else {
@@ -598,7 +639,8 @@ impl KeySchema {
             } => pattern_sorts(p),
             SegmentKind::Time { .. } => true,
             SegmentKind::Text => true,
-            SegmentKind::Salt { .. } => false,
+            // Padding sorts by the pad character, not as the value does.
+            SegmentKind::Padded { .. } | SegmentKind::Salt { .. } => false,
         };
         if !sortable {
             return prefix_ranges(prefixes);
@@ -674,7 +716,7 @@ fn sorts_as_value(kind: &SegmentKind, last: bool) -> Option<(bool, bool)> {
         } => pattern_sorts(p).then(|| (false, pattern_fixed(p))),
         SegmentKind::Time { reversed, .. } => Some((*reversed, true)),
         SegmentKind::Text => last.then_some((false, false)),
-        SegmentKind::Salt { .. } => None,
+        SegmentKind::Padded { .. } | SegmentKind::Salt { .. } => None,
     }
 }
 
@@ -730,6 +772,8 @@ fn parse_value(kind: &SegmentKind, part: &str) -> Option<KeyValue> {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     match kind {
         SegmentKind::Text => Some(KeyValue::Text(part.to_string())),
+        SegmentKind::Padded { width, pad } => (part.chars().count() == usize::from(*width))
+            .then(|| KeyValue::Text(part.trim_end_matches(*pad).to_string())),
         SegmentKind::Int { width } => {
             if !digits(part) || (*width > 0 && part.len() != usize::from(*width)) {
                 return None;

@@ -381,7 +381,37 @@ fn row_key(w: &mut Words) -> PResult<KeySchema> {
 
 fn segment_kind(w: &mut Words, name: &str) -> PResult<SegmentKind> {
     if w.word("TEXT") || w.word("STRING") || w.word("VARCHAR") {
-        return Ok(SegmentKind::Text);
+        if !w.p.consume_token(&Token::LParen) {
+            return Ok(SegmentKind::Text);
+        }
+        let n = w.uint()?;
+        w.token(Token::RParen)?;
+        let width = u16::try_from(n)
+            .ok()
+            .filter(|n| (1..=1024).contains(n))
+            .map_or_else(
+                || {
+                    w.error(format!(
+                        "segment {name}: TEXT({n}) needs 1 to 1024 characters"
+                    ))
+                },
+                Ok,
+            )?;
+        let pad = if w.word("PAD") {
+            let p = w.string()?;
+            let mut chars = p.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => c,
+                _ => {
+                    return w.error(format!(
+                        "segment {name}: PAD must be one character, not {p:?}"
+                    ));
+                }
+            }
+        } else {
+            ' '
+        };
+        return Ok(SegmentKind::Padded { width, pad });
     }
     if w.word("INT") || w.word("INTEGER") || w.word("BIGINT") {
         let width = if w.p.consume_token(&Token::LParen) {

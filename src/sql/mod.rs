@@ -858,6 +858,9 @@ impl Drop for StopOnDrop {
 fn describe_segment(kind: &SegmentKind) -> String {
     match kind {
         SegmentKind::Text => "text".into(),
+        SegmentKind::Padded { width, pad } => {
+            format!("text, padded to {width} characters with {pad:?}")
+        }
         SegmentKind::Int { width: 0 } => "integer".into(),
         SegmentKind::Int { width } => format!("integer, zero-padded to {width} digits"),
         SegmentKind::Time { format, reversed } => {
