@@ -217,7 +217,11 @@ impl Layout {
             }
             for (i, f) in def.families.iter().enumerate() {
                 let values = value_type(map_values[i].value_type);
-                fields.push(Field::new(&f.name, map_type(&values), true));
+                fields.push(Field::new(
+                    schema.map_column(&f.name),
+                    map_type(&values),
+                    true,
+                ));
                 sources.push(ColumnSource::FamilyMap(i));
             }
         }

@@ -214,6 +214,27 @@ impl TableSchema {
 }
 
 impl TableSchema {
+    /// The wide view's column holding a family's cells as a map: the
+    /// family's name, or `name:` (Bigtable's `family:qualifier` spelling)
+    /// when a key segment or declared column already has that name, in
+    /// any case. Families and columns are separate name spaces, so the
+    /// guides' family GAME can sit beside a key segment `game`.
+    pub fn map_column(&self, family: &str) -> String {
+        let taken = |name: &str| name.eq_ignore_ascii_case(family);
+        let clash = taken("_key")
+            || taken("_timestamp")
+            || self
+                .key
+                .as_ref()
+                .is_some_and(|k| k.fields().any(|(_, n, _)| taken(n)))
+            || self.columns.iter().any(|c| taken(&c.name));
+        if clash {
+            format!("{family}:")
+        } else {
+            family.to_string()
+        }
+    }
+
     /// The schema stored with a table (empty when none was declared).
     pub fn of(def: &TableDef) -> Result<TableSchema> {
         match def.metadata.get(SCHEMA_METADATA_KEY) {
@@ -229,8 +250,10 @@ impl TableSchema {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    /// Checks names: no duplicates between segments, columns, families and
-    /// the reserved `_key`/`_timestamp`; columns name existing families,
+    /// Checks names: no duplicates between segments, columns, the reserved
+    /// `_key`/`_timestamp`, and the families' map columns (a family named
+    /// like a column gets the map column `name:`); no two families differ
+    /// only in case; columns name existing families,
     /// and the columns and value types of aggregate families are what
     /// their accumulators hold.
     pub fn validate(&self, families: &[(String, FamilyKind)]) -> Result<()> {
@@ -287,8 +310,16 @@ impl TableSchema {
                 )));
             }
         }
+        let mut family_names: Vec<String> = Vec::new();
         for (family, kind) in families {
-            add(family)?;
+            let lower = family.to_ascii_lowercase();
+            if family_names.contains(&lower) {
+                return Err(Error::InvalidArgument(format!(
+                    "family name {family:?} is used twice (family names differ in more than case)"
+                )));
+            }
+            family_names.push(lower);
+            add(&self.map_column(family))?;
             if let Some(types) = self.family_types.get(family) {
                 check_aggregate_column(*kind, &format!("VALUES of family {family}"), &types.value)?;
             }

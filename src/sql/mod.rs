@@ -670,8 +670,11 @@ impl SqlSession {
                     }
                 ));
             }
+            if schema.map_column(&f.name) != f.name {
+                detail.push_str(&format!("; family {}, whose name a column has", f.name));
+            }
             push(
-                &f.name,
+                &schema.map_column(&f.name),
                 format!("Map(Utf8, {value_type})"),
                 "family",
                 detail,
