@@ -52,6 +52,7 @@ enum Datum<'a> {
     Text(&'a str),
     Bytes(&'a [u8]),
     Time(i64),
+    Bool(bool),
 }
 
 impl<'a> Datum<'a> {
@@ -61,6 +62,7 @@ impl<'a> Datum<'a> {
             Value::Float64(f) => Datum::Float(*f),
             Value::Text(t) => Datum::Text(t),
             Value::Bytes(b) => Datum::Bytes(b),
+            Value::Boolean(b) => Datum::Bool(*b),
         }
     }
 
@@ -102,6 +104,11 @@ fn put(builder: &mut dyn ArrayBuilder, value: Option<Datum>) {
             Some(Datum::Time(n)) => b.append_value(n),
             _ => b.append_null(),
         }
+    } else if let Some(b) = any.downcast_mut::<datafusion::arrow::array::BooleanBuilder>() {
+        match value {
+            Some(Datum::Bool(v)) => b.append_value(v),
+            _ => b.append_null(),
+        }
     }
 }
 
@@ -113,6 +120,7 @@ enum Appender {
     Float(Float64Builder),
     Bytes(BinaryBuilder),
     Time(TimestampMicrosecondBuilder),
+    Bool(datafusion::arrow::array::BooleanBuilder),
 }
 
 impl Appender {
@@ -122,6 +130,7 @@ impl Appender {
             DataType::Int64 => Appender::Int(Int64Builder::new()),
             DataType::Float64 => Appender::Float(Float64Builder::new()),
             DataType::Binary => Appender::Bytes(BinaryBuilder::new()),
+            DataType::Boolean => Appender::Bool(datafusion::arrow::array::BooleanBuilder::new()),
             DataType::Timestamp(TimeUnit::Microsecond, None) => {
                 Appender::Time(TimestampMicrosecondBuilder::new())
             }
@@ -137,6 +146,7 @@ impl Appender {
             (Appender::Float(b), Some(Datum::Float(f))) => b.append_value(f),
             (Appender::Bytes(b), Some(Datum::Bytes(v))) => b.append_value(v),
             (Appender::Time(b), Some(Datum::Time(n))) => b.append_value(n),
+            (Appender::Bool(b), Some(Datum::Bool(v))) => b.append_value(v),
             (appender, _) => appender.put_null(),
         }
     }
@@ -148,6 +158,7 @@ impl Appender {
             Appender::Float(b) => b.append_null(),
             Appender::Bytes(b) => b.append_null(),
             Appender::Time(b) => b.append_null(),
+            Appender::Bool(b) => b.append_null(),
         }
     }
 
@@ -171,6 +182,7 @@ impl Appender {
             (appender, _) => match decode_as(appender.value_type(), encoding, bytes)? {
                 Value::Int64(n) => appender.put(Some(Datum::Int(n))),
                 Value::Float64(f) => appender.put(Some(Datum::Float(f))),
+                Value::Boolean(v) => appender.put(Some(Datum::Bool(v))),
                 _ => appender.put_null(),
             },
         }
@@ -183,6 +195,7 @@ impl Appender {
             Appender::Float(_) => ValueType::Float64,
             Appender::Text(_) => ValueType::Text,
             Appender::Bytes(_) => ValueType::Bytes,
+            Appender::Bool(_) => ValueType::Boolean,
         }
     }
 
@@ -193,6 +206,7 @@ impl Appender {
             Appender::Float(b) => Arc::new(b.finish()),
             Appender::Bytes(b) => Arc::new(b.finish()),
             Appender::Time(b) => Arc::new(b.finish()),
+            Appender::Bool(b) => Arc::new(b.finish()),
         }
     }
 }

@@ -94,6 +94,9 @@ pub(crate) fn value_at(a: &ArrayRef, row: usize) -> Option<Value> {
     if let Some(a) = any.downcast_ref::<BinaryArray>() {
         return Some(Value::Bytes(a.value(row).to_vec()));
     }
+    if let Some(a) = any.downcast_ref::<datafusion::arrow::array::BooleanArray>() {
+        return Some(Value::Boolean(a.value(row)));
+    }
     None
 }
 

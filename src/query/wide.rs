@@ -124,6 +124,7 @@ pub(crate) fn value_type(t: ValueType) -> DataType {
     match t {
         ValueType::Int64 => DataType::Int64,
         ValueType::Float64 => DataType::Float64,
+        ValueType::Boolean => DataType::Boolean,
         ValueType::Text => DataType::Utf8,
         ValueType::Bytes => DataType::Binary,
     }

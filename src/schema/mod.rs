@@ -25,6 +25,8 @@ pub enum ValueType {
     Text,
     /// Raw bytes.
     Bytes,
+    /// True or false: one byte (0 or 1), or `true`/`false` AS TEXT.
+    Boolean,
 }
 
 impl ValueType {
@@ -35,6 +37,7 @@ impl ValueType {
             ValueType::Float64 => "DOUBLE",
             ValueType::Text => "TEXT",
             ValueType::Bytes => "BYTES",
+            ValueType::Boolean => "BOOLEAN",
         }
     }
 }
@@ -103,6 +106,8 @@ impl ColumnDef {
             (Value::Int64(n), Encoding::Text) => n.to_string().into_bytes(),
             (Value::Float64(f), Encoding::Binary) => f.to_be_bytes().to_vec(),
             (Value::Float64(f), Encoding::Text) => f.to_string().into_bytes(),
+            (Value::Boolean(b), Encoding::Binary) => vec![u8::from(*b)],
+            (Value::Boolean(b), Encoding::Text) => b.to_string().into_bytes(),
         })
     }
 }
@@ -143,6 +148,23 @@ pub fn decode_as(
                 .and_then(|s| s.trim().parse().ok())
                 .ok_or("is not a number")?,
         ),
+        (ValueType::Boolean, Encoding::Binary) => match bytes {
+            [0] => Value::Boolean(false),
+            [1] => Value::Boolean(true),
+            _ => return Err("is not a one-byte boolean (0 or 1)"),
+        },
+        (ValueType::Boolean, Encoding::Text) => {
+            let text = std::str::from_utf8(bytes)
+                .map(str::trim)
+                .unwrap_or_default();
+            if text.eq_ignore_ascii_case("true") {
+                Value::Boolean(true)
+            } else if text.eq_ignore_ascii_case("false") {
+                Value::Boolean(false)
+            } else {
+                return Err("is not true or false");
+            }
+        }
     })
 }
 
@@ -157,6 +179,8 @@ pub enum Value {
     Text(String),
     /// Bytes.
     Bytes(Vec<u8>),
+    /// True or false.
+    Boolean(bool),
 }
 
 /// How a family's undeclared qualifiers and values read in SQL: for

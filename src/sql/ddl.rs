@@ -673,7 +673,7 @@ fn column(w: &mut Words) -> PResult<(ColumnDef, Option<String>)> {
     ))
 }
 
-/// `BIGINT|DOUBLE|TEXT|BYTES [AS TEXT]`.
+/// `BIGINT|DOUBLE|BOOLEAN|TEXT|BYTES [AS TEXT]`.
 fn value_type(w: &mut Words, what: &str) -> PResult<(ValueType, Encoding)> {
     let value_type = if w.word("BIGINT") || w.word("INT") || w.word("INTEGER") || w.word("INT64") {
         ValueType::Int64
@@ -683,9 +683,13 @@ fn value_type(w: &mut Words, what: &str) -> PResult<(ValueType, Encoding)> {
         ValueType::Text
     } else if w.word("BYTES") || w.word("BYTEA") || w.word("BINARY") || w.word("BLOB") {
         ValueType::Bytes
+    } else if w.word("BOOLEAN") || w.word("BOOL") {
+        ValueType::Boolean
     } else {
         return w.p.expected(
-            &format!("a type for {what} (BIGINT, DOUBLE, TEXT, BYTES, PROTO 'package.Message')"),
+            &format!(
+                "a type for {what} (BIGINT, DOUBLE, BOOLEAN, TEXT, BYTES, PROTO 'package.Message')"
+            ),
             w.p.peek_token(),
         );
     };

@@ -648,6 +648,7 @@ impl SqlSession {
             let value_type = match types.value.value_type {
                 crate::schema::ValueType::Int64 => "Int64",
                 crate::schema::ValueType::Float64 => "Float64",
+                crate::schema::ValueType::Boolean => "Boolean",
                 crate::schema::ValueType::Text => "Utf8",
                 crate::schema::ValueType::Bytes => "Binary",
             };
