@@ -53,6 +53,7 @@ enum Datum<'a> {
     Bytes(&'a [u8]),
     Time(i64),
     Bool(bool),
+    Decimal(i128),
 }
 
 impl<'a> Datum<'a> {
@@ -63,6 +64,7 @@ impl<'a> Datum<'a> {
             Value::Text(t) => Datum::Text(t),
             Value::Bytes(b) => Datum::Bytes(b),
             Value::Boolean(b) => Datum::Bool(*b),
+            Value::Decimal(n) => Datum::Decimal(*n),
         }
     }
 
@@ -109,6 +111,11 @@ fn put(builder: &mut dyn ArrayBuilder, value: Option<Datum>) {
             Some(Datum::Bool(v)) => b.append_value(v),
             _ => b.append_null(),
         }
+    } else if let Some(b) = any.downcast_mut::<datafusion::arrow::array::Decimal128Builder>() {
+        match value {
+            Some(Datum::Decimal(n)) => b.append_value(n),
+            _ => b.append_null(),
+        }
     }
 }
 
@@ -121,6 +128,8 @@ enum Appender {
     Bytes(BinaryBuilder),
     Time(TimestampMicrosecondBuilder),
     Bool(datafusion::arrow::array::BooleanBuilder),
+    /// With the column's type, which says its precision and scale.
+    Decimal(datafusion::arrow::array::Decimal128Builder, ValueType),
 }
 
 impl Appender {
@@ -131,6 +140,19 @@ impl Appender {
             DataType::Float64 => Appender::Float(Float64Builder::new()),
             DataType::Binary => Appender::Bytes(BinaryBuilder::new()),
             DataType::Boolean => Appender::Bool(datafusion::arrow::array::BooleanBuilder::new()),
+            DataType::Decimal128(precision, scale) => {
+                let precision_u8 = *precision;
+                let scale_u8 = u8::try_from(*scale).ok()?;
+                Appender::Decimal(
+                    datafusion::arrow::array::Decimal128Builder::new()
+                        .with_precision_and_scale(*precision, *scale)
+                        .ok()?,
+                    ValueType::Decimal {
+                        precision: precision_u8,
+                        scale: scale_u8,
+                    },
+                )
+            }
             DataType::Timestamp(TimeUnit::Microsecond, None) => {
                 Appender::Time(TimestampMicrosecondBuilder::new())
             }
@@ -147,6 +169,7 @@ impl Appender {
             (Appender::Bytes(b), Some(Datum::Bytes(v))) => b.append_value(v),
             (Appender::Time(b), Some(Datum::Time(n))) => b.append_value(n),
             (Appender::Bool(b), Some(Datum::Bool(v))) => b.append_value(v),
+            (Appender::Decimal(b, _), Some(Datum::Decimal(n))) => b.append_value(n),
             (appender, _) => appender.put_null(),
         }
     }
@@ -159,6 +182,7 @@ impl Appender {
             Appender::Bytes(b) => b.append_null(),
             Appender::Time(b) => b.append_null(),
             Appender::Bool(b) => b.append_null(),
+            Appender::Decimal(b, _) => b.append_null(),
         }
     }
 
@@ -183,6 +207,7 @@ impl Appender {
                 Value::Int64(n) => appender.put(Some(Datum::Int(n))),
                 Value::Float64(f) => appender.put(Some(Datum::Float(f))),
                 Value::Boolean(v) => appender.put(Some(Datum::Bool(v))),
+                Value::Decimal(n) => appender.put(Some(Datum::Decimal(n))),
                 _ => appender.put_null(),
             },
         }
@@ -196,6 +221,7 @@ impl Appender {
             Appender::Text(_) => ValueType::Text,
             Appender::Bytes(_) => ValueType::Bytes,
             Appender::Bool(_) => ValueType::Boolean,
+            Appender::Decimal(_, t) => *t,
         }
     }
 
@@ -207,6 +233,7 @@ impl Appender {
             Appender::Bytes(b) => Arc::new(b.finish()),
             Appender::Time(b) => Arc::new(b.finish()),
             Appender::Bool(b) => Arc::new(b.finish()),
+            Appender::Decimal(b, _) => Arc::new(b.finish()),
         }
     }
 }

@@ -97,6 +97,9 @@ pub(crate) fn value_at(a: &ArrayRef, row: usize) -> Option<Value> {
     if let Some(a) = any.downcast_ref::<datafusion::arrow::array::BooleanArray>() {
         return Some(Value::Boolean(a.value(row)));
     }
+    if let Some(a) = any.downcast_ref::<datafusion::arrow::array::Decimal128Array>() {
+        return Some(Value::Decimal(a.value(row)));
+    }
     None
 }
 

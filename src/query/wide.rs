@@ -125,6 +125,9 @@ pub(crate) fn value_type(t: ValueType) -> DataType {
         ValueType::Int64 => DataType::Int64,
         ValueType::Float64 => DataType::Float64,
         ValueType::Boolean => DataType::Boolean,
+        ValueType::Decimal { precision, scale } => {
+            DataType::Decimal128(precision, i8::try_from(scale).unwrap_or(i8::MAX))
+        }
         ValueType::Text => DataType::Utf8,
         ValueType::Bytes => DataType::Binary,
     }

@@ -27,19 +27,80 @@ pub enum ValueType {
     Bytes,
     /// True or false: one byte (0 or 1), or `true`/`false` AS TEXT.
     Boolean,
+    /// An exact decimal of `precision` digits, `scale` of them after the
+    /// point: 16 bytes big-endian (the unscaled value), or its decimal
+    /// text with exactly `scale` fraction digits AS TEXT (`600.60`).
+    Decimal {
+        /// Digits in all, 1 to 38.
+        precision: u8,
+        /// Digits after the point, 0 to `precision`.
+        scale: u8,
+    },
 }
 
 impl ValueType {
     /// The type's name in cellar's DDL.
-    pub fn sql_name(self) -> &'static str {
+    pub fn sql_name(self) -> String {
         match self {
-            ValueType::Int64 => "BIGINT",
-            ValueType::Float64 => "DOUBLE",
-            ValueType::Text => "TEXT",
-            ValueType::Bytes => "BYTES",
-            ValueType::Boolean => "BOOLEAN",
+            ValueType::Int64 => "BIGINT".into(),
+            ValueType::Float64 => "DOUBLE".into(),
+            ValueType::Text => "TEXT".into(),
+            ValueType::Bytes => "BYTES".into(),
+            ValueType::Boolean => "BOOLEAN".into(),
+            ValueType::Decimal { precision, scale } => format!("DECIMAL({precision}, {scale})"),
         }
     }
+}
+
+/// `n` (unscaled) as decimal text with `scale` digits after the point.
+pub fn format_decimal(n: i128, scale: u8) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let scale = usize::from(scale);
+    let sign = if n < 0 { "-" } else { "" };
+    if scale == 0 {
+        return format!("{sign}{digits}");
+    }
+    let padded = format!("{digits:0>width$}", width = scale + 1);
+    let (whole, fraction) = padded.split_at(padded.len() - scale);
+    format!("{sign}{whole}.{fraction}")
+}
+
+/// Decimal text (`-12.5`, `600.60`, `3`) as an unscaled value of
+/// `scale` fraction digits and at most `precision` digits; `None` when
+/// it is not such a number or needs more digits than the type has
+/// (never rounded).
+pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Option<i128> {
+    let text = text.trim();
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let (whole, fraction) = body.split_once('.').unwrap_or((body, ""));
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if (whole.is_empty() && fraction.is_empty()) || !all_digits(whole) || !all_digits(fraction) {
+        return None;
+    }
+    let fraction = fraction.trim_end_matches('0');
+    if fraction.len() > usize::from(scale) {
+        return None;
+    }
+    let whole = whole.trim_start_matches('0');
+    if whole.len() + usize::from(scale) > usize::from(precision) {
+        return None;
+    }
+    let mut digits = String::with_capacity(usize::from(precision) + 1);
+    digits.push_str(whole);
+    digits.push_str(fraction);
+    digits.extend(std::iter::repeat_n(
+        '0',
+        usize::from(scale) - fraction.len(),
+    ));
+    let n: i128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().ok()?
+    };
+    Some(if negative { -n } else { n })
 }
 
 /// How a value is laid out in the cell.
@@ -108,6 +169,14 @@ impl ColumnDef {
             (Value::Float64(f), Encoding::Text) => f.to_string().into_bytes(),
             (Value::Boolean(b), Encoding::Binary) => vec![u8::from(*b)],
             (Value::Boolean(b), Encoding::Text) => b.to_string().into_bytes(),
+            (Value::Decimal(n), Encoding::Binary) => n.to_be_bytes().to_vec(),
+            (Value::Decimal(n), Encoding::Text) => {
+                let scale = match self.value_type {
+                    ValueType::Decimal { scale, .. } => scale,
+                    _ => 0,
+                };
+                format_decimal(*n, scale).into_bytes()
+            }
         })
     }
 }
@@ -148,6 +217,23 @@ pub fn decode_as(
                 .and_then(|s| s.trim().parse().ok())
                 .ok_or("is not a number")?,
         ),
+        (ValueType::Decimal { precision, .. }, Encoding::Binary) => {
+            let n = i128::from_be_bytes(
+                bytes
+                    .try_into()
+                    .map_err(|_| "is not a 16-byte big-endian decimal")?,
+            );
+            if n.unsigned_abs() >= 10u128.pow(u32::from(precision)) {
+                return Err("has more digits than the column's precision");
+            }
+            Value::Decimal(n)
+        }
+        (ValueType::Decimal { precision, scale }, Encoding::Text) => Value::Decimal(
+            std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|s| parse_decimal(s, precision, scale))
+                .ok_or("is not a decimal of the column's precision and scale")?,
+        ),
         (ValueType::Boolean, Encoding::Binary) => match bytes {
             [0] => Value::Boolean(false),
             [1] => Value::Boolean(true),
@@ -181,6 +267,8 @@ pub enum Value {
     Bytes(Vec<u8>),
     /// True or false.
     Boolean(bool),
+    /// A decimal, unscaled (its column says the scale).
+    Decimal(i128),
 }
 
 /// How a family's undeclared qualifiers and values read in SQL: for
@@ -372,7 +460,7 @@ fn check_aggregate_column(kind: FamilyKind, what: &str, column: &ColumnDef) -> R
     let shown = match (&column.proto, column.value_type, column.encoding) {
         (Some(p), _, _) => format!("PROTO '{}'", p.message),
         (None, t, Encoding::Text) => format!("{} AS TEXT", t.sql_name()),
-        (None, t, Encoding::Binary) => t.sql_name().to_string(),
+        (None, t, Encoding::Binary) => t.sql_name(),
     };
     let reason = match kind {
         FamilyKind::HyperLogLog => format!(
@@ -386,4 +474,29 @@ fn check_aggregate_column(kind: FamilyKind, what: &str, column: &ColumnDef) -> R
     Err(Error::InvalidArgument(format!(
         "{what} cannot be {shown}: {reason}"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{format_decimal, parse_decimal};
+
+    #[test]
+    fn decimal_text_round_trips_at_its_scale() {
+        assert_eq!(format_decimal(60060, 2), "600.60");
+        assert_eq!(format_decimal(-5, 2), "-0.05");
+        assert_eq!(format_decimal(7, 0), "7");
+        assert_eq!(parse_decimal("600.60", 10, 2), Some(60060));
+        assert_eq!(parse_decimal(" -0.5 ", 10, 2), Some(-50));
+        assert_eq!(parse_decimal("12", 10, 2), Some(1200));
+        assert_eq!(parse_decimal("0012.500", 4, 2), Some(1250));
+        // Never rounded: more fraction digits, or more digits in all.
+        assert_eq!(parse_decimal("1.235", 10, 2), None);
+        assert_eq!(parse_decimal("123.4", 4, 2), None);
+        for bad in ["", ".", "1e3", "1.2.3", "--1", "abc"] {
+            assert_eq!(parse_decimal(bad, 10, 2), None, "{bad:?}");
+        }
+        for n in [0i128, 1, -1, 99_999, -12_345] {
+            assert_eq!(parse_decimal(&format_decimal(n, 3), 10, 3), Some(n));
+        }
+    }
 }

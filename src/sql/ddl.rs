@@ -673,7 +673,7 @@ fn column(w: &mut Words) -> PResult<(ColumnDef, Option<String>)> {
     ))
 }
 
-/// `BIGINT|DOUBLE|BOOLEAN|TEXT|BYTES [AS TEXT]`.
+/// `BIGINT|DOUBLE|DECIMAL(p, s)|BOOLEAN|TEXT|BYTES [AS TEXT]`.
 fn value_type(w: &mut Words, what: &str) -> PResult<(ValueType, Encoding)> {
     let value_type = if w.word("BIGINT") || w.word("INT") || w.word("INTEGER") || w.word("INT64") {
         ValueType::Int64
@@ -685,10 +685,30 @@ fn value_type(w: &mut Words, what: &str) -> PResult<(ValueType, Encoding)> {
         ValueType::Bytes
     } else if w.word("BOOLEAN") || w.word("BOOL") {
         ValueType::Boolean
+    } else if w.word("DECIMAL") || w.word("NUMERIC") {
+        w.token(Token::LParen)?;
+        let precision = w.uint()?;
+        let scale = if w.p.consume_token(&Token::Comma) {
+            w.uint()?
+        } else {
+            0
+        };
+        w.token(Token::RParen)?;
+        match (u8::try_from(precision), u8::try_from(scale)) {
+            (Ok(p @ 1..=38), Ok(s)) if s <= p => ValueType::Decimal {
+                precision: p,
+                scale: s,
+            },
+            _ => {
+                return w.error(format!(
+                    "{what}: DECIMAL({precision}, {scale}) needs a precision of 1 to 38 digits and a scale no larger"
+                ));
+            }
+        }
     } else {
         return w.p.expected(
             &format!(
-                "a type for {what} (BIGINT, DOUBLE, BOOLEAN, TEXT, BYTES, PROTO 'package.Message')"
+                "a type for {what} (BIGINT, DOUBLE, DECIMAL(p, s), BOOLEAN, TEXT, BYTES, PROTO 'package.Message')"
             ),
             w.p.peek_token(),
         );

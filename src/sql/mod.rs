@@ -649,6 +649,7 @@ impl SqlSession {
                 crate::schema::ValueType::Int64 => "Int64",
                 crate::schema::ValueType::Float64 => "Float64",
                 crate::schema::ValueType::Boolean => "Boolean",
+                crate::schema::ValueType::Decimal { .. } => "Decimal128",
                 crate::schema::ValueType::Text => "Utf8",
                 crate::schema::ValueType::Bytes => "Binary",
             };
