@@ -147,6 +147,41 @@ async fn selective_queries_read_their_result_not_the_table() {
     let text = pretty_format_batches(&count).unwrap().to_string();
     assert!(text.contains("| 1000000 |"), "{text}");
 
+    // The split scan's partitions are key ranges, declared as such: a
+    // GROUP BY _key aggregates each partition on its own (no repartition,
+    // no merge that would read the partitions one after the other), and a
+    // join of two scans split alike pairs partitions; answers stay whole.
+    let grouped = "SELECT count(*) AS keys, sum(c) AS rows, max(c) AS most \
+                   FROM (SELECT _key, count(*) AS c FROM large GROUP BY _key)";
+    let plan = analyze(&session, grouped).await;
+    assert!(plan.contains("mode=SinglePartitioned"), "{plan}");
+    assert!(!plan.contains("RepartitionExec"), "{plan}");
+    let checks = [
+        (grouped, "| 1000000 | 1000000 | 1    |"),
+        (
+            "SELECT count(*) AS n FROM large a JOIN large b ON a._key = b._key",
+            "| 1000000 |",
+        ),
+        (
+            "SELECT count(*) AS n FROM large a JOIN small b ON a._key = b._key",
+            "| 10000 |",
+        ),
+        (
+            "SELECT count(*) AS hosts, min(c) AS least, max(c) AS most \
+             FROM (SELECT host, count(*) AS c FROM large GROUP BY host)",
+            "| 100   | 10000 | 10000 |",
+        ),
+        (
+            "SELECT count(*) AS keys FROM (SELECT _key FROM cells('large', 'm') GROUP BY _key)",
+            "| 1000000 |",
+        ),
+    ];
+    for (sql, expected) in checks {
+        let batches = session.query(sql).await.unwrap();
+        let text = pretty_format_batches(&batches).unwrap().to_string();
+        assert!(text.contains(expected), "{sql}:\n{text}");
+    }
+
     // EXPLAIN ANALYZE shows the counters next to the rows returned.
     let plan = analyze(
         &session,

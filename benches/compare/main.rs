@@ -122,6 +122,8 @@ struct Args {
     flight: bool,
     /// Only the cellar layouts whose name contains this.
     only: Option<String>,
+    /// Keep the data directory (the store, the Parquet file) for profiling.
+    keep: bool,
 }
 
 fn args() -> Args {
@@ -157,6 +159,7 @@ fn args() -> Args {
             .position(|a| a == "--only")
             .and_then(|i| argv.get(i + 1))
             .cloned(),
+        keep: argv.iter().any(|a| a == "--keep"),
     }
 }
 
@@ -317,6 +320,9 @@ fn main() {
         }
     });
 
+    if args.keep {
+        eprintln!("kept {}", dir.keep().display());
+    }
     let mismatches = report.check("DataFusion/Parquet");
     if args.full {
         report.print();

@@ -9,7 +9,8 @@
 //! versions and cells views take lent rows too (one small vector of
 //! borrowed cells per row); owned rows go through the same code.
 
-use std::collections::{BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -242,6 +243,11 @@ fn decode_error(key: &[u8], e: String) -> crate::Error {
     crate::Error::InvalidArgument(format!("row {}: {e}", show_bytes(key)))
 }
 
+/// A qualifier or value of the cells view that does not decode.
+fn cell_error(key: &[u8], what: String, why: &str, bytes: &[u8]) -> crate::Error {
+    decode_error(key, format!("{what} {why}: {}", show_bytes(bytes)))
+}
+
 type MapColumn = MapBuilder<StringBuilder, Box<dyn ArrayBuilder>>;
 
 /// Builds record batches of a view from store rows.
@@ -261,6 +267,8 @@ pub(crate) struct ViewBatchBuilder {
     /// Decoded protobuf values of needed proto columns, and their masks.
     proto_values: HashMap<usize, Vec<PValue>>,
     proto_masks: HashMap<usize, FieldMask>,
+    /// The cells view's family, qualifier and value columns, if needed.
+    cell_columns: [Option<usize>; 3],
     /// Column index of each segment, declared column and family map.
     segment_columns: Vec<usize>,
     declared_columns: Vec<usize>,
@@ -273,8 +281,8 @@ pub(crate) struct ViewBatchBuilder {
     /// with their declared column.
     declared_by_family: Vec<Vec<(Vec<u8>, usize)>>,
     /// The families a scan reads, as their declaration index (see `bind`).
-    read_families: Arc<[usize]>,
-    read_names: Arc<[Arc<str>]>,
+    read_families: Vec<usize>,
+    read_names: Vec<Arc<str>>,
     /// Per declared column, the row (`generation`) that last set it.
     set_in: Vec<u64>,
     generation: u64,
@@ -355,6 +363,14 @@ impl ViewBatchBuilder {
             .iter()
             .map(|c| map_keys.get(c).cloned())
             .collect();
+        let column_of = |is: fn(&ColumnSource) -> bool| {
+            (0..layout.sources.len()).find(|&c| needed[c] && is(&layout.sources[c]))
+        };
+        let cell_columns = [
+            column_of(|s| matches!(s, ColumnSource::Family)),
+            column_of(|s| matches!(s, ColumnSource::Qualifier)),
+            column_of(|s| matches!(s, ColumnSource::Value)),
+        ];
         ViewBatchBuilder {
             map_keys,
             segments_needed: segment_columns.iter().any(|c| needed[*c]),
@@ -368,6 +384,7 @@ impl ViewBatchBuilder {
             family_index: Arc::new(family_index),
             proto_values,
             proto_masks: masks,
+            cell_columns,
             segment_columns,
             declared_columns,
             map_columns,
@@ -375,8 +392,8 @@ impl ViewBatchBuilder {
             misfits: 0,
             values_decoded: 0,
             declared_by_family,
-            read_families: Arc::from([]),
-            read_names: Arc::from([]),
+            read_families: Vec::new(),
+            read_names: Vec::new(),
             set_in: vec![0; layout_columns],
             generation: 0,
             errors: Vec::new(),
@@ -386,7 +403,7 @@ impl ViewBatchBuilder {
     /// Names the families of the rows to come, in the order their cells'
     /// `family` counts them.
     pub fn bind(&mut self, families: &[Arc<str>]) {
-        self.read_names = Arc::from(families);
+        self.read_names = families.to_vec();
         self.read_families = families
             .iter()
             .map(|name| {
@@ -400,11 +417,13 @@ impl ViewBatchBuilder {
 
     /// Adds the output rows of one row as the store lends it.
     pub fn push_view(&mut self, row: RowView<'_>) -> crate::Result<()> {
-        if !matches!(self.layout.view, View::Wide { .. }) {
-            let (read, names) = (
-                Arc::clone(&self.read_families),
-                Arc::clone(&self.read_names),
-            );
+        // The family lists move out for the row and back (no reference
+        // count touched per row: scans share nothing they write).
+        let read = std::mem::take(&mut self.read_families);
+        let done = if matches!(self.layout.view, View::Wide { .. }) {
+            self.push_wide(row, &read)
+        } else {
+            let names = std::mem::take(&mut self.read_names);
             let cells = row
                 .cells()
                 .map(|c| Placed {
@@ -415,8 +434,16 @@ impl ViewBatchBuilder {
                     value: c.value,
                 })
                 .collect();
-            return self.push_cells(row.key(), cells);
-        }
+            let done = self.push_cells(row.key(), cells);
+            self.read_names = names;
+            done
+        };
+        self.read_families = read;
+        done
+    }
+
+    /// One row of the wide view: its newest cells, placed in columns.
+    fn push_wide(&mut self, row: RowView<'_>, read: &[usize]) -> crate::Result<()> {
         let key = row.key();
         let segments = self.segments_of(key);
         let text = if self.needed[0] {
@@ -433,7 +460,6 @@ impl ViewBatchBuilder {
             // count(*), key-only queries: the row's cells fill nothing.
             return Ok(());
         }
-        let read = Arc::clone(&self.read_families);
         let cells = row.cells().map(|c| {
             let family = read.get(c.family).copied().unwrap_or(usize::MAX);
             (family, c.qualifier, c.value)
@@ -613,8 +639,7 @@ impl ViewBatchBuilder {
         };
         let segments = self.segments_of(row_key);
         let ts_column = self.ts_column.filter(|c| self.needed[*c]);
-        let layout = Arc::clone(&self.layout);
-        match &layout.view {
+        match self.layout.view {
             View::Wide { .. } => {
                 self.start_row(&key, segments.as_deref());
                 if let Some(c) = ts_column {
@@ -624,27 +649,44 @@ impl ViewBatchBuilder {
                 self.place_cells(row_key, cells.iter().map(Placed::coordinates))?;
             }
             View::Versions { .. } => {
-                // Newest first; a stable sort keeps each timestamp's cells in
-                // column order.
-                let mut by_time = cells;
-                by_time.sort_by_key(|c| std::cmp::Reverse(c.timestamp));
-                for cells in by_time.chunk_by(|a, b| a.timestamp == b.timestamp) {
+                // One output row per timestamp, newest first, holding that
+                // timestamp's cells in column order: each column's cells
+                // are newest first already, so the columns' runs merge.
+                let mut runs = BinaryHeap::new();
+                let mut start = 0;
+                for i in 1..=cells.len() {
+                    let (a, b) = (&cells[start], cells.get(i));
+                    if b.is_none_or(|b| b.decl != a.decl || b.qualifier != a.qualifier) {
+                        runs.push((a.timestamp, Reverse(start), i));
+                        start = i;
+                    }
+                }
+                let mut group = Vec::new();
+                while let Some(&(timestamp, ..)) = runs.peek() {
+                    group.clear();
+                    while let Some(&(t, Reverse(at), end)) = runs.peek()
+                        && t == timestamp
+                    {
+                        runs.pop();
+                        group.push(at);
+                        if at + 1 < end {
+                            runs.push((cells[at + 1].timestamp, Reverse(at + 1), end));
+                        }
+                    }
+                    // The heap gives equal timestamps in column order.
                     self.start_row(&key, segments.as_deref());
                     if let Some(c) = ts_column {
-                        self.put(c, Some(Datum::Time(cells[0].timestamp)));
+                        self.put(c, Some(Datum::Time(timestamp)));
                     }
-                    self.place_cells(row_key, cells.iter().map(Placed::coordinates))?;
+                    self.place_cells(row_key, group.iter().map(|&at| cells[at].coordinates()))?;
                 }
             }
             View::Cells { .. } => {
-                let column = |s: fn(&ColumnSource) -> bool| layout.sources.iter().position(s);
-                let family = column(|s| matches!(s, ColumnSource::Family));
-                let qualifier = column(|s| matches!(s, ColumnSource::Qualifier));
-                let value = column(|s| matches!(s, ColumnSource::Value));
-                let (q_type, v_type) = (&layout.cell_types.qualifier, &layout.cell_types.value);
-                let fail = |what: String, why: &str, bytes: &[u8]| {
-                    decode_error(row_key, format!("{what} {why}: {}", show_bytes(bytes)))
-                };
+                let [family, qualifier, value] = self.cell_columns;
+                let (q_encoding, v_encoding) = (
+                    self.layout.cell_types.qualifier.encoding,
+                    self.layout.cell_types.value.encoding,
+                );
                 for cell in &cells {
                     self.start_row(&key, segments.as_deref());
                     if let Some(c) = family {
@@ -653,33 +695,22 @@ impl ViewBatchBuilder {
                     if let Some(c) = ts_column {
                         self.put(c, Some(Datum::Time(cell.timestamp)));
                     }
-                    if let Some(c) = qualifier.filter(|c| self.needed[*c]) {
-                        let q = decode_as(q_type.value_type, q_type.encoding, cell.qualifier)
-                            .map_err(|why| {
-                                fail(
-                                    format!("a qualifier of family {}", cell.family),
-                                    why,
-                                    cell.qualifier,
-                                )
-                            })?;
-                        self.put(c, Some(Datum::of(&q)));
+                    if let Some(Some(appender)) = qualifier.map(|c| &mut self.builders[c])
+                        && let Err(why) = appender.put_cell(q_encoding, cell.qualifier)
+                    {
+                        let what = format!("a qualifier of family {}", cell.family);
+                        return Err(cell_error(row_key, what, why, cell.qualifier));
                     }
-                    if let Some(c) = value.filter(|c| self.needed[*c]) {
+                    if let Some(Some(appender)) = value.map(|c| &mut self.builders[c]) {
                         self.values_decoded += 1;
-                        let v = decode_as(v_type.value_type, v_type.encoding, cell.value).map_err(
-                            |why| {
-                                fail(
-                                    format!(
-                                        "the value of {}:{}",
-                                        cell.family,
-                                        show_bytes(cell.qualifier)
-                                    ),
-                                    why,
-                                    cell.value,
-                                )
-                            },
-                        )?;
-                        self.put(c, Some(Datum::of(&v)));
+                        if let Err(why) = appender.put_cell(v_encoding, cell.value) {
+                            let what = format!(
+                                "the value of {}:{}",
+                                cell.family,
+                                show_bytes(cell.qualifier)
+                            );
+                            return Err(cell_error(row_key, what, why, cell.value));
+                        }
                     }
                 }
             }

@@ -12,7 +12,8 @@ use datafusion::common::Result as DfResult;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{
-    EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr,
+    EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr, RangePartitioning,
+    SplitPoint,
 };
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
@@ -218,8 +219,11 @@ fn map_keys_read(
     }
 }
 
-/// Tables with fewer cells than this are read by one partition per range.
+/// Tables with fewer pairs than this and fewer bytes on disk than
+/// [`SPLIT_MIN_BYTES`] are read by one partition per range. Bytes count
+/// too because a PACKED pair may hold thousands of cells.
 const SPLIT_MIN_CELLS: u64 = 200_000;
+const SPLIT_MIN_BYTES: u64 = 4 << 20;
 
 /// Cuts a single range of a large table into up to `n` ranges of about
 /// equal key space between its first and last row, so that several
@@ -240,7 +244,9 @@ pub(crate) fn split_ranges(
     };
     let single_key =
         matches!((&range.start, &range.end), (Bound::Included(a), Bound::Included(b)) if a == b);
-    if n < 2 || single_key || store.approximate_cells(table).ok()? < SPLIT_MIN_CELLS {
+    let small = store.approximate_cells(table).ok()? < SPLIT_MIN_CELLS
+        && store.table_disk_space(table).ok()? < SPLIT_MIN_BYTES;
+    if n < 2 || single_key || small {
         return None;
     }
     let edge = |reverse: bool| -> Option<Vec<u8>> {
@@ -289,6 +295,10 @@ fn interpolate(a: &[u8], b: &[u8], n: usize) -> Vec<Vec<u8>> {
         key.extend((lo + step * i).to_be_bytes());
         while key.len() > common + 1 && key.last() == Some(&0) {
             key.pop();
+        }
+        // Text split points, so that the plan can name them (`key_ranges`).
+        if let Err(e) = std::str::from_utf8(&key) {
+            key.truncate(e.valid_up_to());
         }
         if key.as_slice() > a && key.as_slice() <= b && out.last().is_none_or(|p| *p < key) {
             out.push(key);
@@ -431,6 +441,58 @@ fn segment_order(
     }
 }
 
+/// The partitioning of a forward scan whose partitions read key ranges in
+/// key order: each `_key` value lies in exactly one partition, so a GROUP
+/// BY `_key` (or a join of two scans split alike) needs no repartition,
+/// and partitions run in parallel rather than in merged key order. `None`
+/// without `_key` among the columns, for reverse scans, and when a split
+/// point is not text.
+fn key_ranges(
+    partitions: &[Vec<RowRange>],
+    schema: &SchemaRef,
+    reverse: bool,
+) -> Option<Partitioning> {
+    use std::ops::Bound;
+    if reverse || partitions.len() < 2 {
+        return None;
+    }
+    let key = schema.index_of("_key").ok()?;
+    let mut splits = Vec::with_capacity(partitions.len() - 1);
+    for pair in partitions.windows(2) {
+        // Every key of the later partition is at or after its first
+        // range's included start, every key of the earlier one before it.
+        let (Some(last), Some(first)) = (pair[0].last(), pair[1].first()) else {
+            return None;
+        };
+        let Bound::Included(start) = &first.start else {
+            return None;
+        };
+        let before = match &last.end {
+            Bound::Excluded(end) => end <= start,
+            Bound::Included(end) => end < start,
+            Bound::Unbounded => false,
+        };
+        let text = std::str::from_utf8(start).ok()?;
+        if !before {
+            return None;
+        }
+        splits.push(SplitPoint::new(vec![ScalarValue::Utf8(Some(
+            text.to_string(),
+        ))]));
+    }
+    let column: Arc<dyn PhysicalExpr> = Arc::new(Column::new("_key", key));
+    let ordering = LexOrdering::new(vec![PhysicalSortExpr::new(
+        column,
+        datafusion::arrow::compute::SortOptions {
+            descending: false,
+            nulls_first: false,
+        },
+    )])?;
+    RangePartitioning::try_new(ordering, splits)
+        .ok()
+        .map(Partitioning::Range)
+}
+
 impl KeyScanExec {
     /// Whether the scan reads a bounded number of rows: a small LIMIT, or
     /// a short list of single keys (what a point lookup is).
@@ -500,9 +562,11 @@ impl KeyScanExec {
                 eq.add_ordering(ordering);
             }
         }
+        let partitioning = key_ranges(&partitions, &schema, spec.reverse)
+            .unwrap_or(Partitioning::UnknownPartitioning(partitions.len()));
         let properties = PlanProperties::new(
             eq,
-            Partitioning::UnknownPartitioning(partitions.len()),
+            partitioning,
             EmissionType::Incremental,
             Boundedness::Bounded,
         );

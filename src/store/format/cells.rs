@@ -45,9 +45,18 @@ pub(crate) fn timestamp(key: &[u8]) -> Option<i64> {
 
 /// Decodes one row's pairs of one family: one cell per pair.
 pub(crate) fn decode(family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
+    // The previous pair's escaped qualifier (escaping is one to one, so
+    // equal escaped means equal qualifiers).
+    let mut previous: Option<(usize, usize, usize)> = None;
     for pair in from..buf.pairs.len() {
         let (key, value) = &buf.pairs[pair];
         let parts = CellKeyParts::split(key)?;
+        let span = (
+            parts.escaped_row.len(),
+            parts.escaped_row.len() + parts.escaped_qualifier.len(),
+        );
+        let first = previous.is_none_or(|(p, s, e)| buf.pairs[p].0[s..e] != key[span.0..span.1]);
+        previous = Some((pair, span.0, span.1));
         let start = parts.escaped_row.len();
         let escaped = parts.escaped_qualifier;
         let index = u32::try_from(pair).map_err(|_| too_many(pair))?;
@@ -70,6 +79,7 @@ pub(crate) fn decode(family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
         let cell = CellPos {
             family,
             timestamp: parts.timestamp,
+            first,
             qualifier,
             value: Place::Value {
                 pair: index,

@@ -66,6 +66,10 @@ pub(crate) struct CellPos {
     /// The family's place among the families read.
     pub family: u32,
     pub timestamp: i64,
+    /// Whether the cell is the first of its column (qualifier) in the
+    /// row's family: what version counts restart at, known when the pairs
+    /// are decoded so that no qualifier is compared twice.
+    pub first: bool,
     qualifier: Place,
     value: Place,
 }
@@ -203,15 +207,10 @@ impl FamilyFormat {
 /// never seen, whatever the filter.
 pub(crate) fn select(gc: &GcPolicy, filter: &ReadFilter, now: i64, buf: &mut RowBuf, from: usize) {
     let mut kept = from;
-    let mut column: Option<Place> = None;
     let (mut index, mut taken, mut wanted) = (0usize, 0usize, false);
     for i in from..buf.cells.len() {
-        let cell = buf.cells[i];
-        // Cells of one packed column share their qualifier's place.
-        let new_column =
-            column.is_none_or(|c| c != cell.qualifier && buf.bytes(c) != buf.bytes(cell.qualifier));
-        if new_column {
-            column = Some(cell.qualifier);
+        let mut cell = buf.cells[i];
+        if cell.first || i == from {
             wanted = match &filter.qualifiers {
                 QualifierFilter::All => true,
                 q => q.matches(buf.bytes(cell.qualifier)),
@@ -228,6 +227,8 @@ pub(crate) fn select(gc: &GcPolicy, filter: &ReadFilter, now: i64, buf: &mut Row
         {
             continue;
         }
+        // The first cell kept of a column is its first from now on.
+        cell.first = taken == 0;
         taken += 1;
         buf.cells[kept] = cell;
         kept += 1;

@@ -172,6 +172,7 @@ pub(crate) fn decode(family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
                 buf.cells.push(CellPos {
                     family,
                     timestamp: ts,
+                    first: i == 0,
                     qualifier,
                     value: Place::Value {
                         pair: index,
