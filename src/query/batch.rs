@@ -36,6 +36,9 @@ struct Placed<'a> {
     qualifier: &'a [u8],
     timestamp: i64,
     value: &'a [u8],
+    /// Whether the cell starts its column (same family and qualifier as
+    /// the cell before it otherwise).
+    first: bool,
 }
 
 impl<'a> Placed<'a> {
@@ -43,6 +46,15 @@ impl<'a> Placed<'a> {
     fn coordinates(&self) -> (usize, &'a [u8], &'a [u8]) {
         (self.decl, self.qualifier, self.value)
     }
+}
+
+/// Where a column's cells go in an output row.
+#[derive(Clone, Copy)]
+enum Target {
+    Declared(usize),
+    /// The family map of the family with this declaration index.
+    Map(usize),
+    Nowhere,
 }
 
 /// One value on its way into a builder.
@@ -288,6 +300,8 @@ pub(crate) struct ViewBatchBuilder {
     generation: u64,
     /// Per family map (by family): the only keys the query reads, if not all.
     map_keys: Vec<Option<BTreeSet<String>>>,
+    /// The versions view's column runs of the current row (reused).
+    runs: Vec<(usize, usize, Target)>,
     /// Cells that did not decode, by output row of the current batch: an
     /// error only if the row survives the scan's own predicate.
     pub errors: Vec<(usize, crate::Error)>,
@@ -397,6 +411,7 @@ impl ViewBatchBuilder {
             set_in: vec![0; layout_columns],
             generation: 0,
             errors: Vec::new(),
+            runs: Vec::new(),
         }
     }
 
@@ -432,6 +447,7 @@ impl ViewBatchBuilder {
                     qualifier: c.qualifier,
                     timestamp: c.timestamp,
                     value: c.value,
+                    first: c.first,
                 })
                 .collect();
             let done = self.push_cells(row.key(), cells);
@@ -478,7 +494,6 @@ impl ViewBatchBuilder {
         cells: impl Iterator<Item = (usize, &'c [u8], &'c [u8])>,
     ) -> crate::Result<()> {
         self.generation += 1;
-        let layout = Arc::clone(&self.layout);
         let (mut family, mut next) = (usize::MAX, 0);
         let mut last: Option<&[u8]> = None;
         for (f, qualifier, value) in cells {
@@ -498,25 +513,73 @@ impl ViewBatchBuilder {
             while next < declared.len() && declared[next].0.as_slice() < qualifier {
                 next += 1;
             }
-            if next < declared.len() && declared[next].0 == qualifier {
-                let d = declared[next].1;
+            let target = match declared.get(next) {
+                Some((q, d)) if q == qualifier => Target::Declared(*d),
+                _ => self.map_target(f, qualifier),
+            };
+            self.put_target(target, qualifier, value, key)?;
+        }
+        self.end_cells(key)
+    }
+
+    /// Where a column of family `f` goes (`f` in declaration order).
+    fn target(&self, f: usize, qualifier: &[u8]) -> Target {
+        let Some(declared) = self.declared_by_family.get(f) else {
+            return Target::Nowhere;
+        };
+        match declared.binary_search_by(|(q, _)| q.as_slice().cmp(qualifier)) {
+            Ok(at) => Target::Declared(declared[at].1),
+            Err(_) => self.map_target(f, qualifier),
+        }
+    }
+
+    /// The target of an undeclared qualifier: the family's map when the
+    /// query reads it and this key of it.
+    fn map_target(&self, f: usize, qualifier: &[u8]) -> Target {
+        if self.maps[self.map_columns[f]].is_none() {
+            return Target::Nowhere;
+        }
+        // A map the query reads only some keys of holds only those.
+        if let Some(wanted) = &self.map_keys[f]
+            && !wanted.contains(String::from_utf8_lossy(qualifier).as_ref())
+        {
+            return Target::Nowhere;
+        }
+        Target::Map(f)
+    }
+
+    /// Puts one column's value of the current output row where it goes.
+    fn put_target(
+        &mut self,
+        target: Target,
+        qualifier: &[u8],
+        value: &[u8],
+        key: &[u8],
+    ) -> crate::Result<()> {
+        match target {
+            Target::Nowhere => {}
+            Target::Declared(d) => {
                 self.set_in[d] = self.generation;
                 self.declared_value(d, Some(value), key);
-            } else if let Some(map) = &mut self.maps[self.map_columns[f]] {
-                // A map the query reads only some keys of holds only those.
-                if let Some(wanted) = &self.map_keys[f]
-                    && !wanted.contains(String::from_utf8_lossy(qualifier).as_ref())
-                {
-                    continue;
-                }
+            }
+            Target::Map(f) => {
+                let Some(map) = &mut self.maps[self.map_columns[f]] else {
+                    return Ok(());
+                };
                 self.values_decoded += 1;
-                let value = layout.map_values[f].decode(value).map_err(|e| {
+                let value = self.layout.map_values[f].decode(value).map_err(|e| {
                     decode_error(key, format!("{e} (qualifier {})", show_bytes(qualifier)))
                 })?;
                 map.keys().append_value(String::from_utf8_lossy(qualifier));
                 put(map.values().as_mut(), Some(Datum::of(&value)));
             }
         }
+        Ok(())
+    }
+
+    /// Ends the current output row's cells: NULL in every declared column
+    /// no cell set, and the family maps' entries closed.
+    fn end_cells(&mut self, key: &[u8]) -> crate::Result<()> {
         for d in 0..self.declared_columns.len() {
             if self.set_in[d] != self.generation {
                 self.declared_value(d, None, key);
@@ -618,12 +681,16 @@ impl ViewBatchBuilder {
         let cells = row
             .cells
             .iter()
-            .map(|c| Placed {
+            .enumerate()
+            .map(|(i, c)| Placed {
                 decl: index.get(&*c.family).copied().unwrap_or(usize::MAX),
                 family: &c.family,
                 qualifier: &c.qualifier,
                 timestamp: c.timestamp,
                 value: &c.value,
+                first: i == 0
+                    || row.cells[i - 1].family != c.family
+                    || row.cells[i - 1].qualifier != c.qualifier,
             })
             .collect();
         self.push_cells(&row.key, cells)
@@ -650,36 +717,22 @@ impl ViewBatchBuilder {
             }
             View::Versions { .. } => {
                 // One output row per timestamp, newest first, holding that
-                // timestamp's cells in column order: each column's cells
-                // are newest first already, so the columns' runs merge.
-                let mut runs = BinaryHeap::new();
+                // timestamp's cells in column order. Each column's cells
+                // are newest first already: its run is placed once, and
+                // the runs merge.
+                let mut runs = std::mem::take(&mut self.runs);
+                runs.clear();
                 let mut start = 0;
                 for i in 1..=cells.len() {
                     let (a, b) = (&cells[start], cells.get(i));
-                    if b.is_none_or(|b| b.decl != a.decl || b.qualifier != a.qualifier) {
-                        runs.push((a.timestamp, Reverse(start), i));
+                    if b.is_none_or(|b| b.first || b.decl != a.decl) {
+                        runs.push((start, i, self.target(a.decl, a.qualifier)));
                         start = i;
                     }
                 }
-                let mut group = Vec::new();
-                while let Some(&(timestamp, ..)) = runs.peek() {
-                    group.clear();
-                    while let Some(&(t, Reverse(at), end)) = runs.peek()
-                        && t == timestamp
-                    {
-                        runs.pop();
-                        group.push(at);
-                        if at + 1 < end {
-                            runs.push((cells[at + 1].timestamp, Reverse(at + 1), end));
-                        }
-                    }
-                    // The heap gives equal timestamps in column order.
-                    self.start_row(&key, segments.as_deref());
-                    if let Some(c) = ts_column {
-                        self.put(c, Some(Datum::Time(timestamp)));
-                    }
-                    self.place_cells(row_key, group.iter().map(|&at| cells[at].coordinates()))?;
-                }
+                let done = self.push_versions(row_key, &key, segments.as_deref(), &cells, &runs);
+                self.runs = runs;
+                done?;
             }
             View::Cells { .. } => {
                 let [family, qualifier, value] = self.cell_columns;
@@ -714,6 +767,71 @@ impl ViewBatchBuilder {
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The versions view's output rows of one row whose cells come in
+    /// `runs` (a column each: start, end, target).
+    fn push_versions(
+        &mut self,
+        row_key: &[u8],
+        key: &str,
+        segments: Option<&[KeyValue]>,
+        cells: &[Placed<'_>],
+        runs: &[(usize, usize, Target)],
+    ) -> crate::Result<()> {
+        let ts_column = self.ts_column.filter(|c| self.needed[*c]);
+        let emit =
+            |this: &mut Self, timestamp: i64, group: &mut dyn Iterator<Item = (usize, Target)>| {
+                this.start_row(key, segments);
+                if let Some(c) = ts_column {
+                    this.put(c, Some(Datum::Time(timestamp)));
+                }
+                this.generation += 1;
+                for (at, target) in group {
+                    let cell = &cells[at];
+                    this.put_target(target, cell.qualifier, cell.value, row_key)?;
+                }
+                this.end_cells(row_key)
+            };
+        // Columns written together (the same timestamps in every column,
+        // as a row of events usually is) need no merge.
+        let Some(&(first, first_end, _)) = runs.first() else {
+            return Ok(());
+        };
+        let len = first_end - first;
+        let aligned = runs.iter().all(|&(s, e, _)| {
+            e - s == len && (0..len).all(|k| cells[s + k].timestamp == cells[first + k].timestamp)
+        });
+        if aligned {
+            for k in 0..len {
+                let mut group = runs.iter().map(|&(s, _, t)| (s + k, t));
+                emit(self, cells[first + k].timestamp, &mut group)?;
+            }
+            return Ok(());
+        }
+        let mut heads: BinaryHeap<(i64, Reverse<usize>)> = runs
+            .iter()
+            .enumerate()
+            .map(|(r, &(s, _, _))| (cells[s].timestamp, Reverse(r)))
+            .collect();
+        let mut next: Vec<usize> = runs.iter().map(|&(s, _, _)| s).collect();
+        let mut group = Vec::new();
+        while let Some(&(timestamp, _)) = heads.peek() {
+            group.clear();
+            // The heap gives equal timestamps in column order.
+            while let Some(&(t, Reverse(r))) = heads.peek()
+                && t == timestamp
+            {
+                heads.pop();
+                group.push((next[r], runs[r].2));
+                next[r] += 1;
+                if next[r] < runs[r].1 {
+                    heads.push((cells[next[r]].timestamp, Reverse(r)));
+                }
+            }
+            emit(self, timestamp, &mut group.iter().copied())?;
         }
         Ok(())
     }

@@ -25,7 +25,7 @@ pub(crate) use convert::reencode;
 pub(crate) use overlay::{CellWrite, Overlay};
 
 use super::catalog::GcPolicy;
-use super::read::{QualifierFilter, ReadFilter};
+use super::read::{QualifierFilter, ReadFilter, TimeRange};
 use crate::codec;
 use crate::error::Result;
 use fjall::Slice;
@@ -85,6 +85,8 @@ pub struct CellRef<'a> {
     pub timestamp: i64,
     /// The value.
     pub value: &'a [u8],
+    /// Whether this is the newest cell of its column among those read.
+    pub first: bool,
 }
 
 /// The buffers one row is decoded into; reused from row to row, so a scan
@@ -152,6 +154,7 @@ impl<'a> RowView<'a> {
             qualifier: buf.bytes(c.qualifier),
             timestamp: c.timestamp,
             value: buf.bytes(c.value),
+            first: c.first,
         })
     }
 }
@@ -206,6 +209,14 @@ impl FamilyFormat {
 /// select. GC counts versions before the filter: a cell past its policy is
 /// never seen, whatever the filter.
 pub(crate) fn select(gc: &GcPolicy, filter: &ReadFilter, now: i64, buf: &mut RowBuf, from: usize) {
+    // Nothing to drop: a family that keeps everything, read whole.
+    if matches!(gc, GcPolicy::KeepAll)
+        && matches!(filter.qualifiers, QualifierFilter::All)
+        && filter.time_range == TimeRange::ALL
+        && filter.cells_per_column.is_none()
+    {
+        return;
+    }
     let mut kept = from;
     let (mut index, mut taken, mut wanted) = (0usize, 0usize, false);
     for i in from..buf.cells.len() {
