@@ -19,8 +19,9 @@ use std::collections::BTreeMap;
 /// PACKED rows being edited are held decoded in `packed` (by family and
 /// row key) until [`Overlay::seal`] encodes them into `writes`, once per
 /// commit however many mutations edit them; `bounds` holds an upper bound
-/// of each one's encoded length (its length when loaded plus everything
-/// written since), so the size limit is checked exactly only near it.
+/// of what each one's cells count toward the packed size limit (their
+/// count when loaded plus everything written since, overwrites counted
+/// twice), so the cells are counted again only near the limit.
 #[derive(Default, Clone)]
 pub(crate) struct Overlay {
     pub writes: BTreeMap<(usize, Vec<u8>), Option<Vec<u8>>>,
@@ -30,13 +31,6 @@ pub(crate) struct Overlay {
 
 /// One cell to write: (family index, qualifier, timestamp, value).
 pub(crate) type CellWrite<'a> = (usize, &'a [u8], i64, &'a [u8]);
-
-/// At most how many bytes one cell adds to a PACKED row's encoding: its
-/// qualifier (as if alone in its column), value and varints, with room
-/// for the row header.
-fn cell_bound(qualifier: &[u8], value: &[u8]) -> usize {
-    qualifier.len() + value.len() + 48
-}
 
 /// The format of a slot's pairs. The overlay works by slot (see
 /// [`TableHandle::slot`]): its public methods take a family and turn it
@@ -175,7 +169,7 @@ impl Overlay {
     }
 
     /// A PACKED row's cells as pending or stored (not being edited), and
-    /// the length of their encoding.
+    /// what they count toward the packed size limit.
     fn load_stored(
         &self,
         snapshot: &Snapshot,
@@ -185,7 +179,11 @@ impl Overlay {
     ) -> Result<(packed::Cells, usize)> {
         let key = codec::escape(row);
         match self.get(snapshot, table, family, &key)? {
-            Some(value) => Ok((packed::cells_of(&key, &value)?, value.len())),
+            Some(value) => {
+                let cells = packed::cells_of(&key, &value)?;
+                let size = packed::size(&cells);
+                Ok((cells, size))
+            }
             None => Ok((packed::Cells::new(), 0)),
         }
     }
@@ -241,17 +239,20 @@ impl Overlay {
             let grown: usize = cells
                 .iter()
                 .filter(|(f, ..)| *f == family)
-                .map(|(_, q, _, v)| cell_bound(q, v))
+                .map(|(_, q, _, v)| packed::cell_size(q, v))
                 .sum();
             let bound = self.bounds.get(&id).copied().unwrap_or(0) + grown;
             if bound > packed::MAX_PACKED_LEN {
-                // Near the limit: encode what the row would hold.
+                // Over the limit, or overwrites counted twice: count what
+                // the row would hold.
                 let mut would = self.packed.get(&id).cloned().unwrap_or_default();
                 for (_, q, ts, v) in cells.iter().filter(|(f, ..)| *f == family) {
                     would.insert((q.to_vec(), Reverse(*ts)), v.to_vec());
                 }
-                let name = family_name(table, family);
-                let exact = packed::encode(row, name, &would)?.map_or(0, |v| v.len());
+                let exact = packed::size(&would);
+                if exact > packed::MAX_PACKED_LEN {
+                    return Err(packed::too_large(row, family_name(table, family), exact));
+                }
                 self.bounds.insert(id, exact.saturating_sub(grown));
             }
         }
@@ -279,7 +280,7 @@ impl Overlay {
         value: Vec<u8>,
     ) {
         let id = (family, row.to_vec());
-        *self.bounds.entry(id.clone()).or_default() += cell_bound(qualifier, &value);
+        *self.bounds.entry(id.clone()).or_default() += packed::cell_size(qualifier, &value);
         self.packed
             .entry(id)
             .or_default()
@@ -292,8 +293,10 @@ impl Overlay {
         for (id, cells) in &self.packed {
             let bound = self.bounds.get(id).copied().unwrap_or(usize::MAX);
             if bound > packed::MAX_PACKED_LEN {
-                let name = family_name(table, id.0);
-                let exact = packed::encode(&id.1, name, cells)?.map_or(0, |v| v.len());
+                let exact = packed::size(cells);
+                if exact > packed::MAX_PACKED_LEN {
+                    return Err(packed::too_large(&id.1, family_name(table, id.0), exact));
+                }
                 self.bounds.insert(id.clone(), exact);
             }
         }

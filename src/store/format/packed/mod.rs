@@ -1,0 +1,382 @@
+//! PACKED: one pair per (row, family) holding all of the row's cells of
+//! the family, stored column-wise so that a scan decodes runs, not cells.
+//!
+//! ```text
+//! key   = escape(row key)
+//! value = 0x02                              format version
+//!         newest timestamp, 8 bytes BE      what the compaction filter judges
+//!         varint column count C, varint cell count N
+//!         per column, qualifiers ascending: varint length, qualifier bytes
+//!         run of C numbers: each column's cell count
+//!         run of C numbers: each column's newest timestamp
+//!         run of N - C numbers: the other cells' timestamp gaps, newest
+//!           first within each column (the previous timestamp minus this one)
+//!         run of N numbers: each cell's value length
+//!         value segments, cells in order (values.rs)
+//! ```
+//!
+//! A run (runs.rs) stores numbers as a base, a common step and bit-packed
+//! multiples, so what repeats costs nothing: a time bucket's 60 cells a
+//! minute apart store their timestamps in a few header bytes, the lengths
+//! of fixed-width values likewise, and DOUBLE or BIGINT values with a short
+//! decimal form (measurements) take the bits their spread needs. Writes
+//! rewrite the row's whole pair, so a packed row-family has a size limit of
+//! its own, [`MAX_PACKED_LEN`]. Version 1 values (v1.rs) are still read.
+
+mod runs;
+mod v1;
+mod values;
+
+use super::{CellPos, Place, RowBuf};
+use crate::codec::{self, show_bytes};
+use crate::error::{Error, Result};
+use runs::{Plan, Run, put_varint, varint};
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+use values::{Piece, SEGMENT_CELLS, Segments};
+
+const VERSION: u8 = 2;
+
+/// How much a packed row-family may hold: the sum over its cells of
+/// qualifier and value lengths plus [`CELL_OVERHEAD`] bytes a cell. Its
+/// encoded value is never larger than that plus a header.
+pub const MAX_PACKED_LEN: usize = 128 * 1024 * 1024;
+
+/// What each cell counts toward [`MAX_PACKED_LEN`] besides its qualifier
+/// and value: at least what encoding it can take (its share of the runs,
+/// at most 8 bytes a number in each, and of the segment headers).
+const CELL_OVERHEAD: usize = 48;
+
+/// The most cells a packed value can hold within the limit.
+const MAX_CELLS: usize = MAX_PACKED_LEN / CELL_OVERHEAD;
+
+/// A row's cells of one family, decoded and owned: what writes edit.
+/// Keys sort by qualifier, then newest first.
+pub(crate) type Cells = BTreeMap<(Vec<u8>, Reverse<i64>), Vec<u8>>;
+
+fn corrupt(what: &str, key: &[u8]) -> Error {
+    Error::Corrupt {
+        reason: format!("packed row {}: {what}", show_bytes(key)),
+    }
+}
+
+/// What one cell counts toward [`MAX_PACKED_LEN`].
+pub(crate) fn cell_size(qualifier: &[u8], value: &[u8]) -> usize {
+    qualifier.len() + value.len() + CELL_OVERHEAD
+}
+
+/// What a row's cells count toward [`MAX_PACKED_LEN`].
+pub(crate) fn size(cells: &Cells) -> usize {
+    cells.iter().map(|((q, _), v)| cell_size(q, v)).sum()
+}
+
+/// The error for a row whose cells would count `size` bytes, over the limit.
+pub(crate) fn too_large(row: &[u8], family: &str, size: usize) -> Error {
+    Error::InvalidMutation {
+        reason: format!(
+            "row {} of PACKED family {family:?} would hold {size} bytes (qualifiers and values, \
+             plus {CELL_OVERHEAD} a cell), over the {} MiB a packed row-family may hold; delete \
+             old cells of the row, tighten the family's GC policy, or store the family as CELLS",
+            show_bytes(row),
+            MAX_PACKED_LEN / (1024 * 1024)
+        ),
+    }
+}
+
+/// Encodes a row's cells; `None` when there are none (the pair goes).
+/// `row` names the row in the error when the cells are over the limit.
+pub(crate) fn encode(row: &[u8], family: &str, cells: &Cells) -> Result<Option<Vec<u8>>> {
+    let Some(newest) = cells.keys().map(|(_, Reverse(ts))| *ts).max() else {
+        return Ok(None);
+    };
+    let total = size(cells);
+    if total > MAX_PACKED_LEN {
+        return Err(too_large(row, family, total));
+    }
+    let n = cells.len();
+    let mut qualifiers: Vec<&[u8]> = Vec::new();
+    let (mut counts, mut firsts) = (Vec::new(), Vec::new());
+    let mut gaps = Vec::with_capacity(n);
+    let mut lengths = Vec::with_capacity(n);
+    let mut values: Vec<&[u8]> = Vec::with_capacity(n);
+    // Where each column's values end, for cutting segments.
+    let mut ends = Vec::new();
+    let mut previous = 0i64;
+    for ((qualifier, Reverse(ts)), value) in cells {
+        if qualifiers.last() == Some(&qualifier.as_slice()) {
+            *counts.last_mut().unwrap_or(&mut 0) += 1;
+            gaps.push(previous - ts);
+            *ends.last_mut().unwrap_or(&mut 0) += 1;
+        } else {
+            qualifiers.push(qualifier);
+            counts.push(1);
+            firsts.push(*ts);
+            ends.push(values.len() + 1);
+        }
+        previous = *ts;
+        lengths.push(value.len() as i64);
+        values.push(value);
+    }
+    let mut out = Vec::with_capacity(64 + n * 2 + values.iter().map(|v| v.len()).sum::<usize>());
+    out.push(VERSION);
+    out.extend_from_slice(&newest.to_be_bytes());
+    put_varint(&mut out, qualifiers.len() as u64);
+    put_varint(&mut out, n as u64);
+    for qualifier in &qualifiers {
+        put_varint(&mut out, qualifier.len() as u64);
+        out.extend_from_slice(qualifier);
+    }
+    for run in [&counts, &firsts, &gaps, &lengths] {
+        Plan::write_run(run, &mut out);
+    }
+    let mut start = 0;
+    for end in ends {
+        if end - start >= SEGMENT_CELLS || end == n {
+            values::write_segment(&values[start..end], &mut out);
+            start = end;
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The newest timestamp of a packed value (its header).
+pub(crate) fn newest(value: &[u8]) -> Option<i64> {
+    let bytes = value.get(1..9)?;
+    Some(i64::from_be_bytes(bytes.try_into().ok()?))
+}
+
+/// The escaped row of a pair key: the whole key.
+pub(crate) fn row_of(key: &[u8]) -> Result<&[u8]> {
+    if codec::escaped_len(key)? != key.len() {
+        return Err(corrupt("the key has bytes after the row", key));
+    }
+    Ok(key)
+}
+
+/// Decodes the one pair of a row (`buf.pairs[from..]`, one pair) into
+/// cells that point into its value, or into the row's scratch bytes for
+/// values stored as numbers.
+pub(crate) fn decode(family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
+    let RowBuf {
+        pairs,
+        cells,
+        scratch,
+        ..
+    } = buf;
+    for (pair, (key, value)) in pairs.iter().enumerate().skip(from) {
+        let index = u32::try_from(pair).map_err(|_| corrupt("too many pairs", key))?;
+        let decoded = match value.first() {
+            _ if value.len() < 9 => None,
+            Some(1) => v1::decode(family, index, value, cells),
+            Some(&VERSION) => decode_value(family, index, value, cells, scratch),
+            _ => None,
+        };
+        if decoded.is_none() {
+            return Err(corrupt("the value is not a packed row", key));
+        }
+    }
+    Ok(())
+}
+
+/// Decodes a version 2 value (pair `index` of the row); `None` when it is
+/// malformed.
+fn decode_value(
+    family: u32,
+    index: u32,
+    value: &[u8],
+    cells: &mut Vec<CellPos>,
+    scratch: &mut Vec<u8>,
+) -> Option<()> {
+    let mut at = 9;
+    let columns = usize::try_from(varint(value, &mut at)?).ok()?;
+    let n = usize::try_from(varint(value, &mut at)?).ok()?;
+    if columns == 0 || columns > n || n > MAX_CELLS {
+        return None;
+    }
+    let mut next_qualifier = at;
+    for _ in 0..columns {
+        let len = usize::try_from(varint(value, &mut at)?).ok()?;
+        at = at.checked_add(len).filter(|end| *end <= value.len())?;
+    }
+    let counts = Run::read(value, &mut at, columns)?;
+    let firsts = Run::read(value, &mut at, columns)?;
+    let gaps = Run::read(value, &mut at, n - columns)?;
+    let lengths = Run::read(value, &mut at, n)?;
+    let mut segments = Segments::new(value, at);
+    let place = |start: usize, end: usize| {
+        Some(Place::Value {
+            pair: index,
+            start: u32::try_from(start).ok()?,
+            end: u32::try_from(end).ok()?,
+        })
+    };
+    cells.reserve(n);
+    let (mut cell, mut gap) = (0usize, 0usize);
+    for column in 0..columns {
+        let len = varint(value, &mut next_qualifier)? as usize;
+        let qualifier = place(next_qualifier, next_qualifier + len)?;
+        next_qualifier += len;
+        let count = usize::try_from(counts.get(column)).ok()?;
+        if count == 0 || count > n - cell {
+            return None;
+        }
+        let mut timestamp = firsts.get(column);
+        if timestamp < 0 {
+            return None;
+        }
+        for i in 0..count {
+            if i > 0 {
+                let step = gaps.get(gap).max(0);
+                gap += 1;
+                timestamp = timestamp
+                    .checked_sub(step)
+                    .filter(|t| *t >= 0 && step > 0)?;
+            }
+            let len = usize::try_from(lengths.get(cell)).ok()?;
+            let value = match segments.next(len)? {
+                Piece::Value(start, end) => place(start, end)?,
+                Piece::Bytes(bytes) => {
+                    let start = u32::try_from(scratch.len()).ok()?;
+                    scratch.extend_from_slice(&bytes);
+                    Place::Scratch {
+                        start,
+                        end: start + 8,
+                    }
+                }
+            };
+            cells.push(CellPos {
+                family,
+                timestamp,
+                first: i == 0,
+                qualifier,
+                value,
+            });
+            cell += 1;
+        }
+    }
+    (cell == n && segments.end()? == value.len()).then_some(())
+}
+
+/// Decodes a packed value into owned cells.
+pub(crate) fn cells_of(key: &[u8], value: &[u8]) -> Result<Cells> {
+    let mut buf = RowBuf::default();
+    buf.pairs.push((key.into(), value.into()));
+    decode(0, &mut buf, 0)?;
+    Ok(buf
+        .view()
+        .cells()
+        .map(|c| {
+            (
+                (c.qualifier.to_vec(), Reverse(c.timestamp)),
+                c.value.to_vec(),
+            )
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn cells_round_trip(cells in prop::collection::btree_map(
+            (prop::collection::vec(any::<u8>(), 0..6), (0i64..i64::MAX).prop_map(Reverse)),
+            prop::collection::vec(any::<u8>(), 0..20),
+            0..40,
+        )) {
+            let key = codec::escape(b"row\x00key");
+            match encode(b"row", "f", &cells).unwrap() {
+                None => prop_assert!(cells.is_empty()),
+                Some(value) => {
+                    prop_assert_eq!(newest(&value), cells.keys().map(|k| k.1.0).max());
+                    prop_assert_eq!(cells_of(&key, &value).unwrap(), cells);
+                }
+            }
+        }
+
+        #[test]
+        fn measurements_round_trip(
+            columns in prop::collection::vec((0u8..8, 1usize..70, -1_000_000i64..1_000_000, 0u32..4), 1..6),
+            spacing in prop_oneof![Just(60_000_000i64), 1i64..5_000_000],
+        ) {
+            // Columns of evenly or unevenly spaced cells holding decimals,
+            // integers or text: what time buckets and tall rows hold.
+            let mut cells = Cells::new();
+            for (q, count, seed, kind) in columns {
+                for i in 0..count {
+                    let x = seed.wrapping_mul(31).wrapping_add(i as i64 * 7919) % 1_000_000;
+                    let value = match kind {
+                        0 => (x as f64 / 100.0).to_be_bytes().to_vec(),
+                        1 => x.to_be_bytes().to_vec(),
+                        2 => format!("v{x}").into_bytes(),
+                        _ => (x as f64 / 3.0).to_be_bytes().to_vec(),
+                    };
+                    let ts = 1_767_225_600_000_000 + i as i64 * spacing + i64::from(q);
+                    cells.insert((vec![b'q', q], Reverse(ts)), value);
+                }
+            }
+            let value = encode(b"r", "f", &cells).unwrap().unwrap();
+            prop_assert_eq!(cells_of(&codec::escape(b"r"), &value).unwrap(), cells);
+        }
+
+        #[test]
+        fn garbage_never_panics(value in prop::collection::vec(any::<u8>(), 0..64)) {
+            let _ = cells_of(&codec::escape(b"r"), &value);
+        }
+
+        #[test]
+        fn damaged_values_never_panic(
+            cells in prop::collection::btree_map(
+                (prop::collection::vec(any::<u8>(), 0..3), (0i64..1_000_000).prop_map(Reverse)),
+                prop::collection::vec(any::<u8>(), 8..9),
+                1..30,
+            ),
+            damage in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let mut value = encode(b"r", "f", &cells).unwrap().unwrap();
+            for (at, byte) in damage {
+                let i = at.index(value.len());
+                value[i] = byte;
+            }
+            let _ = cells_of(&codec::escape(b"r"), &value);
+            value.truncate(cut.index(value.len()));
+            prop_assert!(cells_of(&codec::escape(b"r"), &value).is_err());
+        }
+    }
+
+    #[test]
+    fn a_time_bucket_takes_the_bits_of_its_measurements() {
+        // One balloon-hour: four measures a minute apart, one decimal each.
+        let mut cells = Cells::new();
+        for (q, name) in ["altitude", "humidity", "pressure", "temperature"]
+            .iter()
+            .enumerate()
+        {
+            for minute in 0..60i64 {
+                let x = (minute * 7919 + q as i64 * 104_729) % 1000;
+                let value = (90_000.0 + x as f64 / 10.0).to_be_bytes().to_vec();
+                let ts = 1_767_225_600_000_000 + minute * 60_000_000;
+                cells.insert((name.as_bytes().to_vec(), Reverse(ts)), value);
+            }
+        }
+        let value = encode(b"r", "f", &cells).unwrap().unwrap();
+        // 240 values of 10 bits, 300 bytes; qualifiers, headers and runs
+        // that repeat take the rest.
+        assert!(value.len() <= 410, "{} bytes", value.len());
+        assert_eq!(cells_of(&codec::escape(b"r"), &value).unwrap(), cells);
+    }
+
+    #[test]
+    fn the_limit_counts_cells_and_says_so() {
+        let mut cells = Cells::new();
+        cells.insert((b"q".to_vec(), Reverse(1)), vec![0; MAX_PACKED_LEN]);
+        let e = encode(b"big", "m", &cells).unwrap_err().to_string();
+        assert!(
+            e.contains("row big ") && e.contains("\"m\"") && e.contains("128 MiB"),
+            "{e}"
+        );
+    }
+}

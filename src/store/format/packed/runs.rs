@@ -1,0 +1,250 @@
+//! Integer runs: a sequence of `i64` stored as frame of reference, common
+//! divisor and bit packing, so that runs of equal or evenly spaced numbers
+//! (cell counts, value lengths, timestamps a minute apart) take next to
+//! nothing and random ones take the bits their spread needs.
+//!
+//! ```text
+//! run = varint zigzag(base)     the smallest number
+//!       varint step             every number is base + k · step
+//!       u8 width                bits per k, 0..=64
+//!       ceil(n · width / 8) bytes: the k's, least significant bit first
+//! ```
+//!
+//! A run does not store its length; its reader is told.
+
+/// Appends a varint.
+pub(super) fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// How many bytes the varint of `n` takes.
+pub(super) fn varint_len(n: u64) -> usize {
+    (64 - n.max(1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// Reads a varint at `*at`, advancing it.
+pub(super) fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        n |= u64::from(b & 0x7F) << shift;
+        if b < 0x80 {
+            return Some(n);
+        }
+    }
+    None
+}
+
+fn zigzag(n: i64) -> u64 {
+    ((n << 1) ^ (n >> 63)) as u64
+}
+
+fn unzigzag(n: u64) -> i64 {
+    ((n >> 1) as i64) ^ -((n & 1) as i64)
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// How a run of numbers is stored: chosen from the numbers, then written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Plan {
+    base: i64,
+    step: u64,
+    width: u8,
+}
+
+impl Plan {
+    /// The plan for `numbers`.
+    pub fn of(numbers: &[i64]) -> Plan {
+        let base = numbers.iter().copied().min().unwrap_or(0);
+        let (mut step, mut top) = (0u64, 0u64);
+        for &n in numbers {
+            let offset = n.wrapping_sub(base) as u64;
+            step = gcd(step, offset);
+            top = top.max(offset);
+        }
+        let step = step.max(1);
+        let width = (64 - (top / step).leading_zeros()) as u8;
+        Plan { base, step, width }
+    }
+
+    /// How many bytes the run of `n` numbers takes.
+    pub fn size(&self, n: usize) -> usize {
+        let header = varint_len(zigzag(self.base)) + varint_len(self.step) + 1;
+        header + (n * usize::from(self.width)).div_ceil(8)
+    }
+
+    fn write_header(&self, out: &mut Vec<u8>) {
+        put_varint(out, zigzag(self.base));
+        put_varint(out, self.step);
+        out.push(self.width);
+    }
+
+    /// Writes `numbers` (those the plan was made for) as a run.
+    pub fn write(&self, numbers: &[i64], out: &mut Vec<u8>) {
+        self.write_header(out);
+        if self.width == 0 {
+            return;
+        }
+        let width = u32::from(self.width);
+        let (mut acc, mut filled) = (0u128, 0u32);
+        for &n in numbers {
+            let k = n.wrapping_sub(self.base) as u64 / self.step;
+            acc |= u128::from(k) << filled;
+            filled += width;
+            while filled >= 8 {
+                out.push(acc as u8);
+                acc >>= 8;
+                filled -= 8;
+            }
+        }
+        if filled > 0 {
+            out.push(acc as u8);
+        }
+    }
+
+    /// Writes `numbers` as a run with the plan that suits them.
+    pub fn write_run(numbers: &[i64], out: &mut Vec<u8>) {
+        Plan::of(numbers).write(numbers, out);
+    }
+}
+
+/// A run being read: random access to its numbers.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Run<'a> {
+    base: i64,
+    step: u64,
+    width: u32,
+    bits: &'a [u8],
+}
+
+impl<'a> Run<'a> {
+    /// Reads the header of a run of `n` numbers at `*at`, advancing past
+    /// the run; `None` when it is malformed or runs past the end.
+    pub fn read(bytes: &'a [u8], at: &mut usize, n: usize) -> Option<Run<'a>> {
+        let base = unzigzag(varint(bytes, at)?);
+        let step = varint(bytes, at)?;
+        let width = u32::from(*bytes.get(*at)?);
+        *at += 1;
+        if width > 64 {
+            return None;
+        }
+        let len = n.checked_mul(width as usize)?.div_ceil(8);
+        let end = at.checked_add(len)?;
+        let bits = bytes.get(*at..end)?;
+        *at = end;
+        Some(Run {
+            base,
+            step,
+            width,
+            bits,
+        })
+    }
+
+    /// The `i`th number; `i` must be below the run's length.
+    #[inline]
+    pub fn get(&self, i: usize) -> i64 {
+        if self.width == 0 {
+            return self.base;
+        }
+        let bit = i * self.width as usize;
+        let (byte, shift) = (bit / 8, (bit % 8) as u32);
+        let k = match self.bits.get(byte..byte + 8) {
+            Some(word) if shift + self.width <= 64 => {
+                let word = u64::from_le_bytes(word.try_into().unwrap_or_default());
+                (word >> shift) & mask(self.width)
+            }
+            _ => self.slow(byte, shift),
+        };
+        self.base.wrapping_add(k.wrapping_mul(self.step) as i64)
+    }
+
+    /// `get` near the end of the run, or for widths over 56 bits.
+    fn slow(&self, byte: usize, shift: u32) -> u64 {
+        let mut word = 0u128;
+        for (i, b) in self.bits.iter().skip(byte).take(9).enumerate() {
+            word |= u128::from(*b) << (8 * i);
+        }
+        ((word >> shift) as u64) & mask(self.width)
+    }
+}
+
+fn mask(width: u32) -> u64 {
+    if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(numbers: &[i64]) -> Vec<i64> {
+        let mut out = Vec::new();
+        Plan::write_run(numbers, &mut out);
+        let mut at = 0;
+        let run = Run::read(&out, &mut at, numbers.len()).expect("a run reads back");
+        assert_eq!(at, out.len(), "the run's length is what was written");
+        (0..numbers.len()).map(|i| run.get(i)).collect()
+    }
+
+    #[test]
+    fn even_spacing_takes_a_few_bits() {
+        let minutes: Vec<i64> = (0..60)
+            .map(|m| 1_767_225_600_000_000 + m * 60_000_000)
+            .collect();
+        let plan = Plan::of(&minutes);
+        assert_eq!(plan.width, 6);
+        assert_eq!(plan.step, 60_000_000);
+        assert_eq!(round_trip(&minutes), minutes);
+        assert_eq!(Plan::of(&[8; 240]).size(240), 3, "equal numbers: a header");
+    }
+
+    #[test]
+    fn varint_lengths() {
+        for n in [0, 1, 127, 128, 16_383, 16_384, u64::MAX] {
+            let mut out = Vec::new();
+            put_varint(&mut out, n);
+            assert_eq!(varint_len(n), out.len(), "{n}");
+        }
+    }
+
+    #[test]
+    fn extremes_survive() {
+        let numbers = [i64::MIN, i64::MAX, 0, -1, 1, i64::MIN + 1];
+        assert_eq!(round_trip(&numbers), numbers);
+        assert_eq!(Plan::of(&numbers).width, 64);
+    }
+
+    proptest! {
+        #[test]
+        fn runs_round_trip(numbers in prop::collection::vec(any::<i64>(), 0..80),
+                           spread in 0u32..64) {
+            let numbers: Vec<i64> = numbers.iter().map(|n| n >> spread).collect();
+            prop_assert_eq!(round_trip(&numbers), numbers);
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..40), n in 0usize..100) {
+            let mut at = 0;
+            if let Some(run) = Run::read(&bytes, &mut at, n) {
+                for i in 0..n {
+                    let _ = run.get(i);
+                }
+            }
+        }
+    }
+}
