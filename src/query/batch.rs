@@ -528,6 +528,9 @@ impl ViewBatchBuilder {
             return Target::Nowhere;
         };
         match declared.binary_search_by(|(q, _)| q.as_slice().cmp(qualifier)) {
+            // A column the query does not read takes no value (its cells
+            // still make the versions view's rows).
+            Ok(at) if !self.needed[self.declared_columns[declared[at].1]] => Target::Nowhere,
             Ok(at) => Target::Declared(declared[at].1),
             Err(_) => self.map_target(f, qualifier),
         }
