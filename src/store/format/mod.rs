@@ -55,9 +55,22 @@ impl std::fmt::Display for FamilyFormat {
 /// or its value) or in the row's scratch buffer (unescaped bytes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Place {
-    Key { pair: u32, start: u32, end: u32 },
-    Value { pair: u32, start: u32, end: u32 },
-    Scratch { start: u32, end: u32 },
+    Key {
+        pair: u32,
+        start: u32,
+        end: u32,
+    },
+    Value {
+        pair: u32,
+        start: u32,
+        end: u32,
+    },
+    Scratch {
+        start: u32,
+        end: u32,
+    },
+    /// Decoded 8 bytes, held in the cell itself.
+    Inline([u8; 8]),
 }
 
 /// One cell of a row as decoded from its pairs, without copying bytes.
@@ -107,12 +120,14 @@ impl RowBuf {
         self.key.clear();
     }
 
-    fn bytes(&self, place: Place) -> &[u8] {
+    #[inline]
+    fn bytes<'a>(&'a self, place: &'a Place) -> &'a [u8] {
         let span = |s: u32, e: u32| s as usize..e as usize;
         match place {
-            Place::Key { pair, start, end } => &self.pairs[pair as usize].0[span(start, end)],
-            Place::Value { pair, start, end } => &self.pairs[pair as usize].1[span(start, end)],
-            Place::Scratch { start, end } => &self.scratch[span(start, end)],
+            Place::Key { pair, start, end } => &self.pairs[*pair as usize].0[span(*start, *end)],
+            Place::Value { pair, start, end } => &self.pairs[*pair as usize].1[span(*start, *end)],
+            Place::Scratch { start, end } => &self.scratch[span(*start, *end)],
+            Place::Inline(bytes) => bytes,
         }
     }
 
@@ -151,9 +166,9 @@ impl<'a> RowView<'a> {
         let buf = self.buf;
         buf.cells.iter().map(move |c| CellRef {
             family: c.family as usize,
-            qualifier: buf.bytes(c.qualifier),
+            qualifier: buf.bytes(&c.qualifier),
             timestamp: c.timestamp,
-            value: buf.bytes(c.value),
+            value: buf.bytes(&c.value),
             first: c.first,
         })
     }
@@ -224,7 +239,7 @@ pub(crate) fn select(gc: &GcPolicy, filter: &ReadFilter, now: i64, buf: &mut Row
         if cell.first || i == from {
             wanted = match &filter.qualifiers {
                 QualifierFilter::All => true,
-                q => q.matches(buf.bytes(cell.qualifier)),
+                q => q.matches(buf.bytes(&cell.qualifier)),
             };
             index = 0;
             taken = 0;

@@ -154,21 +154,16 @@ pub(crate) fn row_of(key: &[u8]) -> Result<&[u8]> {
 }
 
 /// Decodes the one pair of a row (`buf.pairs[from..]`, one pair) into
-/// cells that point into its value, or into the row's scratch bytes for
+/// cells that point into its value, or hold the bytes themselves for
 /// values stored as numbers.
 pub(crate) fn decode(family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
-    let RowBuf {
-        pairs,
-        cells,
-        scratch,
-        ..
-    } = buf;
+    let RowBuf { pairs, cells, .. } = buf;
     for (pair, (key, value)) in pairs.iter().enumerate().skip(from) {
         let index = u32::try_from(pair).map_err(|_| corrupt("too many pairs", key))?;
         let decoded = match value.first() {
             _ if value.len() < 9 => None,
             Some(1) => v1::decode(family, index, value, cells),
-            Some(&VERSION) => decode_value(family, index, value, cells, scratch),
+            Some(&VERSION) => decode_value(family, index, value, cells),
             _ => None,
         };
         if decoded.is_none() {
@@ -180,13 +175,7 @@ pub(crate) fn decode(family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
 
 /// Decodes a version 2 value (pair `index` of the row); `None` when it is
 /// malformed.
-fn decode_value(
-    family: u32,
-    index: u32,
-    value: &[u8],
-    cells: &mut Vec<CellPos>,
-    scratch: &mut Vec<u8>,
-) -> Option<()> {
+fn decode_value(family: u32, index: u32, value: &[u8], cells: &mut Vec<CellPos>) -> Option<()> {
     let mut at = 9;
     let columns = usize::try_from(varint(value, &mut at)?).ok()?;
     let n = usize::try_from(varint(value, &mut at)?).ok()?;
@@ -235,14 +224,7 @@ fn decode_value(
             let len = usize::try_from(lengths.get(cell)).ok()?;
             let value = match segments.next(len)? {
                 Piece::Value(start, end) => place(start, end)?,
-                Piece::Bytes(bytes) => {
-                    let start = u32::try_from(scratch.len()).ok()?;
-                    scratch.extend_from_slice(&bytes);
-                    Place::Scratch {
-                        start,
-                        end: start + 8,
-                    }
-                }
+                Piece::Bytes(bytes) => Place::Inline(bytes),
             };
             cells.push(CellPos {
                 family,
