@@ -472,10 +472,10 @@ fn key_ranges(
             Bound::Included(end) => end < start,
             Bound::Unbounded => false,
         };
-        let text = std::str::from_utf8(start).ok()?;
         if !before {
             return None;
         }
+        let text = std::str::from_utf8(start).ok()?;
         splits.push(SplitPoint::new(vec![ScalarValue::Utf8(Some(
             text.to_string(),
         ))]));

@@ -52,7 +52,8 @@ impl std::fmt::Display for FamilyFormat {
 }
 
 /// Where a byte string of a cell lies: in one of the row's pairs (its key
-/// or its value) or in the row's scratch buffer (unescaped bytes).
+/// or its value), in the row's scratch buffer (unescaped bytes), or in
+/// the cell itself (a number a packed value stores as bits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Place {
     Key {

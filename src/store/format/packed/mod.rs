@@ -99,19 +99,18 @@ pub(crate) fn encode(row: &[u8], family: &str, cells: &Cells) -> Result<Option<V
     let mut gaps = Vec::with_capacity(n);
     let mut lengths = Vec::with_capacity(n);
     let mut values: Vec<&[u8]> = Vec::with_capacity(n);
-    // Where each column's values end, for cutting segments.
-    let mut ends = Vec::new();
     let mut previous = 0i64;
     for ((qualifier, Reverse(ts)), value) in cells {
-        if qualifiers.last() == Some(&qualifier.as_slice()) {
-            *counts.last_mut().unwrap_or(&mut 0) += 1;
-            gaps.push(previous - ts);
-            *ends.last_mut().unwrap_or(&mut 0) += 1;
-        } else {
-            qualifiers.push(qualifier);
-            counts.push(1);
-            firsts.push(*ts);
-            ends.push(values.len() + 1);
+        match counts.last_mut() {
+            Some(count) if qualifiers.last() == Some(&qualifier.as_slice()) => {
+                *count += 1;
+                gaps.push(previous - ts);
+            }
+            _ => {
+                qualifiers.push(qualifier);
+                counts.push(1);
+                firsts.push(*ts);
+            }
         }
         previous = *ts;
         lengths.push(value.len() as i64);
@@ -129,8 +128,10 @@ pub(crate) fn encode(row: &[u8], family: &str, cells: &Cells) -> Result<Option<V
     for run in [&counts, &firsts, &gaps, &lengths] {
         Plan::write_run(run, &mut out);
     }
-    let mut start = 0;
-    for end in ends {
+    // Segments of whole columns: cut at a column's end.
+    let (mut start, mut end) = (0, 0);
+    for count in counts {
+        end += count as usize;
         if end - start >= SEGMENT_CELLS || end == n {
             values::write_segment(&values[start..end], &mut out);
             start = end;
@@ -215,11 +216,11 @@ fn decode_value(family: u32, index: u32, value: &[u8], cells: &mut Vec<CellPos>)
         }
         for i in 0..count {
             if i > 0 {
-                let step = gaps.get(gap).max(0);
+                let step = gaps.get(gap);
                 gap += 1;
                 timestamp = timestamp
                     .checked_sub(step)
-                    .filter(|t| *t >= 0 && step > 0)?;
+                    .filter(|t| step > 0 && *t >= 0)?;
             }
             let len = usize::try_from(lengths.get(cell)).ok()?;
             let value = match segments.next(len)? {
@@ -256,6 +257,20 @@ pub(crate) fn cells_of(key: &[u8], value: &[u8]) -> Result<Cells> {
         .collect())
 }
 
+/// Random cells of a row: short qualifiers, any timestamps and values.
+#[cfg(test)]
+fn any_cells(count: std::ops::Range<usize>) -> impl proptest::strategy::Strategy<Value = Cells> {
+    use proptest::prelude::*;
+    prop::collection::btree_map(
+        (
+            prop::collection::vec(any::<u8>(), 0..6),
+            (0i64..i64::MAX).prop_map(Reverse),
+        ),
+        prop::collection::vec(any::<u8>(), 0..20),
+        count,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,11 +278,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn cells_round_trip(cells in prop::collection::btree_map(
-            (prop::collection::vec(any::<u8>(), 0..6), (0i64..i64::MAX).prop_map(Reverse)),
-            prop::collection::vec(any::<u8>(), 0..20),
-            0..40,
-        )) {
+        fn cells_round_trip(cells in any_cells(0..40)) {
             let key = codec::escape(b"row\x00key");
             match encode(b"row", "f", &cells).unwrap() {
                 None => prop_assert!(cells.is_empty()),
