@@ -50,5 +50,5 @@ pub use store::{
     MAX_GC_DEPTH, MAX_GC_RULES, MAX_KEY_LEN, MAX_PACKED_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN,
     Mutation, QualifierFilter, ReadFilter, ReadModifyWrite, ReadRequest, Row, RowMutation,
     RowRange, RowSet, RowStream, RowView, ScanStats, Store, StoreOptions, TableDef, TableSpec,
-    TimeRange, hll_estimate, now_micros,
+    TimeRange, hll_estimate, machine_memory, now_micros,
 };

@@ -5,46 +5,42 @@ use std::process::ExitCode;
 
 use cellar::shell::{Format, Options, Script, default_history_file, run};
 
-/// Half the machine's memory (from /proc/meminfo) as the default memory
-/// limit of queries, so one query cannot take the machine down.
+/// Half the machine's memory as the default memory limit of queries, so
+/// one query cannot take the machine down.
 fn default_session_options() -> cellar::SessionOptions {
-    let half = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
-        })
-        .map(|kib| kib.saturating_mul(1024) / 2);
     cellar::SessionOptions {
-        memory_limit: half,
+        memory_limit: cellar::machine_memory().and_then(|m| usize::try_from(m / 2).ok()),
         ..Default::default()
     }
 }
 
-/// `512M`, `4G`, `1T`, or bytes; `0` means no limit.
-fn parse_memory(text: &str) -> Result<Option<usize>, String> {
+/// `512M`, `4G`, `1T`, or bytes, given to `flag`; `0` means none.
+fn parse_size(flag: &str, text: &str) -> Result<Option<usize>, String> {
     let t = text.trim();
     let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let wrong = || format!("{flag} {text:?}: write a size such as 512M or 4G");
     let scale: usize = match unit.trim().to_ascii_uppercase().as_str() {
         "" | "B" => 1,
         "K" | "KB" | "KIB" => 1 << 10,
         "M" | "MB" | "MIB" => 1 << 20,
         "G" | "GB" | "GIB" => 1 << 30,
         "T" | "TB" | "TIB" => 1 << 40,
-        _ => {
-            return Err(format!(
-                "--memory-limit {text:?}: write a size such as 512M or 4G"
-            ));
-        }
+        _ => return Err(wrong()),
     };
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("--memory-limit {text:?}: write a size such as 512M or 4G"))?;
+    let n: usize = digits.parse().map_err(|_| wrong())?;
     let bytes = n
         .checked_mul(scale)
-        .ok_or_else(|| format!("--memory-limit {text:?} is too large"))?;
+        .ok_or_else(|| format!("{flag} {text:?} is too large"))?;
     Ok((bytes > 0).then_some(bytes))
+}
+
+fn parse_memory(text: &str) -> Result<Option<usize>, String> {
+    parse_size("--memory-limit", text)
+}
+
+/// `--cache-size`: a size; `0` keeps no blocks between reads.
+fn parse_cache(text: &str) -> Result<Option<u64>, String> {
+    Ok(Some(parse_size("--cache-size", text)?.unwrap_or(0) as u64))
 }
 
 /// `30s`, `5m`, `1h`; `0` means no timeout.
@@ -69,7 +65,7 @@ fn usage() -> String {
     format!(
         "usage: cellar [demo] [--store DIR] [-c SQL]... [-f FILE]... [--format FORMAT]
               [--maxrows N] [--history-file FILE] [--durability MODE]
-              [--memory-limit SIZE] [--query-timeout DURATION]
+              [--memory-limit SIZE] [--cache-size SIZE] [--query-timeout DURATION]
 
 Opens the SQL shell on a store directory (default {}).
   demo              first create the guides' example tables with generated
@@ -91,6 +87,9 @@ Opens the SQL shell on a store directory (default {}).
   --memory-limit S  memory queries may hold (sorts, aggregates, joins), e.g.
                     512M or 4G; over it they spill to disk or fail with a
                     clear error (default: half the machine's memory; 0: none)
+  --cache-size S    the store's block cache: data read stays decompressed in
+                    memory for later scans (default: a quarter of the
+                    machine's memory)
   --query-timeout D stop queries running longer, e.g. 30s or 5m (default none)
 SQL on standard input runs too when it is not a terminal. The first error
 stops a script with exit status 1.",
@@ -145,6 +144,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
             "--memory-limit" => {
                 options.session_options.memory_limit = parse_memory(&value("a size")?)?;
             }
+            "--cache-size" => options.store_options.cache_bytes = parse_cache(&value("a size")?)?,
             "--query-timeout" => {
                 options.session_options.query_timeout = parse_timeout(&value("a duration")?)?;
             }
@@ -218,6 +218,8 @@ Serves a store over Arrow Flight SQL (default address 127.0.0.1:32010).
                        must authenticate within 30 s or it is closed
   --memory-limit SIZE  memory all queries may hold at once, e.g. 4G
                        (default: half the machine's memory; 0: none)
+  --cache-size SIZE    the store's block cache (default: a quarter of the
+                       machine's memory)
   --query-timeout D    stop queries running longer, e.g. 5m (default none)
 Secrets are read from files or the environment, never the command line.
 With no --user and no token the server is anonymous and says so.
@@ -248,6 +250,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--durability",
             "--max-connections",
             "--memory-limit",
+            "--cache-size",
             "--query-timeout",
         ];
         if !known.contains(&arg.as_str()) {
@@ -266,6 +269,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--tls-cert" => cert = Some(PathBuf::from(value)),
             "--durability" => store_options.durability = value.parse()?,
             "--memory-limit" => session_options.memory_limit = parse_memory(&value)?,
+            "--cache-size" => store_options.cache_bytes = parse_cache(&value)?,
             "--query-timeout" => session_options.query_timeout = parse_timeout(&value)?,
             "--max-connections" => {
                 limits.max_connections =

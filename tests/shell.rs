@@ -301,6 +301,42 @@ fn durability_is_an_option_of_the_shell() {
 }
 
 #[test]
+fn the_block_cache_size_is_an_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    for size in ["64M", "0"] {
+        let out = cellar(
+            &store,
+            &[
+                "--cache-size",
+                size,
+                "-c",
+                "CREATE TABLE IF NOT EXISTS t (FAMILY f, v BIGINT IN f)",
+                "-c",
+                &format!("INSERT INTO t (_key, v) VALUES ('{size}', 1)"),
+                "-c",
+                "SELECT count(*) AS n, sum(v) AS s FROM t",
+            ],
+            None,
+        );
+        assert!(out.status.success(), "{size}: {}", text(&out.stderr));
+    }
+    let out = cellar(
+        &store,
+        &["--format", "csv", "-c", "SELECT sum(v) AS s FROM t"],
+        None,
+    );
+    assert_eq!(text(&out.stdout), "s\n2\n");
+    let out = cellar(&store, &["--cache-size", "lots"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--cache-size \"lots\""),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn serve_refuses_incomplete_options_and_keeps_secrets_off_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
     let run = |args: &[&str], env: &[(&str, &str)]| {

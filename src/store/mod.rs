@@ -72,8 +72,23 @@ pub fn now_micros() -> i64 {
 pub struct StoreOptions {
     /// How durable a committed mutation is.
     pub durability: Durability,
-    /// Block cache size in bytes; fjall's default when `None`.
+    /// Block cache size in bytes (decompressed blocks kept between scans);
+    /// when `None`, a quarter of the machine's memory, as fjall advises.
     pub cache_bytes: Option<u64>,
+}
+
+/// The machine's memory in bytes (`MemTotal` in /proc/meminfo), if known.
+pub fn machine_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib.saturating_mul(1024))
 }
 
 /// What to create: a table's name, families and metadata.
@@ -279,7 +294,12 @@ impl Store {
                     });
                 name.starts_with('f').then_some(factory)
             }));
-        if let Some(bytes) = options.cache_bytes {
+        // A scan that finds its blocks cached skips the read, the checksum
+        // and the decompression: about a tenth of a full scan's time.
+        if let Some(bytes) = options
+            .cache_bytes
+            .or_else(|| machine_memory().map(|m| m / 4))
+        {
             builder = builder.cache_size(bytes);
         }
         // Read before fjall opens (and cuts) the journals: what the open
