@@ -1124,3 +1124,31 @@ fn a_format_change_reports_progress_and_resumes() {
     assert_eq!(count(&store), 100);
     assert!(store.check().unwrap().healthy());
 }
+
+#[test]
+fn a_pass_over_the_pairs_counts_cells_or_rows_by_format() {
+    let (_dir, store) = store();
+    store
+        .create_table(
+            TableSpec::new("t")
+                .family(FamilySpec::new("c"))
+                .family(FamilySpec::new("p").format(FamilyFormat::Packed)),
+        )
+        .unwrap();
+    let rows = (0..10)
+        .map(|i| {
+            let mut cells = Vec::new();
+            for q in ["x", "y", "z"] {
+                cells.push(Mutation::set_at("c", q, 1, b"1".to_vec()));
+                cells.push(Mutation::set_at("p", q, 1, b"1".to_vec()));
+            }
+            RowMutation::new(format!("r{i}"), cells)
+        })
+        .collect();
+    for result in store.mutate_rows("t", rows).unwrap() {
+        result.unwrap();
+    }
+    // 30 cells one pair each, and 10 packed rows.
+    assert_eq!(store.scan_pairs("t").unwrap().0, 40);
+    assert!(store.scan_pairs("nope").is_err());
+}

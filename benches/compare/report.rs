@@ -34,6 +34,9 @@ pub struct Report {
     local: BTreeMap<(String, String), Measured>,
     /// (cellar layout, query) → measurement over Flight SQL
     remote: BTreeMap<(String, String), Measured>,
+    /// cellar layout → (seconds a pass over its pairs takes on all cores,
+    /// pairs): what fjall alone costs, the floor of any full scan.
+    floor: BTreeMap<String, (f64, u64)>,
 }
 
 impl Report {
@@ -44,7 +47,13 @@ impl Report {
             ingest: BTreeMap::new(),
             local: BTreeMap::new(),
             remote: BTreeMap::new(),
+            floor: BTreeMap::new(),
         }
+    }
+
+    /// A layout's floor: `seconds` to iterate its `pairs` on all cores.
+    pub fn floor(&mut self, layout: &str, seconds: f64, pairs: u64) {
+        self.floor.insert(layout.to_string(), (seconds, pairs));
     }
 
     pub fn ingest(&mut self, engine: &str, m: Measured, bytes: u64) {
@@ -183,6 +192,23 @@ impl Report {
             );
         }
         println!("{line}");
+        if !self.floor.is_empty() {
+            for (label, of) in [("fjall pairs/reading", 1usize), ("fjall pass, ms", 0usize)] {
+                let mut line = format!("{label:<20}{:>36} |", "");
+                for l in &LAYOUTS {
+                    let f = self.floor.get(l.name);
+                    let x = f.map(|(s, pairs)| {
+                        if of == 1 {
+                            *pairs as f64 / rows
+                        } else {
+                            s * 1e3
+                        }
+                    });
+                    line += &format!("{:>19}", x.map_or("-".to_string(), num));
+                }
+                println!("{line}");
+            }
+        }
 
         for name in &self.names {
             let best = self.best_peer(name);
@@ -275,6 +301,24 @@ impl Report {
                     if r <= target { "yes" } else { "NO" }
                 ),
                 None => println!("  {what:<44}      -  (no peer measured)"),
+            }
+        }
+        // What fjall alone takes to iterate a layout's pairs, against the
+        // peer: a target below it is out of reach of any scan of that layout.
+        for (layout, query, peer, most) in &times[..4] {
+            if let (Some((floor, _)), Some(peer_s)) =
+                (self.floor.get(*layout), self.seconds(peer, query))
+            {
+                println!(
+                    "  {:<44} {:>6.2}×  (a {query} target of {most:.1}× is {})",
+                    format!("fjall pass alone, {layout} / {peer}"),
+                    floor / peer_s,
+                    if floor / peer_s <= *most {
+                        "above it"
+                    } else {
+                        "below it: out of reach"
+                    }
+                );
             }
         }
         for l in ["tall PACKED", "tall CELLS"] {

@@ -539,6 +539,22 @@ impl Store {
             .sum())
     }
 
+    /// Iterates every pair of a table's families in key order, decoding
+    /// nothing: how many pairs and bytes (keys and values) it holds. What
+    /// any scan of the table costs at least, whatever it does with the
+    /// pairs (the comparison bench reports it as the layout's floor).
+    pub fn scan_pairs(&self, table: &str) -> Result<(u64, u64)> {
+        let (mut pairs, mut bytes) = (0u64, 0u64);
+        for keyspace in &self.handle(table)?.keyspaces {
+            for guard in keyspace.iter() {
+                let (key, value) = guard.into_inner()?;
+                pairs += 1;
+                bytes += (key.len() + value.len()) as u64;
+            }
+        }
+        Ok((pairs, bytes))
+    }
+
     /// How many fsyncs synced mode has run (group commit shares them).
     pub fn fsync_count(&self) -> u64 {
         self.inner.sync.fsyncs()
