@@ -661,3 +661,39 @@ fn check_reports_a_damaged_family_by_name() {
         "{err}"
     );
 }
+
+#[test]
+fn external_tables_and_views_are_listed_for_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let csv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/readings.csv");
+    let out = cellar(
+        &store,
+        &[
+            "-c",
+            &format!(
+                "CREATE EXTERNAL TABLE r STORED AS CSV LOCATION '{}'",
+                csv.display()
+            ),
+            "-c",
+            "CREATE VIEW v AS SELECT sensor FROM r",
+            "-c",
+            "\\d",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    assert!(
+        listed.contains("r: external table of this session")
+            && listed.contains("v: view of this session"),
+        "{listed}"
+    );
+    // A session's tables are not written to the store.
+    let out = cellar(&store, &["-c", "\\d"], None);
+    assert!(
+        text(&out.stdout).contains("no tables yet"),
+        "{}",
+        text(&out.stdout)
+    );
+}

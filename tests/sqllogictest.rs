@@ -26,7 +26,16 @@ struct CellarDb {
     session: SqlSession,
     /// The swapped-formats pass.
     swapped: bool,
-    _dir: tempfile::TempDir,
+    /// The store's directory; its `files` folder is `__TMP__` in a file.
+    dir: tempfile::TempDir,
+}
+
+/// Where `__DATA__` in a file points: tests/data.
+fn data_dir() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .display()
+        .to_string()
 }
 
 /// Trades the two format names in `text`.
@@ -131,14 +140,24 @@ impl sqllogictest::AsyncDB for CellarDb {
     type ColumnType = DefaultColumnType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DbError> {
+        // Files: `__TMP__` is a folder of this run, `__DATA__` tests/data.
+        let tmp = self.dir.path().join("files").display().to_string();
+        let data = data_dir();
+        let located = sql.replace("__TMP__", &tmp).replace("__DATA__", &data);
         let swapped_sql;
         let sql = if self.swapped {
-            swapped_sql = swap_formats(sql);
+            swapped_sql = swap_formats(&located);
             swapped_sql.as_str()
         } else {
-            sql
+            located.as_str()
         };
         let swap = |text: String| {
+            // (Plans show paths without their leading slash.)
+            let text = text
+                .replace(&tmp, "__TMP__")
+                .replace(&data, "__DATA__")
+                .replace(tmp.trim_start_matches('/'), "__TMP__")
+                .replace(data.trim_start_matches('/'), "__DATA__");
             if self.swapped {
                 swap_formats(&text)
             } else {
@@ -196,7 +215,8 @@ impl sqllogictest::AsyncDB for CellarDb {
 
 fn open(swapped: bool) -> CellarDb {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+    let store = Store::open(dir.path().join("store")).unwrap();
+    std::fs::create_dir(dir.path().join("files")).unwrap();
     let options = SessionOptions {
         family_format: if swapped {
             FamilyFormat::Packed
@@ -208,7 +228,7 @@ fn open(swapped: bool) -> CellarDb {
     CellarDb {
         session: SqlSession::with_options(store, options),
         swapped,
-        _dir: dir,
+        dir,
     }
 }
 

@@ -268,6 +268,9 @@ impl Shell {
                         .collect();
                     text.push_str(&format!("{table}: {}\n", families.join(", ")));
                 }
+                for (table, kind) in self.session.session_tables() {
+                    text.push_str(&format!("{table}: {kind} of this session\n"));
+                }
                 if text.is_empty() {
                     text = "no tables yet; CREATE TABLE makes one (\\? for help)\n".into();
                 }

@@ -1,14 +1,20 @@
 //! Scalar functions cellar adds: `reverse_domain('www.example.com')` is
 //! `com.example.www`, so that one site's rows sort together (the guides'
 //! reversed domain names) and a domain is one key prefix;
-//! `hll_count(sketch)` reads the estimate of a HyperLogLog family's cell.
+//! `hll_count(sketch)` reads the estimate of a HyperLogLog family's cell;
+//! `to_json(value)` writes any value as JSON text (a family map as an
+//! object), which is how COPY TO writes maps into CSV.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, StringArray};
+use datafusion::arrow::array::{Array, ArrayRef, StringArray, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::json::writer::{EncoderOptions, make_encoder};
+use datafusion::common::Result as DfResult;
 use datafusion::common::cast::as_string_array;
-use datafusion::logical_expr::{ColumnarValue, ScalarUDF, Volatility, create_udf};
+use datafusion::logical_expr::{
+    ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility, create_udf,
+};
 
 /// The labels of a dotted name in reverse order.
 pub fn reverse_domain(name: &str) -> String {
@@ -59,6 +65,56 @@ pub fn hll_count_udf() -> ScalarUDF {
             Ok(ColumnarValue::Array(out))
         }),
     )
+}
+
+/// `to_json(any) -> text`: the value as JSON, as the JSON writer writes
+/// it (maps and structs as objects, lists as arrays, binary as hex); NULL
+/// stays NULL.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ToJson {
+    signature: Signature,
+}
+
+/// `to_json` as a function to register.
+pub fn to_json_udf() -> ScalarUDF {
+    ScalarUDF::new_from_impl(ToJson {
+        signature: Signature::any(1, Volatility::Immutable),
+    })
+}
+
+impl ScalarUDFImpl for ToJson {
+    fn name(&self) -> &str {
+        "to_json"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let array = &arrays[0];
+        let field = Arc::clone(&args.arg_fields[0]);
+        let options = EncoderOptions::default();
+        let mut encoder = make_encoder(&field, array.as_ref(), &options)?;
+        let mut text = Vec::new();
+        let mut out = StringBuilder::with_capacity(array.len(), array.len() * 16);
+        for i in 0..array.len() {
+            if encoder.is_null(i) {
+                out.append_null();
+                continue;
+            }
+            text.clear();
+            encoder.encode(i, &mut text);
+            out.append_value(String::from_utf8_lossy(&text));
+        }
+        let out: ArrayRef = Arc::new(out.finish());
+        Ok(ColumnarValue::Array(out))
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The SQL surface: a DataFusion session whose catalog is the store, plus
 //! the DDL cellar adds (row-key schemas, families, GC policies).
 
+mod catalog;
 mod ddl;
 mod functions;
 mod limits;
@@ -16,13 +17,12 @@ pub use ddl::{
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::catalog::{SchemaProvider, TableProvider};
+use datafusion::catalog::TableProvider;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::{SessionConfig, SessionContext};
-use datafusion::logical_expr::{LogicalPlan, WriteOp};
+use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
 use datafusion::prelude::DataFrame;
 
 use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};
@@ -30,32 +30,7 @@ use crate::query::{CellarTable, CheckedArithmetic, ViewFunction, to_df};
 use crate::schema::{FamilyTypes, Segment, SegmentKind, TableSchema, TimeFormat};
 use crate::store::{AlterOp, FamilyFormat, FamilyKind, FamilySpec, Store, TableSpec};
 use crate::{Error, SCHEMA_METADATA_KEY};
-
-/// The store's tables as a DataFusion schema, read from the catalog on
-/// every lookup so DDL is visible at once.
-#[derive(Debug)]
-struct StoreSchema {
-    store: Store,
-}
-
-#[async_trait]
-impl SchemaProvider for StoreSchema {
-    fn table_names(&self) -> Vec<String> {
-        self.store.list_tables()
-    }
-
-    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        match CellarTable::new(self.store.clone(), name) {
-            Ok(t) => Ok(Some(Arc::new(t))),
-            Err(Error::TableNotFound { .. }) => Ok(None),
-            Err(e) => Err(to_df(e)),
-        }
-    }
-
-    fn table_exist(&self, name: &str) -> bool {
-        self.store.table(name).is_ok()
-    }
-}
+use catalog::{SessionTables, StoreSchema};
 
 /// What a statement returns and takes, known before it runs.
 #[derive(Debug, Clone)]
@@ -102,6 +77,8 @@ pub struct SqlSession {
     family_format: FamilyFormat,
     ctx: SessionContext,
     running: running::Running,
+    /// External tables and views of this session.
+    session_tables: SessionTables,
 }
 
 impl SqlSession {
@@ -122,13 +99,16 @@ impl SqlSession {
             .with_default_features()
             .with_physical_optimizer_rules(physical_rules())
             .build();
-        let ctx = SessionContext::new_with_state(state);
+        // `SELECT * FROM 'path/file.parquet'`: a quoted path is a table.
+        let ctx = SessionContext::new_with_state(state).enable_url_table();
+        let session_tables = SessionTables::default();
         if let Some(catalog) = ctx.catalog("cellar") {
             // Replaces the empty in-memory schema created with the catalog.
             let _ = catalog.register_schema(
                 "public",
                 Arc::new(StoreSchema {
                     store: store.clone(),
+                    session: Arc::clone(&session_tables),
                 }),
             );
         }
@@ -137,6 +117,7 @@ impl SqlSession {
         ctx.register_udtf("as_of", ViewFunction::as_of(store.clone()));
         ctx.register_udf(functions::reverse_domain_udf());
         ctx.register_udf(functions::hll_count_udf());
+        ctx.register_udf(functions::to_json_udf());
         ctx.add_analyzer_rule(Arc::new(CheckedArithmetic));
         let running = running::Running::new(options.heavy_queries, options.query_timeout);
         SqlSession {
@@ -144,6 +125,7 @@ impl SqlSession {
             family_format: options.family_format,
             ctx,
             running,
+            session_tables,
         }
     }
 
@@ -259,7 +241,24 @@ impl SqlSession {
                 let batch = self.run(statement)?;
                 self.ctx.read_batch(batch)
             }
-            Ok(None) => self.ctx.sql(sql).await,
+            Ok(None) => {
+                let plan = self.ctx.state().create_logical_plan(sql).await?;
+                if let LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create)) = &plan {
+                    let name = create.name.table();
+                    if create.name.schema().is_none_or(|s| s == "public")
+                        && self.store.table(name).is_ok()
+                        && !create.if_not_exists
+                    {
+                        return Err(to_df(Error::InvalidArgument(format!(
+                            "a cellar table named {name} exists; give the external table another name"
+                        ))));
+                    }
+                }
+                self.ctx
+                    .execute_logical_plan(plan)
+                    .await
+                    .and_then(nested_as_json)
+            }
             Err(e) => Err(DataFusionError::SQL(Box::new(e), None)),
         }
     }
@@ -382,6 +381,13 @@ impl SqlSession {
                 if if_not_exists && store.table(&name).is_ok() {
                     return Ok(message(format!("table {name} exists")));
                 }
+                if let Some(table) = self.session_table(&name) {
+                    return Err(to_df(Error::InvalidArgument(format!(
+                        "{name} is this session's {}; DROP {} {name} first, or name the table differently",
+                        catalog::kind(table.as_ref()),
+                        catalog::drop_word(table.as_ref()),
+                    ))));
+                }
                 let family_types = families
                     .iter()
                     .filter(|f| f.qualifiers.is_some() || f.values.is_some())
@@ -494,6 +500,15 @@ impl SqlSession {
                 family,
                 format,
             } => set_format(store, &table, &family, format, &Default::default()).map_err(to_df)?,
+            CellarStatement::DropTable { name, .. }
+                if store.table(&name).is_err() && self.session_table(&name).is_some() =>
+            {
+                self.session_tables
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(&name);
+                format!("dropped external table {name}; its files stay")
+            }
             CellarStatement::DropTable { name, if_exists } => match store.drop_table(&name) {
                 Ok(()) => format!("dropped table {name}"),
                 Err(Error::TableNotFound { .. }) if if_exists => {
@@ -589,7 +604,32 @@ impl SqlSession {
         Ok(message(text))
     }
 
+    /// The external tables and views of this session, with what each is
+    /// ("external table", "view"), by name.
+    pub fn session_tables(&self) -> Vec<(String, &'static str)> {
+        self.session_tables
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(name, table)| (name.clone(), catalog::kind(table.as_ref())))
+            .collect()
+    }
+
+    /// A table or view this session registered, if `name` is one.
+    fn session_table(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
+        self.session_tables
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
     fn describe(&self, name: &str) -> DfResult<RecordBatch> {
+        if self.store.table(name).is_err()
+            && let Some(table) = self.session_table(name)
+        {
+            return describe_session_table(table.as_ref());
+        }
         let table = CellarTable::new(self.store.clone(), name).map_err(to_df)?;
         let def = self.store.table(name).map_err(to_df)?;
         let schema = TableSchema::of(&def).map_err(to_df)?;
@@ -682,20 +722,93 @@ impl SqlSession {
                 detail,
             );
         }
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(names)),
-            Arc::new(StringArray::from(types)),
-            Arc::new(StringArray::from(kinds)),
-            Arc::new(StringArray::from(details)),
-        ];
-        let schema = Schema::new(vec![
-            Field::new("column_name", DataType::Utf8, false),
-            Field::new("data_type", DataType::Utf8, false),
-            Field::new("kind", DataType::Utf8, false),
-            Field::new("detail", DataType::Utf8, false),
-        ]);
-        Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+        describe_batch(names, types, kinds, details)
     }
+}
+
+/// `COPY ... TO 'file.csv'` of a query with nested columns (family maps,
+/// lists, structs), which CSV cannot hold: each such column is written as
+/// its JSON text (`to_json`), so whole tables export. Other plans pass.
+fn nested_as_json(df: DataFrame) -> DfResult<DataFrame> {
+    let LogicalPlan::Copy(copy) = df.logical_plan() else {
+        return Ok(df);
+    };
+    let nested = |t: &DataType| {
+        matches!(
+            t,
+            DataType::Map(..)
+                | DataType::List(_)
+                | DataType::LargeList(_)
+                | DataType::FixedSizeList(..)
+                | DataType::Struct(_)
+        )
+    };
+    let schema = copy.input.schema();
+    if !copy.file_type.get_ext().eq_ignore_ascii_case("csv")
+        || !schema.fields().iter().any(|f| nested(f.data_type()))
+    {
+        return Ok(df);
+    }
+    let columns = schema.columns().into_iter().zip(schema.fields().iter());
+    let exprs: Vec<datafusion::prelude::Expr> = columns
+        .map(|(column, field)| {
+            let expr = datafusion::prelude::Expr::Column(column);
+            if nested(field.data_type()) {
+                functions::to_json_udf()
+                    .call(vec![expr])
+                    .alias(field.name())
+            } else {
+                expr
+            }
+        })
+        .collect();
+    let input = datafusion::logical_expr::LogicalPlanBuilder::from(copy.input.as_ref().clone())
+        .project(exprs)?
+        .build()?;
+    let plan = LogicalPlan::Copy(datafusion::logical_expr::dml::CopyTo::new(
+        Arc::new(input),
+        copy.output_url.clone(),
+        copy.partition_by.clone(),
+        Arc::clone(&copy.file_type),
+        copy.options.clone(),
+    ));
+    let (state, _) = df.into_parts();
+    Ok(DataFrame::new(state, plan))
+}
+
+/// DESCRIBE's result: a row per column with its type, kind and detail.
+fn describe_batch(
+    names: Vec<String>,
+    types: Vec<String>,
+    kinds: Vec<String>,
+    details: Vec<String>,
+) -> DfResult<RecordBatch> {
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(names)),
+        Arc::new(StringArray::from(types)),
+        Arc::new(StringArray::from(kinds)),
+        Arc::new(StringArray::from(details)),
+    ];
+    let schema = Schema::new(vec![
+        Field::new("column_name", DataType::Utf8, false),
+        Field::new("data_type", DataType::Utf8, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("detail", DataType::Utf8, false),
+    ]);
+    Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+}
+
+/// DESCRIBE of an external table or view of the session.
+fn describe_session_table(table: &dyn TableProvider) -> DfResult<RecordBatch> {
+    let schema = table.schema();
+    let fields = schema.fields();
+    let detail = format!("column of this session's {}", catalog::kind(table));
+    describe_batch(
+        fields.iter().map(|f| f.name().clone()).collect(),
+        fields.iter().map(|f| f.data_type().to_string()).collect(),
+        vec!["column".to_string(); fields.len()],
+        vec![detail; fields.len()],
+    )
 }
 
 /// The runtime of a session: with a memory limit, a fair spill pool (fair
