@@ -599,6 +599,11 @@ impl ViewBatchBuilder {
     /// the row has no cell there); a value that does not decode is noted
     /// in `errors` and reads as NULL.
     fn declared_value(&mut self, d: usize, bytes: Option<&[u8]>, key: &[u8]) {
+        self.declared_value_at(d, bytes, key, self.rows - 1);
+    }
+
+    /// [`Self::declared_value`] for output row `row` of the batch.
+    fn declared_value_at(&mut self, d: usize, bytes: Option<&[u8]>, key: &[u8], row: usize) {
         let column = self.declared_columns[d];
         if !self.needed[column] {
             return;
@@ -614,7 +619,7 @@ impl ViewBatchBuilder {
                         Err(_) if p.null_on_error => PValue::Null,
                         Err(e) => {
                             let e = format!("column {}: {e}", self.layout.columns[d].name);
-                            self.errors.push((self.rows - 1, decode_error(key, e)));
+                            self.errors.push((row, decode_error(key, e)));
                             PValue::Null
                         }
                     }
@@ -642,7 +647,7 @@ impl ViewBatchBuilder {
                 def.name,
                 String::from_utf8_lossy(key).replace('\'', "''")
             );
-            self.errors.push((self.rows - 1, decode_error(key, fix)));
+            self.errors.push((row, decode_error(key, fix)));
         }
     }
 
@@ -807,6 +812,43 @@ impl ViewBatchBuilder {
         let aligned = runs.iter().all(|&(s, e, _)| {
             e - s == len && (0..len).all(|k| cells[s + k].timestamp == cells[first + k].timestamp)
         });
+        if aligned && self.maps.iter().all(Option::is_none) {
+            // Column by column: each run's values go into its builder in
+            // one loop, the key and times are repeated, absent declared
+            // columns get NULLs (no family map to fill row by row).
+            let base = self.rows;
+            for _ in 0..len {
+                self.start_row(key, segments);
+            }
+            if let Some(c) = ts_column
+                && let Some(Appender::Time(b)) = &mut self.builders[c]
+            {
+                for k in 0..len {
+                    b.append_value(cells[first + k].timestamp);
+                }
+            }
+            for d in 0..self.declared_columns.len() {
+                if !self.needed[self.declared_columns[d]] {
+                    continue;
+                }
+                match runs
+                    .iter()
+                    .find(|r| matches!(r.2, Target::Declared(x) if x == d))
+                {
+                    Some(&(s, _, _)) => {
+                        for k in 0..len {
+                            self.declared_value_at(d, Some(cells[s + k].value), row_key, base + k);
+                        }
+                    }
+                    None => {
+                        for k in 0..len {
+                            self.declared_value_at(d, None, row_key, base + k);
+                        }
+                    }
+                }
+            }
+            return Ok(());
+        }
         if aligned {
             for k in 0..len {
                 let mut group = runs.iter().map(|&(s, _, t)| (s + k, t));
