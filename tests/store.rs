@@ -1152,3 +1152,43 @@ fn a_pass_over_the_pairs_counts_cells_or_rows_by_format() {
     assert_eq!(store.scan_pairs("t").unwrap().0, 40);
     assert!(store.scan_pairs("nope").is_err());
 }
+
+#[test]
+fn a_read_may_leave_out_the_values_it_does_not_use() {
+    let (_dir, store) = store();
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("p").format(FamilyFormat::Packed)))
+        .unwrap();
+    let cells = (1..=3)
+        .flat_map(|ts| {
+            [
+                Mutation::set_at("p", "x", ts, (ts as f64 / 10.0).to_be_bytes().to_vec()),
+                Mutation::set_at("p", "y", ts, format!("y{ts}").into_bytes()),
+            ]
+        })
+        .collect();
+    store.mutate_row("t", RowMutation::new("r", cells)).unwrap();
+    let read = |filter: ReadFilter| -> Vec<(Vec<u8>, i64, Vec<u8>)> {
+        store
+            .read_rows("t", ReadRequest::all().filter(filter))
+            .unwrap()
+            .flat_map(|row| row.unwrap().cells)
+            .map(|c| (c.qualifier, c.timestamp, c.value))
+            .collect()
+    };
+    let all = read(ReadFilter::all());
+    assert_eq!(all.len(), 6);
+    // Every cell still comes; only y's values are left out.
+    let some = read(ReadFilter::all().values_only("p", ["x"]));
+    assert_eq!(some.len(), 6);
+    for (full, lean) in all.iter().zip(&some) {
+        assert_eq!((&full.0, full.1), (&lean.0, lean.1));
+        if full.0 == b"x" {
+            assert_eq!(full.2, lean.2);
+        } else {
+            assert!(lean.2.is_empty(), "{lean:?}");
+        }
+    }
+    // A family not listed keeps its values.
+    assert_eq!(read(ReadFilter::all().values_only("other", ["x"])), all);
+}

@@ -415,6 +415,39 @@ impl ViewBatchBuilder {
         }
     }
 
+    /// The families of which the output uses only some values, with the
+    /// qualifiers whose values it uses: what the read can leave out
+    /// (`ReadFilter::values_only`).
+    pub fn values_used(&self) -> Vec<(String, Vec<Vec<u8>>)> {
+        let families = &self.layout.def.families;
+        if let View::Cells { .. } = self.layout.view {
+            if self.cell_columns[2].is_some() {
+                return Vec::new();
+            }
+            return families
+                .iter()
+                .map(|f| (f.name.clone(), Vec::new()))
+                .collect();
+        }
+        families
+            .iter()
+            .enumerate()
+            .filter(|(f, _)| {
+                self.map_columns
+                    .get(*f)
+                    .is_none_or(|&c| self.maps[c].is_none())
+            })
+            .map(|(f, family)| {
+                let used = self.declared_by_family[f]
+                    .iter()
+                    .filter(|(_, d)| self.needed[self.declared_columns[*d]])
+                    .map(|(q, _)| q.clone())
+                    .collect();
+                (family.name.clone(), used)
+            })
+            .collect()
+    }
+
     /// Names the families of the rows to come, in the order their cells'
     /// `family` counts them.
     pub fn bind(&mut self, families: &[Arc<str>]) {

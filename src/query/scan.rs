@@ -860,18 +860,22 @@ impl ExecutionPlan for KeyScanExec {
                 .time_range(spec.time)
                 .qualifiers(spec.qualifiers.clone());
             filter.cells_per_column = spec.cells_per_column;
-            let mut request = ReadRequest::rows(RowSet { ranges }).filter(filter);
-            request.reverse = spec.reverse;
-            let mut stream = spec
-                .store
-                .read_rows(&spec.layout.table, request)
-                .map_err(to_df)?;
             let mut wide = ViewBatchBuilder::new(
                 Arc::clone(&spec.layout),
                 spec.needed.clone(),
                 &spec.proto_masks,
                 &spec.map_keys,
             );
+            // Values no output column uses need not be decoded.
+            for (family, qualifiers) in wide.values_used() {
+                filter = filter.values_only(family, qualifiers);
+            }
+            let mut request = ReadRequest::rows(RowSet { ranges }).filter(filter);
+            request.reverse = spec.reverse;
+            let mut stream = spec
+                .store
+                .read_rows(&spec.layout.table, request)
+                .map_err(to_df)?;
             wide.bind(&stream.family_names());
             let mut emitted = 0usize;
             // With a LIMIT and a re-check, read what the limit still needs

@@ -219,6 +219,12 @@ pub struct ReadFilter {
     pub time_range: TimeRange,
     /// At most this many cells per column, newest first (1 = latest only).
     pub cells_per_column: Option<usize>,
+    /// Per family listed, the only qualifiers whose values the reader
+    /// uses: the other cells of that family still come (timestamps, GC
+    /// and the filter are unchanged), but their values may be empty, so a
+    /// format that must decode values skips theirs. Families not listed
+    /// come with every value.
+    pub values_of: std::collections::BTreeMap<String, Vec<Vec<u8>>>,
 }
 
 impl ReadFilter {
@@ -256,6 +262,20 @@ impl ReadFilter {
     /// At most `n` cells per column.
     pub fn cells_per_column(mut self, n: usize) -> Self {
         self.cells_per_column = Some(n);
+        self
+    }
+
+    /// Only the values of these qualifiers of `family` are used (see
+    /// [`ReadFilter::values_of`]).
+    pub fn values_only<Q: Into<Vec<u8>>>(
+        mut self,
+        family: impl Into<String>,
+        qualifiers: impl IntoIterator<Item = Q>,
+    ) -> Self {
+        let mut qualifiers: Vec<Vec<u8>> = qualifiers.into_iter().map(Into::into).collect();
+        qualifiers.sort();
+        qualifiers.dedup();
+        self.values_of.insert(family.into(), qualifiers);
         self
     }
 }
@@ -421,6 +441,8 @@ pub struct RowStream {
     failed: bool,
     buf: RowBuf,
     escaped_row: Vec<u8>,
+    /// Per family read: the only qualifiers whose values are decoded.
+    values_of: Vec<Option<Vec<Vec<u8>>>>,
 }
 
 impl RowStream {
@@ -434,7 +456,12 @@ impl RowStream {
         if request.reverse {
             ranges = ranges.into_iter().rev().collect();
         }
+        let values_of = families
+            .iter()
+            .map(|f| request.filter.values_of.get(&*f.name).cloned())
+            .collect();
         RowStream {
+            values_of,
             snapshot,
             families,
             ranges,
@@ -548,7 +575,8 @@ impl RowStream {
                     self.buf.pairs[from_pair..].reverse();
                 }
                 let format = self.cursors[c].format;
-                format.decode(family as u32, &mut self.buf, from_pair)?;
+                let values = self.values_of[family].as_deref();
+                format.decode(family as u32, &mut self.buf, from_pair, values)?;
                 if self
                     .cursors
                     .get(c + 1)

@@ -186,11 +186,18 @@ impl FamilyFormat {
 
     /// Decodes the pairs `buf.pairs[from..]` (one row of one family, in
     /// key order) into cells, appended to `buf.cells` in qualifier order,
-    /// newest first.
-    pub(crate) fn decode(self, family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
+    /// newest first. With `values`, sorted qualifiers, other columns'
+    /// values may come empty (a format skips what it would decode).
+    pub(crate) fn decode(
+        self,
+        family: u32,
+        buf: &mut RowBuf,
+        from: usize,
+        values: Option<&[Vec<u8>]>,
+    ) -> Result<()> {
         match self {
             FamilyFormat::Cells => cells::decode(family, buf, from),
-            FamilyFormat::Packed => packed::decode(family, buf, from),
+            FamilyFormat::Packed => packed::decode(family, buf, from, values),
         }
     }
 

@@ -109,7 +109,7 @@ impl Overlay {
         for (k, v) in self.pairs_in(snapshot, table, family, &range)? {
             buf.pairs.push((k.into(), v.into()));
         }
-        FamilyFormat::Cells.decode(0, buf, 0)
+        FamilyFormat::Cells.decode(0, buf, 0, None)
     }
 
     /// Writes a cell.

@@ -157,14 +157,19 @@ pub(crate) fn row_of(key: &[u8]) -> Result<&[u8]> {
 /// Decodes the one pair of a row (`buf.pairs[from..]`, one pair) into
 /// cells that point into its value, or hold the bytes themselves for
 /// values stored as numbers.
-pub(crate) fn decode(family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
+pub(crate) fn decode(
+    family: u32,
+    buf: &mut RowBuf,
+    from: usize,
+    values: Option<&[Vec<u8>]>,
+) -> Result<()> {
     let RowBuf { pairs, cells, .. } = buf;
     for (pair, (key, value)) in pairs.iter().enumerate().skip(from) {
         let index = u32::try_from(pair).map_err(|_| corrupt("too many pairs", key))?;
         let decoded = match value.first() {
             _ if value.len() < 9 => None,
             Some(1) => v1::decode(family, index, value, cells),
-            Some(&VERSION) => decode_value(family, index, value, cells),
+            Some(&VERSION) => decode_value(family, index, value, cells, values),
             _ => None,
         };
         if decoded.is_none() {
@@ -175,8 +180,15 @@ pub(crate) fn decode(family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
 }
 
 /// Decodes a version 2 value (pair `index` of the row); `None` when it is
-/// malformed.
-fn decode_value(family: u32, index: u32, value: &[u8], cells: &mut Vec<CellPos>) -> Option<()> {
+/// malformed. Columns whose qualifier is not among `values` (sorted) get
+/// empty values: their numbers are skipped, not computed.
+fn decode_value(
+    family: u32,
+    index: u32,
+    value: &[u8],
+    cells: &mut Vec<CellPos>,
+    values: Option<&[Vec<u8>]>,
+) -> Option<()> {
     let mut at = 9;
     let columns = usize::try_from(varint(value, &mut at)?).ok()?;
     let n = usize::try_from(varint(value, &mut at)?).ok()?;
@@ -205,6 +217,12 @@ fn decode_value(family: u32, index: u32, value: &[u8], cells: &mut Vec<CellPos>)
     for column in 0..columns {
         let len = varint(value, &mut next_qualifier)? as usize;
         let qualifier = place(next_qualifier, next_qualifier + len)?;
+        let wanted = values.is_none_or(|v| {
+            let name = value
+                .get(next_qualifier..next_qualifier + len)
+                .unwrap_or_default();
+            v.binary_search_by(|q| q.as_slice().cmp(name)).is_ok()
+        });
         next_qualifier += len;
         let count = usize::try_from(counts.get(column)).ok()?;
         if count == 0 || count > n - cell {
@@ -223,9 +241,18 @@ fn decode_value(family: u32, index: u32, value: &[u8], cells: &mut Vec<CellPos>)
                     .filter(|t| step > 0 && *t >= 0)?;
             }
             let len = usize::try_from(lengths.get(cell)).ok()?;
-            let value = match segments.next(len)? {
-                Piece::Value(start, end) => place(start, end)?,
-                Piece::Bytes(bytes) => Place::Inline(bytes),
+            let value = if !wanted {
+                segments.skip(len)?;
+                Place::Value {
+                    pair: index,
+                    start: 0,
+                    end: 0,
+                }
+            } else {
+                match segments.next(len)? {
+                    Piece::Value(start, end) => place(start, end)?,
+                    Piece::Bytes(bytes) => Place::Inline(bytes),
+                }
             };
             cells.push(CellPos {
                 family,
@@ -244,7 +271,7 @@ fn decode_value(family: u32, index: u32, value: &[u8], cells: &mut Vec<CellPos>)
 pub(crate) fn cells_of(key: &[u8], value: &[u8]) -> Result<Cells> {
     let mut buf = RowBuf::default();
     buf.pairs.push((key.into(), value.into()));
-    decode(0, &mut buf, 0)?;
+    decode(0, &mut buf, 0, None)?;
     Ok(buf
         .view()
         .cells()

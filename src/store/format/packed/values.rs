@@ -204,6 +204,26 @@ impl<'a> Segments<'a> {
     }
 
     /// Reads the next segment's header.
+    /// Passes over the next value (of length `len`) without computing it;
+    /// the checks `next` makes still hold.
+    #[inline]
+    pub fn skip(&mut self, len: usize) -> Option<()> {
+        if self.index == self.count {
+            self.open()?;
+        }
+        self.index += 1;
+        match self.kind {
+            Kind::Raw => {
+                self.at = self
+                    .at
+                    .checked_add(len)
+                    .filter(|e| *e <= self.bytes.len())?;
+                Some(())
+            }
+            _ => (len == 8).then_some(()),
+        }
+    }
+
     fn open(&mut self) -> Option<()> {
         let value = self.bytes;
         let count = usize::try_from(varint(value, &mut self.at)?).ok()?;
