@@ -48,6 +48,39 @@ impl<'a> Placed<'a> {
     }
 }
 
+/// A row's cells by index, as the versions view reads them: only what a
+/// run needs is looked at (qualifiers at column starts, values of the
+/// columns the query reads).
+trait CellsAt<'a> {
+    fn timestamp(&self, i: usize) -> i64;
+    fn qualifier(&self, i: usize) -> &'a [u8];
+    fn value(&self, i: usize) -> &'a [u8];
+}
+
+impl<'a> CellsAt<'a> for [Placed<'a>] {
+    fn timestamp(&self, i: usize) -> i64 {
+        self[i].timestamp
+    }
+    fn qualifier(&self, i: usize) -> &'a [u8] {
+        self[i].qualifier
+    }
+    fn value(&self, i: usize) -> &'a [u8] {
+        self[i].value
+    }
+}
+
+impl<'a> CellsAt<'a> for RowView<'a> {
+    fn timestamp(&self, i: usize) -> i64 {
+        RowView::timestamp(self, i)
+    }
+    fn qualifier(&self, i: usize) -> &'a [u8] {
+        RowView::qualifier(self, i)
+    }
+    fn value(&self, i: usize) -> &'a [u8] {
+        RowView::value(self, i)
+    }
+}
+
 /// Where a column's cells go in an output row.
 #[derive(Clone, Copy)]
 enum Target {
@@ -470,6 +503,8 @@ impl ViewBatchBuilder {
         let read = std::mem::take(&mut self.read_families);
         let done = if matches!(self.layout.view, View::Wide { .. }) {
             self.push_wide(row, &read)
+        } else if matches!(self.layout.view, View::Versions { .. }) {
+            self.push_versions_lent(row, &read)
         } else {
             let names = std::mem::take(&mut self.read_names);
             let cells = row
@@ -488,6 +523,32 @@ impl ViewBatchBuilder {
             done
         };
         self.read_families = read;
+        done
+    }
+
+    /// One lent row of the versions view: its column runs found from
+    /// families and first-of-column flags, no cell's bytes touched but
+    /// those placed.
+    fn push_versions_lent(&mut self, row: RowView<'_>, read: &[usize]) -> crate::Result<()> {
+        let row_key = row.key();
+        let key = if self.needed[0] {
+            String::from_utf8_lossy(row_key)
+        } else {
+            std::borrow::Cow::Borrowed("")
+        };
+        let segments = self.segments_of(row_key);
+        let mut runs = std::mem::take(&mut self.runs);
+        runs.clear();
+        let decl = |i: usize| read.get(row.family(i)).copied().unwrap_or(usize::MAX);
+        let mut start = 0;
+        for i in 1..=row.len() {
+            if i == row.len() || row.first(i) || decl(i) != decl(start) {
+                runs.push((start, i, self.target(decl(start), row.qualifier(start))));
+                start = i;
+            }
+        }
+        let done = self.push_versions(row_key, &key, segments.as_deref(), &row, &runs);
+        self.runs = runs;
         done
     }
 
@@ -771,7 +832,8 @@ impl ViewBatchBuilder {
                         start = i;
                     }
                 }
-                let done = self.push_versions(row_key, &key, segments.as_deref(), &cells, &runs);
+                let done =
+                    self.push_versions(row_key, &key, segments.as_deref(), &cells[..], &runs);
                 self.runs = runs;
                 done?;
             }
@@ -814,12 +876,12 @@ impl ViewBatchBuilder {
 
     /// The versions view's output rows of one row whose cells come in
     /// `runs` (a column each: start, end, target).
-    fn push_versions(
+    fn push_versions<'c, C: CellsAt<'c> + ?Sized>(
         &mut self,
         row_key: &[u8],
         key: &str,
         segments: Option<&[KeyValue]>,
-        cells: &[Placed<'_>],
+        cells: &C,
         runs: &[(usize, usize, Target)],
     ) -> crate::Result<()> {
         let ts_column = self.ts_column.filter(|c| self.needed[*c]);
@@ -831,8 +893,7 @@ impl ViewBatchBuilder {
                 }
                 this.generation += 1;
                 for (at, target) in group {
-                    let cell = &cells[at];
-                    this.put_target(target, cell.qualifier, cell.value, row_key)?;
+                    this.put_target(target, cells.qualifier(at), cells.value(at), row_key)?;
                 }
                 this.end_cells(row_key)
             };
@@ -843,7 +904,7 @@ impl ViewBatchBuilder {
         };
         let len = first_end - first;
         let aligned = runs.iter().all(|&(s, e, _)| {
-            e - s == len && (0..len).all(|k| cells[s + k].timestamp == cells[first + k].timestamp)
+            e - s == len && (0..len).all(|k| cells.timestamp(s + k) == cells.timestamp(first + k))
         });
         if aligned && self.maps.iter().all(Option::is_none) {
             // Column by column: each run's values go into its builder in
@@ -857,7 +918,7 @@ impl ViewBatchBuilder {
                 && let Some(Appender::Time(b)) = &mut self.builders[c]
             {
                 for k in 0..len {
-                    b.append_value(cells[first + k].timestamp);
+                    b.append_value(cells.timestamp(first + k));
                 }
             }
             for d in 0..self.declared_columns.len() {
@@ -870,7 +931,7 @@ impl ViewBatchBuilder {
                 {
                     Some(&(s, _, _)) => {
                         for k in 0..len {
-                            self.declared_value_at(d, Some(cells[s + k].value), row_key, base + k);
+                            self.declared_value_at(d, Some(cells.value(s + k)), row_key, base + k);
                         }
                     }
                     None => {
@@ -885,14 +946,14 @@ impl ViewBatchBuilder {
         if aligned {
             for k in 0..len {
                 let mut group = runs.iter().map(|&(s, _, t)| (s + k, t));
-                emit(self, cells[first + k].timestamp, &mut group)?;
+                emit(self, cells.timestamp(first + k), &mut group)?;
             }
             return Ok(());
         }
         let mut heads: BinaryHeap<(i64, Reverse<usize>)> = runs
             .iter()
             .enumerate()
-            .map(|(r, &(s, _, _))| (cells[s].timestamp, Reverse(r)))
+            .map(|(r, &(s, _, _))| (cells.timestamp(s), Reverse(r)))
             .collect();
         let mut next: Vec<usize> = runs.iter().map(|&(s, _, _)| s).collect();
         let mut group = Vec::new();
@@ -906,7 +967,7 @@ impl ViewBatchBuilder {
                 group.push((next[r], runs[r].2));
                 next[r] += 1;
                 if next[r] < runs[r].1 {
-                    heads.push((cells[next[r]].timestamp, Reverse(r)));
+                    heads.push((cells.timestamp(next[r]), Reverse(r)));
                 }
             }
             emit(self, timestamp, &mut group.iter().copied())?;

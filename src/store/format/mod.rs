@@ -162,6 +162,33 @@ impl<'a> RowView<'a> {
         self.buf.cells.is_empty()
     }
 
+    /// Cell `i`'s timestamp (`i` below [`RowView::len`]).
+    pub fn timestamp(&self, i: usize) -> i64 {
+        self.buf.cells[i].timestamp
+    }
+
+    /// Whether cell `i` is the newest of its column among those read.
+    pub fn first(&self, i: usize) -> bool {
+        self.buf.cells[i].first
+    }
+
+    /// Cell `i`'s family: its place among the families read.
+    pub fn family(&self, i: usize) -> usize {
+        self.buf.cells[i].family as usize
+    }
+
+    /// Cell `i`'s qualifier.
+    pub fn qualifier(&self, i: usize) -> &'a [u8] {
+        let buf = self.buf;
+        buf.bytes(&buf.cells[i].qualifier)
+    }
+
+    /// Cell `i`'s value.
+    pub fn value(&self, i: usize) -> &'a [u8] {
+        let buf = self.buf;
+        buf.bytes(&buf.cells[i].value)
+    }
+
     /// The cells.
     pub fn cells(&self) -> impl Iterator<Item = CellRef<'a>> + 'a {
         let buf = self.buf;
