@@ -465,6 +465,57 @@ fn readings(from: i64, n: i64) -> RecordBatch {
 }
 
 #[tokio::test]
+async fn ingest_of_a_key_column_named_key_writes_the_row_key() {
+    // What SELECT * and COPY TO produce loads back unchanged.
+    let (mut client, _server) = start().await;
+    let batch = params(vec![
+        (
+            "_key",
+            Arc::new(StringArray::from(vec!["b", "a"])) as ArrayRef,
+        ),
+        ("v", Arc::new(Int64Array::from(vec![2, 1])) as ArrayRef),
+        ("s", Arc::new(StringArray::from(vec!["y", "x"])) as ArrayRef),
+    ]);
+    let n = client
+        .execute_ingest(
+            ingest_command("plain", true, TableExistsOption::Fail),
+            futures::stream::iter(vec![Ok(batch.clone())]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    let n = client
+        .execute_ingest(
+            ingest_command("plain", false, TableExistsOption::Append),
+            futures::stream::iter(vec![Ok(batch)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    let batches = query(&mut client, "SELECT _key, v, s FROM plain ORDER BY _key").await;
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains("| a    | 1 | x |") && text.contains("| b    | 2 | y |"),
+        "{text}"
+    );
+    // An integer `_key` is refused, saying what to do.
+    let ints = params(vec![(
+        "_key",
+        Arc::new(Int64Array::from(vec![1])) as ArrayRef,
+    )]);
+    let e = client
+        .execute_ingest(
+            ingest_command("ints", true, TableExistsOption::Fail),
+            futures::stream::iter(vec![Ok(ints)]),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("zero-padded INT segment"), "{e}");
+}
+
+#[tokio::test]
 async fn ingest_creates_appends_and_refuses() {
     let (mut client, _server) = start().await;
     let mut command = ingest_command("meter", true, TableExistsOption::Fail);

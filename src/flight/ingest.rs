@@ -167,21 +167,36 @@ fn create_sql(
                 .join(", ")
         ))
     })?;
+    let text = matches!(
+        key.data_type(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    );
     let key_type = match key.data_type() {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "TEXT",
-        t if t.is_integer() => "INT(19)",
+        _ if text => "TEXT",
+        t if t.is_integer() && key_name != "_key" => "INT(19)",
         other => {
             return Err(Status::invalid_argument(format!(
-                "row key column {key_name:?} has type {other}; a row key is text or an integer"
+                "row key column {key_name:?} has type {other}; a row key is text{}",
+                if key_name == "_key" {
+                    " (name an integer key column otherwise: it becomes a zero-padded INT segment)"
+                } else {
+                    " or an integer"
+                }
             )));
         }
     };
-    let mut sql = format!(
-        "CREATE TABLE {} (ROW KEY ({} {key_type}), FAMILY {}",
-        quote(table),
-        quote(&key_name),
-        quote(&family)
-    );
+    // `_key` is the name cellar gives the row key itself (SELECT *, COPY
+    // TO): such batches load back as the plain row key, no key schema.
+    let mut sql = if key_name == "_key" {
+        format!("CREATE TABLE {} (FAMILY {}", quote(table), quote(&family))
+    } else {
+        format!(
+            "CREATE TABLE {} (ROW KEY ({} {key_type}), FAMILY {}",
+            quote(table),
+            quote(&key_name),
+            quote(&family)
+        )
+    };
     for field in schema.fields().iter().filter(|f| f.name() != &key_name) {
         let t = value_type(field.data_type()).ok_or_else(|| {
             Status::invalid_argument(format!(
