@@ -338,6 +338,9 @@ pub(crate) struct ViewBatchBuilder {
     /// Cells that did not decode, by output row of the current batch: an
     /// error only if the row survives the scan's own predicate.
     pub errors: Vec<(usize, crate::Error)>,
+    /// Turn away rows whose key does not fit the key schema (the scan
+    /// answers segment filters from its ranges, without re-checking).
+    pub drop_misfits: bool,
 }
 
 impl ViewBatchBuilder {
@@ -445,6 +448,7 @@ impl ViewBatchBuilder {
             generation: 0,
             errors: Vec::new(),
             runs: Vec::new(),
+            drop_misfits: false,
         }
     }
 
@@ -496,8 +500,27 @@ impl ViewBatchBuilder {
             .collect();
     }
 
+    /// Whether a row is turned away (see `drop_misfits`); counted as a
+    /// misfit.
+    fn misfit_dropped(&mut self, key: &[u8]) -> bool {
+        if !self.drop_misfits {
+            return false;
+        }
+        let Some(schema) = &self.layout.key else {
+            return false;
+        };
+        if schema.decode(key).is_some() {
+            return false;
+        }
+        self.misfits += 1;
+        true
+    }
+
     /// Adds the output rows of one row as the store lends it.
     pub fn push_view(&mut self, row: RowView<'_>) -> crate::Result<()> {
+        if self.misfit_dropped(row.key()) {
+            return Ok(());
+        }
         // The family lists move out for the row and back (no reference
         // count touched per row: scans share nothing they write).
         let read = std::mem::take(&mut self.read_families);
@@ -779,6 +802,9 @@ impl ViewBatchBuilder {
     /// Adds the output rows of one store row (its cells: by family,
     /// qualifier, newest first).
     pub fn push(&mut self, row: &Row) -> crate::Result<()> {
+        if self.misfit_dropped(&row.key) {
+            return Ok(());
+        }
         let index = Arc::clone(&self.family_index);
         let cells = row
             .cells

@@ -25,6 +25,9 @@ pub struct KeyPlan {
     /// predicates narrowed them: those turn away rows whose key does not
     /// fit the schema, which would sort among the others with no values).
     pub order: Option<KeyOrder>,
+    /// Segment filters the ranges answer exactly for keys that fit the
+    /// schema: the scan need not re-check them, only drop misfit keys.
+    pub exact: Vec<Expr>,
 }
 
 /// Plans the key ranges for a conjunction of filters.
@@ -32,7 +35,8 @@ pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
     let mut ranges: Option<Vec<RowRange>> = None;
     let mut used = Vec::new();
     let mut order = None;
-    let mut segment_filters = Vec::new();
+    let mut segment_filters: Vec<(usize, &Expr, bool)> = Vec::new();
+    let mut exact = Vec::new();
     let mut constraints: Vec<Option<Constraint>> =
         key.map_or(Vec::new(), |k| vec![None; k.fields().count()]);
     for filter in filters {
@@ -47,11 +51,13 @@ pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
         if let Some(key) = key
             && let Some((field, c)) = segment_constraint(filter, key)
         {
+            // Only `=` and `IN` filters may be answered exactly.
+            let listed = matches!(c, Constraint::In(_));
             constraints[field] = Some(match constraints[field].take() {
                 None => c,
                 Some(existing) => combine(existing, c),
             });
-            segment_filters.push(filter.to_string());
+            segment_filters.push((field, filter, listed));
         }
     }
     if let Some(key) = key
@@ -61,7 +67,13 @@ pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
         let whole = segment_ranges.len() == 1 && is_everything(&segment_ranges[0]);
         if !whole {
             order = key.order(&constraints);
-            used.extend(segment_filters);
+            let exact_fields = key.exact_fields(&constraints);
+            for (field, filter, listed) in &segment_filters {
+                used.push(filter.to_string());
+                if *listed && exact_fields.get(*field).copied().unwrap_or(false) {
+                    exact.push((*filter).clone());
+                }
+            }
             ranges = Some(match ranges {
                 None => segment_ranges,
                 Some(existing) => intersect(&existing, &segment_ranges),
@@ -72,6 +84,7 @@ pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
         ranges,
         used,
         order,
+        exact,
     }
 }
 

@@ -67,6 +67,9 @@ pub(crate) struct ScanSpec {
     pub splits: Option<Vec<RowRange>>,
     pub residual: Option<Arc<dyn PhysicalExpr>>,
     pub residual_text: Vec<String>,
+    /// Drop rows whose key does not fit the schema: segment filters the
+    /// ranges answer exactly are not re-checked, and would have.
+    pub drop_misfits: bool,
     pub limit: Option<usize>,
     /// Read in descending key order (ORDER BY _key DESC).
     pub reverse: bool,
@@ -866,6 +869,7 @@ impl ExecutionPlan for KeyScanExec {
                 &spec.proto_masks,
                 &spec.map_keys,
             );
+            wide.drop_misfits = spec.drop_misfits;
             // Values no output column uses need not be decoded.
             for (family, qualifiers) in wide.values_used() {
                 filter = filter.values_only(family, qualifiers);

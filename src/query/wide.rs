@@ -338,12 +338,20 @@ pub(crate) fn scan_spec(
     let projection: Vec<usize> = projection.unwrap_or_else(|| (0..layout.sources.len()).collect());
     // Filters the key ranges answer exactly are not re-checked: no `_key`
     // text is built per row for them.
+    // Segment filters the ranges answer exactly are not re-checked either;
+    // the scan then drops rows whose key does not fit the schema (their
+    // segments read as NULL, which those filters would turn away).
+    let mut key_plan = pushdown::plan(filters, layout.key.as_ref());
+    let exact_segments = !recheck_all && !key_plan.exact.is_empty();
     let recheck: Vec<Expr> = filters
         .iter()
-        .filter(|f| (recheck_all || layout.answers(f)) && !pushdown::is_exact_key_filter(f))
+        .filter(|f| {
+            (recheck_all || layout.answers(f))
+                && !pushdown::is_exact_key_filter(f)
+                && (recheck_all || !key_plan.exact.contains(f))
+        })
         .cloned()
         .collect();
-    let mut key_plan = pushdown::plan(filters, layout.key.as_ref());
     let (time, time_used, cells_per_column) = match &layout.view {
         View::Wide { as_of } => (
             TimeRange {
@@ -434,6 +442,7 @@ pub(crate) fn scan_spec(
         map_keys: HashMap::new(),
         residual,
         residual_text: recheck.iter().map(ToString::to_string).collect(),
+        drop_misfits: exact_segments,
         limit,
         reverse: false,
         order: key_plan.order,

@@ -456,6 +456,56 @@ impl KeySchema {
             .collect()
     }
 
+    /// Per field: whether [`KeySchema::ranges`] under `constraints` holds
+    /// only keys whose field meets its constraint, among keys that fit the
+    /// schema (a scan that skips the re-check must still drop keys that do
+    /// not). True for a field pinned to listed values (`=`, `IN`) whose
+    /// values write and read back unchanged, when every segment before it
+    /// is a literal, a salt, or such a field, and the prefixes stayed
+    /// within what `ranges` enumerates.
+    pub fn exact_fields(&self, constraints: &[Option<Constraint>]) -> Vec<bool> {
+        let mut exact = vec![false; self.fields().count()];
+        let mut prefixes = 1usize;
+        let mut field = 0;
+        for segment in &self.segments {
+            let Segment::Field { name, kind } = segment else {
+                continue;
+            };
+            let index = field;
+            field += 1;
+            if let SegmentKind::Salt { buckets, of } = kind {
+                prefixes =
+                    prefixes.saturating_mul(self.salt_candidates(*buckets, of, constraints).len());
+                if prefixes > MAX_PREFIXES {
+                    break;
+                }
+                continue;
+            }
+            let Some(Some(Constraint::In(values))) = constraints.get(index) else {
+                break;
+            };
+            let mut texts = Vec::new();
+            for value in values {
+                // A value that cannot be written matches no key: no range.
+                let Ok(text) = self.format_value(name, kind, value) else {
+                    continue;
+                };
+                if parse_value(kind, &text).as_ref() != Some(value) {
+                    return exact;
+                }
+                texts.push(text);
+            }
+            texts.sort();
+            texts.dedup();
+            prefixes = prefixes.saturating_mul(texts.len().max(1));
+            if prefixes > MAX_PREFIXES {
+                break;
+            }
+            exact[index] = true;
+        }
+        exact
+    }
+
     /// What key order says about segment order for a scan under
     /// `constraints`: the leading segments pinned to listed values (and
     /// salt buckets) split the keys into groups, one key prefix each; within
@@ -1096,6 +1146,41 @@ mod tests {
         assert!(pattern_sorts("%Y-%m-%d-%H%M"));
         assert!(pattern_sorts("%Y%m%d%H%M%S%3f"));
         assert!(!pattern_sorts("%d-%m-%Y"));
+    }
+
+    #[test]
+    fn only_listed_leading_values_that_read_back_are_exact() {
+        let text = |t: &str| KeyValue::Text(t.into());
+        let schema = host_n(false);
+        let pinned = Some(Constraint::In(vec![text("h1"), text("h2")]));
+        let n = |v: i64| Some(Constraint::In(vec![KeyValue::Int(v)]));
+        assert_eq!(schema.exact_fields(&[pinned.clone(), n(7)]), [true, true]);
+        // After a field that is not pinned, nothing is.
+        assert_eq!(schema.exact_fields(&[None, n(7)]), [false, false]);
+        let range = Some(Constraint::Range(
+            Bound::Unbounded,
+            Bound::Excluded(KeyValue::Int(9)),
+        ));
+        assert_eq!(schema.exact_fields(&[pinned, range]), [true, false]);
+        // A day-resolution segment cannot pin a time within the day.
+        let days = KeySchema {
+            delimiter: '#',
+            segments: vec![Segment::Field {
+                name: "day".into(),
+                kind: SegmentKind::Time {
+                    format: TimeFormat::Pattern("%Y%m%d".into()),
+                    reversed: false,
+                },
+            }],
+        };
+        let noon = micros("2015-03-01 12:00:00.000");
+        let midnight = micros("2015-03-01 00:00:00.000");
+        let at = |t: i64| Some(Constraint::In(vec![KeyValue::Time(t)]));
+        assert_eq!(days.exact_fields(&[at(midnight)]), [true]);
+        assert_eq!(days.exact_fields(&[at(noon)]), [false]);
+        // Salted: the salt bucket follows from the pinned time, which the
+        // range then pins exactly.
+        assert_eq!(battery().exact_fields(&[None, at(midnight)]), [false, true]);
     }
 
     fn host_n(reversed_ts: bool) -> KeySchema {
