@@ -509,7 +509,7 @@ impl ViewBatchBuilder {
         let Some(schema) = &self.layout.key else {
             return false;
         };
-        if schema.decode(key).is_some() {
+        if schema.fits(key) {
             return false;
         }
         self.misfits += 1;

@@ -371,6 +371,30 @@ impl KeySchema {
         Some(out)
     }
 
+    /// Whether a row key fits the schema: what [`KeySchema::decode`]
+    /// answers with `Some`, without building the values.
+    pub fn fits(&self, key: &[u8]) -> bool {
+        let Ok(key) = std::str::from_utf8(key) else {
+            return false;
+        };
+        let mut parts = key.splitn(self.segments.len(), self.delimiter);
+        self.segments.iter().all(|segment| {
+            let Some(part) = parts.next() else {
+                return false;
+            };
+            match segment {
+                Segment::Literal(text) => part == text,
+                Segment::Field { kind, .. } => match kind {
+                    SegmentKind::Text => true,
+                    SegmentKind::Padded { width, .. } => {
+                        part.chars().count() == usize::from(*width)
+                    }
+                    _ => parse_value(kind, part).is_some(),
+                },
+            }
+        })
+    }
+
     /// Key ranges covering every key whose fields satisfy `constraints`
     /// (by field index). The ranges may cover more keys than match (the
     /// scan re-checks); they never miss one. Also returns how many leading
@@ -1146,6 +1170,44 @@ mod tests {
         assert!(pattern_sorts("%Y-%m-%d-%H%M"));
         assert!(pattern_sorts("%Y%m%d%H%M%S%3f"));
         assert!(!pattern_sorts("%d-%m-%Y"));
+    }
+
+    #[test]
+    fn fits_agrees_with_decode() {
+        let padded = KeySchema {
+            delimiter: '#',
+            segments: vec![
+                Segment::Field {
+                    name: "x".into(),
+                    kind: SegmentKind::Padded { width: 3, pad: ' ' },
+                },
+                Segment::Literal("L".into()),
+            ],
+        };
+        let keys: [&[u8]; 12] = [
+            b"h1#0007",
+            b"h1#7",
+            b"h1#00x7",
+            b"h1",
+            b"#0007",
+            b"h1#0007#more",
+            b"\xff#0007",
+            b"ab #L",
+            b"ab#L",
+            b"abc#M",
+            b"BATTERY#2#20150301000000000",
+            b"BATTERY#2#2015",
+        ];
+        for key in keys {
+            for schema in [host_n(false), host_n(true), padded.clone(), battery()] {
+                assert_eq!(
+                    schema.fits(key),
+                    schema.decode(key).is_some(),
+                    "{}",
+                    String::from_utf8_lossy(key)
+                );
+            }
+        }
     }
 
     #[test]
