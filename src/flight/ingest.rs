@@ -167,12 +167,8 @@ fn create_sql(
                 .join(", ")
         ))
     })?;
-    let text = matches!(
-        key.data_type(),
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
-    );
     let key_type = match key.data_type() {
-        _ if text => "TEXT",
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "TEXT",
         t if t.is_integer() && key_name != "_key" => "INT(19)",
         other => {
             return Err(Status::invalid_argument(format!(

@@ -560,19 +560,34 @@ impl ViewBatchBuilder {
             std::borrow::Cow::Borrowed("")
         };
         let segments = self.segments_of(row_key);
-        let mut runs = std::mem::take(&mut self.runs);
-        runs.clear();
         let decl = |i: usize| read.get(row.family(i)).copied().unwrap_or(usize::MAX);
-        let mut start = 0;
-        for i in 1..=row.len() {
-            if i == row.len() || row.first(i) || decl(i) != decl(start) {
-                runs.push((start, i, self.target(decl(start), row.qualifier(start))));
-                start = i;
-            }
-        }
+        let runs = self.column_runs(row.len(), |i| row.first(i), decl, |i| row.qualifier(i));
         let done = self.push_versions(row_key, &key, segments.as_deref(), &row, &runs);
         self.runs = runs;
         done
+    }
+
+    /// The column runs (start, end, target) of a row's `n` cells, given
+    /// by index: a run ends where a cell starts its column or another
+    /// family's cells begin. The vector is the scan's reused one: put it
+    /// back in `self.runs` when done.
+    fn column_runs<'q>(
+        &mut self,
+        n: usize,
+        first: impl Fn(usize) -> bool,
+        decl: impl Fn(usize) -> usize,
+        qualifier: impl Fn(usize) -> &'q [u8],
+    ) -> Vec<(usize, usize, Target)> {
+        let mut runs = std::mem::take(&mut self.runs);
+        runs.clear();
+        let mut start = 0;
+        for i in 1..=n {
+            if i == n || first(i) || decl(i) != decl(start) {
+                runs.push((start, i, self.target(decl(start), qualifier(start))));
+                start = i;
+            }
+        }
+        runs
     }
 
     /// One row of the wide view: its newest cells, placed in columns.
@@ -848,16 +863,12 @@ impl ViewBatchBuilder {
                 // timestamp's cells in column order. Each column's cells
                 // are newest first already: its run is placed once, and
                 // the runs merge.
-                let mut runs = std::mem::take(&mut self.runs);
-                runs.clear();
-                let mut start = 0;
-                for i in 1..=cells.len() {
-                    let (a, b) = (&cells[start], cells.get(i));
-                    if b.is_none_or(|b| b.first || b.decl != a.decl) {
-                        runs.push((start, i, self.target(a.decl, a.qualifier)));
-                        start = i;
-                    }
-                }
+                let runs = self.column_runs(
+                    cells.len(),
+                    |i| cells[i].first,
+                    |i| cells[i].decl,
+                    |i| cells[i].qualifier,
+                );
                 let done =
                     self.push_versions(row_key, &key, segments.as_deref(), &cells[..], &runs);
                 self.runs = runs;
@@ -940,11 +951,9 @@ impl ViewBatchBuilder {
             for _ in 0..len {
                 self.start_row(key, segments);
             }
-            if let Some(c) = ts_column
-                && let Some(Appender::Time(b)) = &mut self.builders[c]
-            {
+            if let Some(c) = ts_column {
                 for k in 0..len {
-                    b.append_value(cells.timestamp(first + k));
+                    self.put(c, Some(Datum::Time(cells.timestamp(first + k))));
                 }
             }
             for d in 0..self.declared_columns.len() {

@@ -63,11 +63,10 @@ pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
     if let Some(key) = key
         && constraints.iter().any(Option::is_some)
     {
-        let segment_ranges = key.ranges(&constraints);
+        let (segment_ranges, exact_fields) = key.ranges_with_exact(&constraints);
         let whole = segment_ranges.len() == 1 && is_everything(&segment_ranges[0]);
         if !whole {
             order = key.order(&constraints);
-            let exact_fields = key.exact_fields(&constraints);
             for (field, filter, listed) in &segment_filters {
                 used.push(filter.to_string());
                 if *listed && exact_fields.get(*field).copied().unwrap_or(false) {

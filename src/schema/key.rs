@@ -397,9 +397,24 @@ impl KeySchema {
 
     /// Key ranges covering every key whose fields satisfy `constraints`
     /// (by field index). The ranges may cover more keys than match (the
-    /// scan re-checks); they never miss one. Also returns how many leading
-    /// fields the ranges pin down exactly.
+    /// scan re-checks); they never miss one.
     pub fn ranges(&self, constraints: &[Option<Constraint>]) -> Vec<RowRange> {
+        self.ranges_with_exact(constraints).0
+    }
+
+    /// [`KeySchema::ranges`], and per field whether the ranges hold only
+    /// keys whose field meets its constraint, among keys that fit the
+    /// schema (a scan that skips the re-check must still drop keys that do
+    /// not): true for a field the ranges pin to listed values (`=`, `IN`)
+    /// that write and read back unchanged, when every field before it is
+    /// a salt or such a field.
+    pub fn ranges_with_exact(
+        &self,
+        constraints: &[Option<Constraint>],
+    ) -> (Vec<RowRange>, Vec<bool>) {
+        let mut exact = vec![false; self.fields().count()];
+        // Whether the fields so far are all pinned exactly.
+        let mut pinned = true;
         let mut prefixes: Vec<String> = vec![String::new()];
         let mut field = 0;
         for (n, segment) in self.segments.iter().enumerate() {
@@ -432,7 +447,7 @@ impl KeySchema {
                             .map(|b| format_salt(*b, *buckets))
                             .collect();
                         if prefixes.len() * texts.len() > MAX_PREFIXES {
-                            return prefix_ranges(&prefixes);
+                            return (prefix_ranges(&prefixes), exact);
                         }
                         prefixes = extend(&prefixes, &texts);
                         continue;
@@ -446,88 +461,46 @@ impl KeySchema {
                             texts.sort();
                             texts.dedup();
                             if prefixes.len() * texts.len().max(1) > MAX_PREFIXES {
-                                return prefix_ranges(&prefixes);
+                                return (prefix_ranges(&prefixes), exact);
                             }
                             // An IN list of values that cannot be written here matches nothing.
                             prefixes = extend(&prefixes, &texts);
                             if prefixes.is_empty() {
-                                return Vec::new();
+                                return (Vec::new(), exact);
                             }
+                            // Pinned exactly when each value reads back as itself
+                            // (a time within a `%Y%m%d` day does not).
+                            pinned &= values.iter().all(|v| {
+                                self.format_value(name, kind, v)
+                                    .map_or(true, |t| parse_value(kind, &t).as_ref() == Some(v))
+                            });
+                            exact[field - 1] = pinned;
                         }
                         Some(Constraint::Range(lo, hi)) => {
-                            return self.range_within(&prefixes, name, kind, lo, hi);
+                            return (self.range_within(&prefixes, name, kind, lo, hi), exact);
                         }
                         Some(Constraint::Prefix(start)) => {
                             if start.contains(self.delimiter)
                                 && self.free_tail() != self.field_index(name)
                             {
                                 // No value of this segment holds the delimiter.
-                                return Vec::new();
+                                return (Vec::new(), exact);
                             }
                             let texts: Vec<String> =
                                 prefixes.iter().map(|p| format!("{p}{start}")).collect();
-                            return prefix_ranges(&texts);
+                            return (prefix_ranges(&texts), exact);
                         }
-                        None => return prefix_ranges(&prefixes),
+                        None => return (prefix_ranges(&prefixes), exact),
                     }
                 }
             }
         }
         // Every segment pinned: whole keys (the trailing delimiter was not added).
-        prefixes
+        let keys = prefixes
             .into_iter()
             .map(|p| RowRange::key(p.into_bytes()))
-            .collect()
-    }
-
-    /// Per field: whether [`KeySchema::ranges`] under `constraints` holds
-    /// only keys whose field meets its constraint, among keys that fit the
-    /// schema (a scan that skips the re-check must still drop keys that do
-    /// not). True for a field pinned to listed values (`=`, `IN`) whose
-    /// values write and read back unchanged, when every segment before it
-    /// is a literal, a salt, or such a field, and the prefixes stayed
-    /// within what `ranges` enumerates.
-    pub fn exact_fields(&self, constraints: &[Option<Constraint>]) -> Vec<bool> {
-        let mut exact = vec![false; self.fields().count()];
-        let mut prefixes = 1usize;
-        let mut field = 0;
-        for segment in &self.segments {
-            let Segment::Field { name, kind } = segment else {
-                continue;
-            };
-            let index = field;
-            field += 1;
-            if let SegmentKind::Salt { buckets, of } = kind {
-                prefixes =
-                    prefixes.saturating_mul(self.salt_candidates(*buckets, of, constraints).len());
-                if prefixes > MAX_PREFIXES {
-                    break;
-                }
-                continue;
-            }
-            let Some(Some(Constraint::In(values))) = constraints.get(index) else {
-                break;
-            };
-            let mut texts = Vec::new();
-            for value in values {
-                // A value that cannot be written matches no key: no range.
-                let Ok(text) = self.format_value(name, kind, value) else {
-                    continue;
-                };
-                if parse_value(kind, &text).as_ref() != Some(value) {
-                    return exact;
-                }
-                texts.push(text);
-            }
-            texts.sort();
-            texts.dedup();
-            prefixes = prefixes.saturating_mul(texts.len().max(1));
-            if prefixes > MAX_PREFIXES {
-                break;
-            }
-            exact[index] = true;
-        }
-        exact
+            .collect();
+        (keys, exact)
     }
 
     /// What key order says about segment order for a scan under
@@ -1216,14 +1189,17 @@ mod tests {
         let schema = host_n(false);
         let pinned = Some(Constraint::In(vec![text("h1"), text("h2")]));
         let n = |v: i64| Some(Constraint::In(vec![KeyValue::Int(v)]));
-        assert_eq!(schema.exact_fields(&[pinned.clone(), n(7)]), [true, true]);
+        assert_eq!(
+            schema.ranges_with_exact(&[pinned.clone(), n(7)]).1,
+            [true, true]
+        );
         // After a field that is not pinned, nothing is.
-        assert_eq!(schema.exact_fields(&[None, n(7)]), [false, false]);
+        assert_eq!(schema.ranges_with_exact(&[None, n(7)]).1, [false, false]);
         let range = Some(Constraint::Range(
             Bound::Unbounded,
             Bound::Excluded(KeyValue::Int(9)),
         ));
-        assert_eq!(schema.exact_fields(&[pinned, range]), [true, false]);
+        assert_eq!(schema.ranges_with_exact(&[pinned, range]).1, [true, false]);
         // A day-resolution segment cannot pin a time within the day.
         let days = KeySchema {
             delimiter: '#',
@@ -1238,11 +1214,14 @@ mod tests {
         let noon = micros("2015-03-01 12:00:00.000");
         let midnight = micros("2015-03-01 00:00:00.000");
         let at = |t: i64| Some(Constraint::In(vec![KeyValue::Time(t)]));
-        assert_eq!(days.exact_fields(&[at(midnight)]), [true]);
-        assert_eq!(days.exact_fields(&[at(noon)]), [false]);
+        assert_eq!(days.ranges_with_exact(&[at(midnight)]).1, [true]);
+        assert_eq!(days.ranges_with_exact(&[at(noon)]).1, [false]);
         // Salted: the salt bucket follows from the pinned time, which the
         // range then pins exactly.
-        assert_eq!(battery().exact_fields(&[None, at(midnight)]), [false, true]);
+        assert_eq!(
+            battery().ranges_with_exact(&[None, at(midnight)]).1,
+            [false, true]
+        );
     }
 
     fn host_n(reversed_ts: bool) -> KeySchema {

@@ -14,8 +14,55 @@ use crate::Error;
 use crate::query::{CellarTable, to_df};
 use crate::store::Store;
 
-/// Tables a session registered: `CREATE EXTERNAL TABLE`, `CREATE VIEW`.
-pub(crate) type SessionTables = Arc<RwLock<BTreeMap<String, Arc<dyn TableProvider>>>>;
+/// Tables a session registered (`CREATE EXTERNAL TABLE`, `CREATE VIEW`),
+/// by name; clones share them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SessionTables(Arc<RwLock<BTreeMap<String, Arc<dyn TableProvider>>>>);
+
+impl SessionTables {
+    pub fn get(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    fn insert(
+        &self,
+        name: String,
+        table: Arc<dyn TableProvider>,
+    ) -> Option<Arc<dyn TableProvider>> {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name, table)
+    }
+
+    pub fn remove(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name)
+    }
+
+    /// Each table's name and what it is ("external table", "view").
+    pub fn list(&self) -> Vec<(String, &'static str)> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(name, table)| (name.clone(), kind(table.as_ref())))
+            .collect()
+    }
+}
+
+/// The error for a session table given the name of a cellar table.
+pub(crate) fn cellar_name_taken(name: &str, table_kind: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "a cellar table named {name} exists; give the {table_kind} another name"
+    ))
+}
 
 #[derive(Debug)]
 pub(crate) struct StoreSchema {
@@ -23,40 +70,24 @@ pub(crate) struct StoreSchema {
     pub session: SessionTables,
 }
 
-impl StoreSchema {
-    fn session_table(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
-        self.session
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name)
-            .cloned()
-    }
-}
-
 #[async_trait]
 impl SchemaProvider for StoreSchema {
     fn table_names(&self) -> Vec<String> {
         let mut names = self.store.list_tables();
-        names.extend(
-            self.session
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .keys()
-                .cloned(),
-        );
+        names.extend(self.session.list().into_iter().map(|(name, _)| name));
         names
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
         match CellarTable::new(self.store.clone(), name) {
             Ok(t) => Ok(Some(Arc::new(t))),
-            Err(Error::TableNotFound { .. }) => Ok(self.session_table(name)),
+            Err(Error::TableNotFound { .. }) => Ok(self.session.get(name)),
             Err(e) => Err(to_df(e)),
         }
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.store.table(name).is_ok() || self.session_table(name).is_some()
+        self.store.table(name).is_ok() || self.session.get(name).is_some()
     }
 
     fn register_table(
@@ -65,24 +96,13 @@ impl SchemaProvider for StoreSchema {
         table: Arc<dyn TableProvider>,
     ) -> DfResult<Option<Arc<dyn TableProvider>>> {
         if self.store.table(&name).is_ok() {
-            return Err(to_df(Error::InvalidArgument(format!(
-                "a cellar table named {name} exists; give the {} another name",
-                kind(table.as_ref())
-            ))));
+            return Err(to_df(cellar_name_taken(&name, kind(table.as_ref()))));
         }
-        Ok(self
-            .session
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(name, table))
+        Ok(self.session.insert(name, table))
     }
 
     fn deregister_table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        let removed = self
-            .session
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(name);
+        let removed = self.session.remove(name);
         if removed.is_none() && self.store.table(name).is_ok() {
             return Err(to_df(Error::InvalidArgument(format!(
                 "{name} is a cellar table: DROP TABLE {name} deletes it and its data"

@@ -98,9 +98,8 @@ impl ScalarUDFImpl for ToJson {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let array = &arrays[0];
-        let field = Arc::clone(&args.arg_fields[0]);
         let options = EncoderOptions::default();
-        let mut encoder = make_encoder(&field, array.as_ref(), &options)?;
+        let mut encoder = make_encoder(&args.arg_fields[0], array.as_ref(), &options)?;
         let mut text = Vec::new();
         let mut out = StringBuilder::with_capacity(array.len(), array.len() * 16);
         for i in 0..array.len() {

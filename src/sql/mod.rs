@@ -108,7 +108,7 @@ impl SqlSession {
                 "public",
                 Arc::new(StoreSchema {
                     store: store.clone(),
-                    session: Arc::clone(&session_tables),
+                    session: session_tables.clone(),
                 }),
             );
         }
@@ -243,21 +243,7 @@ impl SqlSession {
             }
             Ok(None) => {
                 let plan = self.ctx.state().create_logical_plan(sql).await?;
-                if let LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create)) = &plan {
-                    let name = create.name.table();
-                    if create.name.schema().is_none_or(|s| s == "public")
-                        && self.store.table(name).is_ok()
-                        && !create.if_not_exists
-                    {
-                        return Err(to_df(Error::InvalidArgument(format!(
-                            "a cellar table named {name} exists; give the external table another name"
-                        ))));
-                    }
-                }
-                self.ctx
-                    .execute_logical_plan(plan)
-                    .await
-                    .and_then(nested_as_json)
+                self.run_plan(plan).await
             }
             Err(e) => Err(DataFusionError::SQL(Box::new(e), None)),
         }
@@ -318,8 +304,27 @@ impl SqlSession {
         // Placeholders are replaced before DDL would run, so a parameter
         // reaches `CREATE VIEW ... AS SELECT $1` as a value.
         let plan = self.ctx.state().create_logical_plan(sql).await?;
-        let plan = plan.with_param_values(params)?;
-        self.ctx.execute_logical_plan(plan).await
+        self.run_plan(plan.with_param_values(params)?).await
+    }
+
+    /// Hands a DataFusion plan to the context (which runs DDL at once),
+    /// after what cellar adds: an external table may not take a cellar
+    /// table's name (DataFusion would say only "already exists"), and
+    /// COPY to CSV writes nested columns as JSON.
+    async fn run_plan(&self, plan: LogicalPlan) -> DfResult<DataFrame> {
+        if let LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create)) = &plan {
+            let name = create.name.table();
+            if create.name.schema().is_none_or(|s| s == "public")
+                && self.store.table(name).is_ok()
+                && !create.if_not_exists
+            {
+                return Err(to_df(catalog::cellar_name_taken(name, "external table")));
+            }
+        }
+        self.ctx
+            .execute_logical_plan(plan)
+            .await
+            .and_then(nested_as_json)
     }
 
     /// Plans one statement and runs it now if it writes (DDL, INSERT,
@@ -381,7 +386,7 @@ impl SqlSession {
                 if if_not_exists && store.table(&name).is_ok() {
                     return Ok(message(format!("table {name} exists")));
                 }
-                if let Some(table) = self.session_table(&name) {
+                if let Some(table) = self.session_tables.get(&name) {
                     return Err(to_df(Error::InvalidArgument(format!(
                         "{name} is this session's {}; DROP {} {name} first, or name the table differently",
                         catalog::kind(table.as_ref()),
@@ -501,13 +506,13 @@ impl SqlSession {
                 format,
             } => set_format(store, &table, &family, format, &Default::default()).map_err(to_df)?,
             CellarStatement::DropTable { name, .. }
-                if store.table(&name).is_err() && self.session_table(&name).is_some() =>
+                if store.table(&name).is_err()
+                    && let Some(table) = self.session_tables.remove(&name) =>
             {
-                self.session_tables
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .remove(&name);
-                format!("dropped external table {name}; its files stay")
+                match catalog::kind(table.as_ref()) {
+                    "view" => format!("dropped view {name}"),
+                    kind => format!("dropped {kind} {name}; its files stay"),
+                }
             }
             CellarStatement::DropTable { name, if_exists } => match store.drop_table(&name) {
                 Ok(()) => format!("dropped table {name}"),
@@ -607,26 +612,12 @@ impl SqlSession {
     /// The external tables and views of this session, with what each is
     /// ("external table", "view"), by name.
     pub fn session_tables(&self) -> Vec<(String, &'static str)> {
-        self.session_tables
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .map(|(name, table)| (name.clone(), catalog::kind(table.as_ref())))
-            .collect()
-    }
-
-    /// A table or view this session registered, if `name` is one.
-    fn session_table(&self, name: &str) -> Option<Arc<dyn TableProvider>> {
-        self.session_tables
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(name)
-            .cloned()
+        self.session_tables.list()
     }
 
     fn describe(&self, name: &str) -> DfResult<RecordBatch> {
         if self.store.table(name).is_err()
-            && let Some(table) = self.session_table(name)
+            && let Some(table) = self.session_tables.get(name)
         {
             return describe_session_table(table.as_ref());
         }

@@ -295,7 +295,7 @@ impl Store {
                 name.starts_with('f').then_some(factory)
             }));
         // A scan that finds its blocks cached skips the read, the checksum
-        // and the decompression: about a tenth of a full scan's time.
+        // and the decompression (a few percent of a full scan's time here).
         if let Some(bytes) = options
             .cache_bytes
             .or_else(|| machine_memory().map(|m| m / 4))
