@@ -205,6 +205,28 @@ fn the_demo_fills_its_tables_once() {
         "{stdout}"
     );
     assert!(stdout.ends_with("n\n100000\n"), "{stdout}");
+    // SQL piped in runs after the demo too.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cellar"))
+        .args(["demo", "--format", "csv", "--store"])
+        .arg(&store)
+        .env("HOME", dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input
+        .write_all(b"SELECT count(*) AS n FROM purchases;")
+        .unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).ends_with("n\n100000\n"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 /// The interactive shell through a pseudo-terminal (driven by

@@ -516,14 +516,11 @@ pub fn run(options: Options) -> bool {
 }
 
 fn run_in(shell: &mut Shell, options: Options) -> bool {
-    if options.demo {
-        if let Err(e) = demo::run(&shell.session, &shell.runtime) {
-            eprintln!("error: {e}");
-            return false;
-        }
-        if options.scripts.is_empty() && !std::io::stdin().is_terminal() {
-            return true;
-        }
+    if options.demo
+        && let Err(e) = demo::run(&shell.session, &shell.runtime)
+    {
+        eprintln!("error: {e}");
+        return false;
     }
     if !options.scripts.is_empty() {
         for script in &options.scripts {
