@@ -200,6 +200,14 @@ pub enum Error {
         /// The timeout.
         limit: std::time::Duration,
     },
+    /// An error of one row of a write's input, with where the row is.
+    #[error("{at}: {error}")]
+    AtRow {
+        /// Where the row is: `row 3`, `line 12 of "w.csv"`.
+        at: String,
+        /// What is wrong with it.
+        error: Box<Error>,
+    },
     /// A bug in cellar, not something the caller did.
     #[error("internal error (a bug in cellar; please report it): {0}")]
     Internal(String),

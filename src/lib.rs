@@ -33,22 +33,22 @@ mod store;
 
 pub use codec::{CellKey, EncodedRange, escape, row_prefix_range, row_range, show_bytes};
 pub use error::{Error, Result};
-pub use query::{CellarTable, KeyPlan, View, ViewFunction, plan_key_ranges};
+pub use query::{CellarTable, KeyPlan, View, ViewFunction, WriteProgress, plan_key_ranges};
 pub use schema::SCHEMA_METADATA_KEY;
 pub use schema::{
     ColumnDef, Constraint, Encoding, FamilyTypes, KeySchema, KeyValue, ProtoColumn, Segment,
     SegmentKind, TableSchema, TimeFormat, Value, ValueType,
 };
 pub use sql::{
-    CellarStatement, FamilyDecl, MAX_EXPR_DEPTH, SessionOptions, SqlSession, StatementShape,
-    parse_cellar_statement, parse_duration_micros,
+    CellarStatement, FamilyDecl, Loading, MAX_EXPR_DEPTH, SessionOptions, SqlSession,
+    StatementShape, parse_cellar_statement, parse_duration_micros,
 };
 pub use store::journal;
 pub use store::{
-    AlterOp, Cell, CellRef, CheckReport, Conversion, Durability, FamilyCheck, FamilyDef,
-    FamilyFormat, FamilyKind, FamilySpec, FormatChange, GcPolicy, GcStats, MAX_FAMILIES,
-    MAX_GC_DEPTH, MAX_GC_RULES, MAX_KEY_LEN, MAX_PACKED_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN,
-    Mutation, QualifierFilter, ReadFilter, ReadModifyWrite, ReadRequest, Row, RowMutation,
-    RowRange, RowSet, RowStream, RowView, ScanStats, Store, StoreOptions, TableDef, TableSpec,
-    TimeRange, hll_estimate, machine_memory, now_micros,
+    AlterOp, BadRows, BatchFamily, Cell, CellBatch, CellRef, CheckReport, Conversion, Durability,
+    FamilyCheck, FamilyDef, FamilyFormat, FamilyKind, FamilySpec, FormatChange, GcPolicy, GcStats,
+    MAX_FAMILIES, MAX_GC_DEPTH, MAX_GC_RULES, MAX_KEY_LEN, MAX_PACKED_LEN, MAX_QUALIFIER_LEN,
+    MAX_VALUE_LEN, Mutation, QualifierFilter, ReadFilter, ReadModifyWrite, ReadRequest, Row,
+    RowMutation, RowRange, RowSet, RowStream, RowView, ScanStats, Store, StoreOptions, TableDef,
+    TableSpec, TimeRange, hll_estimate, machine_memory, now_micros,
 };

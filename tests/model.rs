@@ -8,8 +8,9 @@
 )]
 
 use cellar::{
-    AlterOp, FamilyFormat, FamilyKind, FamilySpec, GcPolicy, Mutation, QualifierFilter, ReadFilter,
-    ReadModifyWrite, ReadRequest, Row, RowMutation, RowRange, RowSet, Store, TableSpec, TimeRange,
+    AlterOp, BadRows, CellBatch, FamilyFormat, FamilyKind, FamilySpec, GcPolicy, Mutation,
+    QualifierFilter, ReadFilter, ReadModifyWrite, ReadRequest, Row, RowMutation, RowRange, RowSet,
+    Store, TableSpec, TimeRange,
 };
 use proptest::prelude::*;
 use std::cmp::Reverse;
@@ -161,6 +162,9 @@ enum Op {
     Append(Vec<u8>, Vec<u8>, Vec<u8>),
     CheckAndMutate(Vec<u8>, Filter, Vec<u8>),
     Bulk(Vec<SetArgs>),
+    /// `Store::write_batch`: rows of cell writes (a set, or an add to the
+    /// sum family), keys sorted first when asked (the path without hashing).
+    WriteBatch(Vec<(Vec<u8>, Vec<BatchCell>)>, bool),
     Read(Vec<RowRange>, Filter, bool, Option<usize>),
     SetGc(String, GcPolicy),
     CollectGarbage,
@@ -171,6 +175,21 @@ enum Op {
 }
 
 type SetArgs = (Vec<u8>, String, Vec<u8>, i64, Vec<u8>);
+
+/// A cell of a batch row: a set (family, qualifier, timestamp, value) or
+/// an add to family `s` (qualifier, timestamp, input).
+#[derive(Debug, Clone)]
+enum BatchCell {
+    Set(String, Vec<u8>, i64, Vec<u8>),
+    Add(Vec<u8>, i64, i8),
+}
+
+fn batch_cell() -> impl Strategy<Value = BatchCell> {
+    prop_oneof![
+        5 => (normal_family(), bytes(1), 1..10i64, value()).prop_map(|(f, q, t, v)| BatchCell::Set(f, q, t, v)),
+        1 => (bytes(1), 0..3i64, any::<i8>()).prop_map(|(q, t, v)| BatchCell::Add(q, t, v)),
+    ]
+}
 
 fn set_args() -> impl Strategy<Value = SetArgs> {
     (row_key(), normal_family(), bytes(1), 1..10i64, value())
@@ -187,6 +206,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (row_key(), bytes(1), bytes(2)).prop_map(|(r, q, s)| Op::Append(r, q, s)),
         1 => (row_key(), filter(), bytes(1)).prop_map(|(r, f, q)| Op::CheckAndMutate(r, f, q)),
         1 => prop::collection::vec(set_args(), 1..6).prop_map(Op::Bulk),
+        2 => (prop::collection::vec((row_key(), prop::collection::vec(batch_cell(), 1..5)), 1..7), any::<bool>())
+            .prop_map(|(rows, sorted)| Op::WriteBatch(rows, sorted)),
         5 => (prop::collection::vec(row_range(), 0..3), filter(), any::<bool>(), prop::option::of(1..4usize))
             .prop_map(|(r, f, rev, l)| Op::Read(r, f, rev, l)),
         1 => (normal_family(), gc_policy()).prop_map(|(f, p)| Op::SetGc(f, p)),
@@ -209,6 +230,17 @@ struct Model {
 impl Model {
     fn family(name: &str) -> usize {
         FAMILIES.iter().position(|f| *f == name).unwrap()
+    }
+
+    /// Merges `v` into the sum cell `s:q` at `ts`.
+    fn add(&mut self, r: &[u8], q: &[u8], ts: i64, v: i8) {
+        let key = (r.to_vec(), 2, q.to_vec(), Reverse(ts));
+        let old = self
+            .cells
+            .get(&key)
+            .map_or(0, |b| i64::from_be_bytes(b.as_slice().try_into().unwrap()));
+        self.cells
+            .insert(key, (old + i64::from(v)).to_be_bytes().to_vec());
     }
 
     /// The visible cells of a row, in read order, after GC (no filter).
@@ -405,14 +437,7 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
                 store
                     .mutate_row("t", RowMutation::new(r.clone(), vec![m]))
                     .unwrap();
-                let key = (r.clone(), 2, q.clone(), Reverse(ts));
-                let old = model
-                    .cells
-                    .get(&key)
-                    .map_or(0, |b| i64::from_be_bytes(b.as_slice().try_into().unwrap()));
-                model
-                    .cells
-                    .insert(key, (old + i64::from(v)).to_be_bytes().to_vec());
+                model.add(&r, &q, ts, v);
             }
             Op::Increment(r, q, d) => {
                 let rule = ReadModifyWrite::Increment {
@@ -479,6 +504,39 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
                 prop_assert!(results.iter().all(Result::is_ok));
                 for (r, f, q, ts, v) in rows {
                     model.set(&r, Model::family(&f), &q, ts, v);
+                }
+            }
+            Op::WriteBatch(mut rows, sorted) => {
+                if sorted {
+                    rows.sort_by(|a, b| a.0.cmp(&b.0));
+                }
+                let mut batch = CellBatch::new();
+                for (r, cells) in &rows {
+                    batch.begin_row(r);
+                    for cell in cells {
+                        match cell {
+                            BatchCell::Set(f, q, ts, v) => {
+                                let f = batch.family(f);
+                                batch.set(f, q, *ts, v);
+                            }
+                            BatchCell::Add(q, ts, v) => {
+                                let f = batch.family("s");
+                                batch.add(f, q, *ts, &i64::from(*v).to_be_bytes());
+                            }
+                        }
+                    }
+                }
+                let failed = store.write_batch("t", &batch, BadRows::Stop).unwrap();
+                prop_assert!(failed.is_empty(), "{:?}", failed);
+                for (r, cells) in rows {
+                    for cell in cells {
+                        match cell {
+                            BatchCell::Set(f, q, ts, v) => {
+                                model.set(&r, Model::family(&f), &q, ts, v)
+                            }
+                            BatchCell::Add(q, ts, v) => model.add(&r, &q, ts, v),
+                        }
+                    }
                 }
             }
             Op::Read(ranges, f, reverse, limit) => {

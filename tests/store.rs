@@ -1192,3 +1192,71 @@ fn a_read_may_leave_out_the_values_it_does_not_use() {
     // A family not listed keeps its values.
     assert_eq!(read(ReadFilter::all().values_only("other", ["x"])), all);
 }
+
+/// `write_batch`: a bad row stops the whole batch, or is skipped alone;
+/// rows new to a PACKED family and rows it holds already end up the same.
+#[test]
+fn a_cell_batch_stops_at_a_bad_row_or_skips_it() {
+    use cellar::{BadRows, CellBatch};
+    let (_dir, store) = store();
+    store
+        .create_table(
+            TableSpec::new("t")
+                .family(FamilySpec::new("p").format(FamilyFormat::Packed))
+                .family(FamilySpec::new("c").format(FamilyFormat::Cells)),
+        )
+        .unwrap();
+    put(&store, "t", b"old", "p", "x", 1, "before");
+    let huge = vec![0u8; cellar::MAX_QUALIFIER_LEN + 1];
+    let build = |bad_qualifier: &[u8]| {
+        let mut batch = CellBatch::new();
+        let (p, c) = (batch.family("p"), batch.family("c"));
+        for key in [&b"a"[..], b"old", b"b"] {
+            batch.begin_row(key);
+            batch.set(p, b"x", 5, b"new");
+            batch.set(p, b"x", 5, b"newer");
+            batch.set(c, b"y", 5, b"cell");
+        }
+        batch.begin_row(b"c");
+        batch.set(p, bad_qualifier, 5, b"v");
+        batch
+    };
+    let batch = build(&huge);
+    let failed = store.write_batch("t", &batch, BadRows::Stop).unwrap();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].0, 3);
+    assert!(matches!(failed[0].1, Error::QualifierTooLarge { .. }));
+    assert_eq!(keys(&store, "t", ReadRequest::all()), vec![b"old".to_vec()]);
+
+    let failed = store.write_batch("t", &batch, BadRows::Skip).unwrap();
+    assert_eq!(failed.iter().map(|f| f.0).collect::<Vec<_>>(), vec![3]);
+    let rows: Vec<_> = store
+        .read_rows("t", ReadRequest::all())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 3);
+    for row in &rows {
+        let p: Vec<_> = row.column("p", b"x").map(|c| c.value.clone()).collect();
+        let c: Vec<_> = row.column("c", b"y").map(|c| c.value.clone()).collect();
+        // The later of two cells at one coordinate wins.
+        assert_eq!(p[0], b"newer", "{:?}", row.key);
+        assert_eq!(c, vec![b"cell".to_vec()]);
+    }
+    let old = rows.iter().find(|r| r.key == b"old").unwrap();
+    assert_eq!(
+        old.column("p", b"x").count(),
+        2,
+        "merged with what was stored"
+    );
+
+    // A family the table does not have fails the batch.
+    let mut batch = CellBatch::new();
+    let f = batch.family("nope");
+    batch.begin_row(b"z");
+    batch.set(f, b"q", 1, b"v");
+    assert!(matches!(
+        store.write_batch("t", &batch, BadRows::Skip),
+        Err(Error::FamilyNotFound { .. })
+    ));
+}

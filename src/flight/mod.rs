@@ -338,6 +338,7 @@ fn cellar_code(e: &crate::Error) -> tonic::Code {
     use crate::Error as E;
     use tonic::Code;
     match e {
+        E::AtRow { error, .. } => cellar_code(error),
         E::TableNotFound { .. } | E::FamilyNotFound { .. } => Code::NotFound,
         E::TableExists { .. } | E::FamilyExists { .. } => Code::AlreadyExists,
         E::StoreInUse { .. } => Code::Unavailable,

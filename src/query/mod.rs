@@ -4,19 +4,19 @@
 mod batch;
 mod checked;
 mod checked_sum;
-mod dml;
 mod functions;
-mod insert;
 mod pushdown;
 mod scan;
-mod update;
 mod wide;
+mod write;
 
 pub use checked::CheckedArithmetic;
 pub use functions::ViewFunction;
 pub use pushdown::{KeyPlan, plan as plan_key_ranges};
 pub(crate) use scan::{BOUNDED_ROWS, KeyScanExec};
 pub use wide::{CellarTable, View};
+pub use write::WriteProgress;
+pub(crate) use write::{RowNames, WriteOptions};
 
 use datafusion::error::DataFusionError;
 

@@ -17,14 +17,15 @@ use datafusion::common::{DFSchema, Result as DfResult};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 
-use super::insert::{DeleteExec, InsertExec};
 use super::pushdown;
 use super::scan::{KeyScanExec, ScanSpec};
 use super::to_df;
-use super::update::{UpdateExec, plan_assignments};
+use super::write::update::{RowUpdate, plan_assignments};
+use super::write::{Action, TableSink, WriteOptions};
 use crate::schema::{ColumnDef, FamilyTypes, KeySchema, SegmentKind, TableSchema, ValueType};
+use datafusion::datasource::sink::DataSinkExec;
 use prost_reflect::MessageDescriptor;
 
 use crate::store::{FamilyKind, QualifierFilter, Store, TableDef, TimeRange};
@@ -465,6 +466,23 @@ impl CellarTable {
         Self::with_view(store, table, View::Wide { as_of: None })
     }
 
+    /// Writes batches from outside (a file, a Flight ingest), their
+    /// columns matched to the table's by name, through the table's sink;
+    /// the rows written.
+    pub(crate) async fn load(
+        &self,
+        data: datafusion::physical_plan::SendableRecordBatchStream,
+        options: &WriteOptions,
+    ) -> DfResult<u64> {
+        let sink = TableSink::new(
+            self.store.clone(),
+            Arc::clone(&self.layout),
+            Action::Insert(options.clone()),
+            data.schema(),
+        );
+        sink.insert(data, options).await
+    }
+
     /// `table` in `view`.
     pub fn with_view(store: Store, table: &str, view: View) -> crate::Result<CellarTable> {
         let def = store.table(table)?;
@@ -488,6 +506,22 @@ impl CellarTable {
             true,
         )?;
         Ok(Arc::new(KeyScanExec::new(spec)))
+    }
+
+    /// The plan writing `input` through this table's sink.
+    fn sink(
+        &self,
+        action: Action,
+        input: Arc<dyn ExecutionPlan>,
+        order: Option<datafusion::physical_expr::LexRequirement>,
+    ) -> Arc<dyn ExecutionPlan> {
+        let sink = TableSink::new(
+            self.store.clone(),
+            Arc::clone(&self.layout),
+            action,
+            input.schema(),
+        );
+        Arc::new(DataSinkExec::new(input, Arc::new(sink), order))
     }
 
     fn writable(&self, what: &str) -> DfResult<()> {
@@ -556,11 +590,7 @@ impl TableProvider for CellarTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         self.writable("DELETE FROM")?;
         let scan = self.key_scan(state, &filters)?;
-        Ok(Arc::new(DeleteExec::new(
-            self.store.clone(),
-            self.layout.table.clone(),
-            scan,
-        )))
+        Ok(self.sink(Action::Delete, scan, None))
     }
 
     async fn update(
@@ -602,14 +632,14 @@ impl TableProvider for CellarTable {
         let assignments = plan_assignments(layout, state, assignments)?;
         // The scan selects candidate keys; each is checked again when locked.
         let scan = self.key_scan(state, &filters)?;
-        Ok(Arc::new(UpdateExec::new(
+        let update = RowUpdate::new(
             self.store.clone(),
             Arc::clone(layout),
             assignments,
             filter,
             needed,
-            scan,
-        )))
+        );
+        Ok(self.sink(Action::Update(Arc::new(update)), scan, None))
     }
 
     async fn insert_into(
@@ -624,10 +654,9 @@ impl TableProvider for CellarTable {
                 "{insert_op} is not supported; cellar tables take INSERT INTO (writes new cells)"
             ))));
         }
-        Ok(Arc::new(InsertExec::new(
-            self.store.clone(),
-            Arc::clone(&self.layout),
-            input,
-        )))
+        // The order of the SELECT (its ORDER BY) is kept to the writer: a
+        // key repeated in the input takes its last row's values.
+        let order = input.output_ordering().cloned().map(Into::into);
+        Ok(self.sink(Action::Insert(WriteOptions::default()), input, order))
     }
 }

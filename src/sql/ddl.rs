@@ -127,6 +127,15 @@ pub enum CellarStatement {
         /// The query's id, as SHOW QUERIES lists it.
         id: u64,
     },
+    /// COPY t FROM 'path' [WITH] [(option value, ...)].
+    CopyFrom {
+        /// The cellar table written.
+        table: String,
+        /// A file or a directory of files.
+        path: String,
+        /// Options by name (lower case) with their values as written.
+        options: Vec<(String, String)>,
+    },
 }
 
 /// Where a `.proto` source comes from.
@@ -187,6 +196,16 @@ impl<'a> Words<'a> {
         } else {
             ident.value.to_ascii_lowercase()
         })
+    }
+
+    /// An option name: words joined by dots (`format.has_header`).
+    fn option_key(&mut self) -> PResult<String> {
+        let mut key = self.p.parse_identifier()?.value.to_ascii_lowercase();
+        while self.p.consume_token(&Token::Period) {
+            key.push('.');
+            key.push_str(&self.p.parse_identifier()?.value.to_ascii_lowercase());
+        }
+        Ok(key)
     }
 
     fn string(&mut self) -> PResult<String> {
@@ -250,6 +269,8 @@ pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
         CellarStatement::ShowQueries
     } else if w.words(&["CANCEL", "QUERY"]) {
         CellarStatement::CancelQuery { id: w.uint()? }
+    } else if is_copy_from(&w) {
+        copy_from(&mut w)?
     } else if w.word("DESCRIBE") || w.word("DESC") {
         CellarStatement::Describe { name: w.ident()? }
     } else {
@@ -260,6 +281,47 @@ pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
         return w.p.expected("end of statement", w.p.peek_token());
     }
     Ok(Some(statement))
+}
+
+/// Whether the statement is `COPY <table> FROM` (COPY of a query, or TO
+/// a file, is DataFusion's).
+fn is_copy_from(w: &Words) -> bool {
+    let [copy, table, from] = w.p.peek_tokens_ref::<3>();
+    let word = |t: &Token, w: &str| matches!(t, Token::Word(x) if x.quote_style.is_none() && x.value.eq_ignore_ascii_case(w));
+    word(&copy.token, "COPY") && matches!(table.token, Token::Word(_)) && word(&from.token, "FROM")
+}
+
+fn copy_from(w: &mut Words) -> PResult<CellarStatement> {
+    w.expect_word("COPY")?;
+    let table = w.ident()?;
+    w.expect_word("FROM")?;
+    let path = w.string()?;
+    let _ = w.word("WITH") || w.word("OPTIONS");
+    let mut options = Vec::new();
+    if w.p.consume_token(&Token::LParen) {
+        loop {
+            let key = w.option_key()?;
+            let _ = w.p.consume_token(&Token::Eq);
+            let value = match w.p.next_token().token {
+                Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => s,
+                Token::Number(n, _) => n,
+                Token::Word(x) => x.value,
+                other => {
+                    return w.error(format!("COPY option {key} needs a value, found {other}"));
+                }
+            };
+            options.push((key, value));
+            let _ = w.p.consume_token(&Token::Comma);
+            if w.p.consume_token(&Token::RParen) {
+                break;
+            }
+        }
+    }
+    Ok(CellarStatement::CopyFrom {
+        table,
+        path,
+        options,
+    })
 }
 
 fn create_table(w: &mut Words, sql: &str) -> PResult<CellarStatement> {

@@ -2,6 +2,7 @@
 //! the DDL cellar adds (row-key schemas, families, GC policies).
 
 mod catalog;
+mod copy;
 mod ddl;
 mod functions;
 mod limits;
@@ -79,6 +80,21 @@ pub struct SqlSession {
     running: running::Running,
     /// External tables and views of this session.
     session_tables: SessionTables,
+    /// The COPY FROM running, if any: what a progress display shows.
+    loading: Arc<std::sync::Mutex<Option<Loading>>>,
+}
+
+/// A COPY FROM as it runs.
+#[derive(Debug, Clone)]
+pub struct Loading {
+    /// The table written.
+    pub table: String,
+    /// When it started.
+    pub started: std::time::Instant,
+    /// Bytes of the files it reads.
+    pub bytes: u64,
+    /// Rows written and skipped so far.
+    pub progress: Arc<crate::query::WriteProgress>,
 }
 
 impl SqlSession {
@@ -126,7 +142,16 @@ impl SqlSession {
             ctx,
             running,
             session_tables,
+            loading: Arc::default(),
         }
+    }
+
+    /// The COPY FROM this session is running, if any.
+    pub fn loading(&self) -> Option<Loading> {
+        self.loading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Runs a planned statement as a query of this session: registered
@@ -236,6 +261,29 @@ impl SqlSession {
                         Err(e)
                     }
                 }
+            }
+            Ok(Some(CellarStatement::CopyFrom {
+                table,
+                path,
+                options,
+            })) => {
+                let progress = Arc::new(crate::query::WriteProgress::default());
+                let bytes = copy::size_of(&path);
+                *self
+                    .loading
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Loading {
+                    table: table.clone(),
+                    started: std::time::Instant::now(),
+                    bytes,
+                    progress: Arc::clone(&progress),
+                });
+                let result = copy::copy_from(self, &table, &path, &options, progress).await;
+                *self
+                    .loading
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                self.ctx.read_batch(result?)
             }
             Ok(Some(statement)) => {
                 let batch = self.run(statement)?;
@@ -576,6 +624,11 @@ impl SqlSession {
                 format!("dropped proto file {name}")
             }
             CellarStatement::ShowQueries => return self.running.show(),
+            CellarStatement::CopyFrom { .. } => {
+                return Err(to_df(Error::Internal(
+                    "COPY FROM runs in SqlSession::sql".into(),
+                )));
+            }
             CellarStatement::CancelQuery { id } => {
                 if self.running.cancel(id) {
                     format!("cancelled query {id}")

@@ -8,6 +8,7 @@
 //! snapshot.
 
 mod aggregate;
+mod bulk;
 mod catalog;
 mod check;
 mod commit;
@@ -20,6 +21,7 @@ mod read;
 mod write;
 
 pub use aggregate::hll_estimate;
+pub use bulk::{BadRows, BatchFamily, CellBatch};
 pub use catalog::{
     Conversion, FORMAT_VERSION, FamilyDef, FamilyKind, FamilySpec, GcPolicy, MAX_FAMILIES,
     MAX_GC_DEPTH, MAX_GC_RULES, TableDef, validate_family_name, validate_table_name,

@@ -168,7 +168,7 @@ pub fn check_key(key: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn check_qualifier(qualifier: &[u8]) -> Result<()> {
+pub(crate) fn check_qualifier(qualifier: &[u8]) -> Result<()> {
     if qualifier.len() > MAX_QUALIFIER_LEN {
         return Err(Error::QualifierTooLarge {
             len: qualifier.len(),
@@ -178,7 +178,7 @@ fn check_qualifier(qualifier: &[u8]) -> Result<()> {
     Ok(())
 }
 
-fn check_value(value: &[u8]) -> Result<()> {
+pub(crate) fn check_value(value: &[u8]) -> Result<()> {
     if value.len() > MAX_VALUE_LEN {
         return Err(Error::ValueTooLarge {
             len: value.len(),

@@ -38,9 +38,20 @@ impl Store {
             .collect()
     }
 
-    pub(super) fn commit(&self, table: &TableHandle, mut overlay: Overlay) -> Result<()> {
+    pub(super) fn commit(&self, table: &TableHandle, overlay: Overlay) -> Result<()> {
+        self.commit_pairs(table, overlay, Vec::new())
+    }
+
+    /// Commits an overlay and pairs written beside it, (slot, key, value),
+    /// which touch no row the overlay does, in one batch.
+    pub(super) fn commit_pairs(
+        &self,
+        table: &TableHandle,
+        mut overlay: Overlay,
+        pairs: Vec<(usize, Vec<u8>, Vec<u8>)>,
+    ) -> Result<()> {
         overlay.seal(table)?;
-        if overlay.writes.is_empty() {
+        if overlay.writes.is_empty() && pairs.is_empty() {
             return Ok(());
         }
         let mut batch = self.inner.db.batch().durability(Some(PersistMode::Buffer));
@@ -50,6 +61,9 @@ impl Store {
                 Some(value) => batch.insert(ks, key, value),
                 None => batch.remove(ks, key),
             }
+        }
+        for (slot, key, value) in pairs {
+            batch.insert(&table.keyspaces[slot], key, value);
         }
         batch.commit()?;
         if self.inner.durability == Durability::Synced {

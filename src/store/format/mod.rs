@@ -245,6 +245,49 @@ impl FamilyFormat {
         }
     }
 
+    /// Whether new cells of `row` must be merged with pairs the family
+    /// holds for it (PACKED: its row-family pair exists) rather than
+    /// written as [`FamilyFormat::fresh_pairs`].
+    pub(crate) fn must_merge(
+        self,
+        snapshot: &fjall::Snapshot,
+        keyspace: &fjall::Keyspace,
+        escaped_row: &[u8],
+    ) -> Result<bool> {
+        use fjall::Readable;
+        match self {
+            FamilyFormat::Cells => Ok(false),
+            FamilyFormat::Packed => Ok(snapshot.get(keyspace, escaped_row)?.is_some()),
+        }
+    }
+
+    /// The pairs that write `cells` (sorted by qualifier, then newest
+    /// first, no coordinate twice) into a row for which
+    /// [`FamilyFormat::must_merge`] is false; `family` names the family
+    /// in a size-limit error.
+    pub(crate) fn fresh_pairs(
+        self,
+        row: &[u8],
+        escaped_row: &[u8],
+        family: &str,
+        cells: &[(&[u8], i64, &[u8])],
+        out: &mut impl FnMut(Vec<u8>, Vec<u8>),
+    ) -> Result<()> {
+        match self {
+            FamilyFormat::Cells => {
+                for (qualifier, timestamp, value) in cells {
+                    out(cells::key(row, qualifier, *timestamp), value.to_vec());
+                }
+            }
+            FamilyFormat::Packed => {
+                if let Some(value) = packed::encode_sorted(row, family, cells)? {
+                    out(escaped_row.to_vec(), value);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that a pair is well formed.
     pub(crate) fn check_pair(self, key: &[u8], value: &[u8]) -> Result<()> {
         match self {

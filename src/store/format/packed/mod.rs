@@ -86,10 +86,24 @@ pub(crate) fn too_large(row: &[u8], family: &str, size: usize) -> Error {
 /// Encodes a row's cells; `None` when there are none (the pair goes).
 /// `row` names the row in the error when the cells are over the limit.
 pub(crate) fn encode(row: &[u8], family: &str, cells: &Cells) -> Result<Option<Vec<u8>>> {
-    let Some(newest) = cells.keys().map(|(_, Reverse(ts))| *ts).max() else {
+    let sorted: Vec<(&[u8], i64, &[u8])> = cells
+        .iter()
+        .map(|((q, Reverse(ts)), v)| (q.as_slice(), *ts, v.as_slice()))
+        .collect();
+    encode_sorted(row, family, &sorted)
+}
+
+/// [`encode`] of cells given as (qualifier, timestamp, value), sorted by
+/// qualifier, then newest first, no coordinate twice.
+pub(crate) fn encode_sorted(
+    row: &[u8],
+    family: &str,
+    cells: &[(&[u8], i64, &[u8])],
+) -> Result<Option<Vec<u8>>> {
+    let Some(newest) = cells.iter().map(|(_, ts, _)| *ts).max() else {
         return Ok(None);
     };
-    let total = size(cells);
+    let total: usize = cells.iter().map(|(q, _, v)| cell_size(q, v)).sum();
     if total > MAX_PACKED_LEN {
         return Err(too_large(row, family, total));
     }
@@ -100,19 +114,19 @@ pub(crate) fn encode(row: &[u8], family: &str, cells: &Cells) -> Result<Option<V
     let mut lengths = Vec::with_capacity(n);
     let mut values: Vec<&[u8]> = Vec::with_capacity(n);
     let mut previous = 0i64;
-    for ((qualifier, Reverse(ts)), value) in cells {
+    for &(qualifier, ts, value) in cells {
         match counts.last_mut() {
-            Some(count) if qualifiers.last() == Some(&qualifier.as_slice()) => {
+            Some(count) if qualifiers.last() == Some(&qualifier) => {
                 *count += 1;
                 gaps.push(previous - ts);
             }
             _ => {
                 qualifiers.push(qualifier);
                 counts.push(1);
-                firsts.push(*ts);
+                firsts.push(ts);
             }
         }
-        previous = *ts;
+        previous = ts;
         lengths.push(value.len() as i64);
         values.push(value);
     }

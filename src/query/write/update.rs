@@ -14,33 +14,25 @@
 //! total + 5` replaces the accumulator it read with the sum (INSERT is what
 //! adds input to an accumulator).
 
-use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, TimestampMicrosecondArray};
-use datafusion::arrow::array::{BinaryArray, Int64Array, UInt32Array};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::compute::take_record_batch;
-use datafusion::arrow::datatypes::DataType;
-use datafusion::arrow::datatypes::{Int64Type, TimestampMicrosecondType};
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, Float64Array, Int64Array, MapArray, RecordBatch,
+    StringArray, TimestampMicrosecondArray, UInt32Array,
+};
+use datafusion::arrow::compute::{cast, take_record_batch};
+use datafusion::arrow::datatypes::{DataType, Int64Type, TimestampMicrosecondType};
 use datafusion::catalog::Session;
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
-use datafusion::execution::TaskContext;
 use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, SendableRecordBatchStream,
-};
 
-use super::batch::ViewBatchBuilder;
-use super::checked::arithmetic;
-use super::dml::{blocking, count_batches, count_properties};
-use super::insert::{Accumulate, CellTime, cells_of};
-use super::to_df;
-use super::wide::{ColumnSource, Layout};
 use crate::Error;
+use crate::query::batch::ViewBatchBuilder;
+use crate::query::checked::arithmetic;
+use crate::query::to_df;
+use crate::query::wide::{ColumnSource, Layout};
 use crate::schema::{Value, ValueType};
 use crate::store::{Mutation, ReadFilter, Row, Store, TimeRange, now_micros};
 
@@ -184,80 +176,6 @@ pub(crate) fn plan_assignments(
     Ok(out)
 }
 
-/// Applies planned assignments to the rows its input (a scan of `_key`)
-/// selects, each row atomically, and returns `count`.
-pub struct UpdateExec {
-    store: Store,
-    layout: Arc<Layout>,
-    assignments: Vec<Assignment>,
-    /// The WHERE clause, checked again on each row as read under its lock.
-    filter: Option<Arc<dyn PhysicalExpr>>,
-    /// The columns the assignments and the filter read.
-    needed: Vec<bool>,
-    input: Arc<dyn ExecutionPlan>,
-    properties: Arc<PlanProperties>,
-}
-
-impl fmt::Debug for UpdateExec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "UpdateExec({})", self.layout.table)
-    }
-}
-
-impl UpdateExec {
-    pub(crate) fn new(
-        store: Store,
-        layout: Arc<Layout>,
-        assignments: Vec<Assignment>,
-        filter: Option<Arc<dyn PhysicalExpr>>,
-        needed: Vec<bool>,
-        input: Arc<dyn ExecutionPlan>,
-    ) -> Self {
-        UpdateExec {
-            store,
-            layout,
-            assignments,
-            filter,
-            needed,
-            input,
-            properties: count_properties(),
-        }
-    }
-}
-
-impl DisplayAs for UpdateExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let shown: Vec<String> = self
-            .assignments
-            .iter()
-            .map(|a| match a {
-                Assignment::Value { column, expr } => {
-                    format!("{} = {expr}", self.layout.arrow.field(*column).name())
-                }
-                Assignment::Timestamp(expr) => format!("_timestamp = {expr}"),
-                Assignment::Increment {
-                    declared, delta, ..
-                } => {
-                    format!("{} += {delta}", self.layout.columns[*declared].name)
-                }
-                Assignment::Append {
-                    declared, suffix, ..
-                } => format!(
-                    "{} ||= {}",
-                    self.layout.columns[*declared].name,
-                    crate::codec::show_bytes(suffix)
-                ),
-            })
-            .collect();
-        write!(
-            f,
-            "UpdateExec: table={}, set=[{}], atomic per row",
-            self.layout.table,
-            shown.join(", ")
-        )
-    }
-}
-
 /// What an assignment brings to each row of a batch, typed once per batch.
 enum Evaluated {
     /// Nothing per row (`_timestamp` is carried separately).
@@ -319,14 +237,7 @@ fn row_changes(
                         }
                     }
                 } else {
-                    mutations.extend(cells_of(
-                        layout,
-                        source,
-                        array,
-                        row,
-                        timestamp,
-                        Accumulate::Replace(read),
-                    )?);
+                    mutations.extend(cells_of(layout, source, array, row, timestamp, read)?);
                 }
             }
             (
@@ -387,90 +298,9 @@ fn set_cell(def: &crate::schema::ColumnDef, value: Vec<u8>, time: CellTime) -> M
     }
 }
 
-impl ExecutionPlan for UpdateExec {
-    fn name(&self) -> &str {
-        "UpdateExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn apply_expressions(
-        &self,
-        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
-    ) -> DfResult<TreeNodeRecursion> {
-        for a in &self.assignments {
-            if let Assignment::Value { expr, .. } | Assignment::Timestamp(expr) = a
-                && f(expr)? == TreeNodeRecursion::Stop
-            {
-                return Ok(TreeNodeRecursion::Stop);
-            }
-        }
-        if let Some(filter) = &self.filter {
-            return f(filter);
-        }
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let input = children
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| Arc::clone(&self.input));
-        Ok(Arc::new(UpdateExec::new(
-            self.store.clone(),
-            Arc::clone(&self.layout),
-            self.assignments.clone(),
-            self.filter.clone(),
-            self.needed.clone(),
-            input,
-        )))
-    }
-
-    fn execute(
-        &self,
-        _partition: usize,
-        context: Arc<TaskContext>,
-    ) -> DfResult<SendableRecordBatchStream> {
-        let plan = Arc::new(RowUpdate {
-            store: self.store.clone(),
-            layout: Arc::clone(&self.layout),
-            assignments: self.assignments.clone(),
-            filter: self.filter.clone(),
-            read: read_filter(&self.layout, &self.needed),
-            needed: self.needed.clone(),
-            started: now_micros(),
-        });
-        Ok(count_batches(
-            Arc::clone(&self.input),
-            context,
-            move |batch| {
-                let plan = Arc::clone(&plan);
-                async move {
-                    let keys = cast(batch.column(0), &DataType::Utf8)?;
-                    let keys: Vec<Vec<u8>> = keys
-                        .as_string::<i32>()
-                        .iter()
-                        .flatten()
-                        .map(|k| k.as_bytes().to_vec())
-                        .collect();
-                    blocking("update", move || plan.apply(&keys)).await
-                }
-            },
-        ))
-    }
-}
-
 /// What one UPDATE does to each row, run under the rows' locks.
-struct RowUpdate {
+#[derive(Debug)]
+pub(crate) struct RowUpdate {
     store: Store,
     layout: Arc<Layout>,
     assignments: Vec<Assignment>,
@@ -510,8 +340,56 @@ fn read_filter(layout: &Layout, needed: &[bool]) -> ReadFilter {
 }
 
 impl RowUpdate {
+    /// The update of `layout`'s rows by `assignments`, for rows the
+    /// `filter` still selects when read under their locks; `needed`: the
+    /// columns the assignments and the filter read.
+    pub fn new(
+        store: Store,
+        layout: Arc<Layout>,
+        assignments: Vec<Assignment>,
+        filter: Option<Arc<dyn PhysicalExpr>>,
+        needed: Vec<bool>,
+    ) -> Self {
+        RowUpdate {
+            read: read_filter(&layout, &needed),
+            store,
+            layout,
+            assignments,
+            filter,
+            needed,
+            started: now_micros(),
+        }
+    }
+
+    /// The assignments as EXPLAIN shows them.
+    pub fn shown(&self) -> String {
+        let shown: Vec<String> = self
+            .assignments
+            .iter()
+            .map(|a| match a {
+                Assignment::Value { column, expr } => {
+                    format!("{} = {expr}", self.layout.arrow.field(*column).name())
+                }
+                Assignment::Timestamp(expr) => format!("_timestamp = {expr}"),
+                Assignment::Increment {
+                    declared, delta, ..
+                } => {
+                    format!("{} += {delta}", self.layout.columns[*declared].name)
+                }
+                Assignment::Append {
+                    declared, suffix, ..
+                } => format!(
+                    "{} ||= {}",
+                    self.layout.columns[*declared].name,
+                    crate::codec::show_bytes(suffix)
+                ),
+            })
+            .collect();
+        shown.join(", ")
+    }
+
     /// Updates the rows at `keys`; the number updated.
-    fn apply(&self, keys: &[Vec<u8>]) -> crate::Result<u64> {
+    pub fn apply(&self, keys: &[Vec<u8>]) -> crate::Result<u64> {
         let mut updated = 0u64;
         let results =
             self.store
@@ -656,4 +534,161 @@ fn evaluate(
         });
     }
     Ok((values, timestamps))
+}
+
+pub(crate) fn value_at(a: &ArrayRef, row: usize) -> Option<Value> {
+    if a.is_null(row) {
+        return None;
+    }
+    let any = a.as_any();
+    if let Some(a) = any.downcast_ref::<Int64Array>() {
+        return Some(Value::Int64(a.value(row)));
+    }
+    if let Some(a) = any.downcast_ref::<Float64Array>() {
+        return Some(Value::Float64(a.value(row)));
+    }
+    if let Some(a) = any.downcast_ref::<StringArray>() {
+        return Some(Value::Text(a.value(row).to_string()));
+    }
+    if let Some(a) = any.downcast_ref::<BinaryArray>() {
+        return Some(Value::Bytes(a.value(row).to_vec()));
+    }
+    if let Some(a) = any.downcast_ref::<datafusion::arrow::array::BooleanArray>() {
+        return Some(Value::Boolean(a.value(row)));
+    }
+    if let Some(a) = any.downcast_ref::<datafusion::arrow::array::Decimal128Array>() {
+        return Some(Value::Decimal(a.value(row)));
+    }
+    None
+}
+
+/// The cells a non-NULL value of a declared column or a family map writes.
+pub(crate) fn cells_of(
+    layout: &Layout,
+    source: &ColumnSource,
+    array: &ArrayRef,
+    row: usize,
+    timestamp: CellTime,
+    read: Option<&Row>,
+) -> crate::Result<Vec<Mutation>> {
+    let mut mutations = Vec::new();
+    match source {
+        ColumnSource::Declared(d) if layout.protos[*d].is_some() => {
+            let column = &layout.columns[*d];
+            if let Some(p) = &layout.protos[*d]
+                && !array.is_null(row)
+            {
+                mutations.push(cell(
+                    layout,
+                    &column.family,
+                    column.qualifier.as_bytes().to_vec(),
+                    crate::proto::encode(&p.message, array, row)?,
+                    timestamp,
+                    read,
+                ));
+            }
+        }
+        ColumnSource::Declared(d) => {
+            let column = &layout.columns[*d];
+            if let Some(value) = value_at(array, row) {
+                mutations.push(cell(
+                    layout,
+                    &column.family,
+                    column.qualifier.as_bytes().to_vec(),
+                    column.encode(&value)?,
+                    timestamp,
+                    read,
+                ));
+            }
+        }
+        ColumnSource::FamilyMap(f) => {
+            let family = &layout.def.families[*f].name;
+            let Some(map) = array.as_any().downcast_ref::<MapArray>() else {
+                return Ok(mutations);
+            };
+            if map.is_null(row) {
+                return Ok(mutations);
+            }
+            let entries = map.value(row);
+            let keys = cast(entries.column(0), &DataType::Utf8)
+                .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+            let keys = keys.as_string::<i32>();
+            let values = entries.column(1);
+            let def = &layout.map_values[*f];
+            for j in 0..keys.len() {
+                let Some(value) = value_at(values, j) else {
+                    continue;
+                };
+                let qualifier = keys.value(j);
+                let bytes = def.encode(&value)?;
+                // A map entry under a declared column's qualifier must be a
+                // value of that column, or every read of the column fails.
+                if let Some(column) = layout
+                    .declared_at(family, qualifier.as_bytes())
+                    .filter(|&d| layout.protos[d].is_none())
+                    .map(|d| &layout.columns[d])
+                {
+                    column.decode(&bytes).map_err(|why| {
+                        Error::InvalidArgument(format!(
+                            "the {family} map entry {qualifier:?} is declared column {}: {why}; write it through the column",
+                            column.name
+                        ))
+                    })?;
+                }
+                mutations.push(cell(
+                    layout,
+                    family,
+                    qualifier.as_bytes().to_vec(),
+                    bytes,
+                    timestamp,
+                    read,
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(mutations)
+}
+
+/// When the cells of a write are stamped.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CellTime {
+    /// The statement's time, or the row's `_timestamp`.
+    pub at: i64,
+    /// Whether `_timestamp` was given.
+    pub explicit: bool,
+}
+
+/// A cell an UPDATE writes. In an aggregate family the new value replaces
+/// the accumulator it was computed from: the column's newest cell in the
+/// row `read` under its lock (the one at timestamp 0 when there is none),
+/// or the one at `_timestamp` when assigned.
+fn cell(
+    layout: &Layout,
+    family: &str,
+    qualifier: Vec<u8>,
+    value: Vec<u8>,
+    time: CellTime,
+    read: Option<&Row>,
+) -> Mutation {
+    if !layout.family_kind(family).is_aggregate() {
+        return Mutation::SetCell {
+            family: family.to_string(),
+            qualifier,
+            timestamp: Some(time.at),
+            value,
+        };
+    }
+    let at = if time.explicit {
+        time.at
+    } else {
+        read.and_then(|r| r.column(family, &qualifier).next())
+            .map_or(0, |c| c.timestamp)
+    };
+    Mutation::SetCell {
+        family: family.to_string(),
+        qualifier,
+        timestamp: Some(at),
+        value,
+    }
 }

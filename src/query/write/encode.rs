@@ -1,0 +1,526 @@
+//! Arrow batches to cell writes: each column of a batch is typed once (an
+//! accessor chosen per batch, not per value), then every row becomes a
+//! row key and its cells in a [`CellBatch`].
+//!
+//! The row key comes from `_key` when given, otherwise it is built from
+//! the segment columns (field promotion). Declared columns become cells of
+//! their family and qualifier; entries of a family's map column become
+//! cells with those qualifiers; aggregate families merge the value in.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Decimal128Array, Float64Array, Int64Array,
+    MapArray, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+
+use crate::Error;
+use crate::query::wide::{ColumnSource, Layout, ProtoDecl};
+use crate::schema::{ColumnDef, Encoding, KeyValue, ValueType, format_decimal};
+use crate::store::{BatchFamily, CellBatch};
+
+/// A row of the input that cannot be written, and why.
+pub(crate) type BadRow = (usize, Error);
+
+/// The cell times of one INSERT without `_timestamp`: the statement's
+/// time, except that a row whose key an earlier row of the statement also
+/// wrote gets a later microsecond, so every row written is a version of
+/// its own and the last row of a key is the newest (as separate writes
+/// would be). Batches are stamped in order, each a microsecond after the
+/// last time the one before used, so a repeat in a later batch is later
+/// too without remembering every key of a long statement.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StatementClock {
+    /// The earliest time the next batch may use.
+    next: i64,
+}
+
+impl StatementClock {
+    pub fn new(start: i64) -> Self {
+        StatementClock { next: start }
+    }
+}
+
+/// A value column typed for one batch: how a non-NULL value becomes the
+/// bytes of its cell.
+enum Values<'a> {
+    Int64(&'a Int64Array, Encoding),
+    Float64(&'a Float64Array, Encoding),
+    Boolean(&'a BooleanArray, Encoding),
+    Decimal(&'a Decimal128Array, u8, Encoding),
+    Text(&'a StringArray),
+    Bytes(&'a BinaryArray),
+    Proto(&'a ArrayRef, &'a ProtoDecl),
+}
+
+impl<'a> Values<'a> {
+    /// `array` (of the view's type for `def`) typed once.
+    fn of(
+        array: &'a ArrayRef,
+        def: &ColumnDef,
+        proto: Option<&'a ProtoDecl>,
+    ) -> crate::Result<Self> {
+        if let Some(p) = proto {
+            return Ok(Values::Proto(array, p));
+        }
+        let any = array.as_any();
+        let wrong = || {
+            Error::Internal(format!(
+                "column {} arrived as {}, not {:?}",
+                def.name,
+                array.data_type(),
+                def.value_type
+            ))
+        };
+        Ok(match def.value_type {
+            ValueType::Int64 => Values::Int64(any.downcast_ref().ok_or_else(wrong)?, def.encoding),
+            ValueType::Float64 => {
+                Values::Float64(any.downcast_ref().ok_or_else(wrong)?, def.encoding)
+            }
+            ValueType::Boolean => {
+                Values::Boolean(any.downcast_ref().ok_or_else(wrong)?, def.encoding)
+            }
+            ValueType::Decimal { scale, .. } => {
+                Values::Decimal(any.downcast_ref().ok_or_else(wrong)?, scale, def.encoding)
+            }
+            ValueType::Text => Values::Text(any.downcast_ref().ok_or_else(wrong)?),
+            ValueType::Bytes => Values::Bytes(any.downcast_ref().ok_or_else(wrong)?),
+        })
+    }
+
+    /// Appends the bytes of value `i` (not NULL) to `out`.
+    fn write(&self, i: usize, out: &mut Vec<u8>) -> crate::Result<()> {
+        let text = |e: &Encoding| *e == Encoding::Text;
+        match self {
+            Values::Int64(a, e) if text(e) => display(out, a.value(i)),
+            Values::Int64(a, _) => out.extend_from_slice(&a.value(i).to_be_bytes()),
+            Values::Float64(a, e) if text(e) => display(out, a.value(i)),
+            Values::Float64(a, _) => out.extend_from_slice(&a.value(i).to_be_bytes()),
+            Values::Boolean(a, e) if text(e) => display(out, a.value(i)),
+            Values::Boolean(a, _) => out.push(u8::from(a.value(i))),
+            Values::Decimal(a, scale, e) if text(e) => {
+                out.extend_from_slice(format_decimal(a.value(i), *scale).as_bytes())
+            }
+            Values::Decimal(a, _, _) => out.extend_from_slice(&a.value(i).to_be_bytes()),
+            Values::Text(a) => out.extend_from_slice(a.value(i).as_bytes()),
+            Values::Bytes(a) => out.extend_from_slice(a.value(i)),
+            Values::Proto(a, p) => out.extend_from_slice(&crate::proto::encode(&p.message, a, i)?),
+        }
+        Ok(())
+    }
+}
+
+/// Appends a value's text (as `to_string` would make it) to `out`.
+fn display(out: &mut Vec<u8>, value: impl std::fmt::Display) {
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, "{value}");
+}
+
+/// A family's map column typed for one batch.
+struct MapValues<'a> {
+    family: usize,
+    map: &'a MapArray,
+    /// The entries' keys as text (cast once per batch).
+    keys: ArrayRef,
+    values: Values<'a>,
+    values_array: &'a ArrayRef,
+}
+
+/// One column of the input, typed for the batch.
+enum Column<'a> {
+    Cell {
+        family: usize,
+        qualifier: &'a [u8],
+        values: Values<'a>,
+        array: &'a ArrayRef,
+    },
+    Map(MapValues<'a>),
+}
+
+/// Where a row's key comes from in one batch.
+struct KeyColumns<'a> {
+    key: Option<ArrayRef>,
+    /// Per key field: its column, if the input has it.
+    segments: Vec<Option<Segment<'a>>>,
+}
+
+enum Segment<'a> {
+    Int(&'a Int64Array),
+    Time(&'a TimestampMicrosecondArray),
+    Text(ArrayRef),
+}
+
+impl Segment<'_> {
+    fn value(&self, row: usize) -> Option<KeyValue> {
+        match self {
+            Segment::Int(a) => a.is_valid(row).then(|| KeyValue::Int(a.value(row))),
+            Segment::Time(a) => a.is_valid(row).then(|| KeyValue::Time(a.value(row))),
+            Segment::Text(a) => a
+                .is_valid(row)
+                .then(|| KeyValue::Text(a.as_string::<i32>().value(row).to_string())),
+        }
+    }
+}
+
+/// Turns batches of a layout's columns (the view's types, in its order)
+/// into cell writes.
+pub(crate) struct Encoder<'l> {
+    layout: &'l Layout,
+}
+
+impl<'l> Encoder<'l> {
+    pub fn new(layout: &'l Layout) -> Self {
+        Encoder { layout }
+    }
+
+    /// Encodes the rows of `batch` into `out` (emptied first), but for
+    /// those already known `bad`, and returns which input row each row of
+    /// `out` is, and every row that cannot be written with why. Rows are
+    /// stamped by `clock` unless `_timestamp` gives their time.
+    pub fn encode(
+        &self,
+        batch: &RecordBatch,
+        clock: &mut StatementClock,
+        out: &mut CellBatch,
+        mut bad: Vec<BadRow>,
+    ) -> crate::Result<(Vec<usize>, Vec<BadRow>)> {
+        let layout = self.layout;
+        out.clear();
+        let families: Vec<BatchFamily> = layout
+            .def
+            .families
+            .iter()
+            .map(|f| out.family(&f.name))
+            .collect();
+        let key_columns = self.key_columns(batch)?;
+        let mut columns = Vec::new();
+        let mut explicit: Option<&TimestampMicrosecondArray> = None;
+        for (i, source) in layout.sources.iter().enumerate() {
+            let array = batch.column(i);
+            if array.null_count() == array.len() {
+                continue;
+            }
+            match source {
+                ColumnSource::Declared(d) => {
+                    let def = &layout.columns[*d];
+                    columns.push(Column::Cell {
+                        family: family_index(layout, &def.family)?,
+                        qualifier: def.qualifier.as_bytes(),
+                        values: Values::of(array, def, layout.protos[*d].as_ref())?,
+                        array,
+                    });
+                }
+                ColumnSource::FamilyMap(f) => {
+                    let Some(map) = array.as_any().downcast_ref::<MapArray>() else {
+                        return Err(Error::Internal(format!(
+                            "map column of family {} arrived as {}",
+                            layout.def.families[*f].name,
+                            array.data_type()
+                        )));
+                    };
+                    let keys = cast(map.keys(), &DataType::Utf8)
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                    columns.push(Column::Map(MapValues {
+                        family: *f,
+                        map,
+                        keys,
+                        values: Values::of(map.values(), &layout.map_values[*f], None)?,
+                        values_array: map.values(),
+                    }));
+                }
+                ColumnSource::Timestamp => {
+                    explicit = array.as_any().downcast_ref();
+                }
+                ColumnSource::Family | ColumnSource::Qualifier | ColumnSource::Value => {
+                    return Err(Error::InvalidArgument(format!(
+                        "the cells view of {} is read-only",
+                        layout.table
+                    )));
+                }
+                ColumnSource::Key | ColumnSource::Segment(_) => {}
+            }
+        }
+
+        // Keys first: which rows repeat a key decides their times.
+        let mut keys: Vec<u8> = Vec::new();
+        let mut ends: Vec<usize> = Vec::with_capacity(batch.num_rows());
+        let mut ok = vec![true; batch.num_rows()];
+        for (row, _) in &bad {
+            if let Some(ok) = ok.get_mut(*row) {
+                *ok = false;
+            }
+        }
+        for (row, ok) in ok.iter_mut().enumerate() {
+            if *ok && let Err(e) = self.key(&key_columns, row, &mut keys) {
+                *ok = false;
+                bad.push((row, e));
+            }
+            ends.push(keys.len());
+        }
+        let key_of = |row: usize| &keys[if row == 0 { 0 } else { ends[row - 1] }..ends[row]];
+
+        // Row times: explicit, or the clock's, later for a repeated key.
+        let base = clock.next;
+        let mut last = 0i64;
+        let mut times = vec![base; batch.num_rows()];
+        let mut implicit_rows = (0..batch.num_rows()).filter(|&r| ok[r]);
+        let ascending = {
+            let mut previous: Option<&[u8]> = None;
+            implicit_rows.all(|r| {
+                let k = key_of(r);
+                let up = previous.is_none_or(|p| p < k);
+                previous = Some(k);
+                up
+            })
+        };
+        if !ascending {
+            let mut seen: HashMap<&[u8], i64> = HashMap::with_capacity(batch.num_rows());
+            for row in (0..batch.num_rows()).filter(|&r| ok[r]) {
+                if explicit.is_some_and(|a| a.is_valid(row)) {
+                    continue;
+                }
+                let n = seen.entry(key_of(row)).or_insert(0);
+                times[row] = base.saturating_add(*n);
+                last = last.max(*n);
+                *n += 1;
+            }
+        }
+        clock.next = base.saturating_add(last).saturating_add(1);
+
+        let mut rows = Vec::with_capacity(batch.num_rows());
+        let mut scratch = Vec::new();
+        for row in 0..batch.num_rows() {
+            if !ok[row] {
+                continue;
+            }
+            let (at, is_explicit) = match explicit.filter(|a| a.is_valid(row)) {
+                Some(a) if a.value(row) < 0 => {
+                    bad.push((
+                        row,
+                        Error::InvalidArgument(format!(
+                            "_timestamp {} µs is before 1970-01-01; cell timestamps are not negative",
+                            a.value(row)
+                        )),
+                    ));
+                    continue;
+                }
+                Some(a) => (a.value(row), true),
+                None => (times[row], false),
+            };
+            out.begin_row(key_of(row));
+            match self.cells(
+                &columns,
+                &families,
+                row,
+                (at, is_explicit),
+                out,
+                &mut scratch,
+            ) {
+                Ok(()) if out.cell_count(out.len() - 1) == 0 => {
+                    out.discard_row();
+                    bad.push((
+                        row,
+                        Error::InvalidArgument(format!(
+                            "row {} has no non-NULL column to write; a row exists only through its cells",
+                            crate::codec::show_bytes(key_of(row))
+                        )),
+                    ));
+                }
+                Ok(()) => rows.push(row),
+                Err(e) => {
+                    out.discard_row();
+                    bad.push((row, e));
+                }
+            }
+        }
+        bad.sort_by_key(|(row, _)| *row);
+        Ok((rows, bad))
+    }
+
+    fn key_columns<'b>(&self, batch: &'b RecordBatch) -> crate::Result<KeyColumns<'b>> {
+        let layout = self.layout;
+        let mut key = None;
+        let mut segments: Vec<Option<Segment<'b>>> = layout
+            .key
+            .as_ref()
+            .map_or(Vec::new(), |k| k.fields().map(|_| None).collect());
+        let df = |e: datafusion::arrow::error::ArrowError| Error::InvalidArgument(e.to_string());
+        for (i, source) in layout.sources.iter().enumerate() {
+            let array = batch.column(i);
+            if array.null_count() == array.len() {
+                continue;
+            }
+            match source {
+                ColumnSource::Key => key = Some(cast(array, &DataType::Utf8).map_err(df)?),
+                ColumnSource::Segment(s) => {
+                    let any = array.as_any();
+                    segments[*s] = Some(if let Some(a) = any.downcast_ref::<Int64Array>() {
+                        Segment::Int(a)
+                    } else if let Some(a) = any.downcast_ref::<TimestampMicrosecondArray>() {
+                        Segment::Time(a)
+                    } else {
+                        Segment::Text(cast(array, &DataType::Utf8).map_err(df)?)
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(KeyColumns { key, segments })
+    }
+
+    /// Appends the key of `row` to `keys`.
+    fn key(&self, columns: &KeyColumns<'_>, row: usize, keys: &mut Vec<u8>) -> crate::Result<()> {
+        let layout = self.layout;
+        let given = columns
+            .key
+            .as_ref()
+            .filter(|k| k.is_valid(row))
+            .map(|k| k.as_string::<i32>().value(row).as_bytes());
+        let any_segment = columns
+            .segments
+            .iter()
+            .any(|s| s.as_ref().is_some_and(|s| s.value(row).is_some()));
+        let segments = || -> Vec<Option<KeyValue>> {
+            columns
+                .segments
+                .iter()
+                .map(|s| s.as_ref().and_then(|s| s.value(row)))
+                .collect()
+        };
+        match (given, &layout.key) {
+            (Some(k), Some(schema)) if any_segment => {
+                // Both _key and segments given: they must agree.
+                let built = schema.encode(&segments())?;
+                if built != k {
+                    return Err(Error::InvalidArgument(format!(
+                        "_key {} does not match its segments, which build {}",
+                        crate::codec::show_bytes(k),
+                        crate::codec::show_bytes(&built)
+                    )));
+                }
+                keys.extend_from_slice(k);
+            }
+            (Some(k), _) => keys.extend_from_slice(k),
+            (None, Some(schema)) => keys.extend_from_slice(&schema.encode(&segments())?),
+            (None, None) => {
+                return Err(Error::InvalidArgument(format!(
+                    "INSERT INTO {} needs a value for _key",
+                    layout.table
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the cells of `row` into the row `out` is building.
+    fn cells(
+        &self,
+        columns: &[Column<'_>],
+        families: &[BatchFamily],
+        row: usize,
+        (at, explicit): (i64, bool),
+        out: &mut CellBatch,
+        value: &mut Vec<u8>,
+    ) -> crate::Result<()> {
+        let layout = self.layout;
+        for column in columns {
+            match column {
+                Column::Cell {
+                    family,
+                    qualifier,
+                    values,
+                    array,
+                } => {
+                    if array.is_null(row) {
+                        continue;
+                    }
+                    value.clear();
+                    values.write(row, value)?;
+                    put(
+                        layout, families, out, *family, qualifier, at, explicit, value,
+                    );
+                }
+                Column::Map(m) => {
+                    if m.map.is_null(row) {
+                        continue;
+                    }
+                    let offsets = m.map.value_offsets();
+                    let keys = m.keys.as_string::<i32>();
+                    let family = &layout.def.families[m.family].name;
+                    for j in offsets[row] as usize..offsets[row + 1] as usize {
+                        if m.values_array.is_null(j) || keys.is_null(j) {
+                            continue;
+                        }
+                        let qualifier = keys.value(j);
+                        value.clear();
+                        m.values.write(j, value)?;
+                        // A map entry under a declared column's qualifier
+                        // must be a value of that column, or every read of
+                        // the column fails.
+                        if let Some(column) = layout
+                            .declared_at(family, qualifier.as_bytes())
+                            .filter(|&d| layout.protos[d].is_none())
+                            .map(|d| &layout.columns[d])
+                        {
+                            column.decode(value).map_err(|why| {
+                                Error::InvalidArgument(format!(
+                                    "the {family} map entry {qualifier:?} is declared column {}: {why}; write it through the column",
+                                    column.name
+                                ))
+                            })?;
+                        }
+                        put(
+                            layout,
+                            families,
+                            out,
+                            m.family,
+                            qualifier.as_bytes(),
+                            at,
+                            explicit,
+                            value,
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn family_index(layout: &Layout, name: &str) -> crate::Result<usize> {
+    layout
+        .def
+        .families
+        .iter()
+        .position(|f| f.name == name)
+        .ok_or_else(|| Error::Internal(format!("column of unknown family {name}")))
+}
+
+/// A cell write. Aggregate families accumulate into the cell at timestamp
+/// 0 unless a `_timestamp` names another accumulator (a time bucket):
+/// Bigtable merges AddToCell input into the cell of the same timestamp.
+#[allow(clippy::too_many_arguments, reason = "a cell's coordinates")]
+fn put(
+    layout: &Layout,
+    families: &[BatchFamily],
+    out: &mut CellBatch,
+    family: usize,
+    qualifier: &[u8],
+    at: i64,
+    explicit: bool,
+    value: &[u8],
+) {
+    if layout.def.families[family].kind.is_aggregate() {
+        out.add(
+            families[family],
+            qualifier,
+            if explicit { at } else { 0 },
+            value,
+        );
+    } else {
+        out.set(families[family], qualifier, at, value);
+    }
+}

@@ -1,0 +1,365 @@
+//! The one write path of cellar tables: [`TableSink`], a DataFusion
+//! `DataSink` that `DataSinkExec` drives for INSERT, UPDATE and DELETE,
+//! and that COPY FROM and Flight ingest feed directly.
+//!
+//! An insert types each Arrow batch once ([`encode::Encoder`]) and hands
+//! the store one bulk write per batch of at most [`WRITE_BATCH_ROWS`]
+//! rows (`Store::write_batch`), atomic per row. The store works on one
+//! batch on the blocking pool while the next is read, so decoding a file
+//! and writing overlap. A bad row either stops the write before anything
+//! of its batch is written ([`BadRows::Stop`], the default) or is skipped
+//! and counted ([`BadRows::Skip`]); its error says where it is.
+
+pub(crate) mod conform;
+pub(crate) mod encode;
+pub(crate) mod update;
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::Result as DfResult;
+use datafusion::datasource::sink::DataSink;
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, SendableRecordBatchStream};
+use futures::StreamExt;
+
+use self::encode::{Encoder, StatementClock};
+use self::update::RowUpdate;
+use super::to_df;
+use super::wide::Layout;
+use crate::Error;
+use crate::store::{BadRows, CellBatch, Mutation, RowMutation, Store, now_micros};
+
+/// Rows per store write: the unit that a bad row stops.
+pub(crate) const WRITE_BATCH_ROWS: usize = 8192;
+
+/// How a write names the rows of its input in errors.
+#[derive(Debug, Clone)]
+pub(crate) enum RowNames {
+    /// `row N` of a statement's input (1-based).
+    Rows,
+    /// `line N of 'file'` (a text file, one line per record): the first
+    /// row is on line `first_line`.
+    Lines { file: String, first_line: u64 },
+    /// `row N of 'file'`.
+    FileRows { file: String },
+}
+
+impl RowNames {
+    /// The name of input row `row` (0-based).
+    fn name(&self, row: u64) -> String {
+        match self {
+            RowNames::Rows => format!("row {}", row + 1),
+            RowNames::Lines { file, first_line } => {
+                format!("line {} of {file:?}", row + first_line)
+            }
+            RowNames::FileRows { file } => format!("row {} of {file:?}", row + 1),
+        }
+    }
+}
+
+/// Counters of a write as it runs: for progress, and for the report of
+/// rows skipped.
+#[derive(Debug, Default)]
+pub struct WriteProgress {
+    /// Input rows handled (written or skipped).
+    pub rows: AtomicU64,
+    /// Rows written.
+    pub written: AtomicU64,
+    /// Rows skipped ([`BadRows::Skip`]).
+    pub skipped: AtomicU64,
+    /// The first few skipped rows' errors.
+    pub first_skipped: Mutex<Vec<String>>,
+}
+
+/// Skipped rows whose errors a write keeps to report.
+pub(crate) const SKIPPED_SHOWN: usize = 5;
+
+impl WriteProgress {
+    /// Counts a skipped row and keeps its error if it is one of the first.
+    pub(crate) fn skipped_row(&self, error: &Error) {
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+        let mut first = self
+            .first_skipped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if first.len() < SKIPPED_SHOWN {
+            first.push(error.to_string());
+        }
+    }
+}
+
+/// How an insert treats its input.
+#[derive(Debug, Clone)]
+pub(crate) struct WriteOptions {
+    pub bad: BadRows,
+    pub names: RowNames,
+    pub progress: Arc<WriteProgress>,
+    /// The input's columns are matched to the view's by name and
+    /// converted ([`conform`]); the text names the input in errors.
+    /// `None`: the input has the view's columns and types already.
+    pub by_name: Option<String>,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            bad: BadRows::Stop,
+            names: RowNames::Rows,
+            progress: Arc::default(),
+            by_name: None,
+        }
+    }
+}
+
+/// What a sink does with its input.
+#[derive(Debug)]
+pub(crate) enum Action {
+    /// Writes rows of the view's columns, in its order and types.
+    Insert(WriteOptions),
+    /// Deletes the rows whose `_key` the input (a scan) produces.
+    Delete,
+    /// Updates the rows whose `_key` the input produces, each atomically.
+    Update(Arc<RowUpdate>),
+}
+
+/// Writes its input into a table; the rows written.
+pub(crate) struct TableSink {
+    store: Store,
+    layout: Arc<Layout>,
+    action: Action,
+    schema: SchemaRef,
+}
+
+impl fmt::Debug for TableSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TableSink({})", self.layout.table)
+    }
+}
+
+impl TableSink {
+    /// A sink whose input has `schema` (the view's for an insert, the key
+    /// scan's otherwise).
+    pub fn new(store: Store, layout: Arc<Layout>, action: Action, schema: SchemaRef) -> Self {
+        TableSink {
+            store,
+            layout,
+            action,
+            schema,
+        }
+    }
+
+    /// Inserts a stream of batches of the view's columns; rows written.
+    pub async fn insert(
+        &self,
+        mut data: SendableRecordBatchStream,
+        options: &WriteOptions,
+    ) -> DfResult<u64> {
+        let mut state = Some(InsertState {
+            clock: StatementClock::new(now_micros()),
+            cells: CellBatch::new(),
+            seen: 0,
+            written: 0,
+            columns: None,
+        });
+        let mut running: Option<tokio::task::JoinHandle<crate::Result<InsertState>>> = None;
+        while let Some(batch) = data.next().await {
+            let batch = batch?;
+            let mut at = 0;
+            while at < batch.num_rows() {
+                let len = (batch.num_rows() - at).min(WRITE_BATCH_ROWS);
+                let slice = batch.slice(at, len);
+                at += len;
+                let mut s = match running.take() {
+                    Some(task) => joined(task).await?,
+                    None => state
+                        .take()
+                        .ok_or_else(|| to_df(Error::Internal("insert state lost".into())))?,
+                };
+                let (store, layout, options) = (
+                    self.store.clone(),
+                    Arc::clone(&self.layout),
+                    options.clone(),
+                );
+                running = Some(tokio::task::spawn_blocking(move || {
+                    s.write(&store, &layout, &options, &slice)?;
+                    Ok(s)
+                }));
+            }
+        }
+        let last = match running {
+            Some(task) => joined(task).await?,
+            None => state.ok_or_else(|| to_df(Error::Internal("insert state lost".into())))?,
+        };
+        Ok(last.written)
+    }
+
+    async fn delete(&self, mut data: SendableRecordBatchStream) -> DfResult<u64> {
+        let mut deleted = 0;
+        while let Some(batch) = data.next().await {
+            let batch = batch?;
+            let keys = cast(batch.column(0), &DataType::Utf8)?;
+            let keys = keys.as_string::<i32>();
+            let rows: Vec<RowMutation> = (0..keys.len())
+                .filter(|i| !keys.is_null(*i))
+                .map(|i| {
+                    RowMutation::new(keys.value(i).as_bytes().to_vec(), vec![Mutation::DeleteRow])
+                })
+                .collect();
+            let (store, table) = (self.store.clone(), self.layout.table.clone());
+            deleted += blocking(move || {
+                let mut deleted = 0u64;
+                for r in store.mutate_rows(&table, rows)? {
+                    r?;
+                    deleted += 1;
+                }
+                Ok(deleted)
+            })
+            .await?;
+        }
+        Ok(deleted)
+    }
+
+    async fn update(
+        &self,
+        plan: &Arc<RowUpdate>,
+        mut data: SendableRecordBatchStream,
+    ) -> DfResult<u64> {
+        let mut updated = 0;
+        while let Some(batch) = data.next().await {
+            let batch = batch?;
+            let keys = cast(batch.column(0), &DataType::Utf8)?;
+            let keys: Vec<Vec<u8>> = keys
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(|k| k.as_bytes().to_vec())
+                .collect();
+            let plan = Arc::clone(plan);
+            updated += blocking(move || plan.apply(&keys)).await?;
+        }
+        Ok(updated)
+    }
+}
+
+/// What an insert carries from one batch to the next.
+struct InsertState {
+    clock: StatementClock,
+    /// Reused for every batch.
+    cells: CellBatch,
+    /// Input rows before this batch.
+    seen: u64,
+    /// Rows written so far.
+    written: u64,
+    /// For input matched by name: its schema and where each view column
+    /// comes from in it.
+    columns: Option<(SchemaRef, Vec<Option<usize>>)>,
+}
+
+impl InsertState {
+    /// Encodes and writes one batch (at most [`WRITE_BATCH_ROWS`] rows).
+    fn write(
+        &mut self,
+        store: &Store,
+        layout: &Layout,
+        options: &WriteOptions,
+        batch: &RecordBatch,
+    ) -> crate::Result<()> {
+        let at = |row: usize, error: Error| Error::AtRow {
+            at: options.names.name(self.seen + row as u64),
+            error: Box::new(error),
+        };
+        let (batch, bad) = match &options.by_name {
+            None => (batch.clone(), Vec::new()),
+            Some(source) => {
+                let schema = batch.schema();
+                if self.columns.as_ref().is_none_or(|(s, _)| *s != schema) {
+                    let map = conform::column_map(layout, &schema, source)?;
+                    self.columns = Some((schema, map));
+                }
+                let map = self.columns.as_ref().map_or(&[][..], |(_, m)| m.as_slice());
+                conform::conform(layout, batch, map)?
+            }
+        };
+        let batch = &batch;
+        let (rows, mut bad) =
+            Encoder::new(layout).encode(batch, &mut self.clock, &mut self.cells, bad)?;
+        if options.bad == BadRows::Stop
+            && let Some((row, e)) = bad.drain(..).next()
+        {
+            return Err(at(row, e));
+        }
+        let mut failed = store.write_batch(&layout.table, &self.cells, options.bad)?;
+        if options.bad == BadRows::Stop
+            && let Some((i, e)) = failed.drain(..).next()
+        {
+            return Err(at(rows[i], e));
+        }
+        let written = (rows.len() - failed.len()) as u64;
+        bad.extend(failed.into_iter().map(|(i, e)| (rows[i], e)));
+        bad.sort_by_key(|(row, _)| *row);
+        for (row, e) in bad {
+            options.progress.skipped_row(&at(row, e));
+        }
+        self.written += written;
+        let progress = &options.progress;
+        progress.written.fetch_add(written, Ordering::Relaxed);
+        progress
+            .rows
+            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        self.seen += batch.num_rows() as u64;
+        Ok(())
+    }
+}
+
+async fn joined<T>(task: tokio::task::JoinHandle<crate::Result<T>>) -> DfResult<T> {
+    task.await
+        .map_err(|e| to_df(Error::Internal(format!("write task failed: {e}"))))?
+        .map_err(to_df)
+}
+
+/// Runs store work on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> crate::Result<T> + Send + 'static,
+) -> DfResult<T> {
+    joined(tokio::task::spawn_blocking(work)).await
+}
+
+impl DisplayAs for TableSink {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        match &self.action {
+            Action::Insert(_) => write!(f, "insert into {}", self.layout.table),
+            Action::Delete => write!(f, "delete from {}", self.layout.table),
+            Action::Update(plan) => write!(
+                f,
+                "update {}, set=[{}], atomic per row",
+                self.layout.table,
+                plan.shown()
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl DataSink for TableSink {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    async fn write_all(
+        &self,
+        data: SendableRecordBatchStream,
+        _context: &Arc<TaskContext>,
+    ) -> DfResult<u64> {
+        match &self.action {
+            Action::Insert(options) => self.insert(data, options).await,
+            Action::Delete => self.delete(data).await,
+            Action::Update(plan) => self.update(plan, data).await,
+        }
+    }
+}

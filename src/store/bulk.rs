@@ -1,0 +1,454 @@
+//! Bulk writes: rows of cell writes in flat buffers ([`CellBatch`]), which
+//! a batch writer fills with no allocation per cell, and
+//! [`Store::write_batch`], which writes them atomically per row in one
+//! commit. A row that is new to the store and only sets cells is encoded
+//! straight into its pairs (a PACKED row-family from its sorted cells);
+//! any other row goes through the overlay as a row mutation does.
+
+use super::format::Overlay;
+use super::mutation::{self, check_key, check_qualifier, check_value};
+use super::{Mutation, RowMutation, Store, TableHandle, aggregate, now_micros};
+use crate::codec;
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::ops::Range;
+
+/// A family of a [`CellBatch`], named once per batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchFamily(u32);
+
+#[derive(Debug, Clone)]
+struct BatchRow {
+    key: Range<usize>,
+    cells: Range<usize>,
+}
+
+#[derive(Debug, Clone)]
+struct BatchCell {
+    family: BatchFamily,
+    /// Merge into an aggregate cell (AddToCell) rather than set.
+    add: bool,
+    timestamp: i64,
+    qualifier: Range<usize>,
+    value: Range<usize>,
+}
+
+/// Rows of cell writes: keys, qualifiers and values in one buffer. Build a
+/// row with [`CellBatch::begin_row`] and the cell methods; a row whose
+/// encoding fails half way is dropped with [`CellBatch::discard_row`].
+#[derive(Debug, Clone, Default)]
+pub struct CellBatch {
+    families: Vec<String>,
+    bytes: Vec<u8>,
+    rows: Vec<BatchRow>,
+    cells: Vec<BatchCell>,
+}
+
+impl CellBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The handle of a family by name (the store resolves names once per
+    /// batch, so a family dropped meanwhile fails the batch, not a row).
+    pub fn family(&mut self, name: &str) -> BatchFamily {
+        let at = match self.families.iter().position(|f| f == name) {
+            Some(at) => at,
+            None => {
+                self.families.push(name.to_string());
+                self.families.len() - 1
+            }
+        };
+        BatchFamily(at as u32)
+    }
+
+    /// Starts a row; the cells added next belong to it.
+    pub fn begin_row(&mut self, key: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(key);
+        self.rows.push(BatchRow {
+            key: start..self.bytes.len(),
+            cells: self.cells.len()..self.cells.len(),
+        });
+    }
+
+    /// Drops the row being built, with its cells.
+    pub fn discard_row(&mut self) {
+        if let Some(row) = self.rows.pop() {
+            self.cells.truncate(row.cells.start);
+            self.bytes.truncate(row.key.start);
+        }
+    }
+
+    fn push_cell(
+        &mut self,
+        family: BatchFamily,
+        add: bool,
+        qualifier: &[u8],
+        timestamp: i64,
+        value: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let q = self.bytes.len();
+        self.bytes.extend_from_slice(qualifier);
+        let v = self.bytes.len();
+        value(&mut self.bytes);
+        let cell = BatchCell {
+            family,
+            add,
+            timestamp,
+            qualifier: q..v,
+            value: v..self.bytes.len(),
+        };
+        self.cells.push(cell);
+        if let Some(row) = self.rows.last_mut() {
+            row.cells.end = self.cells.len();
+        }
+    }
+
+    /// Sets a cell of the row being built; `value` writes its bytes.
+    pub fn set_with(
+        &mut self,
+        family: BatchFamily,
+        qualifier: &[u8],
+        timestamp: i64,
+        value: impl FnOnce(&mut Vec<u8>),
+    ) {
+        self.push_cell(family, false, qualifier, timestamp, value);
+    }
+
+    /// Sets a cell of the row being built.
+    pub fn set(&mut self, family: BatchFamily, qualifier: &[u8], timestamp: i64, value: &[u8]) {
+        self.push_cell(family, false, qualifier, timestamp, |b| {
+            b.extend_from_slice(value)
+        });
+    }
+
+    /// Merges input into an aggregate cell of the row being built.
+    pub fn add(&mut self, family: BatchFamily, qualifier: &[u8], timestamp: i64, input: &[u8]) {
+        self.push_cell(family, true, qualifier, timestamp, |b| {
+            b.extend_from_slice(input)
+        });
+    }
+
+    /// Rows in the batch.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether the batch holds no row.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The key of row `row`.
+    pub fn key(&self, row: usize) -> &[u8] {
+        &self.bytes[self.rows[row].key.clone()]
+    }
+
+    /// How many cells row `row` writes.
+    pub fn cell_count(&self, row: usize) -> usize {
+        self.rows[row].cells.len()
+    }
+
+    /// Cells in the batch.
+    pub fn total_cells(&self) -> usize {
+        self.cells.len()
+    }
+
+    /// Empties the batch, keeping its buffers.
+    pub fn clear(&mut self) {
+        self.families.clear();
+        self.bytes.clear();
+        self.rows.clear();
+        self.cells.clear();
+    }
+
+    fn row_cells(&self, row: usize) -> &[BatchCell] {
+        &self.cells[self.rows[row].cells.clone()]
+    }
+
+    fn qualifier(&self, cell: &BatchCell) -> &[u8] {
+        &self.bytes[cell.qualifier.clone()]
+    }
+
+    fn value(&self, cell: &BatchCell) -> &[u8] {
+        &self.bytes[cell.value.clone()]
+    }
+
+    /// Row `row` as a row mutation (the general path).
+    fn row_mutation(&self, row: usize) -> RowMutation {
+        let mutations = self
+            .row_cells(row)
+            .iter()
+            .map(|c| {
+                let family = self.families[c.family.0 as usize].clone();
+                let qualifier = self.qualifier(c).to_vec();
+                let value = self.value(c).to_vec();
+                if c.add {
+                    Mutation::AddToCell {
+                        family,
+                        qualifier,
+                        timestamp: Some(c.timestamp),
+                        input: value,
+                    }
+                } else {
+                    Mutation::SetCell {
+                        family,
+                        qualifier,
+                        timestamp: Some(c.timestamp),
+                        value,
+                    }
+                }
+            })
+            .collect();
+        RowMutation::new(self.key(row).to_vec(), mutations)
+    }
+}
+
+/// What [`Store::write_batch`] does with a row that cannot be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadRows {
+    /// Write nothing of the batch.
+    Stop,
+    /// Write the other rows.
+    Skip,
+}
+
+/// One family of a batch, resolved against the table.
+struct Resolved {
+    index: usize,
+    aggregate: bool,
+    kind: super::FamilyKind,
+}
+
+impl Store {
+    /// Writes the rows of `batch` into `table` in one commit, each row
+    /// atomically; cells of a row repeating a (family, qualifier,
+    /// timestamp) keep the last value, and a key repeated in the batch
+    /// applies its rows in order. Returns the rows that could not be
+    /// written, by index, with why: with [`BadRows::Stop`] at most one,
+    /// and then nothing of the batch was written. An `Err` is a storage
+    /// failure or a family the table does not have.
+    pub fn write_batch(
+        &self,
+        table: &str,
+        batch: &CellBatch,
+        bad: BadRows,
+    ) -> Result<Vec<(usize, Error)>> {
+        let first = self.handle(table)?;
+        let resolved = resolve(&first, batch)?;
+        let mut failed = Vec::new();
+        let mut valid = Vec::with_capacity(batch.len());
+        for row in 0..batch.len() {
+            match validate(batch, &resolved, row) {
+                Ok(()) => valid.push(row),
+                Err(e) if bad == BadRows::Stop => return Ok(vec![(row, e)]),
+                Err(e) => failed.push((row, e)),
+            }
+        }
+        let _guards = self.lock_rows(&first, valid.iter().map(|&r| batch.key(r)));
+        let (handle, snapshot) = self.locked_view(table, &first)?;
+        // Families cannot change under a handle of the same table, but the
+        // format of one can: resolve again against what is locked.
+        let resolved = resolve(&handle, batch)?;
+        let now = now_micros();
+        let repeated = repeated_keys(batch, &valid);
+        let mut overlay = Overlay::default();
+        let mut direct: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut order: Vec<(usize, usize)> = Vec::new();
+        for &row in &valid {
+            let outcome = match repeated.get(row).copied().unwrap_or(false) {
+                false => {
+                    let before = direct.len();
+                    let wrote = encode_new_row(
+                        &snapshot,
+                        &handle,
+                        batch,
+                        &resolved,
+                        row,
+                        &mut order,
+                        &mut direct,
+                    );
+                    match wrote {
+                        Ok(true) => Ok(()),
+                        Ok(false) => {
+                            direct.truncate(before);
+                            mutation::apply(
+                                &snapshot,
+                                &handle,
+                                &mut overlay,
+                                &batch.row_mutation(row),
+                                now,
+                            )
+                        }
+                        Err(e) => {
+                            direct.truncate(before);
+                            Err(e)
+                        }
+                    }
+                }
+                true => mutation::apply(
+                    &snapshot,
+                    &handle,
+                    &mut overlay,
+                    &batch.row_mutation(row),
+                    now,
+                ),
+            };
+            if let Err(e) = outcome {
+                if bad == BadRows::Stop {
+                    return Ok(vec![(row, e)]);
+                }
+                failed.push((row, e));
+            }
+        }
+        self.commit_pairs(&handle, overlay, direct)?;
+        failed.sort_by_key(|(row, _)| *row);
+        Ok(failed)
+    }
+}
+
+fn resolve(table: &TableHandle, batch: &CellBatch) -> Result<Vec<Resolved>> {
+    batch
+        .families
+        .iter()
+        .map(|name| {
+            let index = table
+                .def
+                .families
+                .iter()
+                .position(|f| &f.name == name)
+                .ok_or_else(|| Error::FamilyNotFound {
+                    table: table.def.name.clone(),
+                    family: name.clone(),
+                })?;
+            let kind = table.def.families[index].kind;
+            Ok(Resolved {
+                index,
+                aggregate: kind.is_aggregate(),
+                kind,
+            })
+        })
+        .collect()
+}
+
+/// The checks a row mutation gets before it is applied.
+fn validate(batch: &CellBatch, families: &[Resolved], row: usize) -> Result<()> {
+    check_key(batch.key(row))?;
+    for cell in batch.row_cells(row) {
+        let family = &families[cell.family.0 as usize];
+        let qualifier = batch.qualifier(cell);
+        let value = batch.value(cell);
+        check_qualifier(qualifier)?;
+        check_value(value)?;
+        if cell.timestamp < 0 {
+            return Err(Error::InvalidTimestamp {
+                timestamp: cell.timestamp,
+            });
+        }
+        let name = &batch.families[cell.family.0 as usize];
+        if cell.add && !family.aggregate {
+            return Err(Error::InvalidMutation {
+                reason: format!(
+                    "cannot add to column {}: family {name:?} is not an aggregate family",
+                    mutation::column_name(name, qualifier)
+                ),
+            });
+        }
+        if !cell.add && family.aggregate {
+            aggregate::check_value(family.kind, &mutation::column_name(name, qualifier), value)?;
+        }
+    }
+    Ok(())
+}
+
+/// Per row of the batch: whether another valid row has its key (those go
+/// through the overlay, in order). Sorted keys, the common case of a
+/// load, are checked without hashing.
+fn repeated_keys(batch: &CellBatch, valid: &[usize]) -> Vec<bool> {
+    let mut repeated = vec![false; batch.len()];
+    let ascending = valid.windows(2).all(|w| batch.key(w[0]) < batch.key(w[1]));
+    if ascending {
+        return repeated;
+    }
+    let mut seen: HashMap<&[u8], usize> = HashMap::with_capacity(valid.len());
+    for &row in valid {
+        if let Some(&other) = seen.get(batch.key(row)) {
+            repeated[other] = true;
+            repeated[row] = true;
+        } else {
+            seen.insert(batch.key(row), row);
+        }
+    }
+    repeated
+}
+
+/// Writes a row that only sets cells and has nothing stored to merge with
+/// straight into `out` as (slot, key, value); `false` (with `out` to be
+/// cut back by the caller) when the row needs the general path.
+fn encode_new_row(
+    snapshot: &fjall::Snapshot,
+    table: &TableHandle,
+    batch: &CellBatch,
+    families: &[Resolved],
+    row: usize,
+    order: &mut Vec<(usize, usize)>,
+    out: &mut Vec<(usize, Vec<u8>, Vec<u8>)>,
+) -> Result<bool> {
+    let key = batch.key(row);
+    let cells = batch.row_cells(row);
+    if cells.iter().any(|c| c.add) {
+        return Ok(false);
+    }
+    // (slot, cell) by slot, qualifier and newest first; of cells with one
+    // coordinate the one written last comes last.
+    order.clear();
+    order.extend(
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (table.slot(families[c.family.0 as usize].index, key), i)),
+    );
+    order.sort_by(|&(sa, a), &(sb, b)| {
+        let (ca, cb) = (&cells[a], &cells[b]);
+        sa.cmp(&sb)
+            .then_with(|| batch.qualifier(ca).cmp(batch.qualifier(cb)))
+            .then_with(|| cb.timestamp.cmp(&ca.timestamp))
+            .then_with(|| a.cmp(&b))
+    });
+    let same = |x: (usize, usize), y: (usize, usize)| {
+        x.0 == y.0
+            && cells[x.1].timestamp == cells[y.1].timestamp
+            && batch.qualifier(&cells[x.1]) == batch.qualifier(&cells[y.1])
+    };
+    let escaped = codec::escape(key);
+    let mut start = 0;
+    while start < order.len() {
+        let slot = order[start].0;
+        let end = order[start..]
+            .iter()
+            .position(|&(s, _)| s != slot)
+            .map_or(order.len(), |n| start + n);
+        let format = table.formats[slot];
+        if format.must_merge(snapshot, &table.keyspaces[slot], &escaped)? {
+            return Ok(false);
+        }
+        let run = &order[start..end];
+        let sorted: Vec<(&[u8], i64, &[u8])> = run
+            .iter()
+            .enumerate()
+            .filter(|&(i, &x)| run.get(i + 1).is_none_or(|&next| !same(x, next)))
+            .map(|(_, &(_, c))| {
+                let cell = &cells[c];
+                (batch.qualifier(cell), cell.timestamp, batch.value(cell))
+            })
+            .collect();
+        let name = &table.def.families[table.family_of(slot)].name;
+        format.fresh_pairs(key, &escaped, name, &sorted, &mut |k, v| {
+            out.push((slot, k, v))
+        })?;
+        start = end;
+    }
+    Ok(true)
+}
