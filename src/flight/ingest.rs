@@ -1,21 +1,20 @@
 //! Bulk ingest (`CommandStatementIngest`): Arrow batches streamed by a
 //! client are written into an existing table, or into a new one whose row
-//! key is a named column. Each incoming batch is inserted as it arrives,
-//! so memory holds one batch, and every row goes through the same INSERT
-//! path SQL uses (key encoding, type checks, errors naming the row).
-
-use std::sync::Arc;
+//! key is a named column. Each incoming batch is written as it arrives,
+//! so memory holds one batch, through the table's sink as COPY FROM
+//! writes (columns by name, key encoding, type checks, errors naming the
+//! row).
 
 use arrow_flight::sql::{CommandStatementIngest, TableExistsOption, TableNotExistOption};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
-use datafusion::datasource::MemTable;
-use datafusion::prelude::SessionContext;
+use datafusion::error::DataFusionError;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::{Stream, StreamExt};
 use tonic::Status;
 
 use super::status;
-use crate::query::to_df;
+use crate::query::{WriteOptions, to_df};
 use crate::{CellarTable, SqlSession};
 
 /// The ingest option naming the row-key column of a table it creates
@@ -28,7 +27,7 @@ pub const FAMILY_OPTION: &str = "cellar.family";
 pub async fn ingest(
     session: &SqlSession,
     command: CommandStatementIngest,
-    batches: impl Stream<Item = Result<RecordBatch, Status>> + Unpin,
+    batches: impl Stream<Item = Result<RecordBatch, Status>> + Unpin + Send + 'static,
 ) -> Result<i64, Status> {
     check_target(&command)?;
     let mut batches = batches.peekable();
@@ -80,18 +79,22 @@ pub async fn ingest(
     }
 
     let target = CellarTable::new(store.clone(), table).map_err(|e| status(&to_df(e)))?;
-    let ctx = SessionContext::new();
-    ctx.register_table("target", Arc::new(target))
-        .map_err(|e| status(&e))?;
-    let mut written = 0i64;
-    while let Some(batch) = batches.next().await {
-        let batch = batch?;
-        if batch.num_rows() == 0 {
-            continue;
-        }
-        written += insert(&ctx, table, batch).await?;
-    }
-    Ok(written)
+    let Some(schema) = first_schema else {
+        return Ok(0);
+    };
+    // Each batch is written as it arrives, through the table's sink: the
+    // columns matched by name, one bulk write per batch.
+    let data = batches.map(|b| b.map_err(|s| DataFusionError::External(Box::new(s))));
+    let stream = RecordBatchStreamAdapter::new(schema, data);
+    let options = WriteOptions {
+        by_name: Some("the ingested batches".into()),
+        ..WriteOptions::default()
+    };
+    let written = target
+        .load(Box::pin(stream), &options)
+        .await
+        .map_err(|e| status(&e).map_message(|m| format!("ingest into {table}: {m}")))?;
+    Ok(i64::try_from(written).unwrap_or(i64::MAX))
 }
 
 fn check_target(command: &CommandStatementIngest) -> Result<(), Status> {
@@ -219,30 +222,6 @@ fn value_type(t: &DataType) -> Option<&'static str> {
         DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "BYTES",
         _ => return None,
     })
-}
-
-/// Inserts one batch by column name; the rows written.
-async fn insert(ctx: &SessionContext, table: &str, batch: RecordBatch) -> Result<i64, Status> {
-    let names: Vec<String> = batch
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| quote(f.name()))
-        .collect();
-    let source = MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(|e| status(&e))?;
-    ctx.deregister_table("batch").map_err(|e| status(&e))?;
-    ctx.register_table("batch", Arc::new(source))
-        .map_err(|e| status(&e))?;
-    let columns = names.join(", ");
-    let sql = format!("INSERT INTO target ({columns}) SELECT {columns} FROM batch");
-    let result = ctx
-        .sql(&sql)
-        .await
-        .map_err(|e| status(&e).map_message(|m| format!("ingest into {table}: {m}")))?
-        .collect()
-        .await
-        .map_err(|e| status(&e).map_message(|m| format!("ingest into {table}: {m}")))?;
-    Ok(super::affected(&result))
 }
 
 trait MapMessage {
