@@ -212,6 +212,16 @@ impl CellarFlightSql {
     }
 
     async fn run_update(&self, sql: &str, parameters: Option<&RecordBatch>) -> Result<i64, Status> {
+        // A batch of parameter rows: an INSERT is planned once and written
+        // in batches (any other statement still runs once per row).
+        if let Some(batch) = parameters.filter(|b| b.num_columns() > 0 && b.num_rows() > 0) {
+            let count = self
+                .session
+                .execute_batch(sql, batch)
+                .await
+                .map_err(|e| status(&e))?;
+            return Ok(i64::try_from(count).unwrap_or(i64::MAX));
+        }
         let mut count = 0i64;
         for row in params::parameter_rows(parameters)? {
             let batches = self

@@ -122,6 +122,8 @@ pub enum CellarStatement {
     ShowProtos,
     /// SHOW QUERIES: the queries of the session running or queued.
     ShowQueries,
+    /// SHOW STATS: the session's counters (statements planned).
+    ShowStats,
     /// CANCEL QUERY n.
     CancelQuery {
         /// The query's id, as SHOW QUERIES lists it.
@@ -267,6 +269,8 @@ pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
         CellarStatement::ShowProtos
     } else if w.words(&["SHOW", "QUERIES"]) {
         CellarStatement::ShowQueries
+    } else if w.words(&["SHOW", "STATS"]) {
+        CellarStatement::ShowStats
     } else if w.words(&["CANCEL", "QUERY"]) {
         CellarStatement::CancelQuery { id: w.uint()? }
     } else if is_copy_from(&w) {

@@ -1,6 +1,7 @@
 //! The SQL surface: a DataFusion session whose catalog is the store, plus
 //! the DDL cellar adds (row-key schemas, families, GC policies).
 
+mod batch_params;
 mod catalog;
 mod copy;
 mod ddl;
@@ -82,6 +83,8 @@ pub struct SqlSession {
     session_tables: SessionTables,
     /// The COPY FROM running, if any: what a progress display shows.
     loading: Arc<std::sync::Mutex<Option<Loading>>>,
+    /// Statements planned by DataFusion so far (`SHOW STATS`).
+    planned: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A COPY FROM as it runs.
@@ -143,7 +146,50 @@ impl SqlSession {
             running,
             session_tables,
             loading: Arc::default(),
+            planned: Arc::default(),
         }
+    }
+
+    /// Plans a statement for DataFusion, counted in `SHOW STATS`.
+    async fn plan(&self, sql: &str) -> DfResult<LogicalPlan> {
+        self.planned
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.ctx.state().create_logical_plan(sql).await
+    }
+
+    /// Runs a statement once for each row of a batch of parameter values
+    /// (`$1` is the batch's first column) and returns the rows it
+    /// affected in all. `INSERT ... VALUES ($1, ...)` is planned once and
+    /// its rows written in batches; any other statement runs once per
+    /// row.
+    pub async fn execute_batch(&self, sql: &str, params: &RecordBatch) -> DfResult<u64> {
+        limits::check_statement(sql).map_err(to_df)?;
+        if let Ok(Some(_)) = ddl::parse(sql) {
+            return Err(DataFusionError::Plan(
+                "cellar's own statements (CREATE TABLE, ALTER ..., PROTO ...) take no parameters"
+                    .into(),
+            ));
+        }
+        let plan = self.plan(sql).await?;
+        if let Some(batched) = batch_params::insert_from_batch(&plan, params)? {
+            let df = self.run_plan(batched).await?;
+            return Ok(affected_rows(&self.run_write(sql, df).await?));
+        }
+        let mut count = 0;
+        for row in 0..params.num_rows() {
+            let values = params
+                .columns()
+                .iter()
+                .map(|c| datafusion::common::ScalarValue::try_from_array(c, row))
+                .collect::<DfResult<Vec<_>>>()?;
+            let values =
+                datafusion::common::ParamValues::List(values.into_iter().map(Into::into).collect());
+            let df = self
+                .run_plan(plan.clone().with_param_values(values)?)
+                .await?;
+            count += affected_rows(&self.run_write(sql, df).await?);
+        }
+        Ok(count)
     }
 
     /// The COPY FROM this session is running, if any.
@@ -290,7 +336,7 @@ impl SqlSession {
                 self.ctx.read_batch(batch)
             }
             Ok(None) => {
-                let plan = self.ctx.state().create_logical_plan(sql).await?;
+                let plan = self.plan(sql).await?;
                 self.run_plan(plan).await
             }
             Err(e) => Err(DataFusionError::SQL(Box::new(e), None)),
@@ -307,7 +353,7 @@ impl SqlSession {
             Ok(Some(_)) => Ok(None),
             Err(e) => Err(DataFusionError::SQL(Box::new(e), None)),
             Ok(None) => {
-                let plan = self.ctx.state().create_logical_plan(sql).await?;
+                let plan = self.plan(sql).await?;
                 let mut parameters: Vec<(String, Option<DataType>)> =
                     plan.get_parameter_types()?.into_iter().collect();
                 // `$2` after `$1`, `$10` after `$9`.
@@ -351,7 +397,7 @@ impl SqlSession {
         }
         // Placeholders are replaced before DDL would run, so a parameter
         // reaches `CREATE VIEW ... AS SELECT $1` as a value.
-        let plan = self.ctx.state().create_logical_plan(sql).await?;
+        let plan = self.plan(sql).await?;
         self.run_plan(plan.with_param_values(params)?).await
     }
 
@@ -391,9 +437,17 @@ impl SqlSession {
             return Ok(df);
         }
         let schema = Arc::new(df.schema().as_arrow().clone());
+        let batches = self.run_write(sql, df).await?;
+        let table = datafusion::datasource::MemTable::try_new(schema, vec![batches])?;
+        self.ctx.read_table(Arc::new(table))
+    }
+
+    /// Runs a planned write to its end on its own task, even if the
+    /// caller stops waiting, and collects what it returns.
+    async fn run_write(&self, sql: &str, df: DataFrame) -> DfResult<Vec<RecordBatch>> {
         let session = self.clone();
         let text = sql.to_string();
-        let batches = tokio::spawn(async move {
+        tokio::spawn(async move {
             let stream = session.execute_stream(&text, df).await?;
             datafusion::physical_plan::common::collect(stream).await
         })
@@ -402,9 +456,7 @@ impl SqlSession {
             to_df(Error::Internal(format!(
                 "the task running {sql:?} failed: {e}"
             )))
-        })??;
-        let table = datafusion::datasource::MemTable::try_new(schema, vec![batches])?;
-        self.ctx.read_table(Arc::new(table))
+        })?
     }
 
     /// Runs one statement and collects its result.
@@ -624,6 +676,22 @@ impl SqlSession {
                 format!("dropped proto file {name}")
             }
             CellarStatement::ShowQueries => return self.running.show(),
+            CellarStatement::ShowStats => {
+                let planned = self.planned.load(std::sync::atomic::Ordering::Relaxed);
+                let schema = Schema::new(vec![
+                    Field::new("name", DataType::Utf8, false),
+                    Field::new("value", DataType::UInt64, false),
+                ]);
+                return Ok(RecordBatch::try_new(
+                    Arc::new(schema),
+                    vec![
+                        Arc::new(datafusion::arrow::array::StringArray::from(vec![
+                            "statements_planned",
+                        ])),
+                        Arc::new(datafusion::arrow::array::UInt64Array::from(vec![planned])),
+                    ],
+                )?);
+            }
             CellarStatement::CopyFrom { .. } => {
                 return Err(to_df(Error::Internal(
                     "COPY FROM runs in SqlSession::sql".into(),
@@ -1052,4 +1120,17 @@ fn describe_key(key: &crate::schema::KeySchema) -> String {
         })
         .collect();
     parts.join(&key.delimiter.to_string())
+}
+
+/// The rows a write reports (its `count` column).
+fn affected_rows(batches: &[RecordBatch]) -> u64 {
+    batches
+        .iter()
+        .filter_map(|b| b.column_by_name("count"))
+        .filter_map(|c| {
+            c.as_any()
+                .downcast_ref::<datafusion::arrow::array::UInt64Array>()
+        })
+        .flat_map(|c| c.iter().flatten())
+        .sum()
 }

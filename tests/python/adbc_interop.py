@@ -102,6 +102,24 @@ with connect(password) as conn, conn.cursor() as cur:
     for i in range(100):
         cur.execute("INSERT INTO py_w (_key, n) VALUES (?, ?)", (f"p{i:03d}", i))
     cur.executemany("INSERT INTO py_w (_key, n) VALUES (?, ?)", [(f"m{i:03d}", i) for i in range(50)])
+    # A 10 000-row parameter batch is planned once (SHOW STATS counts the
+    # statements the server planned) and written in batches.
+    def planned():
+        cur.execute("SHOW STATS")
+        return dict(cur.fetchall())["statements_planned"]
+
+    cur.execute("CREATE TABLE py_many (FAMILY f, n BIGINT IN f, s TEXT IN f)")
+    before = planned()
+    cur.executemany(
+        "INSERT INTO py_many (_key, n, s) VALUES (?, ?, ?)",
+        [(f"k{i:05d}", i, f"v{i}") for i in range(10000)],
+    )
+    after = planned()
+    check(after - before <= 3, f"a 10 000-row parameter batch is planned once ({after - before} plans)")
+    cur.execute("SELECT count(*), sum(n), max(s) FROM py_many")
+    got = cur.fetchall()
+    check(got == [(10000, 49995000, "v9999")], f"every parameter row is written ({got})")
+
     cur.execute("INSERT INTO py_w (_key, n) VALUES ('ctr', 0)")
     for _ in range(30):
         cur.execute("UPDATE py_w SET n = n + 1 WHERE _key = 'ctr'")
