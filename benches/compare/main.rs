@@ -210,6 +210,112 @@ fn run_peers(python: &Path, dir: &Path, parquet: &Path, queries: &[Query]) -> se
     serde_json::from_str(&std::fs::read_to_string(out_path).unwrap()).unwrap()
 }
 
+/// A tall PACKED table for the load paths (the row key given as `_key`).
+fn load_table(name: &str) -> String {
+    format!(
+        "CREATE TABLE {name} (ROW KEY (region TEXT, balloon INT(4), ts TIMESTAMP '%Y-%m-%d-%H%M'), \
+         FAMILY m FORMAT PACKED, pressure DOUBLE IN m, temperature DOUBLE IN m, \
+         humidity DOUBLE IN m, altitude DOUBLE IN m)"
+    )
+}
+
+async fn count_rows(session: &SqlSession, table: &str) -> u64 {
+    let batches = session
+        .query(&format!("SELECT count(*) FROM {table}"))
+        .await
+        .unwrap();
+    let counts = batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<datafusion::arrow::array::Int64Array>()
+        .unwrap();
+    counts.value(0) as u64
+}
+
+/// Flight ingest of the keyed readings, and a prepared INSERT executed
+/// with 10 000 parameter rows: planned once (VALUES) against once per row
+/// (the same rows through `SELECT $1, ...`, which is not batched).
+async fn flight_loads(
+    session: &SqlSession,
+    client: &mut FlightSqlServiceClient<Channel>,
+    keyed: &Path,
+    report: &mut Report,
+) {
+    use arrow_flight::sql::{
+        CommandStatementIngest, TableDefinitionOptions, TableExistsOption, TableNotExistOption,
+    };
+    let ctx = SessionContext::new();
+    let batches = ctx
+        .read_parquet(keyed.to_str().unwrap(), ParquetReadOptions::default())
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    session.query(&load_table("load_flight")).await.unwrap();
+    let command = CommandStatementIngest {
+        table_definition_options: Some(TableDefinitionOptions {
+            if_not_exist: TableNotExistOption::Fail.into(),
+            if_exists: TableExistsOption::Append.into(),
+        }),
+        table: "load_flight".into(),
+        schema: None,
+        catalog: None,
+        temporary: false,
+        transaction_id: None,
+        options: Default::default(),
+    };
+    let started = Instant::now();
+    client
+        .execute_ingest(command, futures::stream::iter(batches.into_iter().map(Ok)))
+        .await
+        .unwrap();
+    session.store().checkpoint().unwrap();
+    report.load(
+        "Flight ingest (ADBC-style DoPut)",
+        started.elapsed().as_secs_f64(),
+        count_rows(session, "load_flight").await,
+    );
+
+    let n = 10_000i64;
+    let params = RecordBatch::try_from_iter(vec![
+        (
+            "k",
+            Arc::new(datafusion::arrow::array::StringArray::from_iter_values(
+                (0..n).map(|i| format!("k{i:05}")),
+            )) as datafusion::arrow::array::ArrayRef,
+        ),
+        (
+            "v",
+            Arc::new(datafusion::arrow::array::Float64Array::from_iter_values(
+                (0..n).map(|i| i as f64),
+            )) as _,
+        ),
+    ])
+    .unwrap();
+    for (what, table, sql) in [
+        (
+            "prepared INSERT, 10 000 rows, planned once",
+            "load_prepared",
+            "INSERT INTO load_prepared (_key, pressure) VALUES (?, ?)",
+        ),
+        (
+            "prepared INSERT, 10 000 rows, a plan per row",
+            "load_per_row",
+            "INSERT INTO load_per_row (_key, pressure) SELECT ?, ?",
+        ),
+    ] {
+        session.query(&load_table(table)).await.unwrap();
+        let mut prepared = client.prepare(sql.to_string(), None).await.unwrap();
+        prepared.set_parameters(params.clone()).unwrap();
+        let started = Instant::now();
+        prepared.execute_update().await.unwrap();
+        let seconds = started.elapsed().as_secs_f64();
+        assert_eq!(count_rows(session, table).await, n as u64, "{what}");
+        report.load(what, seconds, n as u64);
+    }
+}
+
 fn main() {
     let args = args();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -309,6 +415,31 @@ fn main() {
             report.query(engine, &query, m);
         }
 
+        // Load paths: the readings with their key as `_key` (what COPY TO
+        // writes), loaded by COPY FROM; Flight ingest follows below.
+        eprintln!("cellar, load paths ...");
+        let keyed = dir.path().join("readings_keyed.parquet");
+        session
+            .query(&format!(
+                "COPY (SELECT key AS _key, pressure, temperature, humidity, altitude \
+                 FROM bench.readings) TO '{}'",
+                keyed.display()
+            ))
+            .await
+            .unwrap();
+        session.query(&load_table("load_copy")).await.unwrap();
+        let started = Instant::now();
+        session
+            .query(&format!("COPY load_copy FROM '{}'", keyed.display()))
+            .await
+            .unwrap();
+        session.store().checkpoint().unwrap();
+        report.load(
+            "COPY FROM (Parquet)",
+            started.elapsed().as_secs_f64(),
+            count_rows(&session, "load_copy").await,
+        );
+
         if args.flight {
             eprintln!("cellar over Flight SQL ...");
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -323,7 +454,9 @@ fn main() {
                 .connect()
                 .await
                 .unwrap();
-            let mut runner = Runner::Flight(Box::new(FlightSqlServiceClient::new(channel)));
+            let mut client = FlightSqlServiceClient::new(channel);
+            flight_loads(&session, &mut client, &keyed, &mut report).await;
+            let mut runner = Runner::Flight(Box::new(client));
             for (engine, query, m) in measure_cellar(&mut runner, &queries, &chosen).await {
                 report.flight(engine, &query, m);
             }

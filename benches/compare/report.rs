@@ -37,6 +37,9 @@ pub struct Report {
     /// cellar layout → (seconds a pass over its pairs takes on all cores,
     /// pairs): what fjall alone costs, the floor of any full scan.
     floor: BTreeMap<String, (f64, u64)>,
+    /// Ways of loading the readings into a tall PACKED table: (what,
+    /// seconds, rows written).
+    loads: Vec<(String, f64, u64)>,
 }
 
 impl Report {
@@ -48,7 +51,13 @@ impl Report {
             local: BTreeMap::new(),
             remote: BTreeMap::new(),
             floor: BTreeMap::new(),
+            loads: Vec::new(),
         }
+    }
+
+    /// A load path: `rows` written in `seconds`.
+    pub fn load(&mut self, what: &str, seconds: f64, rows: u64) {
+        self.loads.push((what.to_string(), seconds, rows));
     }
 
     /// A layout's floor: `seconds` to iterate its `pairs` on all cores.
@@ -261,6 +270,48 @@ impl Report {
         self.print_targets();
     }
 
+    /// The load paths, as rows and cells per second and against DuckDB's
+    /// CREATE TABLE AS SELECT from the same Parquet file.
+    fn print_loads(&self) {
+        if self.loads.is_empty() {
+            return;
+        }
+        let duck = self.ingest.get("DuckDB").map(|i| self.rows as f64 / i.0);
+        let copy = self
+            .loads
+            .iter()
+            .find(|l| l.0.starts_with("COPY FROM"))
+            .map(|l| l.2 as f64 / l.1);
+        println!("\nload paths into a tall PACKED table (4 cells a row)");
+        for (what, seconds, rows) in &self.loads {
+            let per_s = *rows as f64 / seconds;
+            let mut line = format!(
+                "  {what:<44} {:>9.0} K rows/s {:>6.2} M cells/s",
+                per_s / 1e3,
+                per_s * 4.0 / 1e6
+            );
+            if what.starts_with("COPY FROM")
+                && let Some(d) = duck
+            {
+                line += &format!("  {:.2}× DuckDB CTAS (target ≥ 0.7×)", per_s / d);
+            }
+            if what.ends_with("planned once")
+                && let Some(per_row) = self.loads.iter().find(|l| l.0.ends_with("a plan per row"))
+            {
+                line += &format!(
+                    "  {:.0}× a plan per row (target ≥ 50×)",
+                    per_row.1 / seconds
+                );
+            }
+            if what.starts_with("Flight ingest")
+                && let Some(c) = copy
+            {
+                line += &format!("  {:.2}× COPY FROM (target ≥ 0.8×)", per_s / c);
+            }
+            println!("{line}");
+        }
+    }
+
     fn print_targets(&self) {
         let ratio = |engine: &str, query: &str, peer: &str| {
             Some(self.seconds(engine, query)? / self.seconds(peer, query)?)
@@ -293,6 +344,7 @@ impl Report {
                 1.0,
             ));
         }
+        self.print_loads();
         println!("\ntargets (ratio, target, met?)");
         for (what, r, target) in targets {
             match r {

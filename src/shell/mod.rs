@@ -209,9 +209,8 @@ impl Shell {
         let started = Instant::now();
         let session = self.session.clone();
         let sql = statement.to_string();
-        let store = self.session.store().clone();
-        let progress =
-            (self.interactive && std::io::stderr().is_terminal()).then(|| Progress::start(store));
+        let progress = (self.interactive && std::io::stderr().is_terminal())
+            .then(|| Progress::start(self.session.clone()));
         let result = match &mut self.interrupts {
             Some(sigint) => {
                 // Forget Ctrl-Cs that arrived while no query ran.
@@ -406,16 +405,18 @@ impl Shell {
 }
 
 /// "running 3.2 s" on stderr while a query takes longer than a second,
-/// erased when it ends. Only on a terminal. Ending it wakes its thread at
-/// once (the channel closes), so it adds nothing to a fast statement.
+/// with how far a format change or a COPY FROM has come, erased when it
+/// ends. Only on a terminal. Ending it wakes its thread at once (the
+/// channel closes), so it adds nothing to a fast statement.
 struct Progress {
     stop: Option<std::sync::mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Progress {
-    /// Also shows how far a format change of `store` has come.
-    fn start(store: Store) -> Progress {
+    /// Also shows how far a format change or a COPY FROM of `session`
+    /// has come.
+    fn start(session: SqlSession) -> Progress {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
             let started = Instant::now();
@@ -425,17 +426,17 @@ impl Progress {
             {
                 let elapsed = started.elapsed().as_secs_f64();
                 if elapsed >= 1.0 {
-                    let detail = store
-                        .format_changes()
-                        .first()
-                        .map(|(table, family, format, done)| {
+                    let change = session.store().format_changes().first().map(
+                        |(table, family, format, done)| {
                             format!(
                                 ", {table}.{family} to {format}: {} rows, {:.1} MB moved",
                                 done.rows,
                                 done.bytes as f64 / 1e6
                             )
-                        })
-                        .unwrap_or_default();
+                        },
+                    );
+                    let load = session.loading().map(|l| load_line(&l));
+                    let detail = change.or(load).unwrap_or_default();
                     let line = format!("running {elapsed:.1} s{detail} (Ctrl-C cancels)");
                     eprint!("\r{line:width$}");
                     width = width.max(line.chars().count());
@@ -450,6 +451,26 @@ impl Progress {
             thread: Some(thread),
         }
     }
+}
+
+/// How far a COPY FROM has come: rows, rows per second, skipped rows and
+/// the size of what it reads.
+fn load_line(l: &crate::Loading) -> String {
+    use std::sync::atomic::Ordering;
+    let rows = l.progress.rows.load(Ordering::Relaxed);
+    let skipped = l.progress.skipped.load(Ordering::Relaxed);
+    let seconds = l.started.elapsed().as_secs_f64().max(1e-3);
+    format!(
+        ", COPY {}: {rows} rows ({:.0} rows/s){}, {:.1} MB of files",
+        l.table,
+        rows as f64 / seconds,
+        if skipped > 0 {
+            format!(", {skipped} skipped")
+        } else {
+            String::new()
+        },
+        l.bytes as f64 / 1e6
+    )
 }
 
 impl Drop for Progress {
