@@ -254,22 +254,33 @@ impl Store {
         let resolved = resolve(&handle, batch)?;
         let now = now_micros();
         let repeated = repeated_keys(batch, &valid);
+        // Keys in order (a load of sorted data): one look at each slot's
+        // pairs between the first and the last key says whether any row
+        // of the batch has pairs stored, instead of a look per row.
+        let span = match (valid.first(), valid.last()) {
+            (Some(&a), Some(&b)) if valid.windows(2).all(|w| batch.key(w[0]) < batch.key(w[1])) => {
+                Some((batch.key(a).to_vec(), batch.key(b).to_vec()))
+            }
+            _ => None,
+        };
+        let mut fresh = Fresh {
+            snapshot: &snapshot,
+            table: &handle,
+            batch,
+            families: &resolved,
+            vacant: Vacant {
+                span,
+                slots: vec![None; handle.keyspaces.len()],
+            },
+            order: Vec::new(),
+        };
         let mut overlay = Overlay::default();
         let mut direct: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut order: Vec<(usize, usize)> = Vec::new();
         for &row in &valid {
             let outcome = match repeated.get(row).copied().unwrap_or(false) {
                 false => {
                     let before = direct.len();
-                    let wrote = encode_new_row(
-                        &snapshot,
-                        &handle,
-                        batch,
-                        &resolved,
-                        row,
-                        &mut order,
-                        &mut direct,
-                    );
+                    let wrote = encode_new_row(&mut fresh, row, &mut direct);
                     match wrote {
                         Ok(true) => Ok(()),
                         Ok(false) => {
@@ -363,6 +374,48 @@ fn validate(batch: &CellBatch, families: &[Resolved], row: usize) -> Result<()> 
     Ok(())
 }
 
+/// What writing a batch's new rows straight into pairs works with.
+struct Fresh<'a> {
+    snapshot: &'a fjall::Snapshot,
+    table: &'a TableHandle,
+    batch: &'a CellBatch,
+    families: &'a [Resolved],
+    vacant: Vacant,
+    /// Scratch: a row's cells in write order.
+    order: Vec<(usize, usize)>,
+}
+
+/// Whether a slot holds no pairs at all between the batch's first and
+/// last keys (then no row of the batch needs merging there), found once
+/// per slot and batch.
+struct Vacant {
+    /// The first and last keys, when the batch is in key order.
+    span: Option<(Vec<u8>, Vec<u8>)>,
+    slots: Vec<Option<bool>>,
+}
+
+impl Vacant {
+    fn holds_none(
+        &mut self,
+        snapshot: &fjall::Snapshot,
+        table: &TableHandle,
+        slot: usize,
+    ) -> Result<bool> {
+        let Some((first, last)) = &self.span else {
+            return Ok(false);
+        };
+        if let Some(known) = self.slots.get(slot).copied().flatten() {
+            return Ok(known);
+        }
+        let vacant =
+            table.formats[slot].holds_no_rows(snapshot, &table.keyspaces[slot], first, last)?;
+        if let Some(s) = self.slots.get_mut(slot) {
+            *s = Some(vacant);
+        }
+        Ok(vacant)
+    }
+}
+
 /// Per row of the batch: whether another valid row has its key (those go
 /// through the overlay, in order). Sorted keys, the common case of a
 /// load, are checked without hashing.
@@ -388,14 +441,19 @@ fn repeated_keys(batch: &CellBatch, valid: &[usize]) -> Vec<bool> {
 /// straight into `out` as (slot, key, value); `false` (with `out` to be
 /// cut back by the caller) when the row needs the general path.
 fn encode_new_row(
-    snapshot: &fjall::Snapshot,
-    table: &TableHandle,
-    batch: &CellBatch,
-    families: &[Resolved],
+    fresh: &mut Fresh<'_>,
     row: usize,
-    order: &mut Vec<(usize, usize)>,
     out: &mut Vec<(usize, Vec<u8>, Vec<u8>)>,
 ) -> Result<bool> {
+    let Fresh {
+        snapshot,
+        table,
+        batch,
+        families,
+        vacant,
+        order,
+    } = fresh;
+    let (snapshot, table, batch, families) = (*snapshot, *table, *batch, *families);
     let key = batch.key(row);
     let cells = batch.row_cells(row);
     if cells.iter().any(|c| c.add) {
@@ -431,7 +489,9 @@ fn encode_new_row(
             .position(|&(s, _)| s != slot)
             .map_or(order.len(), |n| start + n);
         let format = table.formats[slot];
-        if format.must_merge(snapshot, &table.keyspaces[slot], &escaped)? {
+        if !vacant.holds_none(snapshot, table, slot)?
+            && format.must_merge(snapshot, &table.keyspaces[slot], &escaped)?
+        {
             return Ok(false);
         }
         let run = &order[start..end];

@@ -261,6 +261,28 @@ impl FamilyFormat {
         }
     }
 
+    /// Whether the family holds no pair of any row from `first` to `last`
+    /// (row keys, both included).
+    pub(crate) fn holds_no_rows(
+        self,
+        snapshot: &fjall::Snapshot,
+        keyspace: &fjall::Keyspace,
+        first: &[u8],
+        last: &[u8],
+    ) -> Result<bool> {
+        use fjall::Readable;
+        let start = codec::single_row_range(first).start;
+        let end = codec::single_row_range(last).end;
+        let mut pairs = match &end {
+            Some(end) => snapshot.range(keyspace, start.as_slice()..end.as_slice()),
+            None => snapshot.range(keyspace, start.as_slice()..),
+        };
+        match pairs.next() {
+            None => Ok(true),
+            Some(guard) => guard.key().map(|_| false).map_err(Into::into),
+        }
+    }
+
     /// The pairs that write `cells` (sorted by qualifier, then newest
     /// first, no coordinate twice) into a row for which
     /// [`FamilyFormat::must_merge`] is false; `family` names the family
