@@ -210,6 +210,35 @@ fn run_peers(python: &Path, dir: &Path, parquet: &Path, queries: &[Query]) -> se
     serde_json::from_str(&std::fs::read_to_string(out_path).unwrap()).unwrap()
 }
 
+/// fjall alone writing one pair per reading (a key like the readings', a
+/// value the size of a packed row of four doubles) in batches of 8192, the
+/// journal buffered, then flushed: the floor of any load into a PACKED
+/// table. Seconds and pairs.
+fn fjall_write_floor(dir: &Path, rows: u64) -> (f64, u64) {
+    let db = fjall::Database::builder(dir.join("fjall-floor"))
+        .max_journaling_size(64 * 1024 * 1024)
+        .open()
+        .unwrap();
+    let ks = db
+        .keyspace("pairs", fjall::KeyspaceCreateOptions::default)
+        .unwrap();
+    let value = [7u8; 48];
+    let started = Instant::now();
+    let mut i = 0u64;
+    while i < rows {
+        let mut batch = db.batch().durability(Some(fjall::PersistMode::Buffer));
+        for j in i..(i + 8192).min(rows) {
+            let key = format!("europe-west1\x00\x01#{:04}#2024-01-01-{:08}", j % 1000, j);
+            batch.insert(&ks, key.into_bytes(), value.to_vec());
+        }
+        batch.commit().unwrap();
+        i += 8192;
+    }
+    db.persist(fjall::PersistMode::SyncAll).unwrap();
+    ks.rotate_memtable_and_wait().unwrap();
+    (started.elapsed().as_secs_f64(), rows)
+}
+
 /// A tall PACKED table for the load paths (the row key given as `_key`).
 fn load_table(name: &str) -> String {
     format!(
@@ -439,6 +468,8 @@ fn main() {
             started.elapsed().as_secs_f64(),
             count_rows(&session, "load_copy").await,
         );
+        let (seconds, pairs) = fjall_write_floor(dir.path(), rows);
+        report.load("fjall alone: as many pairs, no SQL", seconds, pairs);
 
         if args.flight {
             eprintln!("cellar over Flight SQL ...");

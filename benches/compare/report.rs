@@ -295,6 +295,14 @@ impl Report {
             {
                 line += &format!("  {:.2}× DuckDB CTAS (target ≥ 0.7×)", per_s / d);
             }
+            if what.starts_with("fjall alone")
+                && let Some(d) = duck
+            {
+                line += &format!(
+                    "  {:.2}× DuckDB CTAS: a load target above it is out of reach",
+                    per_s / d
+                );
+            }
             if what.ends_with("planned once")
                 && let Some(per_row) = self.loads.iter().find(|l| l.0.ends_with("a plan per row"))
             {
