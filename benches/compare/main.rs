@@ -445,13 +445,14 @@ fn main() {
         }
 
         // Load paths: the readings with their key as `_key` (what COPY TO
-        // writes), loaded by COPY FROM; Flight ingest follows below.
+        // writes), in the source file's key order, loaded by COPY FROM;
+        // Flight ingest follows below.
         eprintln!("cellar, load paths ...");
         let keyed = dir.path().join("readings_keyed.parquet");
         session
             .query(&format!(
                 "COPY (SELECT key AS _key, pressure, temperature, humidity, altitude \
-                 FROM bench.readings) TO '{}'",
+                 FROM bench.readings ORDER BY _key) TO '{}'",
                 keyed.display()
             ))
             .await

@@ -10,7 +10,6 @@ use super::mutation::{self, check_key, check_qualifier, check_value};
 use super::{Mutation, RowMutation, Store, TableHandle, aggregate, now_micros};
 use crate::codec;
 use crate::error::{Error, Result};
-use std::collections::HashMap;
 use std::ops::Range;
 
 /// A family of a [`CellBatch`], named once per batch.
@@ -253,14 +252,17 @@ impl Store {
         // format of one can: resolve again against what is locked.
         let resolved = resolve(&handle, batch)?;
         let now = now_micros();
+        // Rows in key order (a stable sort: a repeated key's rows keep
+        // theirs), so writes go to the LSM in order, repeats sit side by
+        // side, and one look at each slot's pairs between the first and
+        // the last key says whether any row of the batch has pairs stored,
+        // instead of a look per row.
+        if !valid.windows(2).all(|w| batch.key(w[0]) < batch.key(w[1])) {
+            valid.sort_by(|&a, &b| batch.key(a).cmp(batch.key(b)));
+        }
         let repeated = repeated_keys(batch, &valid);
-        // Keys in order (a load of sorted data): one look at each slot's
-        // pairs between the first and the last key says whether any row
-        // of the batch has pairs stored, instead of a look per row.
         let span = match (valid.first(), valid.last()) {
-            (Some(&a), Some(&b)) if valid.windows(2).all(|w| batch.key(w[0]) < batch.key(w[1])) => {
-                Some((batch.key(a).to_vec(), batch.key(b).to_vec()))
-            }
+            (Some(&a), Some(&b)) => Some((batch.key(a).to_vec(), batch.key(b).to_vec())),
             _ => None,
         };
         let mut fresh = Fresh {
@@ -389,7 +391,7 @@ struct Fresh<'a> {
 /// last keys (then no row of the batch needs merging there), found once
 /// per slot and batch.
 struct Vacant {
-    /// The first and last keys, when the batch is in key order.
+    /// The batch's first and last keys (none when it is empty).
     span: Option<(Vec<u8>, Vec<u8>)>,
     slots: Vec<Option<bool>>,
 }
@@ -417,21 +419,13 @@ impl Vacant {
 }
 
 /// Per row of the batch: whether another valid row has its key (those go
-/// through the overlay, in order). Sorted keys, the common case of a
-/// load, are checked without hashing.
+/// through the overlay, in order). `valid` is in key order.
 fn repeated_keys(batch: &CellBatch, valid: &[usize]) -> Vec<bool> {
     let mut repeated = vec![false; batch.len()];
-    let ascending = valid.windows(2).all(|w| batch.key(w[0]) < batch.key(w[1]));
-    if ascending {
-        return repeated;
-    }
-    let mut seen: HashMap<&[u8], usize> = HashMap::with_capacity(valid.len());
-    for &row in valid {
-        if let Some(&other) = seen.get(batch.key(row)) {
-            repeated[other] = true;
-            repeated[row] = true;
-        } else {
-            seen.insert(batch.key(row), row);
+    for w in valid.windows(2) {
+        if batch.key(w[0]) == batch.key(w[1]) {
+            repeated[w[0]] = true;
+            repeated[w[1]] = true;
         }
     }
     repeated
