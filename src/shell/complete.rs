@@ -30,6 +30,8 @@ const KEYWORDS: &[&str] = &[
     "ALTER",
     "DROP",
     "DESCRIBE",
+    "COPY",
+    "TO",
     "EXPLAIN",
     "ANALYZE",
     "SHOW",

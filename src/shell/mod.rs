@@ -109,6 +109,8 @@ SQL statements end with ';' and may span lines.
                   rows of a key range, cell by cell, like cbt read
   \\q              quit (or Ctrl-D); Ctrl-C cancels a query or clears the line
 Views: versions('t'), cells('t', 'family'), as_of('t', TIMESTAMP '...').
+Files: COPY t FROM 'f.csv' [(ON_ERROR skip)], COPY t TO 'f.parquet',
+       SELECT * FROM 'f.parquet'.
 More: docs/sql.md";
 
 /// A shell session.
