@@ -163,14 +163,7 @@ impl SqlSession {
     /// its rows written in batches; any other statement runs once per
     /// row.
     pub async fn execute_batch(&self, sql: &str, params: &RecordBatch) -> DfResult<u64> {
-        limits::check_statement(sql).map_err(to_df)?;
-        if let Ok(Some(_)) = ddl::parse(sql) {
-            return Err(DataFusionError::Plan(
-                "cellar's own statements (CREATE TABLE, ALTER ..., PROTO ...) take no parameters"
-                    .into(),
-            ));
-        }
-        let plan = self.plan(sql).await?;
+        let plan = self.plan_with_placeholders(sql).await?;
         if let Some(batched) = batch_params::insert_from_batch(&plan, params)? {
             let df = self.run_plan(batched).await?;
             return Ok(affected_rows(&self.run_write(sql, df).await?));
@@ -388,6 +381,15 @@ impl SqlSession {
         if empty {
             return self.sql(sql).await;
         }
+        // Placeholders are replaced before DDL would run, so a parameter
+        // reaches `CREATE VIEW ... AS SELECT $1` as a value.
+        let plan = self.plan_with_placeholders(sql).await?;
+        self.run_plan(plan.with_param_values(params)?).await
+    }
+
+    /// Plans a statement that takes parameter values (none of cellar's
+    /// own statements do), its placeholders still open.
+    async fn plan_with_placeholders(&self, sql: &str) -> DfResult<LogicalPlan> {
         limits::check_statement(sql).map_err(to_df)?;
         if let Ok(Some(_)) = ddl::parse(sql) {
             return Err(DataFusionError::Plan(
@@ -395,10 +397,7 @@ impl SqlSession {
                     .into(),
             ));
         }
-        // Placeholders are replaced before DDL would run, so a parameter
-        // reaches `CREATE VIEW ... AS SELECT $1` as a value.
-        let plan = self.plan(sql).await?;
-        self.run_plan(plan.with_param_values(params)?).await
+        self.plan(sql).await
     }
 
     /// Hands a DataFusion plan to the context (which runs DDL at once),
