@@ -47,7 +47,7 @@ use arrow_flight::{
     FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
     SchemaAsIpc, Ticket,
 };
-use datafusion::arrow::array::{Array, RecordBatch, UInt64Array};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use datafusion::error::DataFusionError;
@@ -376,18 +376,7 @@ fn flight_status(e: FlightError) -> Status {
 
 /// Rows affected by DML (its `count` column); DDL affects none.
 fn affected(batches: &[RecordBatch]) -> i64 {
-    let mut count = 0i64;
-    for b in batches {
-        if let Some(c) = b
-            .column_by_name("count")
-            .and_then(|c| c.as_any().downcast_ref::<UInt64Array>())
-        {
-            for i in 0..c.len() {
-                count = count.saturating_add(i64::try_from(c.value(i)).unwrap_or(i64::MAX));
-            }
-        }
-    }
-    count
+    i64::try_from(crate::sql::affected_rows(batches)).unwrap_or(i64::MAX)
 }
 
 fn handle_text(bytes: &[u8]) -> Result<String, Status> {

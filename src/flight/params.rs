@@ -3,7 +3,7 @@
 //! row.
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::common::{ParamValues, ScalarValue};
+use datafusion::common::ParamValues;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use tonic::Status;
@@ -75,19 +75,7 @@ pub fn parameter_rows(batch: Option<&RecordBatch>) -> Result<Vec<ParamValues>, S
         return Ok(vec![ParamValues::List(Vec::new())]);
     }
     (0..batch.num_rows())
-        .map(|row| {
-            batch
-                .columns()
-                .iter()
-                .enumerate()
-                .map(|(i, column)| {
-                    ScalarValue::try_from_array(column, row).map_err(|e| {
-                        Status::invalid_argument(format!("parameter {} of row {row}: {e}", i + 1))
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map(ParamValues::from)
-        })
+        .map(|row| crate::sql::row_parameters(batch, row).map_err(Status::invalid_argument))
         .collect()
 }
 

@@ -30,7 +30,7 @@ use futures::StreamExt;
 use super::SqlSession;
 use crate::query::{RowNames, WriteOptions, WriteProgress, to_df};
 use crate::schema::{Encoding, TableSchema, decode_as};
-use crate::store::{BadRows, CellBatch, now_micros};
+use crate::store::{BadRows, BatchFamily, CellBatch, now_micros};
 use crate::{CellarTable, Error};
 
 /// The formats COPY FROM reads.
@@ -92,7 +92,8 @@ enum CbtTime {
 struct Options {
     format: Option<Format>,
     header: bool,
-    delimiter: u8,
+    /// `None`: a tab for `.tsv` files, a comma otherwise.
+    delimiter: Option<u8>,
     bad: BadRows,
     family: Option<String>,
     time: CbtTime,
@@ -105,7 +106,7 @@ impl Options {
         let mut o = Options {
             format: None,
             header: true,
-            delimiter: b',',
+            delimiter: None,
             bad: BadRows::Stop,
             family: None,
             time: CbtTime::Now,
@@ -124,8 +125,8 @@ impl Options {
                     }
                 }
                 "delimiter" | "format.delimiter" => match value.as_bytes() {
-                    [b] => o.delimiter = *b,
-                    _ if value == "\\t" => o.delimiter = b'\t',
+                    [b] => o.delimiter = Some(*b),
+                    _ if value == "\\t" => o.delimiter = Some(b'\t'),
                     _ => return Err(bad_value("one character")),
                 },
                 "on_error" => {
@@ -331,7 +332,10 @@ async fn read(
             let options = || {
                 CsvReadOptions::new()
                     .has_header(o.header)
-                    .delimiter(o.delimiter)
+                    .delimiter(
+                        o.delimiter
+                            .unwrap_or(if ext == ".tsv" { b'\t' } else { b',' }),
+                    )
                     .file_extension(&ext)
             };
             // Every column as text: a value that is not of its column's
@@ -426,16 +430,22 @@ async fn load_cbt(
     let now = now_micros();
     while let Some(batch) = stream.next().await {
         let batch = batch?;
-        let text: Vec<ArrayRef> = batch
+        let text: Vec<StringArray> = batch
             .columns()
             .iter()
-            .map(|c| cast(c, &DataType::Utf8))
+            .map(|c| cast(c, &DataType::Utf8).map(|a| a.as_string::<i32>().clone()))
             .collect::<Result<_, _>>()?;
         let cell = |c: usize, r: usize| -> Option<&str> {
-            let a = text[c].as_string::<i32>();
+            let a = &text[c];
             (a.is_valid(r) && !a.value(r).is_empty()).then(|| a.value(r))
         };
         let mut cells = CellBatch::new();
+        // Each data column's family, named once per batch.
+        let mut families: Vec<BatchFamily> = columns
+            .iter()
+            .flatten()
+            .map(|c| cells.family(&c.family))
+            .collect();
         let mut rows = Vec::new();
         for r in 0..batch.num_rows() {
             line += 1;
@@ -446,7 +456,9 @@ async fn load_cbt(
                         .collect(),
                 );
                 if header.len() == header_rows {
-                    columns = Some(cbt_columns(&header, o, &schema, &path).map_err(to_df)?);
+                    let found = cbt_columns(&header, o, &schema, &path).map_err(to_df)?;
+                    families = found.iter().map(|c| cells.family(&c.family)).collect();
+                    columns = Some(found);
                 }
                 continue;
             }
@@ -462,7 +474,7 @@ async fn load_cbt(
                 if o.bad == BadRows::Stop {
                     return Err(to_df(e));
                 }
-                progress.skipped.fetch_add(1, Ordering::Relaxed);
+                progress.skipped_row(&e);
                 continue;
             };
             cells.begin_row(key.as_bytes());
@@ -475,8 +487,8 @@ async fn load_cbt(
                 };
                 match column.encode(value) {
                     Ok(bytes) => {
-                        let f = cells.family(&column.family);
-                        cells.set(f, column.qualifier.as_bytes(), ts.unwrap_or(now), &bytes);
+                        let at = ts.unwrap_or(now);
+                        cells.set(families[c], column.qualifier.as_bytes(), at, &bytes);
                     }
                     Err(e) => {
                         failed = Some(e);
@@ -503,17 +515,17 @@ async fn load_cbt(
         .await
         .map_err(|e| to_df(Error::Internal(format!("cbt load failed: {e}"))))?;
         let failed = failed.map_err(to_df)?;
-        for (i, e) in failed.iter() {
+        let written = (cells.len() - failed.len()) as u64;
+        for (i, e) in failed {
             let e = Error::AtRow {
-                at: format!("line {} of {path:?}", rows[*i]),
-                error: Box::new(Error::InvalidArgument(e.to_string())),
+                at: format!("line {} of {path:?}", rows[i]),
+                error: Box::new(e),
             };
             if o.bad == BadRows::Stop {
                 return Err(to_df(e));
             }
             progress.skipped_row(&e);
         }
-        let written = (cells.len() - failed.len()) as u64;
         progress.written.fetch_add(written, Ordering::Relaxed);
         progress
             .rows

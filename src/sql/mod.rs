@@ -170,13 +170,8 @@ impl SqlSession {
         }
         let mut count = 0;
         for row in 0..params.num_rows() {
-            let values = params
-                .columns()
-                .iter()
-                .map(|c| datafusion::common::ScalarValue::try_from_array(c, row))
-                .collect::<DfResult<Vec<_>>>()?;
             let values =
-                datafusion::common::ParamValues::List(values.into_iter().map(Into::into).collect());
+                row_parameters(params, row).map_err(|why| to_df(Error::InvalidArgument(why)))?;
             let df = self
                 .run_plan(plan.clone().with_param_values(values)?)
                 .await?;
@@ -283,15 +278,7 @@ impl SqlSession {
                 let insert = format!("INSERT INTO \"{name}\" ({}) {select}", names.join(", "));
                 match Box::pin(self.query(&insert)).await {
                     Ok(batches) => {
-                        let rows = batches
-                            .first()
-                            .and_then(|b| b.column_by_name("count"))
-                            .and_then(|c| {
-                                c.as_any()
-                                    .downcast_ref::<datafusion::arrow::array::UInt64Array>()
-                                    .map(|a| a.value(0))
-                            })
-                            .unwrap_or(0);
+                        let rows = affected_rows(&batches);
                         self.ctx
                             .read_batch(message(format!("created table {name} ({rows} rows)")))
                     }
@@ -1121,8 +1108,26 @@ fn describe_key(key: &crate::schema::KeySchema) -> String {
     parts.join(&key.delimiter.to_string())
 }
 
+/// The parameter values of row `row` of a batch of them (`$1` is its
+/// first column); the error names the parameter and the row.
+pub(crate) fn row_parameters(
+    batch: &RecordBatch,
+    row: usize,
+) -> Result<datafusion::common::ParamValues, String> {
+    batch
+        .columns()
+        .iter()
+        .enumerate()
+        .map(|(i, column)| {
+            datafusion::common::ScalarValue::try_from_array(column, row)
+                .map_err(|e| format!("parameter {} of row {row}: {e}", i + 1))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(datafusion::common::ParamValues::from)
+}
+
 /// The rows a write reports (its `count` column).
-fn affected_rows(batches: &[RecordBatch]) -> u64 {
+pub(crate) fn affected_rows(batches: &[RecordBatch]) -> u64 {
     batches
         .iter()
         .filter_map(|b| b.column_by_name("count"))

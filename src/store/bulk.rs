@@ -217,7 +217,6 @@ pub enum BadRows {
 /// One family of a batch, resolved against the table.
 struct Resolved {
     index: usize,
-    aggregate: bool,
     kind: super::FamilyKind,
 }
 
@@ -279,36 +278,26 @@ impl Store {
         let mut overlay = Overlay::default();
         let mut direct: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
         for &row in &valid {
-            let outcome = match repeated.get(row).copied().unwrap_or(false) {
-                false => {
-                    let before = direct.len();
-                    let wrote = encode_new_row(&mut fresh, row, &mut direct);
-                    match wrote {
-                        Ok(true) => Ok(()),
-                        Ok(false) => {
-                            direct.truncate(before);
-                            mutation::apply(
-                                &snapshot,
-                                &handle,
-                                &mut overlay,
-                                &batch.row_mutation(row),
-                                now,
-                            )
-                        }
-                        Err(e) => {
-                            direct.truncate(before);
-                            Err(e)
-                        }
-                    }
-                }
-                true => mutation::apply(
+            // A row new to the store goes straight into pairs; any other
+            // (a repeated key, an add, stored cells) through the overlay.
+            let before = direct.len();
+            let written = match repeated[row] {
+                true => Ok(false),
+                false => encode_new_row(&mut fresh, row, &mut direct),
+            };
+            if !matches!(written, Ok(true)) {
+                direct.truncate(before);
+            }
+            let outcome = written.and_then(|done| match done {
+                true => Ok(()),
+                false => mutation::apply(
                     &snapshot,
                     &handle,
                     &mut overlay,
                     &batch.row_mutation(row),
                     now,
                 ),
-            };
+            });
             if let Err(e) = outcome {
                 if bad == BadRows::Stop {
                     return Ok(vec![(row, e)]);
@@ -337,11 +326,7 @@ fn resolve(table: &TableHandle, batch: &CellBatch) -> Result<Vec<Resolved>> {
                     family: name.clone(),
                 })?;
             let kind = table.def.families[index].kind;
-            Ok(Resolved {
-                index,
-                aggregate: kind.is_aggregate(),
-                kind,
-            })
+            Ok(Resolved { index, kind })
         })
         .collect()
 }
@@ -361,7 +346,7 @@ fn validate(batch: &CellBatch, families: &[Resolved], row: usize) -> Result<()> 
             });
         }
         let name = &batch.families[cell.family.0 as usize];
-        if cell.add && !family.aggregate {
+        if cell.add && !family.kind.is_aggregate() {
             return Err(Error::InvalidMutation {
                 reason: format!(
                     "cannot add to column {}: family {name:?} is not an aggregate family",
@@ -369,7 +354,7 @@ fn validate(batch: &CellBatch, families: &[Resolved], row: usize) -> Result<()> 
                 ),
             });
         }
-        if !cell.add && family.aggregate {
+        if !cell.add && family.kind.is_aggregate() {
             aggregate::check_value(family.kind, &mutation::column_name(name, qualifier), value)?;
         }
     }

@@ -46,7 +46,7 @@ impl StatementClock {
 
 /// A value column typed for one batch: how a non-NULL value becomes the
 /// bytes of its cell.
-enum Values<'a> {
+pub(crate) enum Values<'a> {
     Int64(&'a Int64Array, Encoding),
     Float64(&'a Float64Array, Encoding),
     Boolean(&'a BooleanArray, Encoding),
@@ -58,7 +58,7 @@ enum Values<'a> {
 
 impl<'a> Values<'a> {
     /// `array` (of the view's type for `def`) typed once.
-    fn of(
+    pub fn of(
         array: &'a ArrayRef,
         def: &ColumnDef,
         proto: Option<&'a ProtoDecl>,
@@ -92,7 +92,7 @@ impl<'a> Values<'a> {
     }
 
     /// Appends the bytes of value `i` (not NULL) to `out`.
-    fn write(&self, i: usize, out: &mut Vec<u8>) -> crate::Result<()> {
+    pub fn write(&self, i: usize, out: &mut Vec<u8>) -> crate::Result<()> {
         let text = |e: &Encoding| *e == Encoding::Text;
         match self {
             Values::Int64(a, e) if text(e) => display(out, a.value(i)),
@@ -124,7 +124,7 @@ struct MapValues<'a> {
     family: usize,
     map: &'a MapArray,
     /// The entries' keys as text (cast once per batch).
-    keys: ArrayRef,
+    keys: StringArray,
     values: Values<'a>,
     values_array: &'a ArrayRef,
 }
@@ -142,7 +142,7 @@ enum Column<'a> {
 
 /// Where a row's key comes from in one batch.
 struct KeyColumns<'a> {
-    key: Option<ArrayRef>,
+    key: Option<StringArray>,
     /// Per key field: its column, if the input has it.
     segments: Vec<Option<Segment<'a>>>,
 }
@@ -150,18 +150,27 @@ struct KeyColumns<'a> {
 enum Segment<'a> {
     Int(&'a Int64Array),
     Time(&'a TimestampMicrosecondArray),
-    Text(ArrayRef),
+    Text(StringArray),
 }
 
 impl Segment<'_> {
-    fn value(&self, row: usize) -> Option<KeyValue> {
+    fn is_valid(&self, row: usize) -> bool {
         match self {
-            Segment::Int(a) => a.is_valid(row).then(|| KeyValue::Int(a.value(row))),
-            Segment::Time(a) => a.is_valid(row).then(|| KeyValue::Time(a.value(row))),
-            Segment::Text(a) => a
-                .is_valid(row)
-                .then(|| KeyValue::Text(a.as_string::<i32>().value(row).to_string())),
+            Segment::Int(a) => a.is_valid(row),
+            Segment::Time(a) => a.is_valid(row),
+            Segment::Text(a) => a.is_valid(row),
         }
+    }
+
+    fn value(&self, row: usize) -> Option<KeyValue> {
+        if !self.is_valid(row) {
+            return None;
+        }
+        Some(match self {
+            Segment::Int(a) => KeyValue::Int(a.value(row)),
+            Segment::Time(a) => KeyValue::Time(a.value(row)),
+            Segment::Text(a) => KeyValue::Text(a.value(row).to_string()),
+        })
     }
 }
 
@@ -222,7 +231,9 @@ impl<'l> Encoder<'l> {
                         )));
                     };
                     let keys = cast(map.keys(), &DataType::Utf8)
-                        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?
+                        .as_string::<i32>()
+                        .clone();
                     columns.push(Column::Map(MapValues {
                         family: *f,
                         map,
@@ -354,7 +365,14 @@ impl<'l> Encoder<'l> {
                 continue;
             }
             match source {
-                ColumnSource::Key => key = Some(cast(array, &DataType::Utf8).map_err(df)?),
+                ColumnSource::Key => {
+                    key = Some(
+                        cast(array, &DataType::Utf8)
+                            .map_err(df)?
+                            .as_string::<i32>()
+                            .clone(),
+                    )
+                }
                 ColumnSource::Segment(s) => {
                     let any = array.as_any();
                     segments[*s] = Some(if let Some(a) = any.downcast_ref::<Int64Array>() {
@@ -362,7 +380,12 @@ impl<'l> Encoder<'l> {
                     } else if let Some(a) = any.downcast_ref::<TimestampMicrosecondArray>() {
                         Segment::Time(a)
                     } else {
-                        Segment::Text(cast(array, &DataType::Utf8).map_err(df)?)
+                        Segment::Text(
+                            cast(array, &DataType::Utf8)
+                                .map_err(df)?
+                                .as_string::<i32>()
+                                .clone(),
+                        )
                     });
                 }
                 _ => {}
@@ -378,11 +401,11 @@ impl<'l> Encoder<'l> {
             .key
             .as_ref()
             .filter(|k| k.is_valid(row))
-            .map(|k| k.as_string::<i32>().value(row).as_bytes());
+            .map(|k| k.value(row).as_bytes());
         let any_segment = columns
             .segments
             .iter()
-            .any(|s| s.as_ref().is_some_and(|s| s.value(row).is_some()));
+            .any(|s| s.as_ref().is_some_and(|s| s.is_valid(row)));
         let segments = || -> Vec<Option<KeyValue>> {
             columns
                 .segments
@@ -448,7 +471,7 @@ impl<'l> Encoder<'l> {
                         continue;
                     }
                     let offsets = m.map.value_offsets();
-                    let keys = m.keys.as_string::<i32>();
+                    let keys = &m.keys;
                     let family = &layout.def.families[m.family].name;
                     for j in offsets[row] as usize..offsets[row + 1] as usize {
                         if m.values_array.is_null(j) || keys.is_null(j) {
@@ -457,21 +480,7 @@ impl<'l> Encoder<'l> {
                         let qualifier = keys.value(j);
                         value.clear();
                         m.values.write(j, value)?;
-                        // A map entry under a declared column's qualifier
-                        // must be a value of that column, or every read of
-                        // the column fails.
-                        if let Some(column) = layout
-                            .declared_at(family, qualifier.as_bytes())
-                            .filter(|&d| layout.protos[d].is_none())
-                            .map(|d| &layout.columns[d])
-                        {
-                            column.decode(value).map_err(|why| {
-                                Error::InvalidArgument(format!(
-                                    "the {family} map entry {qualifier:?} is declared column {}: {why}; write it through the column",
-                                    column.name
-                                ))
-                            })?;
-                        }
+                        check_map_entry(layout, family, qualifier, value)?;
                         put(
                             layout,
                             families,
@@ -488,6 +497,29 @@ impl<'l> Encoder<'l> {
         }
         Ok(())
     }
+}
+
+/// A map entry under a declared column's qualifier must be a value of
+/// that column, or every read of the column fails.
+pub(crate) fn check_map_entry(
+    layout: &Layout,
+    family: &str,
+    qualifier: &str,
+    value: &[u8],
+) -> crate::Result<()> {
+    if let Some(column) = layout
+        .declared_at(family, qualifier.as_bytes())
+        .filter(|&d| layout.protos[d].is_none())
+        .map(|d| &layout.columns[d])
+    {
+        column.decode(value).map_err(|why| {
+            Error::InvalidArgument(format!(
+                "the {family} map entry {qualifier:?} is declared column {}: {why}; write it through the column",
+                column.name
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 fn family_index(layout: &Layout, name: &str) -> crate::Result<usize> {

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::Result as DfResult;
@@ -160,14 +160,13 @@ impl TableSink {
         mut data: SendableRecordBatchStream,
         options: &WriteOptions,
     ) -> DfResult<u64> {
-        let mut state = Some(InsertState {
+        let mut writer = Writer::Idle(InsertState {
             clock: StatementClock::new(now_micros()),
             cells: CellBatch::new(),
             seen: 0,
             written: 0,
             columns: None,
         });
-        let mut running: Option<tokio::task::JoinHandle<crate::Result<InsertState>>> = None;
         while let Some(batch) = data.next().await {
             let batch = batch?;
             let mut at = 0;
@@ -175,41 +174,27 @@ impl TableSink {
                 let len = (batch.num_rows() - at).min(WRITE_BATCH_ROWS);
                 let slice = batch.slice(at, len);
                 at += len;
-                let mut s = match running.take() {
-                    Some(task) => joined(task).await?,
-                    None => state
-                        .take()
-                        .ok_or_else(|| to_df(Error::Internal("insert state lost".into())))?,
-                };
+                let mut state = writer.ready().await?;
                 let (store, layout, options) = (
                     self.store.clone(),
                     Arc::clone(&self.layout),
                     options.clone(),
                 );
-                running = Some(tokio::task::spawn_blocking(move || {
-                    s.write(&store, &layout, &options, &slice)?;
-                    Ok(s)
+                writer = Writer::Busy(tokio::task::spawn_blocking(move || {
+                    state.write(&store, &layout, &options, &slice)?;
+                    Ok(state)
                 }));
             }
         }
-        let last = match running {
-            Some(task) => joined(task).await?,
-            None => state.ok_or_else(|| to_df(Error::Internal("insert state lost".into())))?,
-        };
-        Ok(last.written)
+        Ok(writer.ready().await?.written)
     }
 
     async fn delete(&self, mut data: SendableRecordBatchStream) -> DfResult<u64> {
         let mut deleted = 0;
         while let Some(batch) = data.next().await {
-            let batch = batch?;
-            let keys = cast(batch.column(0), &DataType::Utf8)?;
-            let keys = keys.as_string::<i32>();
-            let rows: Vec<RowMutation> = (0..keys.len())
-                .filter(|i| !keys.is_null(*i))
-                .map(|i| {
-                    RowMutation::new(keys.value(i).as_bytes().to_vec(), vec![Mutation::DeleteRow])
-                })
+            let rows: Vec<RowMutation> = keys_of(&batch?)?
+                .into_iter()
+                .map(|key| RowMutation::new(key, vec![Mutation::DeleteRow]))
                 .collect();
             let (store, table) = (self.store.clone(), self.layout.table.clone());
             deleted += blocking(move || {
@@ -232,18 +217,39 @@ impl TableSink {
     ) -> DfResult<u64> {
         let mut updated = 0;
         while let Some(batch) = data.next().await {
-            let batch = batch?;
-            let keys = cast(batch.column(0), &DataType::Utf8)?;
-            let keys: Vec<Vec<u8>> = keys
-                .as_string::<i32>()
-                .iter()
-                .flatten()
-                .map(|k| k.as_bytes().to_vec())
-                .collect();
+            let keys = keys_of(&batch?)?;
             let plan = Arc::clone(plan);
             updated += blocking(move || plan.apply(&keys)).await?;
         }
         Ok(updated)
+    }
+}
+
+/// The row keys a key scan's batch holds (its first column, `_key`).
+fn keys_of(batch: &RecordBatch) -> DfResult<Vec<Vec<u8>>> {
+    let keys = cast(batch.column(0), &DataType::Utf8)?;
+    Ok(keys
+        .as_string::<i32>()
+        .iter()
+        .flatten()
+        .map(|k| k.as_bytes().to_vec())
+        .collect())
+}
+
+/// An insert's writer: idle with its state, or writing a batch on the
+/// blocking pool (which hands the state back).
+enum Writer {
+    Idle(InsertState),
+    Busy(tokio::task::JoinHandle<crate::Result<InsertState>>),
+}
+
+impl Writer {
+    /// The state, once the batch being written (if any) is written.
+    async fn ready(self) -> DfResult<InsertState> {
+        match self {
+            Writer::Idle(state) => Ok(state),
+            Writer::Busy(task) => joined(task).await,
+        }
     }
 }
 

@@ -17,8 +17,8 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, Float64Array, Int64Array, MapArray, RecordBatch,
-    StringArray, TimestampMicrosecondArray, UInt32Array,
+    Array, ArrayRef, AsArray, BinaryArray, Int64Array, MapArray, RecordBatch,
+    TimestampMicrosecondArray, UInt32Array,
 };
 use datafusion::arrow::compute::{cast, take_record_batch};
 use datafusion::arrow::datatypes::{DataType, Int64Type, TimestampMicrosecondType};
@@ -28,6 +28,7 @@ use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::PhysicalExpr;
 
+use super::encode::{Values, check_map_entry};
 use crate::Error;
 use crate::query::batch::ViewBatchBuilder;
 use crate::query::checked::arithmetic;
@@ -536,32 +537,6 @@ fn evaluate(
     Ok((values, timestamps))
 }
 
-pub(crate) fn value_at(a: &ArrayRef, row: usize) -> Option<Value> {
-    if a.is_null(row) {
-        return None;
-    }
-    let any = a.as_any();
-    if let Some(a) = any.downcast_ref::<Int64Array>() {
-        return Some(Value::Int64(a.value(row)));
-    }
-    if let Some(a) = any.downcast_ref::<Float64Array>() {
-        return Some(Value::Float64(a.value(row)));
-    }
-    if let Some(a) = any.downcast_ref::<StringArray>() {
-        return Some(Value::Text(a.value(row).to_string()));
-    }
-    if let Some(a) = any.downcast_ref::<BinaryArray>() {
-        return Some(Value::Bytes(a.value(row).to_vec()));
-    }
-    if let Some(a) = any.downcast_ref::<datafusion::arrow::array::BooleanArray>() {
-        return Some(Value::Boolean(a.value(row)));
-    }
-    if let Some(a) = any.downcast_ref::<datafusion::arrow::array::Decimal128Array>() {
-        return Some(Value::Decimal(a.value(row)));
-    }
-    None
-}
-
 /// The cells a non-NULL value of a declared column or a family map writes.
 pub(crate) fn cells_of(
     layout: &Layout,
@@ -573,33 +548,18 @@ pub(crate) fn cells_of(
 ) -> crate::Result<Vec<Mutation>> {
     let mut mutations = Vec::new();
     match source {
-        ColumnSource::Declared(d) if layout.protos[*d].is_some() => {
+        ColumnSource::Declared(d) if array.is_valid(row) => {
             let column = &layout.columns[*d];
-            if let Some(p) = &layout.protos[*d]
-                && !array.is_null(row)
-            {
-                mutations.push(cell(
-                    layout,
-                    &column.family,
-                    column.qualifier.as_bytes().to_vec(),
-                    crate::proto::encode(&p.message, array, row)?,
-                    timestamp,
-                    read,
-                ));
-            }
-        }
-        ColumnSource::Declared(d) => {
-            let column = &layout.columns[*d];
-            if let Some(value) = value_at(array, row) {
-                mutations.push(cell(
-                    layout,
-                    &column.family,
-                    column.qualifier.as_bytes().to_vec(),
-                    column.encode(&value)?,
-                    timestamp,
-                    read,
-                ));
-            }
+            let mut value = Vec::new();
+            Values::of(array, column, layout.protos[*d].as_ref())?.write(row, &mut value)?;
+            mutations.push(cell(
+                layout,
+                &column.family,
+                column.qualifier.as_bytes().to_vec(),
+                value,
+                timestamp,
+                read,
+            ));
         }
         ColumnSource::FamilyMap(f) => {
             let family = &layout.def.families[*f].name;
@@ -609,37 +569,24 @@ pub(crate) fn cells_of(
             if map.is_null(row) {
                 return Ok(mutations);
             }
-            let entries = map.value(row);
-            let keys = cast(entries.column(0), &DataType::Utf8)
+            let keys = cast(map.keys(), &DataType::Utf8)
                 .map_err(|e| Error::InvalidArgument(e.to_string()))?;
             let keys = keys.as_string::<i32>();
-            let values = entries.column(1);
-            let def = &layout.map_values[*f];
-            for j in 0..keys.len() {
-                let Some(value) = value_at(values, j) else {
+            let values = Values::of(map.values(), &layout.map_values[*f], None)?;
+            let offsets = map.value_offsets();
+            for j in offsets[row] as usize..offsets[row + 1] as usize {
+                if map.values().is_null(j) || keys.is_null(j) {
                     continue;
-                };
-                let qualifier = keys.value(j);
-                let bytes = def.encode(&value)?;
-                // A map entry under a declared column's qualifier must be a
-                // value of that column, or every read of the column fails.
-                if let Some(column) = layout
-                    .declared_at(family, qualifier.as_bytes())
-                    .filter(|&d| layout.protos[d].is_none())
-                    .map(|d| &layout.columns[d])
-                {
-                    column.decode(&bytes).map_err(|why| {
-                        Error::InvalidArgument(format!(
-                            "the {family} map entry {qualifier:?} is declared column {}: {why}; write it through the column",
-                            column.name
-                        ))
-                    })?;
                 }
+                let qualifier = keys.value(j);
+                let mut value = Vec::new();
+                values.write(j, &mut value)?;
+                check_map_entry(layout, family, qualifier, &value)?;
                 mutations.push(cell(
                     layout,
                     family,
                     qualifier.as_bytes().to_vec(),
-                    bytes,
+                    value,
                     timestamp,
                     read,
                 ));
