@@ -5,6 +5,11 @@
 //! trade places in the output too), so both formats must give the same
 //! answers. `--format cells` or `--format packed` runs one pass only.
 //!
+//!
+//! Files under `sql/series/` hold series queries whose answers do not
+//! depend on the layout: each runs once per layout of [`LAYOUTS`], the
+//! layout standing in for `__LAYOUT__` in its SQL.
+//!
 //! `cargo test --test sqllogictest -- --complete` rewrites the expected
 //! output of the files from what cellar returns now (review the diff!).
 //! A file name filter can follow: `-- battery`.
@@ -22,10 +27,23 @@ use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use sqllogictest::{DBOutput, DefaultColumnType};
 
+/// The layouts every file under `sql/series/` runs in.
+const LAYOUTS: [&str; 7] = [
+    "ROW PER EVENT",
+    "ROW PER EVENT REVERSED",
+    "ROW PER EVENT SALT 4",
+    "BUCKET '1 hour' CELL PER EVENT",
+    "BUCKET '15 minutes' CELL PER EVENT REVERSED",
+    "BUCKET '1 day' CELL PER EVENT SALT 3",
+    "BUCKET '1 week' CELL PER EVENT SALT 2 REVERSED",
+];
+
 struct CellarDb {
     session: SqlSession,
     /// The swapped-formats pass.
     swapped: bool,
+    /// The layout of a series file's pass.
+    layout: Option<&'static str>,
     /// The store's directory; its `files` folder is `__TMP__` in a file.
     dir: tempfile::TempDir,
 }
@@ -144,6 +162,10 @@ impl sqllogictest::AsyncDB for CellarDb {
         let tmp = self.dir.path().join("files").display().to_string();
         let data = data_dir();
         let located = sql.replace("__TMP__", &tmp).replace("__DATA__", &data);
+        let located = match self.layout {
+            Some(layout) => located.replace("__LAYOUT__", layout),
+            None => located,
+        };
         let swapped_sql;
         let sql = if self.swapped {
             swapped_sql = swap_formats(&located);
@@ -213,7 +235,7 @@ impl sqllogictest::AsyncDB for CellarDb {
     }
 }
 
-fn open(swapped: bool) -> CellarDb {
+fn open(swapped: bool, layout: Option<&'static str>) -> CellarDb {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("store")).unwrap();
     std::fs::create_dir(dir.path().join("files")).unwrap();
@@ -228,12 +250,14 @@ fn open(swapped: bool) -> CellarDb {
     CellarDb {
         session: SqlSession::with_options(store, options),
         swapped,
+        layout,
         dir,
     }
 }
 
-fn files(filter: Option<&str>) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
+/// The `.slt` files of `sql/` (or `sql/series/`) whose path holds `filter`.
+fn files(folder: &str, filter: Option<&str>) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(folder);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -242,6 +266,24 @@ fn files(filter: Option<&str>) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+/// Every run: a file, whether formats are swapped, and its layout.
+fn runs(filter: Option<&str>, passes: &[bool]) -> Vec<(PathBuf, bool, Option<&'static str>)> {
+    let mut out = Vec::new();
+    for file in files("sql", filter) {
+        for swapped in passes {
+            out.push((file.clone(), *swapped, None));
+        }
+    }
+    for file in files("sql/series", filter) {
+        for layout in LAYOUTS {
+            for swapped in passes {
+                out.push((file.clone(), *swapped, Some(layout)));
+            }
+        }
+    }
+    out
 }
 
 #[tokio::main]
@@ -265,17 +307,27 @@ async fn main() {
         _ => vec![false, true],
     };
     let mut failures = Vec::new();
-    for (file, swapped) in files(filter)
-        .into_iter()
-        .flat_map(|f| passes.iter().map(move |s| (f.clone(), *s)))
-    {
+    let mut completed = Vec::new();
+    for (file, swapped, layout) in runs(filter, &passes) {
         let pass = if swapped {
             "formats swapped"
         } else {
             "as written"
         };
-        let name = format!("{} ({pass})", file.file_name().unwrap().to_string_lossy());
-        let mut runner = sqllogictest::Runner::new(move || async move { Ok(open(swapped)) });
+        let name = match layout {
+            None => format!("{} ({pass})", file.file_name().unwrap().to_string_lossy()),
+            Some(l) => format!(
+                "{} ({l}, {pass})",
+                file.file_name().unwrap().to_string_lossy()
+            ),
+        };
+        // Completing writes a file's output once, from its first layout.
+        if complete && completed.contains(&file) {
+            continue;
+        }
+        completed.push(file.clone());
+        let mut runner =
+            sqllogictest::Runner::new(move || async move { Ok(open(swapped, layout)) });
         let result = if complete {
             let col_separator = " ";
             let validator = sqllogictest::default_validator;

@@ -315,7 +315,10 @@ pub(crate) struct ViewBatchBuilder {
     /// The cells view's family, qualifier and value columns, if needed.
     cell_columns: [Option<usize>; 3],
     /// Column index of each segment, declared column and family map.
-    segment_columns: Vec<usize>,
+    /// (column, key field) of each segment column.
+    segment_columns: Vec<(usize, usize)>,
+    /// The `_key` column, when it is wanted.
+    key_column: Option<usize>,
     declared_columns: Vec<usize>,
     map_columns: Vec<usize>,
     rows: usize,
@@ -358,7 +361,7 @@ impl ViewBatchBuilder {
             (Vec::new(), Vec::new(), Vec::new());
         for (i, source) in layout.sources.iter().enumerate() {
             match source {
-                ColumnSource::Segment(_) => segment_columns.push(i),
+                ColumnSource::Segment(f) => segment_columns.push((i, *f)),
                 ColumnSource::Declared(_) => declared_columns.push(i),
                 ColumnSource::FamilyMap(_) => map_columns.push(i),
                 _ => {}
@@ -423,7 +426,12 @@ impl ViewBatchBuilder {
         ];
         ViewBatchBuilder {
             map_keys,
-            segments_needed: segment_columns.iter().any(|c| needed[*c]),
+            segments_needed: segment_columns.iter().any(|(c, _)| needed[*c]),
+            key_column: layout
+                .sources
+                .iter()
+                .position(|s| matches!(s, ColumnSource::Key))
+                .filter(|c| needed[*c]),
             cells_needed: declared_columns.iter().any(|c| needed[*c])
                 || maps.iter().any(Option::is_some),
             layout,
@@ -554,7 +562,7 @@ impl ViewBatchBuilder {
     /// those placed.
     fn push_versions_lent(&mut self, row: RowView<'_>, read: &[usize]) -> crate::Result<()> {
         let row_key = row.key();
-        let key = if self.needed[0] {
+        let key = if self.key_column.is_some() {
             String::from_utf8_lossy(row_key)
         } else {
             std::borrow::Cow::Borrowed("")
@@ -594,7 +602,7 @@ impl ViewBatchBuilder {
     fn push_wide(&mut self, row: RowView<'_>, read: &[usize]) -> crate::Result<()> {
         let key = row.key();
         let segments = self.segments_of(key);
-        let text = if self.needed[0] {
+        let text = if self.key_column.is_some() {
             String::from_utf8_lossy(key)
         } else {
             std::borrow::Cow::Borrowed("")
@@ -807,10 +815,12 @@ impl ViewBatchBuilder {
     /// The key and segment columns of one output row.
     fn start_row(&mut self, key: &str, segments: Option<&[KeyValue]>) {
         self.rows += 1;
-        self.put(0, Some(Datum::Text(key)));
+        if let Some(c) = self.key_column {
+            self.put(c, Some(Datum::Text(key)));
+        }
         for s in 0..self.segment_columns.len() {
-            let column = self.segment_columns[s];
-            self.put(column, segments.and_then(|v| v.get(s)).map(Datum::key));
+            let (column, field) = self.segment_columns[s];
+            self.put(column, segments.and_then(|v| v.get(field)).map(Datum::key));
         }
     }
 
@@ -842,7 +852,7 @@ impl ViewBatchBuilder {
     /// The output rows of one row's cells (by family, qualifier, newest
     /// first), borrowed wherever they come from.
     fn push_cells(&mut self, row_key: &[u8], cells: Vec<Placed<'_>>) -> crate::Result<()> {
-        let key = if self.needed[0] {
+        let key = if self.key_column.is_some() {
             String::from_utf8_lossy(row_key)
         } else {
             std::borrow::Cow::Borrowed("")

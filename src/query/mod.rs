@@ -7,6 +7,7 @@ mod checked_sum;
 mod functions;
 mod pushdown;
 mod scan;
+mod series;
 mod wide;
 mod write;
 

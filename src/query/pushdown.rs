@@ -510,14 +510,14 @@ fn micros(v: &ScalarValue) -> Option<(i64, bool)> {
     }
 }
 
-/// The cell time range that `_timestamp` predicates in a conjunction allow
-/// (over-covering where a literal is finer than a microsecond), and the
-/// predicates used.
-pub fn time_range(filters: &[Expr]) -> (TimeRange, Vec<String>) {
+/// The cell time range that predicates on the cell-time column (`_timestamp`,
+/// or a series' time in bucket rows) in a conjunction allow (over-covering
+/// where a literal is finer than a microsecond), and the predicates used.
+pub fn time_range(filters: &[Expr], column: &str) -> (TimeRange, Vec<String>) {
     let mut range = TimeRange::ALL;
     let mut used = Vec::new();
     for filter in filters {
-        if let Some(r) = time_bounds(filter) {
+        if let Some(r) = time_bounds(filter, column) {
             range.start = range.start.max(r.start);
             range.end = match (range.end, r.end) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -529,7 +529,7 @@ pub fn time_range(filters: &[Expr]) -> (TimeRange, Vec<String>) {
     (range, used)
 }
 
-fn time_bounds(expr: &Expr) -> Option<TimeRange> {
+fn time_bounds(expr: &Expr, column: &str) -> Option<TimeRange> {
     let after = |t: i64| TimeRange {
         start: t.max(0),
         end: None,
@@ -541,7 +541,7 @@ fn time_bounds(expr: &Expr) -> Option<TimeRange> {
     match expr {
         Expr::BinaryExpr(b) => {
             let (col, op, v) = comparison(b)?;
-            if !is_column(col, "_timestamp") {
+            if !is_column(col, column) {
                 return None;
             }
             let (t, exact) = micros(v)?;
@@ -562,7 +562,7 @@ fn time_bounds(expr: &Expr) -> Option<TimeRange> {
             negated: false,
             low,
             high,
-        }) if is_column(expr, "_timestamp") => {
+        }) if is_column(expr, column) => {
             let (lo, _) = micros(literal(low)?)?;
             let (hi, _) = micros(literal(high)?)?;
             Some(TimeRange {

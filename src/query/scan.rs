@@ -793,7 +793,26 @@ impl ExecutionPlan for KeyScanExec {
         let (Some(key_order), Some(key)) = (&spec.order, spec.layout.key.as_ref()) else {
             return Ok(SortOrderPushdownResult::Unsupported);
         };
-        let field = |name: &str| key.field_index(name);
+        // A series' time in bucket rows sorts as its bucket does, newest
+        // first within each row: answered only descending.
+        let bucket_time = spec
+            .layout
+            .series
+            .as_ref()
+            .filter(|s| s.bucketed())
+            .map(|s| (s.def.time.as_str(), s.time_segment));
+        if let Some((time, _)) = bucket_time
+            && order
+                .iter()
+                .zip(&names)
+                .any(|(o, n)| n == time && !o.options.descending)
+        {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        }
+        let field = |name: &str| match bucket_time {
+            Some((time, segment)) if time == name => Some(segment),
+            _ => key.field_index(name),
+        };
         let mut wanted = order
             .iter()
             .zip(&names)

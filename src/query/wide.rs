@@ -21,6 +21,7 @@ use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 
 use super::pushdown;
 use super::scan::{KeyScanExec, ScanSpec};
+use super::series::{SeriesView, bucket_filters, physical_filters};
 use super::to_df;
 use super::write::update::{RowUpdate, plan_assignments};
 use super::write::{Action, TableSink, WriteOptions};
@@ -89,7 +90,10 @@ pub(crate) struct Layout {
     pub sources: Vec<ColumnSource>,
     pub arrow: SchemaRef,
     /// family -> qualifier -> declared column.
-    declared_at: HashMap<String, HashMap<Vec<u8>, usize>>,
+    pub(crate) declared_at: HashMap<String, HashMap<Vec<u8>, usize>>,
+    /// Set when the view is a time series' events (the table's default
+    /// view when it holds one).
+    pub series: Option<SeriesView>,
 }
 
 /// The family a table function names: exactly, or folded as the DDL folds
@@ -134,7 +138,7 @@ pub(crate) fn value_type(t: ValueType) -> DataType {
     }
 }
 
-fn segment_type(kind: &SegmentKind) -> DataType {
+pub(crate) fn segment_type(kind: &SegmentKind) -> DataType {
     match kind {
         SegmentKind::Text | SegmentKind::Padded { .. } => DataType::Utf8,
         SegmentKind::Int { .. } | SegmentKind::Salt { .. } => DataType::Int64,
@@ -142,13 +146,19 @@ fn segment_type(kind: &SegmentKind) -> DataType {
     }
 }
 
-fn timestamp_type() -> DataType {
+pub(crate) fn timestamp_type() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, None)
 }
 
 impl Layout {
     pub fn new(store: &Store, def: TableDef, mut view: View) -> crate::Result<Layout> {
         let schema = TableSchema::of(&def)?;
+        if view == (View::Wide { as_of: None })
+            && let Some(series) = &schema.series
+        {
+            let series = series.clone();
+            return Self::series(def, schema, series);
+        }
         if let View::Cells { family: Some(f) } = &mut view {
             *f = family_named(&def, f)?;
         }
@@ -249,6 +259,7 @@ impl Layout {
             sources,
             arrow: Arc::new(Schema::new(fields)),
             def,
+            series: None,
         })
     }
 
@@ -342,7 +353,19 @@ pub(crate) fn scan_spec(
     // Segment filters the ranges answer exactly are not re-checked either;
     // the scan then drops rows whose key does not fit the schema (their
     // segments read as NULL, which those filters would turn away).
-    let mut key_plan = pushdown::plan(filters, layout.key.as_ref());
+    // A series in bucket rows: its time predicates narrow the cell times
+    // and, through the bucket they fall in, the key ranges.
+    let bucketed = layout.series.as_ref().filter(|s| s.bucketed());
+    let time_column = bucketed.map_or("_timestamp", |s| s.def.time.as_str());
+    let mut key_plan = match bucketed {
+        None => pushdown::plan(filters, layout.key.as_ref()),
+        Some(s) => {
+            let (range, _) = pushdown::time_range(filters, time_column);
+            let mut with_buckets = filters.to_vec();
+            with_buckets.extend(bucket_filters(s, range));
+            pushdown::plan(&with_buckets, layout.key.as_ref())
+        }
+    };
     let exact_segments = !recheck_all && !key_plan.exact.is_empty();
     let recheck: Vec<Expr> = filters
         .iter()
@@ -366,7 +389,7 @@ pub(crate) fn scan_spec(
         // is only re-checked, never pushed, there.
         View::Versions { latest: Some(n) } => (TimeRange::ALL, Vec::new(), Some(*n)),
         View::Versions { latest: None } | View::Cells { .. } => {
-            let (range, used) = pushdown::time_range(filters);
+            let (range, used) = pushdown::time_range(filters, time_column);
             (range, used, None)
         }
     };
@@ -508,6 +531,52 @@ impl CellarTable {
         Ok(Arc::new(KeyScanExec::new(spec)))
     }
 
+    /// DELETE of a series' events: the events matching every filter,
+    /// found in the table's versions view, lose their cells.
+    fn delete_events(
+        &self,
+        series: &SeriesView,
+        state: &dyn Session,
+        filters: &[Expr],
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let physical = Arc::new(
+            Layout::new(
+                &self.store,
+                self.layout.def.clone(),
+                View::Versions { latest: None },
+            )
+            .map_err(to_df)?,
+        );
+        let filters = physical_filters(series, filters)?;
+        let projection = vec![
+            physical.arrow.index_of("_key")?,
+            physical.arrow.index_of("_timestamp")?,
+        ];
+        let spec = scan_spec(
+            &self.store,
+            &physical,
+            state,
+            Some(projection),
+            &filters,
+            None,
+            true,
+        )?;
+        let scan: Arc<dyn ExecutionPlan> = Arc::new(KeyScanExec::new(spec));
+        let columns = self
+            .layout
+            .columns
+            .iter()
+            .map(|c| (c.family.clone(), c.qualifier.clone().into_bytes()))
+            .collect();
+        let sink = TableSink::new(
+            self.store.clone(),
+            physical,
+            Action::DeleteEvents(columns),
+            scan.schema(),
+        );
+        Ok(Arc::new(DataSinkExec::new(scan, Arc::new(sink), None)))
+    }
+
     /// The plan writing `input` through this table's sink.
     fn sink(
         &self,
@@ -525,6 +594,9 @@ impl CellarTable {
     }
 
     fn writable(&self, what: &str) -> DfResult<()> {
+        if self.layout.series.is_some() {
+            return Ok(());
+        }
         match self.layout.view {
             View::Wide { as_of: None } => Ok(()),
             _ => Err(to_df(crate::Error::InvalidArgument(format!(
@@ -589,6 +661,9 @@ impl TableProvider for CellarTable {
         filters: Vec<Expr>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         self.writable("DELETE FROM")?;
+        if let Some(series) = &self.layout.series {
+            return self.delete_events(series, state, &filters);
+        }
         let scan = self.key_scan(state, &filters)?;
         Ok(self.sink(Action::Delete, scan, None))
     }
@@ -600,6 +675,15 @@ impl TableProvider for CellarTable {
         filters: Vec<Expr>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         self.writable("UPDATE")?;
+        if let Some(series) = &self.layout.series {
+            return Err(to_df(crate::Error::InvalidArgument(format!(
+                "UPDATE of series {}: INSERT the events again instead; an event written at a stored \
+                 ({}, {}) replaces the measures it gives",
+                self.layout.table,
+                series.def.key.join(", "),
+                series.def.time
+            ))));
+        }
         let layout = &self.layout;
         // The columns read afresh under each row's lock: those the
         // assignments and the WHERE clause use, and the key.

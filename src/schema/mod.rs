@@ -3,8 +3,10 @@
 //! table's catalog metadata as JSON; no DataFusion here.
 
 mod key;
+mod series;
 
 pub use key::{Constraint, KeyOrder, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat};
+pub use series::{SeriesDecl, SeriesDef, SeriesLayout, Shape};
 
 use serde::{Deserialize, Serialize};
 
@@ -310,6 +312,9 @@ pub struct TableSchema {
     /// Families with typed qualifiers or values.
     #[serde(default)]
     pub family_types: std::collections::BTreeMap<String, FamilyTypes>,
+    /// When the table holds a time series: how its rows map to events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<SeriesDef>,
 }
 
 /// Longest column name, in bytes.

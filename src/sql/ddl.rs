@@ -14,6 +14,8 @@
 //! ALTER TABLE battery DROP FAMILY extra;
 //! DROP TABLE [IF EXISTS] battery;
 //! DESCRIBE battery;
+//! CREATE SERIES weather (KEY (location TEXT, balloon INT(5)), TIME ts, pressure BIGINT)
+//!     LAYOUT BUCKET '1 hour' CELL PER EVENT;
 //! ```
 
 use datafusion::sql::sqlparser::dialect::GenericDialect;
@@ -21,7 +23,8 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
 
 use crate::schema::{
-    ColumnDef, Encoding, KeySchema, ProtoColumn, Segment, SegmentKind, TimeFormat, ValueType,
+    ColumnDef, Encoding, KeySchema, ProtoColumn, Segment, SegmentKind, SeriesDecl, SeriesDef,
+    SeriesLayout, Shape, TimeFormat, ValueType,
 };
 use crate::store::{FamilyFormat, FamilyKind, GcPolicy, MAX_GC_DEPTH};
 
@@ -59,6 +62,8 @@ pub enum CellarStatement {
         columns: Vec<ColumnDef>,
         /// `AS SELECT ...`: the query whose rows fill the new table.
         query: Option<String>,
+        /// CREATE SERIES: the series the table holds.
+        series: Option<SeriesDef>,
     },
     /// ALTER TABLE ... ADD FAMILY.
     AddFamily {
@@ -235,6 +240,14 @@ pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
     let mut w = Words { p, gc_depth: 0 };
     let statement = if w.words(&["CREATE", "TABLE"]) {
         create_table(&mut w, sql)?
+    } else if w.words(&["CREATE", "SERIES"]) {
+        create_series(&mut w, sql)?
+    } else if w.words(&["DROP", "SERIES"]) {
+        let if_exists = w.words(&["IF", "EXISTS"]);
+        CellarStatement::DropTable {
+            name: w.ident()?,
+            if_exists,
+        }
     } else if w.words(&["ALTER", "TABLE"]) {
         alter_table(&mut w)?
     } else if w.words(&["DROP", "TABLE"]) {
@@ -374,19 +387,7 @@ fn create_table(w: &mut Words, sql: &str) -> PResult<CellarStatement> {
             Ok(c)
         })
         .collect::<PResult<Vec<_>>>()?;
-    let query = if w.word("AS") {
-        let start = w.p.peek_token().span.start;
-        let text = text_from(sql, start.line, start.column);
-        // The query is DataFusion's to parse: skip its tokens here.
-        while w.p.next_token().token != Token::EOF {}
-        let text = text.trim().trim_end_matches(';').trim();
-        if text.is_empty() {
-            return w.error(format!("CREATE TABLE {name} ... AS needs a query"));
-        }
-        Some(text.to_string())
-    } else {
-        None
-    };
+    let query = as_query(w, sql, &format!("CREATE TABLE {name}"))?;
     Ok(CellarStatement::CreateTable {
         name,
         if_not_exists,
@@ -394,7 +395,166 @@ fn create_table(w: &mut Words, sql: &str) -> PResult<CellarStatement> {
         families,
         columns,
         query,
+        series: None,
     })
+}
+
+/// `AS <query>` ending a CREATE statement: the query's text, which is
+/// DataFusion's to parse.
+fn as_query(w: &mut Words, sql: &str, what: &str) -> PResult<Option<String>> {
+    if !w.word("AS") {
+        return Ok(None);
+    }
+    let start = w.p.peek_token().span.start;
+    let text = text_from(sql, start.line, start.column);
+    // Skip the query's tokens here.
+    while w.p.next_token().token != Token::EOF {}
+    let text = text.trim().trim_end_matches(';').trim();
+    if text.is_empty() {
+        return w.error(format!("{what} ... AS needs a query"));
+    }
+    Ok(Some(text.to_string()))
+}
+
+/// `CREATE SERIES name (KEY (segments), TIME ts, measure type, ...)
+/// [LAYOUT ...] [SALT n] [REVERSED] [FORMAT f] [RETENTION 'age'] [AS query]`:
+/// the table of the layout, with the series kept in its schema.
+fn create_series(w: &mut Words, sql: &str) -> PResult<CellarStatement> {
+    let if_not_exists = w.words(&["IF", "NOT", "EXISTS"]);
+    let name = w.ident()?;
+    w.token(Token::LParen)?;
+    let mut key = None;
+    let mut time = None;
+    let mut measures = Vec::new();
+    loop {
+        if w.word("KEY") {
+            if key.is_some() {
+                return w.error(format!("series {name}: KEY is declared twice"));
+            }
+            let schema = row_key(w)?;
+            let mut fields = Vec::new();
+            for segment in schema.segments {
+                match segment {
+                    Segment::Field { name, kind } => fields.push((name, kind)),
+                    Segment::Literal(text) => {
+                        return w.error(format!(
+                            "series {name}: KEY holds columns only, not the literal {text:?}"
+                        ));
+                    }
+                }
+            }
+            key = Some(fields);
+        } else if w.word("TIME") {
+            if time.is_some() {
+                return w.error(format!("series {name}: TIME is declared twice"));
+            }
+            time = Some(w.ident()?);
+            let _ = w.word("TIMESTAMP");
+        } else {
+            let measure = w.ident()?;
+            let (t, e) = value_type(w, &format!("measure {measure}"))?;
+            measures.push((measure, t, e));
+        }
+        if !w.p.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    w.token(Token::RParen)?;
+    let Some(key) = key else {
+        return w.error(format!(
+            "series {name} declares no KEY (...): the columns naming one series"
+        ));
+    };
+    let Some(time) = time else {
+        return w.error(format!("series {name} declares no TIME column"));
+    };
+    let mut layout = SeriesLayout {
+        shape: Shape::RowPerEvent,
+        bucket: None,
+        salt: None,
+        reversed: false,
+    };
+    let mut format = None;
+    let mut gc = GcPolicy::KeepAll;
+    loop {
+        if w.word("LAYOUT") {
+            series_layout(w, &mut layout)?;
+        } else if w.word("SALT") {
+            layout.salt = Some(u32::try_from(w.uint()?).unwrap_or(u32::MAX));
+        } else if w.word("REVERSED") {
+            layout.reversed = true;
+        } else if w.word("FORMAT") {
+            format = Some(format_name(w)?);
+        } else if w.word("RETENTION") {
+            let text = w.string()?;
+            gc = match parse_duration_micros(&text) {
+                Some(age) => GcPolicy::MaxAge(age),
+                None => {
+                    return w.error(format!(
+                        "RETENTION {text:?} is not a duration; write e.g. '30d', '12h'"
+                    ));
+                }
+            };
+        } else {
+            break;
+        }
+    }
+    let decl = SeriesDecl {
+        key,
+        time,
+        measures,
+        layout,
+    };
+    let (key, columns, series) = match decl.physical(&name) {
+        Ok(physical) => physical,
+        Err(e) => return w.error(e.to_string()),
+    };
+    let query = as_query(w, sql, &format!("CREATE SERIES {name}"))?;
+    Ok(CellarStatement::CreateTable {
+        families: vec![FamilyDecl {
+            name: series.family.clone(),
+            kind: FamilyKind::Normal,
+            gc,
+            format,
+            qualifiers: None,
+            values: None,
+        }],
+        name,
+        if_not_exists,
+        key: Some(key),
+        columns,
+        query,
+        series: Some(series),
+    })
+}
+
+/// After `LAYOUT`: `ROW PER EVENT` or `BUCKET '<interval>' CELL PER EVENT`.
+fn series_layout(w: &mut Words, layout: &mut SeriesLayout) -> PResult<()> {
+    if w.words(&["ROW", "PER", "EVENT"]) {
+        layout.shape = Shape::RowPerEvent;
+        layout.bucket = None;
+        return Ok(());
+    }
+    if w.word("BUCKET") {
+        let text = w.string()?;
+        let Some(len) = parse_duration_micros(&text) else {
+            return w.error(format!(
+                "BUCKET {text:?} is not an interval; write e.g. '1 hour', '15 minutes', '1 day', '1 week'"
+            ));
+        };
+        layout.bucket = Some(len);
+        if w.words(&["CELL", "PER", "EVENT"]) {
+            layout.shape = Shape::CellPerEvent;
+            return Ok(());
+        }
+        return w
+            .p
+            .expected("CELL PER EVENT after BUCKET '<interval>'", w.p.peek_token());
+    }
+    w.p.expected(
+        "ROW PER EVENT or BUCKET '<interval>' CELL PER EVENT after LAYOUT",
+        w.p.peek_token(),
+    )
 }
 
 /// The text of `sql` from a token's position (1-based line and column,

@@ -5,6 +5,7 @@ mod batch_params;
 mod catalog;
 mod copy;
 mod ddl;
+mod describe;
 mod functions;
 mod limits;
 mod running;
@@ -21,15 +22,14 @@ use std::time::Duration;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::catalog::TableProvider;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
 use datafusion::prelude::DataFrame;
 
 use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};
-use crate::query::{CellarTable, CheckedArithmetic, ViewFunction, to_df};
-use crate::schema::{FamilyTypes, Segment, SegmentKind, TableSchema, TimeFormat};
+use crate::query::{CheckedArithmetic, ViewFunction, to_df};
+use crate::schema::{FamilyTypes, TableSchema};
 use crate::store::{AlterOp, FamilyFormat, FamilyKind, FamilySpec, Store, TableSpec};
 use crate::{Error, SCHEMA_METADATA_KEY};
 use catalog::{SessionTables, StoreSchema};
@@ -254,6 +254,7 @@ impl SqlSession {
                 families,
                 columns,
                 query: Some(select),
+                series,
             })) => {
                 if if_not_exists && self.store.table(&name).is_ok() {
                     return self.ctx.read_batch(message(format!("table {name} exists")));
@@ -274,13 +275,15 @@ impl SqlSession {
                     families,
                     columns,
                     query: None,
+                    series: series.clone(),
                 })?;
+                let what = if series.is_some() { "series" } else { "table" };
                 let insert = format!("INSERT INTO \"{name}\" ({}) {select}", names.join(", "));
                 match Box::pin(self.query(&insert)).await {
                     Ok(batches) => {
                         let rows = affected_rows(&batches);
                         self.ctx
-                            .read_batch(message(format!("created table {name} ({rows} rows)")))
+                            .read_batch(message(format!("created {what} {name} ({rows} rows)")))
                     }
                     Err(e) => {
                         let _ = self.store.drop_table(&name);
@@ -468,6 +471,7 @@ impl SqlSession {
                 families,
                 columns,
                 query: _,
+                series,
             } => {
                 if if_not_exists && store.table(&name).is_ok() {
                     return Ok(message(format!("table {name} exists")));
@@ -484,10 +488,12 @@ impl SqlSession {
                     .filter(|f| f.qualifiers.is_some() || f.values.is_some())
                     .map(|f| (f.name.clone(), family_types(f)))
                     .collect();
+                let what = if series.is_some() { "series" } else { "table" };
                 let schema = TableSchema {
                     key,
                     columns,
                     family_types,
+                    series,
                 };
                 let names: Vec<(String, FamilyKind)> =
                     families.iter().map(|f| (f.name.clone(), f.kind)).collect();
@@ -511,7 +517,7 @@ impl SqlSession {
                     );
                 }
                 store.create_table(spec).map_err(to_df)?;
-                format!("created table {name}")
+                format!("created {what} {name}")
             }
             CellarStatement::AddFamily { table, family } => {
                 let def = store.table(&table).map_err(to_df)?;
@@ -607,7 +613,9 @@ impl SqlSession {
                 }
                 Err(e) => return Err(to_df(e)),
             },
-            CellarStatement::Describe { name } => return self.describe(&name),
+            CellarStatement::Describe { name } => {
+                return describe::describe(&self.store, &self.session_tables, &name);
+            }
             CellarStatement::CreateProto {
                 name,
                 source,
@@ -721,107 +729,6 @@ impl SqlSession {
     pub fn session_tables(&self) -> Vec<(String, &'static str)> {
         self.session_tables.list()
     }
-
-    fn describe(&self, name: &str) -> DfResult<RecordBatch> {
-        if self.store.table(name).is_err()
-            && let Some(table) = self.session_tables.get(name)
-        {
-            return describe_session_table(table.as_ref());
-        }
-        let table = CellarTable::new(self.store.clone(), name).map_err(to_df)?;
-        let def = self.store.table(name).map_err(to_df)?;
-        let schema = TableSchema::of(&def).map_err(to_df)?;
-        let arrow = table.schema();
-        let (mut names, mut types, mut kinds, mut details) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut push = |n: &str, t: String, k: &str, d: String| {
-            names.push(n.to_string());
-            types.push(t);
-            kinds.push(k.to_string());
-            details.push(d);
-        };
-        let key_text = schema.key.as_ref().map(describe_key);
-        push(
-            "_key",
-            "Utf8".into(),
-            "row key",
-            key_text.clone().unwrap_or_else(|| "bytes as text".into()),
-        );
-        if let Some(key) = &schema.key {
-            for (_, n, kind) in key.fields() {
-                let t = arrow
-                    .field_with_name(n)
-                    .map(|f| f.data_type().to_string())
-                    .unwrap_or_default();
-                push(n, t, "key segment", describe_segment(kind));
-            }
-        }
-        push(
-            "_timestamp",
-            "Timestamp(µs)".into(),
-            "cell time",
-            "newest cell of the row; sets the time of cells written".into(),
-        );
-        for c in &schema.columns {
-            let t = arrow
-                .field_with_name(&c.name)
-                .map(|f| f.data_type().to_string())
-                .unwrap_or_default();
-            let encoding = match (&c.proto, c.encoding) {
-                (Some(p), _) if p.null_on_error => format!("protobuf {}, NULL on error", p.message),
-                (Some(p), _) => format!("protobuf {}", p.message),
-                (None, crate::schema::Encoding::Binary) => "binary".into(),
-                (None, crate::schema::Encoding::Text) => "as text".into(),
-            };
-            push(
-                &c.name,
-                t,
-                "column",
-                format!("{}:{} ({encoding})", c.family, c.qualifier),
-            );
-        }
-        for f in &def.families {
-            let kind = format!("{:?}", f.kind).to_lowercase();
-            let types = schema.family_types(&f.name);
-            let value_type = match types.value.value_type {
-                crate::schema::ValueType::Int64 => "Int64",
-                crate::schema::ValueType::Float64 => "Float64",
-                crate::schema::ValueType::Boolean => "Boolean",
-                crate::schema::ValueType::Decimal { .. } => "Decimal128",
-                crate::schema::ValueType::Text => "Utf8",
-                crate::schema::ValueType::Bytes => "Binary",
-            };
-            let mut detail = format!("{kind}, gc {}, format {}", f.gc, f.format);
-            if let Some(c) = &f.converting {
-                detail.push_str(&format!(
-                    " (being changed to {}: ALTER TABLE {name} ALTER FAMILY {} SET FORMAT {} finishes it)",
-                    c.format, f.name, c.format
-                ));
-            }
-            if schema.family_types.contains_key(&f.name) {
-                detail.push_str(&format!(
-                    ", qualifiers {:?}, values {:?}{}",
-                    types.qualifier.value_type,
-                    types.value.value_type,
-                    if types.value.encoding == crate::schema::Encoding::Text {
-                        " as text"
-                    } else {
-                        ""
-                    }
-                ));
-            }
-            if schema.map_column(&f.name) != f.name {
-                detail.push_str(&format!("; family {}, whose name a column has", f.name));
-            }
-            push(
-                &schema.map_column(&f.name),
-                format!("Map(Utf8, {value_type})"),
-                "family",
-                detail,
-            );
-        }
-        describe_batch(names, types, kinds, details)
-    }
 }
 
 /// `COPY ... TO 'file.csv'` of a query with nested columns (family maps,
@@ -872,41 +779,6 @@ fn nested_as_json(df: DataFrame) -> DfResult<DataFrame> {
     ));
     let (state, _) = df.into_parts();
     Ok(DataFrame::new(state, plan))
-}
-
-/// DESCRIBE's result: a row per column with its type, kind and detail.
-fn describe_batch(
-    names: Vec<String>,
-    types: Vec<String>,
-    kinds: Vec<String>,
-    details: Vec<String>,
-) -> DfResult<RecordBatch> {
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(names)),
-        Arc::new(StringArray::from(types)),
-        Arc::new(StringArray::from(kinds)),
-        Arc::new(StringArray::from(details)),
-    ];
-    let schema = Schema::new(vec![
-        Field::new("column_name", DataType::Utf8, false),
-        Field::new("data_type", DataType::Utf8, false),
-        Field::new("kind", DataType::Utf8, false),
-        Field::new("detail", DataType::Utf8, false),
-    ]);
-    Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
-}
-
-/// DESCRIBE of an external table or view of the session.
-fn describe_session_table(table: &dyn TableProvider) -> DfResult<RecordBatch> {
-    let schema = table.schema();
-    let fields = schema.fields();
-    let detail = format!("column of this session's {}", catalog::kind(table));
-    describe_batch(
-        fields.iter().map(|f| f.name().clone()).collect(),
-        fields.iter().map(|f| f.data_type().to_string()).collect(),
-        vec!["column".to_string(); fields.len()],
-        vec![detail; fields.len()],
-    )
 }
 
 /// The runtime of a session: with a memory limit, a fair spill pool (fair
@@ -1069,43 +941,6 @@ impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-}
-
-fn describe_segment(kind: &SegmentKind) -> String {
-    match kind {
-        SegmentKind::Text => "text".into(),
-        SegmentKind::Padded { width, pad } => {
-            format!("text, padded to {width} characters with {pad:?}")
-        }
-        SegmentKind::Int { width: 0 } => "integer".into(),
-        SegmentKind::Int { width } => format!("integer, zero-padded to {width} digits"),
-        SegmentKind::Time { format, reversed } => {
-            let f = match format {
-                TimeFormat::Pattern(p) => format!("timestamp '{p}'"),
-                TimeFormat::Seconds => "timestamp, epoch seconds".into(),
-                TimeFormat::Millis => "timestamp, epoch millis".into(),
-                TimeFormat::Micros => "timestamp, epoch micros".into(),
-            };
-            if *reversed {
-                format!("{f}, reversed (newest first)")
-            } else {
-                f
-            }
-        }
-        SegmentKind::Salt { buckets, of } => format!("salt: hash({}) mod {buckets}", of.join(", ")),
-    }
-}
-
-fn describe_key(key: &crate::schema::KeySchema) -> String {
-    let parts: Vec<String> = key
-        .segments
-        .iter()
-        .map(|s| match s {
-            Segment::Literal(t) => t.clone(),
-            Segment::Field { name, .. } => format!("<{name}>"),
-        })
-        .collect();
-    parts.join(&key.delimiter.to_string())
 }
 
 /// The parameter values of row `row` of a batch of them (`$1` is its

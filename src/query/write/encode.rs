@@ -19,7 +19,7 @@ use datafusion::arrow::datatypes::DataType;
 
 use crate::Error;
 use crate::query::wide::{ColumnSource, Layout, ProtoDecl};
-use crate::schema::{ColumnDef, Encoding, KeyValue, ValueType, format_decimal};
+use crate::schema::{ColumnDef, Encoding, KeyValue, SeriesLayout, ValueType, format_decimal};
 use crate::store::{BatchFamily, CellBatch};
 
 /// A row of the input that cannot be written, and why.
@@ -145,19 +145,23 @@ struct KeyColumns<'a> {
     key: Option<StringArray>,
     /// Per key field: its column, if the input has it.
     segments: Vec<Option<Segment<'a>>>,
+    /// A series' event times, which every event needs.
+    times: Option<&'a TimestampMicrosecondArray>,
 }
 
 enum Segment<'a> {
     Int(&'a Int64Array),
     Time(&'a TimestampMicrosecondArray),
     Text(StringArray),
+    /// A series' bucket: the start of the one its event's time is in.
+    Bucket(&'a TimestampMicrosecondArray, SeriesLayout),
 }
 
 impl Segment<'_> {
     fn is_valid(&self, row: usize) -> bool {
         match self {
             Segment::Int(a) => a.is_valid(row),
-            Segment::Time(a) => a.is_valid(row),
+            Segment::Time(a) | Segment::Bucket(a, _) => a.is_valid(row),
             Segment::Text(a) => a.is_valid(row),
         }
     }
@@ -170,6 +174,7 @@ impl Segment<'_> {
             Segment::Int(a) => KeyValue::Int(a.value(row)),
             Segment::Time(a) => KeyValue::Time(a.value(row)),
             Segment::Text(a) => KeyValue::Text(a.value(row).to_string()),
+            Segment::Bucket(a, layout) => KeyValue::Time(layout.bucket_start(a.value(row))),
         })
     }
 }
@@ -243,6 +248,12 @@ impl<'l> Encoder<'l> {
                     }));
                 }
                 ColumnSource::Timestamp => {
+                    explicit = array.as_any().downcast_ref();
+                }
+                // A series' time in a row per event is also its cells' time.
+                ColumnSource::Segment(_)
+                    if layout.series.as_ref().is_some_and(|s| s.time_column == i) =>
+                {
                     explicit = array.as_any().downcast_ref();
                 }
                 ColumnSource::Family | ColumnSource::Qualifier | ColumnSource::Value => {
@@ -391,12 +402,46 @@ impl<'l> Encoder<'l> {
                 _ => {}
             }
         }
-        Ok(KeyColumns { key, segments })
+        let mut times = None;
+        if let Some(series) = &layout.series {
+            let array = batch.column(series.time_column);
+            let a = array
+                .as_any()
+                .downcast_ref::<TimestampMicrosecondArray>()
+                .ok_or_else(|| {
+                    Error::Internal(format!(
+                        "{} arrived as {}, not a timestamp",
+                        series.def.time,
+                        array.data_type()
+                    ))
+                })?;
+            times = Some(a);
+            if series.bucketed() {
+                segments[series.time_segment] = Some(Segment::Bucket(a, series.def.layout.clone()));
+            }
+        }
+        Ok(KeyColumns {
+            key,
+            segments,
+            times,
+        })
     }
 
     /// Appends the key of `row` to `keys`.
     fn key(&self, columns: &KeyColumns<'_>, row: usize, keys: &mut Vec<u8>) -> crate::Result<()> {
         let layout = self.layout;
+        if let (Some(series), Some(times)) = (&layout.series, columns.times) {
+            if times.is_null(row) {
+                return Err(Error::InvalidArgument(format!(
+                    "{} is NULL; every event of series {} needs a time",
+                    series.def.time, layout.table
+                )));
+            }
+            series
+                .def
+                .check_time(times.value(row))
+                .map_err(Error::InvalidArgument)?;
+        }
         let given = columns
             .key
             .as_ref()

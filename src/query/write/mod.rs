@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, SchemaRef, TimestampMicrosecondType};
 use datafusion::common::Result as DfResult;
 use datafusion::datasource::sink::DataSink;
 use datafusion::execution::TaskContext;
@@ -33,7 +33,7 @@ use self::update::RowUpdate;
 use super::to_df;
 use super::wide::Layout;
 use crate::Error;
-use crate::store::{BadRows, CellBatch, Mutation, RowMutation, Store, now_micros};
+use crate::store::{BadRows, CellBatch, Mutation, RowMutation, Store, TimeRange, now_micros};
 
 /// Rows per store write: the unit that a bad row stops.
 pub(crate) const WRITE_BATCH_ROWS: usize = 8192;
@@ -124,6 +124,9 @@ pub(crate) enum Action {
     Insert(WriteOptions),
     /// Deletes the rows whose `_key` the input (a scan) produces.
     Delete,
+    /// Deletes the cells of these columns (family, qualifier) at the
+    /// `_key` and `_timestamp` of each input row: a series' events.
+    DeleteEvents(Vec<(String, Vec<u8>)>),
     /// Updates the rows whose `_key` the input produces, each atomically.
     Update(Arc<RowUpdate>),
 }
@@ -204,6 +207,53 @@ impl TableSink {
                     deleted += 1;
                 }
                 Ok(deleted)
+            })
+            .await?;
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes each input row's event: the cells of `columns` at its
+    /// time, all of a row's events in one atomic mutation.
+    async fn delete_events(
+        &self,
+        columns: &[(String, Vec<u8>)],
+        mut data: SendableRecordBatchStream,
+    ) -> DfResult<u64> {
+        let mut deleted = 0;
+        while let Some(batch) = data.next().await {
+            let batch = batch?;
+            let keys = keys_of(&batch)?;
+            let times = batch
+                .column(1)
+                .as_primitive_opt::<TimestampMicrosecondType>()
+                .ok_or_else(|| to_df(Error::Internal("event times are not timestamps".into())))?;
+            let mut rows: Vec<RowMutation> = Vec::new();
+            for (i, key) in keys.into_iter().enumerate() {
+                let at = times.value(i);
+                let range = TimeRange {
+                    start: at,
+                    end: Some(at.saturating_add(1)),
+                };
+                let mutations = columns
+                    .iter()
+                    .map(|(family, qualifier)| Mutation::DeleteCells {
+                        family: family.clone(),
+                        qualifier: qualifier.clone(),
+                        time_range: range,
+                    });
+                match rows.last_mut() {
+                    Some(last) if last.key == key => last.mutations.extend(mutations),
+                    _ => rows.push(RowMutation::new(key, mutations.collect())),
+                }
+                deleted += 1;
+            }
+            let (store, table) = (self.store.clone(), self.layout.table.clone());
+            blocking(move || {
+                for r in store.mutate_rows(&table, rows)? {
+                    r?;
+                }
+                Ok(())
             })
             .await?;
         }
@@ -341,6 +391,7 @@ impl DisplayAs for TableSink {
         match &self.action {
             Action::Insert(_) => write!(f, "insert into {}", self.layout.table),
             Action::Delete => write!(f, "delete from {}", self.layout.table),
+            Action::DeleteEvents(_) => write!(f, "delete events from {}", self.layout.table),
             Action::Update(plan) => write!(
                 f,
                 "update {}, set=[{}], atomic per row",
@@ -365,6 +416,7 @@ impl DataSink for TableSink {
         match &self.action {
             Action::Insert(options) => self.insert(data, options).await,
             Action::Delete => self.delete(data).await,
+            Action::DeleteEvents(columns) => self.delete_events(columns, data).await,
             Action::Update(plan) => self.update(plan, data).await,
         }
     }

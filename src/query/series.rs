@@ -1,0 +1,167 @@
+//! A time series' events as one tall view of its table: the series key
+//! columns (key segments), the time (the last key segment in a row per
+//! event, the cell timestamp in bucket rows) and the measures (declared
+//! columns). Scans are the table's own, so every predicate on the series
+//! key and time becomes key ranges, and in bucket rows also bucket ranges
+//! and a cell-time range. Inserts build the layout's keys and stamp cells
+//! with the event's time ([`super::write::encode`]); DELETE removes an
+//! event's cells.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{Column, Result as DfResult};
+use datafusion::logical_expr::{Expr, col, lit};
+
+use super::wide::{ColumnSource, Layout, View, segment_type, timestamp_type, value_type};
+use crate::schema::{FamilyTypes, SeriesDef, Shape, TableSchema};
+use crate::store::{TableDef, TimeRange};
+
+/// How a series' events sit in its table, for the view that shows them.
+#[derive(Debug, Clone)]
+pub(crate) struct SeriesView {
+    pub def: SeriesDef,
+    /// The key field holding the event's time (a row per event) or its
+    /// bucket's start.
+    pub time_segment: usize,
+    /// The view's column holding the event's time.
+    pub time_column: usize,
+}
+
+impl SeriesView {
+    /// Whether events are cells of bucket rows (their time the cell's).
+    pub fn bucketed(&self) -> bool {
+        self.def.layout.bucket.is_some()
+    }
+}
+
+impl Layout {
+    /// The events of a series: its key columns (segments), its time (a
+    /// segment, or the cell timestamp in bucket rows) and its measures.
+    pub(super) fn series(
+        def: TableDef,
+        schema: TableSchema,
+        series: SeriesDef,
+    ) -> crate::Result<Layout> {
+        let broken = |what: String| crate::Error::Corrupt {
+            reason: format!("series {}: {what}", def.name),
+        };
+        let key = schema
+            .key
+            .clone()
+            .ok_or_else(|| broken("its table has no row-key schema".into()))?;
+        let segment = |name: &str| {
+            key.fields()
+                .find(|(_, n, _)| *n == name)
+                .map(|(i, _, kind)| (i, segment_type(kind)))
+                .ok_or_else(|| broken(format!("its row key has no segment {name}")))
+        };
+        let mut fields = Vec::new();
+        let mut sources = Vec::new();
+        for name in &series.key {
+            let (i, data_type) = segment(name)?;
+            fields.push(Field::new(name, data_type, true));
+            sources.push(ColumnSource::Segment(i));
+        }
+        let (time_segment, _) = segment(&series.time_segment)?;
+        let time_column = fields.len();
+        fields.push(Field::new(&series.time, timestamp_type(), true));
+        let view = match series.layout.shape {
+            Shape::RowPerEvent => {
+                sources.push(ColumnSource::Segment(time_segment));
+                View::Wide { as_of: None }
+            }
+            Shape::CellPerEvent => {
+                sources.push(ColumnSource::Timestamp);
+                View::Versions { latest: None }
+            }
+        };
+        for name in &series.measures {
+            let (i, c) = schema
+                .columns
+                .iter()
+                .enumerate()
+                .find(|(_, c)| c.name == *name)
+                .ok_or_else(|| broken(format!("its table has no column {name}")))?;
+            fields.push(Field::new(name, value_type(c.value_type), true));
+            sources.push(ColumnSource::Declared(i));
+        }
+        let mut declared_at: HashMap<String, HashMap<Vec<u8>, usize>> = HashMap::new();
+        for (i, c) in schema.columns.iter().enumerate() {
+            declared_at
+                .entry(c.family.clone())
+                .or_default()
+                .insert(c.qualifier.clone().into_bytes(), i);
+        }
+        Ok(Layout {
+            declared_at,
+            table: def.name.clone(),
+            view,
+            key: Some(key),
+            map_values: def
+                .families
+                .iter()
+                .map(|f| schema.family_types(&f.name).value)
+                .collect(),
+            cell_types: FamilyTypes::untyped(""),
+            protos: vec![None; schema.columns.len()],
+            columns: schema.columns,
+            sources,
+            arrow: Arc::new(Schema::new(fields)),
+            def,
+            series: Some(SeriesView {
+                def: series,
+                time_segment,
+                time_column,
+            }),
+        })
+    }
+}
+
+/// The bucket-segment predicates a series' cell time range implies: the
+/// buckets from the one holding its start to the one holding its end.
+pub(crate) fn bucket_filters(series: &SeriesView, range: TimeRange) -> Vec<Expr> {
+    let bucket = |micros: i64| {
+        lit(ScalarValue::TimestampMicrosecond(
+            Some(series.def.layout.bucket_start(micros)),
+            None,
+        ))
+    };
+    let column = || col(Column::new_unqualified(&series.def.time_segment));
+    let mut out = Vec::new();
+    if range.start > 0 {
+        out.push(column().gt_eq(bucket(range.start)));
+    }
+    if let Some(end) = range.end {
+        out.push(column().lt_eq(bucket(end.saturating_sub(1))));
+    }
+    out
+}
+
+/// A DELETE's filters on a series as filters on its table's versions
+/// view: the time of bucket rows is `_timestamp`, and the buckets it
+/// falls in narrow the keys.
+pub(crate) fn physical_filters(series: &SeriesView, filters: &[Expr]) -> DfResult<Vec<Expr>> {
+    if !series.bucketed() {
+        return Ok(filters.to_vec());
+    }
+    let time = &series.def.time;
+    let mut out = Vec::with_capacity(filters.len() + 2);
+    for f in filters {
+        let renamed = f.clone().transform(|e| {
+            Ok(match e {
+                Expr::Column(c) if c.name == *time => {
+                    Transformed::yes(col(Column::new_unqualified("_timestamp")))
+                }
+                other => Transformed::no(other),
+            })
+        })?;
+        out.push(renamed.data);
+    }
+    let (range, _) = super::pushdown::time_range(&out, "_timestamp");
+    out.extend(bucket_filters(series, range));
+    Ok(out)
+}
