@@ -61,6 +61,19 @@ impl Size {
     }
 }
 
+impl Size {
+    /// The series of the point lookup (region, balloon number) and the
+    /// time of its reading.
+    pub fn series_point(self) -> (&'static str, u32, i64) {
+        let minute = self.minutes / 2 + 7;
+        (
+            REGIONS[2],
+            Self::balloon(self.balloons / 2),
+            START_MICROS + i64::from(minute) * 60_000_000,
+        )
+    }
+}
+
 /// `YYYY-MM-DD-HHMM` of a time.
 pub fn minute_text(micros: i64) -> String {
     chrono::DateTime::from_timestamp_micros(micros)

@@ -16,6 +16,7 @@ mod answers;
 mod data;
 mod layouts;
 mod report;
+mod series;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -124,6 +125,10 @@ struct Args {
     only: Option<String>,
     /// Keep the data directory (the store, the Parquet file) for profiling.
     keep: bool,
+    /// Only the series section: the events in every series layout.
+    layouts: bool,
+    /// Where the series section draws its chart.
+    chart: Option<PathBuf>,
 }
 
 fn args() -> Args {
@@ -160,6 +165,12 @@ fn args() -> Args {
             .and_then(|i| argv.get(i + 1))
             .cloned(),
         keep: argv.iter().any(|a| a == "--keep"),
+        layouts: argv.iter().any(|a| a == "--layouts"),
+        chart: argv
+            .iter()
+            .position(|a| a == "--chart")
+            .and_then(|i| argv.get(i + 1))
+            .map(PathBuf::from),
     }
 }
 
@@ -196,6 +207,11 @@ fn run_peers(python: &Path, dir: &Path, parquet: &Path, queries: &[Query]) -> se
         "max_runs": MAX_RUNS,
         "budget": BUDGET.as_secs_f64(),
     });
+    run_job(python, dir, &job)
+}
+
+/// Runs `peers.py` on a job; its results.
+fn run_job(python: &Path, dir: &Path, job: &serde_json::Value) -> serde_json::Value {
     let job_path = dir.join("job.json");
     let out_path = dir.join("peers.json");
     std::fs::write(&job_path, job.to_string()).unwrap();
@@ -345,10 +361,50 @@ async fn flight_loads(
     }
 }
 
+/// The series section: the events through `CREATE SERIES` in every
+/// layout and into the peers; the mismatches.
+async fn series_section(args: &Args, dir: &Path) -> Vec<String> {
+    let size = args.size;
+    let events = dir.join("events.parquet");
+    series::write_events(size, &events).await;
+    let queries = series::queries(size);
+    let mut report = series::SeriesReport::new(size.rows(), &queries);
+    let session = SqlSession::new(Store::open(dir.join("series-store")).unwrap());
+    series::measure_layouts(&session, &events, &queries, &mut report).await;
+    if let Some(python) = &args.python {
+        eprintln!("series: SQLite and DuckDB ...");
+        let job = series::peers_job(&events, dir, &queries);
+        report.peers(&run_job(python, dir, &job));
+    }
+    if args.full {
+        report.print();
+    }
+    if let Some(path) = &args.chart {
+        std::fs::write(path, report.svg()).unwrap();
+        eprintln!("chart written to {}", path.display());
+    }
+    report.check()
+}
+
 fn main() {
     let args = args();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
+    if args.layouts || !args.full {
+        let mismatches = rt.block_on(series_section(&args, dir.path()));
+        for m in &mismatches {
+            eprintln!("MISMATCH {m}");
+        }
+        if !mismatches.is_empty() {
+            std::process::exit(1);
+        }
+        if args.layouts {
+            if args.keep {
+                eprintln!("kept {}", dir.keep().display());
+            }
+            return;
+        }
+    }
     let size = args.size;
     let rows = size.rows();
     let queries = layouts::queries(size);

@@ -5,6 +5,9 @@ Usage: peers.py JOB.json OUT.json. The job names the Parquet file, a
 working directory and the queries (over a table `readings(key, pressure,
 temperature, humidity, altitude)`); the output holds, per engine, the
 ingest time and bytes on disk, and per query the median time and the rows.
+A job naming `events` (a Parquet file of series events: region, balloon,
+ts, four measures) loads those into a table `events` instead, keyed by
+(region, balloon, ts), for the series layouts section.
 """
 
 import json
@@ -34,10 +37,11 @@ def measure(run, sql, job):
     return {"seconds": times[len(times) // 2], "rows": [list(r) for r in rows]}
 
 
-def answer_all(db, job):
-    """Every query of the job on a connection: name -> measurement."""
+def answer_all(db, job, engine=None):
+    """Every query of the job on a connection: name -> measurement. A
+    query gives one SQL text, or one per engine (`sqlite`, `duckdb`)."""
     run = lambda sql: db.execute(sql).fetchall()
-    return {q["name"]: measure(run, q["sql"], job) for q in job["queries"]}
+    return {q["name"]: measure(run, q.get(engine) or q["sql"], job) for q in job["queries"]}
 
 
 def sqlite(job):
@@ -76,11 +80,54 @@ def duck(job):
     return result
 
 
+EVENT_COLUMNS = ["region", "balloon", "ts", "pressure", "temperature", "humidity", "altitude"]
+
+
+def sqlite_events(job):
+    """The events of a series, keyed by (region, balloon, ts) as SQLite's
+    primary key: times as integer microseconds."""
+    path = os.path.join(job["dir"], "events.sqlite")
+    started = time.perf_counter()
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE events (region TEXT, balloon INTEGER, ts INTEGER, pressure REAL, "
+        "temperature REAL, humidity REAL, altitude REAL, PRIMARY KEY (region, balloon, ts)) "
+        "WITHOUT ROWID"
+    )
+    with db:
+        for batch in pq.ParquetFile(job["events"]).iter_batches(columns=EVENT_COLUMNS):
+            columns = [batch.column(c) for c in EVENT_COLUMNS]
+            columns[2] = columns[2].cast("int64")
+            columns = [c.to_pylist() for c in columns]
+            db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)", zip(*columns))
+    ingest = time.perf_counter() - started
+    result = {"ingest": {"seconds": ingest, "bytes": os.path.getsize(path)}}
+    result["queries"] = answer_all(db, job, "sqlite")
+    db.close()
+    return result
+
+
+def duck_events(job):
+    path = os.path.join(job["dir"], "events.duckdb")
+    started = time.perf_counter()
+    db = duckdb.connect(path)
+    db.execute("CREATE TABLE events AS SELECT * FROM read_parquet(?)", [job["events"]])
+    db.execute("CHECKPOINT")
+    ingest = time.perf_counter() - started
+    result = {"ingest": {"seconds": ingest, "bytes": os.path.getsize(path)}}
+    result["queries"] = answer_all(db, job, "duckdb")
+    db.close()
+    return result
+
+
 def main():
     job_path, out_path = sys.argv[1], sys.argv[2]
     with open(job_path) as f:
         job = json.load(f)
-    out = {"SQLite": sqlite(job), "DuckDB": duck(job)}
+    if "events" in job:
+        out = {"SQLite": sqlite_events(job), "DuckDB": duck_events(job)}
+    else:
+        out = {"SQLite": sqlite(job), "DuckDB": duck(job)}
     with open(out_path, "w") as f:
         json.dump(out, f)
 

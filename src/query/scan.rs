@@ -416,12 +416,33 @@ fn segment_order(
         let index = schema.index_of(name).ok()?;
         Some(Arc::new(Column::new(name, index)))
     };
+    // A series' bucket rows hold their events newest first: when buckets
+    // come newest first too, so do the events' times.
+    let bucket_time = spec
+        .layout
+        .series
+        .as_ref()
+        .filter(|s| s.bucketed())
+        .and_then(|s| {
+            let index = schema.index_of(&s.def.time).ok()?;
+            let col: Arc<dyn PhysicalExpr> = Arc::new(Column::new(&s.def.time, index));
+            Some((s.time_segment, col))
+        });
     let mut sort = Vec::new();
     for &(field, descending) in &order.fields {
-        let Some(col) = column(field) else {
-            break;
-        };
         let descending = descending != spec.reverse;
+        let col = match &bucket_time {
+            Some((segment, time)) if *segment == field => {
+                if !descending {
+                    break;
+                }
+                Arc::clone(time)
+            }
+            _ => match column(field) {
+                Some(col) => col,
+                None => break,
+            },
+        };
         // Rows of keys that fit the schema have every segment: no NULLs.
         let options = datafusion::arrow::compute::SortOptions {
             descending,
