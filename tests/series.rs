@@ -1,0 +1,327 @@
+//! Series queries against a plain DataFusion table of the same events:
+//! random events (random series, times, late arrivals, repeated times
+//! whose measures replace the stored ones), written in random statements
+//! into a random layout and family format, then random series key and
+//! time predicates with ORDER BY and LIMIT. Whatever the layout and the
+//! plan (key ranges, bucket ranges, cell-time ranges, reverse reads,
+//! salt buckets, LIMIT in the scan), the answer must be the reference's.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test should fail loudly at the failing call"
+)]
+
+use std::collections::BTreeMap;
+
+use cellar::{SessionOptions, SqlSession, Store};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::prelude::SessionContext;
+use proptest::prelude::*;
+
+const LAYOUTS: [&str; 8] = [
+    "ROW PER EVENT",
+    "ROW PER EVENT REVERSED",
+    "ROW PER EVENT SALT 3",
+    "ROW PER EVENT SALT 2 REVERSED",
+    "BUCKET '1 hour' CELL PER EVENT",
+    "BUCKET '10 minutes' CELL PER EVENT REVERSED",
+    "BUCKET '1 day' CELL PER EVENT SALT 3",
+    "BUCKET '1 week' CELL PER EVENT SALT 2 REVERSED",
+];
+
+const DEVICES: [&str; 3] = ["a", "ab", "z"];
+
+/// 2024-12-28T00:00:00Z (a Saturday), in seconds: events span a week's
+/// end, so week buckets have two.
+const BASE: i64 = 1_735_344_000;
+/// Minutes the events span: three days.
+const MINUTES: i64 = 3 * 24 * 60;
+
+fn time(micros: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(micros)
+        .unwrap()
+        .format("%Y-%m-%dT%H:%M:%S%.6f")
+        .to_string()
+}
+
+/// Rows as text, one `Vec` per row.
+fn texts(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+    let options = FormatOptions::default().with_null("NULL");
+    let mut out = Vec::new();
+    for batch in batches {
+        let formatters: Vec<ArrayFormatter> = batch
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
+            .collect();
+        for row in 0..batch.num_rows() {
+            out.push(
+                formatters
+                    .iter()
+                    .map(|f| f.value(row).to_string())
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+/// One event: series (device, n), time in microseconds, two measures
+/// (at least one given).
+#[derive(Debug, Clone)]
+struct Event {
+    dev: usize,
+    n: i64,
+    micros: i64,
+    pressure: Option<i64>,
+    temperature: Option<i64>,
+}
+
+fn events() -> impl Strategy<Value = Vec<Event>> {
+    // Times within a few days around a week's end, on minutes or with
+    // microseconds; few enough distinct ones that times repeat.
+    let micros = prop_oneof![
+        (0i64..MINUTES).prop_map(|m| (BASE + m * 60) * 1_000_000),
+        (0i64..MINUTES * 60_000_000).prop_map(|u| BASE * 1_000_000 + u),
+    ];
+    let event = (
+        0usize..3,
+        0i64..3,
+        micros,
+        proptest::option::of(-50i64..50),
+        -50i64..50,
+        any::<bool>(),
+    )
+        .prop_map(|(dev, n, micros, pressure, t, keep_t)| Event {
+            dev,
+            n,
+            micros,
+            pressure,
+            temperature: (keep_t || pressure.is_none()).then_some(t),
+        });
+    proptest::collection::vec(event, 0..50)
+}
+
+fn predicate() -> impl Strategy<Value = String> {
+    let at = (0i64..MINUTES).prop_map(|m| time((BASE + m * 60) * 1_000_000));
+    prop_oneof![
+        1 => (0usize..3).prop_map(|d| format!("dev = '{}'", DEVICES[d])),
+        // One whole series: what the latest-events plans need.
+        3 => (0usize..3, 0i64..3).prop_map(|(d, n)| format!("dev = '{}' AND n = {n}", DEVICES[d])),
+        1 => (0i64..3).prop_map(|n| format!("n = {n}")),
+        1 => (0i64..3, 0i64..3).prop_map(|(a, b)| format!("n IN ({a}, {b})")),
+        1 => at.clone().prop_map(|t| format!("ts >= TIMESTAMP '{t}'")),
+        1 => at.clone().prop_map(|t| format!("ts > TIMESTAMP '{t}'")),
+        1 => at.clone().prop_map(|t| format!("ts < TIMESTAMP '{t}'")),
+        1 => at.clone().prop_map(|t| format!("ts <= TIMESTAMP '{t}'")),
+        1 => (at.clone(), at).prop_map(|(a, b)| format!("ts BETWEEN TIMESTAMP '{a}' AND TIMESTAMP '{b}'")),
+        1 => (-50i64..50).prop_map(|v| format!("pressure > {v}")),
+        1 => Just("temperature IS NULL".to_string()),
+    ]
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    layout: &'static str,
+    packed: bool,
+    events: Vec<Event>,
+    /// Where the events are cut into INSERT statements.
+    cuts: Vec<usize>,
+    filters: Vec<String>,
+    /// ORDER BY: `ts DESC`, `ts`, or the series then the time.
+    order: &'static str,
+    limit: Option<usize>,
+}
+
+fn cases() -> impl Strategy<Value = Case> {
+    (
+        proptest::sample::select(LAYOUTS.to_vec()),
+        any::<bool>(),
+        events(),
+        proptest::collection::vec(0usize..50, 0..4),
+        proptest::collection::vec(predicate(), 0..4),
+        proptest::sample::select(vec![
+            "ts DESC",
+            "ts",
+            "dev, n, ts",
+            "dev DESC, n DESC, ts DESC",
+        ]),
+        proptest::option::of(1usize..8),
+    )
+        .prop_map(
+            |(layout, packed, events, cuts, filters, order, limit)| Case {
+                layout,
+                packed,
+                events,
+                cuts,
+                filters,
+                order,
+                limit,
+            },
+        )
+}
+
+fn value(v: Option<i64>) -> String {
+    v.map_or("NULL".into(), |v| v.to_string())
+}
+
+/// The events as stored: per (series, time), each measure the last one
+/// given.
+fn stored(events: &[Event]) -> Vec<(usize, i64, i64, Option<i64>, Option<i64>)> {
+    let mut by_key: BTreeMap<(usize, i64, i64), (Option<i64>, Option<i64>)> = BTreeMap::new();
+    for e in events {
+        let m = by_key.entry((e.dev, e.n, e.micros)).or_default();
+        if e.pressure.is_some() {
+            m.0 = e.pressure;
+        }
+        if e.temperature.is_some() {
+            m.1 = e.temperature;
+        }
+    }
+    by_key
+        .into_iter()
+        .map(|((d, n, t), (p, temp))| (d, n, t, p, temp))
+        .collect()
+}
+
+fn query(case: &Case, table: &str) -> String {
+    let mut sql = format!("SELECT dev, n, ts, pressure, temperature FROM {table}");
+    if !case.filters.is_empty() {
+        sql += &format!(" WHERE {}", case.filters.join(" AND "));
+    }
+    sql += &format!(" ORDER BY {}", case.order);
+    sql
+}
+
+async fn check(case: &Case) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let session = SqlSession::with_options(store, SessionOptions::default());
+    let format = if case.packed { "PACKED" } else { "CELLS" };
+    session
+        .query(&format!(
+            "CREATE SERIES s (KEY (dev TEXT, n INT(2)), TIME ts, pressure BIGINT, temperature BIGINT) \
+             LAYOUT {} FORMAT {format}",
+            case.layout
+        ))
+        .await
+        .unwrap();
+    let mut cuts: Vec<usize> = case
+        .cuts
+        .iter()
+        .map(|c| (*c).min(case.events.len()))
+        .chain([0, case.events.len()])
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    for w in cuts.windows(2) {
+        let rows: Vec<String> = case.events[w[0]..w[1]]
+            .iter()
+            .map(|e| {
+                format!(
+                    "('{}', {}, TIMESTAMP '{}', {}, {})",
+                    DEVICES[e.dev],
+                    e.n,
+                    time(e.micros),
+                    value(e.pressure),
+                    value(e.temperature)
+                )
+            })
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        session
+            .query(&format!("INSERT INTO s VALUES {}", rows.join(", ")))
+            .await
+            .unwrap();
+    }
+    let reference = SessionContext::new();
+    let rows: Vec<String> = stored(&case.events)
+        .iter()
+        .map(|(d, n, t, p, temp)| {
+            format!(
+                "('{}', CAST({n} AS BIGINT), TIMESTAMP '{}', CAST({} AS BIGINT), CAST({} AS BIGINT))",
+                DEVICES[*d],
+                time(*t),
+                value(*p),
+                value(*temp)
+            )
+        })
+        .collect();
+    let values = if rows.is_empty() {
+        "SELECT 'x' AS dev, CAST(0 AS BIGINT) AS n, TIMESTAMP '2000-01-01T00:00:00' AS ts, \
+         CAST(0 AS BIGINT) AS pressure, CAST(0 AS BIGINT) AS temperature WHERE false"
+            .to_string()
+    } else {
+        format!(
+            "SELECT column1 AS dev, column2 AS n, column3 AS ts, column4 AS pressure, \
+             column5 AS temperature FROM (VALUES {})",
+            rows.join(", ")
+        )
+    };
+    reference
+        .sql(&format!("CREATE TABLE r AS {values}"))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut sql = query(case, "s");
+    if let Some(n) = case.limit {
+        sql += &format!(" LIMIT {n}");
+    }
+    let got = texts(&session.query(&sql).await.unwrap());
+    let expected = texts(
+        &reference
+            .sql(&query(case, "r"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap(),
+    );
+    let want = case.limit.map_or(expected.len(), |n| n.min(expected.len()));
+    prop_assert_eq!(
+        got.len(),
+        want,
+        "{}\ngot {:?}\nexpected {:?}",
+        sql,
+        got,
+        expected
+    );
+    // Rows tied under the ORDER BY may come in either order.
+    let order_columns: Vec<usize> = case
+        .order
+        .split(',')
+        .map(|c| match c.split_whitespace().next().unwrap() {
+            "dev" => 0,
+            "n" => 1,
+            _ => 2,
+        })
+        .collect();
+    let sort_key = |row: &Vec<String>| -> Vec<String> {
+        order_columns.iter().map(|c| row[*c].clone()).collect()
+    };
+    let got_keys: Vec<Vec<String>> = got.iter().map(&sort_key).collect();
+    let expected_keys: Vec<Vec<String>> = expected.iter().take(want).map(&sort_key).collect();
+    prop_assert_eq!(&got_keys, &expected_keys, "{}", sql);
+    for row in &got {
+        prop_assert!(expected.contains(row), "{}: {:?} not expected", sql, row);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn series_answer_as_a_relational_table(case in cases()) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(check(&case))?;
+    }
+}
