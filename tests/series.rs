@@ -168,21 +168,22 @@ fn value(v: Option<i64>) -> String {
 
 /// The events as stored: per (series, time), each measure the last one
 /// given.
-fn stored(events: &[Event]) -> Vec<(usize, i64, i64, Option<i64>, Option<i64>)> {
-    let mut by_key: BTreeMap<(usize, i64, i64), (Option<i64>, Option<i64>)> = BTreeMap::new();
+fn stored(events: &[Event]) -> Vec<Event> {
+    let mut by_key: BTreeMap<(usize, i64, i64), Event> = BTreeMap::new();
     for e in events {
-        let m = by_key.entry((e.dev, e.n, e.micros)).or_default();
+        let m = by_key.entry((e.dev, e.n, e.micros)).or_insert(Event {
+            pressure: None,
+            temperature: None,
+            ..e.clone()
+        });
         if e.pressure.is_some() {
-            m.0 = e.pressure;
+            m.pressure = e.pressure;
         }
         if e.temperature.is_some() {
-            m.1 = e.temperature;
+            m.temperature = e.temperature;
         }
     }
-    by_key
-        .into_iter()
-        .map(|((d, n, t), (p, temp))| (d, n, t, p, temp))
-        .collect()
+    by_key.into_values().collect()
 }
 
 fn query(case: &Case, table: &str) -> String {
@@ -240,13 +241,14 @@ async fn check(case: &Case) -> Result<(), TestCaseError> {
     let reference = SessionContext::new();
     let rows: Vec<String> = stored(&case.events)
         .iter()
-        .map(|(d, n, t, p, temp)| {
+        .map(|e| {
             format!(
-                "('{}', CAST({n} AS BIGINT), TIMESTAMP '{}', CAST({} AS BIGINT), CAST({} AS BIGINT))",
-                DEVICES[*d],
-                time(*t),
-                value(*p),
-                value(*temp)
+                "('{}', CAST({} AS BIGINT), TIMESTAMP '{}', CAST({} AS BIGINT), CAST({} AS BIGINT))",
+                DEVICES[e.dev],
+                e.n,
+                time(e.micros),
+                value(e.pressure),
+                value(e.temperature)
             )
         })
         .collect();
