@@ -327,3 +327,107 @@ proptest! {
         runtime.block_on(check(&case))?;
     }
 }
+
+/// The answers every read must give whatever the layout.
+async fn answers(session: &SqlSession) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for sql in [
+        "SELECT count(*), sum(pressure), min(ts), max(ts) FROM s WHERE dev <> 'w'",
+        "SELECT ts, pressure FROM s WHERE dev = 'ab' AND n = 1 ORDER BY ts DESC LIMIT 3",
+        "SELECT count(*) FROM s WHERE ts >= TIMESTAMP '2024-12-29T00:00:00' AND ts < TIMESTAMP '2024-12-29T06:00:00'",
+    ] {
+        out.extend(texts(&session.query(sql).await.unwrap()));
+    }
+    out
+}
+
+/// ALTER SERIES ... SET LAYOUT while readers and a writer run: every read
+/// gives the whole answer (of the old layout or the new: the same), and
+/// every write either lands or fails saying so, in whichever layout.
+#[test]
+fn layout_changes_under_concurrent_reads_and_writes() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let session = SqlSession::new(Store::open(dir.path()).unwrap());
+        session
+            .query(
+                "CREATE SERIES s (KEY (dev TEXT, n INT(2)), TIME ts, pressure BIGINT, temperature BIGINT) \
+                 LAYOUT ROW PER EVENT",
+            )
+            .await
+            .unwrap();
+        session
+            .query(&format!(
+                "INSERT INTO s SELECT CASE WHEN i % 3 = 0 THEN 'a' WHEN i % 3 = 1 THEN 'ab' ELSE 'z' END, \
+                 i % 4, to_timestamp_micros({} + i * 7000000), i, -i FROM generate_series(1, 30000) AS t(i)",
+                BASE * 1_000_000
+            ))
+            .await
+            .unwrap();
+        let expected = answers(&session).await;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut readers = Vec::new();
+        for _ in 0..2 {
+            let (session, expected, done) = (session.clone(), expected.clone(), done.clone());
+            readers.push(tokio::spawn(async move {
+                let mut reads = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) || reads == 0 {
+                    assert_eq!(answers(&session).await, expected, "read {reads}");
+                    reads += 1;
+                }
+                reads
+            }));
+        }
+        // Writes of another series (the readers' answers leave it out):
+        // each lands, or fails and is not there.
+        let writer = {
+            let (session, done) = (session.clone(), done.clone());
+            tokio::spawn(async move {
+                let mut landed = Vec::new();
+                let mut i = 0i64;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let t = time((BASE + 1_000_000 + i) * 1_000_000);
+                    let sql = format!("INSERT INTO s VALUES ('w', 0, TIMESTAMP '{t}', {i}, {i})");
+                    match session.query(&sql).await {
+                        Ok(_) => landed.push(i),
+                        Err(e) => assert!(e.to_string().contains("changed layout"), "{e}"),
+                    }
+                    i += 1;
+                }
+                landed
+            })
+        };
+        for layout in [
+            "BUCKET '1 hour' CELL PER EVENT FORMAT PACKED",
+            "ROW PER EVENT SALT 3 REVERSED",
+            "BUCKET '1 day' CELL PER EVENT REVERSED FORMAT CELLS",
+        ] {
+            session
+                .query(&format!("ALTER SERIES s SET LAYOUT {layout}"))
+                .await
+                .unwrap();
+            // Writes land between changes, and wait through them.
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        for r in readers {
+            assert!(r.await.unwrap() > 0);
+        }
+        let landed = writer.await.unwrap();
+        assert!(!landed.is_empty());
+        let stored = texts(
+            &session
+                .query("SELECT pressure FROM s WHERE dev = 'w' ORDER BY pressure")
+                .await
+                .unwrap(),
+        );
+        let landed: Vec<Vec<String>> = landed.iter().map(|i| vec![i.to_string()]).collect();
+        assert_eq!(stored, landed);
+        assert!(!session.store().list_tables().iter().any(|t| t.contains("relayout")));
+    });
+}

@@ -916,10 +916,11 @@ impl ExecutionPlan for KeyScanExec {
             }
             let mut request = ReadRequest::rows(RowSet { ranges }).filter(filter);
             request.reverse = spec.reverse;
-            let mut stream = spec
-                .store
-                .read_rows(&spec.layout.table, request)
-                .map_err(to_df)?;
+            let mut stream = match &spec.layout.pinned {
+                Some(pinned) => spec.store.read_pinned(pinned, request),
+                None => spec.store.read_rows(&spec.layout.table, request),
+            }
+            .map_err(to_df)?;
             wide.bind(&stream.family_names());
             let mut emitted = 0usize;
             // With a LIMIT and a re-check, read what the limit still needs

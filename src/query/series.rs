@@ -117,6 +117,7 @@ impl Layout {
                 time_segment,
                 time_column,
             }),
+            pinned: None,
         })
     }
 }

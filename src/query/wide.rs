@@ -94,6 +94,9 @@ pub(crate) struct Layout {
     /// Set when the view is a time series' events (the table's default
     /// view when it holds one).
     pub series: Option<SeriesView>,
+    /// A series' table as planned against: its scans read it even if a
+    /// change of layout replaces it before they run.
+    pub pinned: Option<crate::store::Pinned>,
 }
 
 /// The family a table function names: exactly, or folded as the DDL folds
@@ -260,6 +263,7 @@ impl Layout {
             arrow: Arc::new(Schema::new(fields)),
             def,
             series: None,
+            pinned: None,
         })
     }
 
@@ -508,9 +512,15 @@ impl CellarTable {
 
     /// `table` in `view`.
     pub fn with_view(store: Store, table: &str, view: View) -> crate::Result<CellarTable> {
-        let def = store.table(table)?;
-        let layout = Arc::new(Layout::new(&store, def, view)?);
-        Ok(CellarTable { store, layout })
+        let pinned = store.pin(table)?;
+        let mut layout = Layout::new(&store, pinned.def().clone(), view)?;
+        if layout.series.is_some() {
+            layout.pinned = Some(pinned);
+        }
+        Ok(CellarTable {
+            store,
+            layout: Arc::new(layout),
+        })
     }
 }
 

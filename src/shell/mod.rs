@@ -111,6 +111,8 @@ SQL statements end with ';' and may span lines.
 Views: versions('t'), cells('t', 'family'), as_of('t', TIMESTAMP '...').
 Files: COPY t FROM 'f.csv' [(ON_ERROR skip)], COPY t TO 'f.parquet',
        SELECT * FROM 'f.parquet'.
+Series: CREATE SERIES s (KEY (k TEXT), TIME ts, v DOUBLE) LAYOUT ...,
+       ALTER SERIES s SET LAYOUT ... (docs/series.md).
 More: docs/sql.md";
 
 /// A shell session.
@@ -455,15 +457,16 @@ impl Progress {
     }
 }
 
-/// How far a COPY FROM has come: rows, rows per second, skipped rows and
-/// the size of what it reads.
+/// How far a COPY FROM (or an ALTER SERIES copying events) has come:
+/// rows, rows per second, skipped rows and the size of what it reads.
 fn load_line(l: &crate::Loading) -> String {
     use std::sync::atomic::Ordering;
     let rows = l.progress.rows.load(Ordering::Relaxed);
     let skipped = l.progress.skipped.load(Ordering::Relaxed);
     let seconds = l.started.elapsed().as_secs_f64().max(1e-3);
     format!(
-        ", COPY {}: {rows} rows ({:.0} rows/s){}, {:.1} MB of files",
+        ", {} {}: {rows} rows ({:.0} rows/s){}{}",
+        l.what,
         l.table,
         rows as f64 / seconds,
         if skipped > 0 {
@@ -471,7 +474,11 @@ fn load_line(l: &crate::Loading) -> String {
         } else {
             String::new()
         },
-        l.bytes as f64 / 1e6
+        if l.bytes > 0 {
+            format!(", {:.1} MB of files", l.bytes as f64 / 1e6)
+        } else {
+            String::new()
+        }
     )
 }
 

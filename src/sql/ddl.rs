@@ -134,6 +134,17 @@ pub enum CellarStatement {
         /// The query's id, as SHOW QUERIES lists it.
         id: u64,
     },
+    /// ALTER SERIES s SET LAYOUT ...: the events rewritten in a new layout.
+    SetSeriesLayout {
+        /// The series.
+        name: String,
+        /// The new layout.
+        layout: SeriesLayout,
+        /// The family's new format, if given (else kept).
+        format: Option<FamilyFormat>,
+        /// The new retention, if given (else kept).
+        gc: Option<GcPolicy>,
+    },
     /// COPY t FROM 'path' [WITH] [(option value, ...)].
     CopyFrom {
         /// The cellar table written.
@@ -247,6 +258,21 @@ pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
         CellarStatement::DropTable {
             name: w.ident()?,
             if_exists,
+        }
+    } else if w.words(&["ALTER", "SERIES"]) {
+        let name = w.ident()?;
+        w.expect_word("SET")?;
+        if !w.p.peek_token().to_string().eq_ignore_ascii_case("LAYOUT") {
+            return w
+                .p
+                .expected("SET LAYOUT after ALTER SERIES name", w.p.peek_token());
+        }
+        let options = layout_options(&mut w)?;
+        CellarStatement::SetSeriesLayout {
+            name,
+            layout: options.layout,
+            format: options.format,
+            gc: options.gc,
         }
     } else if w.words(&["ALTER", "TABLE"]) {
         alter_table(&mut w)?
@@ -468,42 +494,13 @@ fn create_series(w: &mut Words, sql: &str) -> PResult<CellarStatement> {
     let Some(time) = time else {
         return w.error(format!("series {name} declares no TIME column"));
     };
-    let mut layout = SeriesLayout {
-        shape: Shape::RowPerEvent,
-        bucket: None,
-        salt: None,
-        reversed: false,
-    };
-    let mut format = None;
-    let mut gc = GcPolicy::KeepAll;
-    loop {
-        if w.word("LAYOUT") {
-            series_layout(w, &mut layout)?;
-        } else if w.word("SALT") {
-            layout.salt = Some(u32::try_from(w.uint()?).unwrap_or(u32::MAX));
-        } else if w.word("REVERSED") {
-            layout.reversed = true;
-        } else if w.word("FORMAT") {
-            format = Some(format_name(w)?);
-        } else if w.word("RETENTION") {
-            let text = w.string()?;
-            gc = match parse_duration_micros(&text) {
-                Some(age) => GcPolicy::MaxAge(age),
-                None => {
-                    return w.error(format!(
-                        "RETENTION {text:?} is not a duration; write e.g. '30d', '12h'"
-                    ));
-                }
-            };
-        } else {
-            break;
-        }
-    }
+    let options = layout_options(w)?;
+    let (format, gc) = (options.format, options.gc.unwrap_or(GcPolicy::KeepAll));
     let decl = SeriesDecl {
         key,
         time,
         measures,
-        layout,
+        layout: options.layout,
     };
     let (key, columns, series) = match decl.physical(&name) {
         Ok(physical) => physical,
@@ -526,6 +523,51 @@ fn create_series(w: &mut Words, sql: &str) -> PResult<CellarStatement> {
         query,
         series: Some(series),
     })
+}
+
+/// What follows a series' columns (or ALTER SERIES ... SET): its layout,
+/// family format and retention, each if given.
+struct LayoutOptions {
+    layout: SeriesLayout,
+    format: Option<FamilyFormat>,
+    gc: Option<GcPolicy>,
+}
+
+/// `[LAYOUT layout] [SALT n] [REVERSED] [FORMAT f] [RETENTION 'age']`.
+fn layout_options(w: &mut Words) -> PResult<LayoutOptions> {
+    let mut options = LayoutOptions {
+        layout: SeriesLayout {
+            shape: Shape::RowPerEvent,
+            bucket: None,
+            salt: None,
+            reversed: false,
+        },
+        format: None,
+        gc: None,
+    };
+    loop {
+        if w.word("LAYOUT") {
+            series_layout(w, &mut options.layout)?;
+        } else if w.word("SALT") {
+            options.layout.salt = Some(u32::try_from(w.uint()?).unwrap_or(u32::MAX));
+        } else if w.word("REVERSED") {
+            options.layout.reversed = true;
+        } else if w.word("FORMAT") {
+            options.format = Some(format_name(w)?);
+        } else if w.word("RETENTION") {
+            let text = w.string()?;
+            options.gc = match parse_duration_micros(&text) {
+                Some(age) => Some(GcPolicy::MaxAge(age)),
+                None => {
+                    return w.error(format!(
+                        "RETENTION {text:?} is not a duration; write e.g. '30d', '12h'"
+                    ));
+                }
+            };
+        } else {
+            return Ok(options);
+        }
+    }
 }
 
 /// After `LAYOUT`: `ROW PER EVENT` or `BUCKET '<interval>' CELL PER EVENT`.

@@ -8,6 +8,7 @@ mod ddl;
 mod describe;
 mod functions;
 mod limits;
+mod relayout;
 mod running;
 
 pub use limits::MAX_EXPR_DEPTH;
@@ -90,6 +91,8 @@ pub struct SqlSession {
 /// A COPY FROM as it runs.
 #[derive(Debug, Clone)]
 pub struct Loading {
+    /// What runs: `COPY` or `ALTER SERIES`.
+    pub what: &'static str,
     /// The table written.
     pub table: String,
     /// When it started.
@@ -101,6 +104,14 @@ pub struct Loading {
 }
 
 impl SqlSession {
+    /// Sets (or clears) the load under way that `loading` reports.
+    pub(crate) fn set_loading(&self, loading: Option<Loading>) {
+        *self
+            .loading
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = loading;
+    }
+
     /// A session whose default schema holds every table of `store`.
     pub fn new(store: Store) -> SqlSession {
         Self::with_options(store, SessionOptions::default())
@@ -298,21 +309,25 @@ impl SqlSession {
             })) => {
                 let progress = Arc::new(crate::query::WriteProgress::default());
                 let bytes = copy::size_of(&path);
-                *self
-                    .loading
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Loading {
+                self.set_loading(Some(Loading {
+                    what: "COPY",
                     table: table.clone(),
                     started: std::time::Instant::now(),
                     bytes,
                     progress: Arc::clone(&progress),
-                });
+                }));
                 let result = copy::copy_from(self, &table, &path, &options, progress).await;
-                *self
-                    .loading
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                self.set_loading(None);
                 self.ctx.read_batch(result?)
+            }
+            Ok(Some(CellarStatement::SetSeriesLayout {
+                name,
+                layout,
+                format,
+                gc,
+            })) => {
+                let batch = relayout::set_layout(self, &name, layout, format, gc).await?;
+                self.ctx.read_batch(batch)
             }
             Ok(Some(statement)) => {
                 let batch = self.run(statement)?;
@@ -686,9 +701,9 @@ impl SqlSession {
                     ],
                 )?);
             }
-            CellarStatement::CopyFrom { .. } => {
+            CellarStatement::CopyFrom { .. } | CellarStatement::SetSeriesLayout { .. } => {
                 return Err(to_df(Error::Internal(
-                    "COPY FROM runs in SqlSession::sql".into(),
+                    "COPY FROM and ALTER SERIES run in SqlSession::sql".into(),
                 )));
             }
             CellarStatement::CancelQuery { id } => {

@@ -18,6 +18,7 @@ mod gc;
 pub mod journal;
 mod mutation;
 mod read;
+mod replace;
 mod write;
 
 pub use aggregate::hll_estimate;
@@ -37,6 +38,7 @@ pub use read::{
     Cell, QualifierFilter, ReadFilter, ReadRequest, Row, RowRange, RowSet, RowStream, ScanStats,
     TimeRange,
 };
+pub use replace::{Entered, Pinned, WriteGate};
 
 use crate::error::{Error, Result};
 use commit::GroupSync;
@@ -252,6 +254,8 @@ struct Inner {
     recovery: Vec<String>,
     /// Format changes under way: (table, family) -> target and progress.
     changes: Mutex<BTreeMap<(String, String), (FamilyFormat, FormatChange)>>,
+    /// Per table name: the gate its writers pass while it may be replaced.
+    gates: Mutex<std::collections::HashMap<String, Arc<WriteGate>>>,
 }
 
 /// An open store. Cheap to clone; all clones share one database.
@@ -372,6 +376,7 @@ impl Store {
             age_rules,
             recovery,
             changes: Mutex::default(),
+            gates: Mutex::default(),
         };
         let store = Store {
             inner: Arc::new(inner),

@@ -33,7 +33,9 @@ use self::update::RowUpdate;
 use super::to_df;
 use super::wide::Layout;
 use crate::Error;
-use crate::store::{BadRows, CellBatch, Mutation, RowMutation, Store, TimeRange, now_micros};
+use crate::store::{
+    BadRows, CellBatch, Entered, Mutation, RowMutation, Store, TimeRange, now_micros,
+};
 
 /// Rows per store write: the unit that a bad row stops.
 pub(crate) const WRITE_BATCH_ROWS: usize = 8192;
@@ -248,9 +250,10 @@ impl TableSink {
                 }
                 deleted += 1;
             }
-            let (store, table) = (self.store.clone(), self.layout.table.clone());
+            let (store, layout) = (self.store.clone(), Arc::clone(&self.layout));
             blocking(move || {
-                for r in store.mutate_rows(&table, rows)? {
+                let _entered = series_gate(&store, &layout)?;
+                for r in store.mutate_rows(&layout.table, rows)? {
                     r?;
                 }
                 Ok(())
@@ -350,7 +353,9 @@ impl InsertState {
         {
             return Err(at(row, e));
         }
+        let entered = series_gate(store, layout)?;
         let mut failed = store.write_batch(&layout.table, &self.cells, options.bad)?;
+        drop(entered);
         if options.bad == BadRows::Stop
             && let Some((i, e)) = failed.drain(..).next()
         {
@@ -371,6 +376,24 @@ impl InsertState {
         self.seen += batch.num_rows() as u64;
         Ok(())
     }
+}
+
+/// A series' writer passes its table's write gate (waiting while a
+/// change of layout copies the events) and checks that the table is still
+/// the one its rows were encoded for.
+fn series_gate(store: &Store, layout: &Layout) -> crate::Result<Option<Entered>> {
+    if layout.series.is_none() {
+        return Ok(None);
+    }
+    let entered = store.write_gate(&layout.table).enter();
+    if store.pin(&layout.table)?.def().id != layout.def.id {
+        return Err(Error::InvalidArgument(format!(
+            "series {} changed layout (ALTER SERIES ... SET LAYOUT) while this write waited; \
+             nothing of it was written: run it again",
+            layout.table
+        )));
+    }
+    Ok(Some(entered))
 }
 
 async fn joined<T>(task: tokio::task::JoinHandle<crate::Result<T>>) -> DfResult<T> {

@@ -1,0 +1,147 @@
+//! `ALTER SERIES s SET LAYOUT ...`: a series' events rewritten into a new
+//! layout while it stays readable, switching at once at the end.
+//!
+//! The series' write gate closes first (writers in the middle of a batch
+//! finish; later ones wait). The events are copied, through the series
+//! view, into a table of the new layout, then that table takes the
+//! series' name in one catalog write. Queries planned before the switch
+//! read the old table to their end (they pinned it); those planned after
+//! read the new one. Writers that waited find the table changed and fail
+//! without writing, saying to run again. Should the copy fail, the new
+//! table goes and the series is as it was.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::error::Result as DfResult;
+
+use super::{Loading, SqlSession, message};
+use crate::query::{CellarTable, WriteOptions, WriteProgress, to_df};
+use crate::schema::{SeriesDecl, SeriesLayout, TableSchema};
+use crate::store::{FamilyFormat, FamilySpec, GcPolicy, TableSpec};
+use crate::{Error, SCHEMA_METADATA_KEY};
+
+/// The table a change of layout copies into, under a name of its own.
+pub(crate) fn relayout_table(series: &str) -> String {
+    format!("{series}__relayout")
+}
+
+/// Rewrites series `name` into `layout`; the family keeps its format and
+/// retention unless given.
+pub(crate) async fn set_layout(
+    session: &SqlSession,
+    name: &str,
+    layout: SeriesLayout,
+    format: Option<FamilyFormat>,
+    gc: Option<GcPolicy>,
+) -> DfResult<RecordBatch> {
+    let store = session.store().clone();
+    let def = store.table(name).map_err(to_df)?;
+    let schema = TableSchema::of(&def).map_err(to_df)?;
+    let Some(series) = schema.series.clone() else {
+        return Err(to_df(Error::InvalidArgument(format!(
+            "{name} is a table, not a series: ALTER SERIES changes the layout of a series \
+             (CREATE SERIES declares one)"
+        ))));
+    };
+    let broken = |what: &str| {
+        to_df(Error::Corrupt {
+            reason: format!("series {name}: {what}"),
+        })
+    };
+    let key_schema = schema.key.as_ref().ok_or_else(|| broken("no row key"))?;
+    let key = series
+        .key
+        .iter()
+        .map(|k| {
+            key_schema
+                .fields()
+                .find(|(_, n, _)| n == k)
+                .map(|(_, n, kind)| (n.to_string(), kind.clone()))
+                .ok_or_else(|| broken(&format!("no key segment {k}")))
+        })
+        .collect::<DfResult<Vec<_>>>()?;
+    let measures = series
+        .measures
+        .iter()
+        .map(|m| {
+            schema
+                .columns
+                .iter()
+                .find(|c| c.name == *m)
+                .map(|c| (c.name.clone(), c.value_type, c.encoding))
+                .ok_or_else(|| broken(&format!("no column {m}")))
+        })
+        .collect::<DfResult<Vec<_>>>()?;
+    let described = layout.describe();
+    let decl = SeriesDecl {
+        key,
+        time: series.time.clone(),
+        measures,
+        layout,
+    };
+    let (key, columns, new_series) = decl.physical(name).map_err(to_df)?;
+    let family = def.family(&series.family).map_err(to_df)?;
+    let format = format.unwrap_or(family.format);
+    let gc = gc.unwrap_or_else(|| family.gc.clone());
+
+    // One change at a time, and no write between the copy and the switch.
+    let gate = store.write_gate(name);
+    let closed = tokio::task::spawn_blocking(move || gate.close())
+        .await
+        .map_err(|e| to_df(Error::Internal(format!("closing the write gate: {e}"))))?;
+    let tmp = relayout_table(name);
+    if store.table(&tmp).is_ok() {
+        // What an interrupted change left.
+        store.drop_table(&tmp).map_err(to_df)?;
+    }
+    let new_schema = TableSchema {
+        key: Some(key),
+        columns,
+        family_types: Default::default(),
+        series: Some(new_series),
+    };
+    store
+        .create_table(
+            TableSpec::new(&tmp)
+                .metadata(SCHEMA_METADATA_KEY, new_schema.to_json())
+                .family(FamilySpec::new(&series.family).gc(gc).format(format)),
+        )
+        .map_err(to_df)?;
+    let progress = Arc::new(WriteProgress::default());
+    session.set_loading(Some(Loading {
+        what: "ALTER SERIES",
+        table: name.to_string(),
+        started: std::time::Instant::now(),
+        bytes: 0,
+        progress: Arc::clone(&progress),
+    }));
+    let copied = async {
+        let events = session
+            .context()
+            .sql(&format!("SELECT * FROM \"{}\"", name.replace('"', "\"\"")))
+            .await?
+            .execute_stream()
+            .await?;
+        let target = CellarTable::new(store.clone(), &tmp).map_err(to_df)?;
+        let options = WriteOptions {
+            progress,
+            ..WriteOptions::default()
+        };
+        let written = target.load(events, &options).await?;
+        store.replace_table(name, &tmp).map_err(to_df)?;
+        Ok::<u64, datafusion::error::DataFusionError>(written)
+    }
+    .await;
+    session.set_loading(None);
+    drop(closed);
+    match copied {
+        Ok(written) => Ok(message(format!(
+            "series {name}: {written} events rewritten, now LAYOUT {described}"
+        ))),
+        Err(e) => {
+            let _ = store.drop_table(&tmp);
+            Err(e)
+        }
+    }
+}

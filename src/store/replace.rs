@@ -1,0 +1,164 @@
+//! Replacing a table by another under its name, for a rewrite into a new
+//! layout: the write gate that holds writers back while the rows are
+//! copied, the pinned handles that let queries planned before the switch
+//! finish on the table they planned against, and the switch itself.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use super::read::RowStream;
+use super::{Store, TableHandle, lock, now_micros};
+use crate::error::{Error, Result};
+use crate::store::{ReadRequest, TableDef};
+
+/// Writers of one table pass it one batch at a time; a rewrite closes it,
+/// waiting for the writers inside, and holds new ones back until it ends.
+#[derive(Debug, Default)]
+pub struct WriteGate {
+    /// (writers inside, closed)
+    state: Mutex<(usize, bool)>,
+    changed: Condvar,
+}
+
+/// A writer inside the gate; leaves it when dropped.
+#[derive(Debug)]
+pub struct Entered(Arc<WriteGate>);
+
+/// The gate closed; opens again when dropped.
+#[derive(Debug)]
+pub struct Closed(Arc<WriteGate>);
+
+impl WriteGate {
+    /// Enters, after any rewrite under way ends.
+    pub fn enter(self: &Arc<Self>) -> Entered {
+        let mut state = lock(&self.state);
+        while state.1 {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        state.0 += 1;
+        Entered(Arc::clone(self))
+    }
+
+    /// Closes the gate once the writers inside have left.
+    pub fn close(self: &Arc<Self>) -> Closed {
+        let mut state = lock(&self.state);
+        // One rewrite at a time: wait for another to end first.
+        while state.1 {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        state.1 = true;
+        while state.0 > 0 {
+            state = self
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        Closed(Arc::clone(self))
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        lock(&self.0.state).0 -= 1;
+        self.0.changed.notify_all();
+    }
+}
+
+impl Drop for Closed {
+    fn drop(&mut self) {
+        lock(&self.0.state).1 = false;
+        self.0.changed.notify_all();
+    }
+}
+
+/// A table as it was when a query was planned: its reads stay on it
+/// should the table be replaced before they run.
+#[derive(Clone)]
+pub struct Pinned(Arc<TableHandle>);
+
+impl std::fmt::Debug for Pinned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pinned({}, id {})", self.0.def.name, self.0.def.id)
+    }
+}
+
+impl Pinned {
+    /// The table's definition when pinned.
+    pub fn def(&self) -> &TableDef {
+        &self.0.def
+    }
+}
+
+impl Store {
+    /// The write gate of a table (by name).
+    pub fn write_gate(&self, table: &str) -> Arc<WriteGate> {
+        let mut gates = lock(&self.inner.gates);
+        Arc::clone(gates.entry(table.to_string()).or_default())
+    }
+
+    /// Pins a table as it is now.
+    pub fn pin(&self, table: &str) -> Result<Pinned> {
+        self.handle(table).map(Pinned)
+    }
+
+    /// Reads rows of a pinned table: the table under its name while it is
+    /// the one pinned, else the pinned one (replaced or dropped since; its
+    /// keyspaces live on while pinned).
+    pub fn read_pinned(&self, pinned: &Pinned, request: ReadRequest) -> Result<RowStream> {
+        let (handle, snapshot) = match self.handle_and_snapshot(&pinned.0.def.name) {
+            Ok((handle, snapshot)) if handle.def.id == pinned.0.def.id => (handle, snapshot),
+            _ => (Arc::clone(&pinned.0), self.inner.db.snapshot()),
+        };
+        let families = handle.family_scans(request.filter.families.as_deref())?;
+        Ok(RowStream::new(snapshot, families, request, now_micros()))
+    }
+
+    /// Puts table `source` in the place of `target`: one catalog write
+    /// removes `source` and gives its definition `target`'s name; then
+    /// `target`'s old keyspaces are deleted (pinned readers keep them
+    /// until they finish). The new definition of `target`.
+    pub fn replace_table(&self, target: &str, source: &str) -> Result<TableDef> {
+        let _ddl = lock(&self.inner.ddl);
+        let old = self.handle(target)?;
+        let new = self.handle(source)?;
+        if new.moving.iter().any(Option::is_some) {
+            return Err(Error::InvalidArgument(format!(
+                "table {source} has a family format change under way; it cannot replace {target}"
+            )));
+        }
+        let mut def = new.def.clone();
+        def.name = target.to_string();
+        let handle = self.open_handle(def.clone())?;
+        let id = self.next_id()?;
+        let mut batch = self
+            .inner
+            .db
+            .batch()
+            .durability(Some(fjall::PersistMode::SyncAll));
+        batch.remove(
+            &self.inner.catalog,
+            format!("{}{source}", super::TABLE_PREFIX),
+        );
+        self.put_def(&mut batch, &def)?;
+        batch.insert(&self.inner.catalog, super::NEXT_ID_KEY, id.to_be_bytes());
+        batch.commit()?;
+        {
+            let mut tables = self
+                .inner
+                .tables
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            tables.remove(source);
+            tables.insert(target.to_string(), Arc::new(handle));
+        }
+        for ks in &old.keyspaces {
+            self.inner.db.delete_keyspace(ks.clone())?;
+        }
+        Ok(def)
+    }
+}
