@@ -777,13 +777,14 @@ fn demo_tables_round_trip_through_copy() {
         for t in &tables {
             let file = dir.path().join(format!("{t}.{format}"));
             let file = file.display();
-            run(
-                &source,
-                &[
-                    "-c",
-                    &format!("COPY (SELECT * FROM versions('{t}')) TO '{file}'"),
-                ],
-            );
+            // A table exports every version of its cells; the series
+            // (weather) its events, which is what it loads.
+            let export = if t == "weather" {
+                format!("COPY (SELECT * FROM {t}) TO '{file}'")
+            } else {
+                format!("COPY (SELECT * FROM versions('{t}')) TO '{file}'")
+            };
+            run(&source, &["-c", &export]);
             run(
                 &target,
                 &[

@@ -40,14 +40,14 @@ fn steps(small: bool) -> Vec<Step> {
     let mut s = vec![
         step(
             "tables",
-            "CREATE TABLE weather (
-                ROW KEY (location TEXT, balloon INT(5), ts TIMESTAMP '%Y-%m-%d-%H%M'),
-                FAMILY measurements GC MAX_VERSIONS 1 FORMAT PACKED,
-                pressure BIGINT IN measurements,
-                temperature DOUBLE IN measurements,
-                humidity BIGINT IN measurements,
-                altitude BIGINT IN measurements
-            )",
+            "CREATE SERIES weather (
+                KEY (location TEXT, balloon INT(5)),
+                TIME ts,
+                pressure BIGINT,
+                temperature DOUBLE,
+                humidity BIGINT,
+                altitude BIGINT
+            ) LAYOUT BUCKET '1 hour' CELL PER EVENT FORMAT PACKED",
         ),
         step(
             "tables",
@@ -108,12 +108,14 @@ fn steps(small: bool) -> Vec<Step> {
             )",
         ),
     ];
-    // Weather: 4 locations x 25 balloons x one week of minutes = 1M rows.
+    // Weather: 4 locations x 25 balloons x one week of minutes = 1M
+    // events, a series in hour buckets (a row per balloon and hour, a cell
+    // per minute in each measure's column).
     for location in LOCATIONS {
         for balloon in 0..balloons {
             let id = 3600 + balloon;
             s.push(step(
-                "weather (1M rows, 4M cells)",
+                "weather (1M events, 4M cells)",
                 format!(
                     "INSERT INTO weather (location, balloon, ts, pressure, temperature, humidity, altitude)
                      SELECT '{location}', {id}, to_timestamp_seconds(1614556800 + m * 60),
@@ -218,6 +220,11 @@ Try these (EXPLAIN shows the key ranges each one reads):
   SELECT ts, pressure, temperature FROM weather
    WHERE location = 'us-west2' AND balloon = 3610
      AND ts BETWEEN '2021-03-03T12:00:00' AND '2021-03-03T12:10:00';
+  SELECT date_trunc('hour', ts) AS hour, avg(pressure) FROM weather
+   WHERE location = 'asia-south2' GROUP BY 1 ORDER BY 1 LIMIT 5;
+  SELECT ts, pressure FROM weather WHERE location = 'us-west2' AND balloon = 3610
+   ORDER BY ts DESC LIMIT 3;
+  ALTER SERIES weather SET LAYOUT ROW PER EVENT FORMAT PACKED;   -- same queries, tall rows
   SELECT avg(bid), max(ask) FROM quote WHERE exchange = 'NASDAQ' AND symbol = 'S007';
   SELECT hostname, cpu, mem FROM current_metric ORDER BY cpu DESC LIMIT 5;
   SELECT qualifier, value FROM cells('sensor', 'meter')
