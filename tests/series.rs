@@ -19,7 +19,7 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::prelude::SessionContext;
 use proptest::prelude::*;
 
-const LAYOUTS: [&str; 8] = [
+const LAYOUTS: [&str; 10] = [
     "ROW PER EVENT",
     "ROW PER EVENT REVERSED",
     "ROW PER EVENT SALT 3",
@@ -28,6 +28,8 @@ const LAYOUTS: [&str; 8] = [
     "BUCKET '10 minutes' CELL PER EVENT REVERSED",
     "BUCKET '1 day' CELL PER EVENT SALT 3",
     "BUCKET '1 week' CELL PER EVENT SALT 2 REVERSED",
+    "SERIALIZED",
+    "SERIALIZED BUCKET '1 day' SALT 2",
 ];
 
 const DEVICES: [&str; 3] = ["a", "ab", "z"];
@@ -167,8 +169,8 @@ fn value(v: Option<i64>) -> String {
 }
 
 /// The events as stored: per (series, time), each measure the last one
-/// given.
-fn stored(events: &[Event]) -> Vec<Event> {
+/// given; serialized, the last event whole (a message is one cell).
+fn stored(events: &[Event], serialized: bool) -> Vec<Event> {
     let mut by_key: BTreeMap<(usize, i64, i64), Event> = BTreeMap::new();
     for e in events {
         let m = by_key.entry((e.dev, e.n, e.micros)).or_insert(Event {
@@ -176,10 +178,10 @@ fn stored(events: &[Event]) -> Vec<Event> {
             temperature: None,
             ..e.clone()
         });
-        if e.pressure.is_some() {
+        if e.pressure.is_some() || serialized {
             m.pressure = e.pressure;
         }
-        if e.temperature.is_some() {
+        if e.temperature.is_some() || serialized {
             m.temperature = e.temperature;
         }
     }
@@ -239,7 +241,7 @@ async fn check(case: &Case) -> Result<(), TestCaseError> {
             .unwrap();
     }
     let reference = SessionContext::new();
-    let rows: Vec<String> = stored(&case.events)
+    let rows: Vec<String> = stored(&case.events, case.layout.starts_with("SERIALIZED"))
         .iter()
         .map(|e| {
             format!(

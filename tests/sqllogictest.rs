@@ -28,7 +28,7 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use sqllogictest::{DBOutput, DefaultColumnType};
 
 /// The layouts every file under `sql/series/` runs in.
-const LAYOUTS: [&str; 7] = [
+const LAYOUTS: [&str; 9] = [
     "ROW PER EVENT",
     "ROW PER EVENT REVERSED",
     "ROW PER EVENT SALT 4",
@@ -36,6 +36,8 @@ const LAYOUTS: [&str; 7] = [
     "BUCKET '15 minutes' CELL PER EVENT REVERSED",
     "BUCKET '1 day' CELL PER EVENT SALT 3",
     "BUCKET '1 week' CELL PER EVENT SALT 2 REVERSED",
+    "SERIALIZED",
+    "SERIALIZED BUCKET '1 hour' SALT 2 REVERSED",
 ];
 
 struct CellarDb {

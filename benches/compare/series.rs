@@ -28,7 +28,7 @@ pub struct SeriesLayout {
 
 /// Every layout measured, in the guide's order: tall and narrow, then
 /// time buckets.
-pub const SERIES_LAYOUTS: [SeriesLayout; 6] = [
+pub const SERIES_LAYOUTS: [SeriesLayout; 8] = [
     SeriesLayout {
         name: "row per event, CELLS",
         clause: "ROW PER EVENT FORMAT CELLS",
@@ -42,6 +42,10 @@ pub const SERIES_LAYOUTS: [SeriesLayout; 6] = [
         clause: "ROW PER EVENT SALT 4 REVERSED FORMAT PACKED",
     },
     SeriesLayout {
+        name: "serialized (protobuf), row per event",
+        clause: "SERIALIZED FORMAT PACKED",
+    },
+    SeriesLayout {
         name: "hour buckets, cell per event, CELLS",
         clause: "BUCKET '1 hour' CELL PER EVENT FORMAT CELLS",
     },
@@ -52,6 +56,10 @@ pub const SERIES_LAYOUTS: [SeriesLayout; 6] = [
     SeriesLayout {
         name: "day buckets, cell per event",
         clause: "BUCKET '1 day' CELL PER EVENT FORMAT PACKED",
+    },
+    SeriesLayout {
+        name: "serialized, hour buckets",
+        clause: "SERIALIZED BUCKET '1 hour' FORMAT PACKED",
     },
 ];
 

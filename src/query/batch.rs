@@ -357,16 +357,35 @@ impl ViewBatchBuilder {
         let mut proto_values = HashMap::new();
         let mut masks = HashMap::new();
         let mut maps = Vec::new();
-        let (mut segment_columns, mut declared_columns, mut map_columns) =
-            (Vec::new(), Vec::new(), Vec::new());
+        let (mut segment_columns, mut map_columns) = (Vec::new(), Vec::new());
+        // Per declared column: its view column; a serialized series' event
+        // column is none of the view's but the one past them, where its
+        // messages collect for the measure columns to take their fields.
+        let hidden = layout.sources.len();
+        let mut declared_columns = vec![usize::MAX; layout.columns.len()];
+        let mut needed = needed;
+        needed.push(false);
+        let mut hidden_mask = FieldMask {
+            fields: Some(HashMap::new()),
+        };
         for (i, source) in layout.sources.iter().enumerate() {
             match source {
                 ColumnSource::Segment(f) => segment_columns.push((i, *f)),
-                ColumnSource::Declared(_) => declared_columns.push(i),
+                ColumnSource::Declared(d) => declared_columns[*d] = i,
+                ColumnSource::ProtoField(d, _) => {
+                    declared_columns[*d] = hidden;
+                    if needed[i] {
+                        needed[hidden] = true;
+                        hidden_mask.add_path(&[layout.arrow.field(i).name().clone()]);
+                    }
+                }
                 ColumnSource::FamilyMap(_) => map_columns.push(i),
                 _ => {}
             }
-            if let ColumnSource::FamilyMap(f) = source {
+            if let ColumnSource::ProtoField(..) = source {
+                maps.push(None);
+                builders.push(None);
+            } else if let ColumnSource::FamilyMap(f) = source {
                 let values = value_type(layout.map_values[*f].value_type);
                 maps.push(needed[i].then(|| {
                     MapBuilder::new(None, StringBuilder::new(), make_builder(&values, 0))
@@ -389,6 +408,10 @@ impl ViewBatchBuilder {
                         .flatten(),
                 );
             }
+        }
+        if needed[hidden] {
+            proto_values.insert(hidden, Vec::new());
+            masks.insert(hidden, hidden_mask);
         }
         let ts_column = layout
             .sources
@@ -432,7 +455,9 @@ impl ViewBatchBuilder {
                 .iter()
                 .position(|s| matches!(s, ColumnSource::Key))
                 .filter(|c| needed[*c]),
-            cells_needed: declared_columns.iter().any(|c| needed[*c])
+            cells_needed: declared_columns
+                .iter()
+                .any(|c| needed.get(*c).copied().unwrap_or(false))
                 || maps.iter().any(Option::is_some),
             layout,
             needed,
@@ -485,7 +510,7 @@ impl ViewBatchBuilder {
             .map(|(f, family)| {
                 let used = self.declared_by_family[f]
                     .iter()
-                    .filter(|(_, d)| self.needed[self.declared_columns[*d]])
+                    .filter(|(_, d)| self.declared_needed(*d))
                     .map(|(q, _)| q.clone())
                     .collect();
                 (family.name.clone(), used)
@@ -670,7 +695,7 @@ impl ViewBatchBuilder {
         match declared.binary_search_by(|(q, _)| q.as_slice().cmp(qualifier)) {
             // A column the query does not read takes no value (its cells
             // still make the versions view's rows).
-            Ok(at) if !self.needed[self.declared_columns[declared[at].1]] => Target::Nowhere,
+            Ok(at) if !self.declared_needed(declared[at].1) => Target::Nowhere,
             Ok(at) => Target::Declared(declared[at].1),
             Err(_) => self.map_target(f, qualifier),
         }
@@ -735,6 +760,16 @@ impl ViewBatchBuilder {
         Ok(())
     }
 
+    /// Whether the output uses declared column `d` (directly, or through
+    /// the fields of its messages).
+    fn declared_needed(&self, d: usize) -> bool {
+        self.declared_columns
+            .get(d)
+            .and_then(|c| self.needed.get(*c))
+            .copied()
+            .unwrap_or(false)
+    }
+
     /// Appends declared column `d`'s value of the current row (`None`:
     /// the row has no cell there); a value that does not decode is noted
     /// in `errors` and reads as NULL.
@@ -745,7 +780,7 @@ impl ViewBatchBuilder {
     /// [`Self::declared_value`] for output row `row` of the batch.
     fn declared_value_at(&mut self, d: usize, bytes: Option<&[u8]>, key: &[u8], row: usize) {
         let column = self.declared_columns[d];
-        if !self.needed[column] {
+        if !self.declared_needed(d) {
             return;
         }
         if let Some(values) = self.proto_values.get_mut(&column) {
@@ -967,7 +1002,7 @@ impl ViewBatchBuilder {
                 }
             }
             for d in 0..self.declared_columns.len() {
-                if !self.needed[self.declared_columns[d]] {
+                if !self.declared_needed(d) {
                     continue;
                 }
                 match runs
@@ -1025,7 +1060,36 @@ impl ViewBatchBuilder {
     pub fn finish(&mut self) -> DfResult<RecordBatch> {
         let rows = std::mem::take(&mut self.rows);
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.layout.sources.len());
+        // A serialized series' messages, whose fields its measures are.
+        let hidden = self.layout.sources.len();
+        let messages = match self.proto_values.get_mut(&hidden) {
+            Some(values) => {
+                let d = self.declared_columns.iter().position(|c| *c == hidden);
+                match d.and_then(|d| self.layout.protos[d].as_ref()) {
+                    Some(p) => Some(
+                        crate::proto::to_array(
+                            &crate::proto::message_type(&p.message),
+                            &std::mem::take(values),
+                        )
+                        .map_err(to_df)?,
+                    ),
+                    None => None,
+                }
+            }
+            None => None,
+        };
         for i in 0..self.layout.sources.len() {
+            if let ColumnSource::ProtoField(_, f) = self.layout.sources[i] {
+                let field = messages
+                    .as_ref()
+                    .filter(|_| self.needed[i])
+                    .and_then(|m| datafusion::arrow::array::AsArray::as_struct_opt(m.as_ref()))
+                    .map(|m| Arc::clone(m.column(f)));
+                columns.push(field.unwrap_or_else(|| {
+                    new_null_array(self.layout.arrow.field(i).data_type(), rows)
+                }));
+                continue;
+            }
             let array: Option<ArrayRef> = match (&mut self.builders[i], &mut self.maps[i]) {
                 (Some(b), _) => Some(b.finish()),
                 (None, Some(m)) => Some(Arc::new(m.finish())),

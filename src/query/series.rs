@@ -10,15 +10,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{Field, Schema};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::ScalarValue;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, Result as DfResult};
 use datafusion::logical_expr::{Expr, col, lit};
 
-use super::wide::{ColumnSource, Layout, View, segment_type, timestamp_type, value_type};
+use super::wide::{
+    ColumnSource, Layout, ProtoDecl, View, segment_type, timestamp_type, value_type,
+};
 use crate::schema::{FamilyTypes, SeriesDef, Shape, TableSchema};
-use crate::store::{TableDef, TimeRange};
+use crate::store::{Store, TableDef, TimeRange};
 
 /// How a series' events sit in its table, for the view that shows them.
 #[derive(Debug, Clone)]
@@ -42,6 +44,7 @@ impl Layout {
     /// The events of a series: its key columns (segments), its time (a
     /// segment, or the cell timestamp in bucket rows) and its measures.
     pub(super) fn series(
+        store: &Store,
         def: TableDef,
         schema: TableSchema,
         series: SeriesDef,
@@ -79,15 +82,42 @@ impl Layout {
                 View::Versions { latest: None }
             }
         };
-        for name in &series.measures {
-            let (i, c) = schema
+        let mut protos = vec![None; schema.columns.len()];
+        if let Some(event) = &series.event {
+            // Serialized: each measure a field of the event's message.
+            let (d, c) = schema
                 .columns
                 .iter()
                 .enumerate()
-                .find(|(_, c)| c.name == *name)
-                .ok_or_else(|| broken(format!("its table has no column {name}")))?;
-            fields.push(Field::new(name, value_type(c.value_type), true));
-            sources.push(ColumnSource::Declared(i));
+                .find(|(_, c)| c.name == *event)
+                .ok_or_else(|| broken(format!("its table has no column {event}")))?;
+            let name = c.proto.as_ref().map_or("", |p| p.message.as_str());
+            let message = crate::proto::ProtoRegistry::load(store)?.message(name)?;
+            let DataType::Struct(children) = crate::proto::message_type(&message) else {
+                return Err(broken(format!("{name} is not a message")));
+            };
+            for measure in &series.measures {
+                let (f, child) = children.find(measure).ok_or_else(|| {
+                    broken(format!("its event message {name} has no field {measure}"))
+                })?;
+                fields.push(Field::new(measure, child.data_type().clone(), true));
+                sources.push(ColumnSource::ProtoField(d, f));
+            }
+            protos[d] = Some(ProtoDecl {
+                message,
+                null_on_error: false,
+            });
+        } else {
+            for name in &series.measures {
+                let (i, c) = schema
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .find(|(_, c)| c.name == *name)
+                    .ok_or_else(|| broken(format!("its table has no column {name}")))?;
+                fields.push(Field::new(name, value_type(c.value_type), true));
+                sources.push(ColumnSource::Declared(i));
+            }
         }
         let mut declared_at: HashMap<String, HashMap<Vec<u8>, usize>> = HashMap::new();
         for (i, c) in schema.columns.iter().enumerate() {
@@ -107,7 +137,7 @@ impl Layout {
                 .map(|f| schema.family_types(&f.name).value)
                 .collect(),
             cell_types: FamilyTypes::untyped(""),
-            protos: vec![None; schema.columns.len()],
+            protos,
             columns: schema.columns,
             sources,
             arrow: Arc::new(Schema::new(fields)),
@@ -143,26 +173,33 @@ pub(crate) fn bucket_filters(series: &SeriesView, range: TimeRange) -> Vec<Expr>
 }
 
 /// A DELETE's filters on a series as filters on its table's versions
-/// view: the time of bucket rows is `_timestamp`, and the buckets it
-/// falls in narrow the keys.
+/// view: the time of bucket rows is `_timestamp` (and the buckets it
+/// falls in narrow the keys), a serialized measure a field of the event.
 pub(crate) fn physical_filters(series: &SeriesView, filters: &[Expr]) -> DfResult<Vec<Expr>> {
-    if !series.bucketed() {
-        return Ok(filters.to_vec());
-    }
-    let time = &series.def.time;
+    let def = &series.def;
+    let bucketed = series.bucketed();
     let mut out = Vec::with_capacity(filters.len() + 2);
     for f in filters {
         let renamed = f.clone().transform(|e| {
             Ok(match e {
-                Expr::Column(c) if c.name == *time => {
+                Expr::Column(c) if bucketed && c.name == def.time => {
                     Transformed::yes(col(Column::new_unqualified("_timestamp")))
+                }
+                Expr::Column(c) if def.event.is_some() && def.measures.contains(&c.name) => {
+                    let event = def.event.as_deref().unwrap_or_default();
+                    Transformed::yes(datafusion::functions::core::expr_fn::get_field(
+                        col(Column::new_unqualified(event)),
+                        c.name.as_str(),
+                    ))
                 }
                 other => Transformed::no(other),
             })
         })?;
         out.push(renamed.data);
     }
-    let (range, _) = super::pushdown::time_range(&out, "_timestamp");
-    out.extend(bucket_filters(series, range));
+    if bucketed {
+        let (range, _) = super::pushdown::time_range(&out, "_timestamp");
+        out.extend(bucket_filters(series, range));
+    }
     Ok(out)
 }

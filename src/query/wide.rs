@@ -60,6 +60,9 @@ pub(crate) enum ColumnSource {
     Segment(usize),
     Timestamp,
     Declared(usize),
+    /// Field `.1` of the message in declared column `.0`, which is not a
+    /// column of the view itself (a serialized series' measures).
+    ProtoField(usize, usize),
     FamilyMap(usize),
     Family,
     Qualifier,
@@ -160,7 +163,7 @@ impl Layout {
             && let Some(series) = &schema.series
         {
             let series = series.clone();
-            return Self::series(def, schema, series);
+            return Self::series(store, def, schema, series);
         }
         if let View::Cells { family: Some(f) } = &mut view {
             *f = family_named(&def, f)?;

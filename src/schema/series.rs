@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::key::{KeySchema, Segment, SegmentKind, TimeFormat};
-use super::{ColumnDef, Encoding, ValueType};
+use super::{ColumnDef, Encoding, ProtoColumn, ValueType};
 use crate::error::{Error, Result};
 
 /// How events are laid out in rows.
@@ -37,6 +37,9 @@ pub struct SeriesLayout {
     pub salt: Option<u32>,
     /// The time (or bucket) segment is written newest first.
     pub reversed: bool,
+    /// An event's measures are one protobuf message in one cell.
+    #[serde(default)]
+    pub serialized: bool,
 }
 
 /// A series as stored with its table's schema.
@@ -53,6 +56,9 @@ pub struct SeriesDef {
     pub time_segment: String,
     /// The family holding the measures.
     pub family: String,
+    /// When serialized: the column holding each event's message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<String>,
     /// How it is laid out.
     pub layout: SeriesLayout,
 }
@@ -74,12 +80,14 @@ const TIME_LIMIT: i64 = 253_402_300_800_000_000;
 impl SeriesLayout {
     /// The layout as DDL spells it.
     pub fn describe(&self) -> String {
-        let mut out = match (self.shape, self.bucket) {
-            (Shape::RowPerEvent, _) => "ROW PER EVENT".to_string(),
-            (Shape::CellPerEvent, Some(b)) => {
+        let mut out = match (self.serialized, self.shape, self.bucket) {
+            (true, _, None) => "SERIALIZED".to_string(),
+            (true, _, Some(b)) => format!("SERIALIZED BUCKET '{}'", interval_text(b)),
+            (false, Shape::RowPerEvent, _) => "ROW PER EVENT".to_string(),
+            (false, Shape::CellPerEvent, Some(b)) => {
                 format!("BUCKET '{}' CELL PER EVENT", interval_text(b))
             }
-            (Shape::CellPerEvent, None) => "CELL PER EVENT".to_string(),
+            (false, Shape::CellPerEvent, None) => "CELL PER EVENT".to_string(),
         };
         if let Some(n) = self.salt {
             out.push_str(&format!(" SALT {n}"));
@@ -227,27 +235,106 @@ impl SeriesDecl {
             delimiter: '#',
             segments,
         };
-        let columns = self
-            .measures
-            .iter()
-            .map(|(name, value_type, encoding)| ColumnDef {
-                name: name.clone(),
+        let (columns, event) = if l.serialized {
+            self.check_serializable(table)?;
+            let event = free("event");
+            let column = ColumnDef {
+                name: event.clone(),
                 family: SERIES_FAMILY.into(),
-                qualifier: name.clone(),
-                value_type: *value_type,
-                encoding: *encoding,
-                proto: None,
-            })
-            .collect();
+                qualifier: "event".into(),
+                value_type: ValueType::Bytes,
+                encoding: Encoding::Binary,
+                proto: Some(ProtoColumn {
+                    message: event_message(table),
+                    null_on_error: false,
+                }),
+            };
+            (vec![column], Some(event))
+        } else {
+            let columns = self
+                .measures
+                .iter()
+                .map(|(name, value_type, encoding)| ColumnDef {
+                    name: name.clone(),
+                    family: SERIES_FAMILY.into(),
+                    qualifier: name.clone(),
+                    value_type: *value_type,
+                    encoding: *encoding,
+                    proto: None,
+                })
+                .collect();
+            (columns, None)
+        };
         let def = SeriesDef {
             key: self.key.iter().map(|(n, _)| n.clone()).collect(),
             time: self.time.clone(),
             measures: self.measures.iter().map(|(n, _, _)| n.clone()).collect(),
             time_segment,
             family: SERIES_FAMILY.into(),
+            event,
             layout: self.layout.clone(),
         };
         Ok((key, columns, def))
+    }
+
+    /// Whether every measure has a protobuf type and a field name.
+    fn check_serializable(&self, table: &str) -> Result<()> {
+        for (name, value_type, _) in &self.measures {
+            if proto_type(*value_type).is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "series {table}: measure {name} is {}, which SERIALIZED cannot hold; \
+                     its messages hold BIGINT, DOUBLE, BOOLEAN, TEXT and BYTES (a decimal \
+                     as DOUBLE, or as TEXT)",
+                    value_type.sql_name()
+                )));
+            }
+            let mut chars = name.chars();
+            let valid = chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(Error::InvalidArgument(format!(
+                    "series {table}: measure {name:?} cannot name a protobuf field \
+                     (letters, digits and _, not first a digit), which SERIALIZED needs"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `.proto` file a serialized series' events are messages of: its
+    /// name in the store's registry and its source.
+    pub fn proto_file(&self, table: &str) -> (String, String) {
+        let mut source = format!(
+            "syntax = \"proto3\";\npackage {PROTO_PACKAGE};\n\n// The events of series {table}.\nmessage {table} {{\n"
+        );
+        for (i, (name, value_type, _)) in self.measures.iter().enumerate() {
+            let kind = proto_type(*value_type).unwrap_or("bytes");
+            source.push_str(&format!("  optional {kind} {name} = {};\n", i + 1));
+        }
+        source.push_str("}\n");
+        (format!("series/{table}.proto"), source)
+    }
+}
+
+/// The package of series' event messages.
+const PROTO_PACKAGE: &str = "cellar.series";
+
+/// The message type of a serialized series' events.
+fn event_message(table: &str) -> String {
+    format!("{PROTO_PACKAGE}.{table}")
+}
+
+/// The protobuf type holding a measure of `value_type`.
+fn proto_type(value_type: ValueType) -> Option<&'static str> {
+    match value_type {
+        ValueType::Int64 => Some("int64"),
+        ValueType::Float64 => Some("double"),
+        ValueType::Boolean => Some("bool"),
+        ValueType::Text => Some("string"),
+        ValueType::Bytes => Some("bytes"),
+        ValueType::Decimal { .. } => None,
     }
 }
 
@@ -294,6 +381,7 @@ mod tests {
             bucket,
             salt: None,
             reversed: false,
+            serialized: false,
         }
     }
 

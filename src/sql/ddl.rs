@@ -63,7 +63,10 @@ pub enum CellarStatement {
         /// `AS SELECT ...`: the query whose rows fill the new table.
         query: Option<String>,
         /// CREATE SERIES: the series the table holds.
-        series: Option<SeriesDef>,
+        series: Option<Box<SeriesDef>>,
+        /// A serialized series: the `.proto` file (name, source) of its
+        /// events, registered with the table.
+        proto: Option<(String, String)>,
     },
     /// ALTER TABLE ... ADD FAMILY.
     AddFamily {
@@ -422,6 +425,7 @@ fn create_table(w: &mut Words, sql: &str) -> PResult<CellarStatement> {
         columns,
         query,
         series: None,
+        proto: None,
     })
 }
 
@@ -506,6 +510,7 @@ fn create_series(w: &mut Words, sql: &str) -> PResult<CellarStatement> {
         Ok(physical) => physical,
         Err(e) => return w.error(e.to_string()),
     };
+    let proto = decl.layout.serialized.then(|| decl.proto_file(&name));
     let query = as_query(w, sql, &format!("CREATE SERIES {name}"))?;
     Ok(CellarStatement::CreateTable {
         families: vec![FamilyDecl {
@@ -521,7 +526,8 @@ fn create_series(w: &mut Words, sql: &str) -> PResult<CellarStatement> {
         key: Some(key),
         columns,
         query,
-        series: Some(series),
+        series: Some(Box::new(series)),
+        proto,
     })
 }
 
@@ -541,6 +547,7 @@ fn layout_options(w: &mut Words) -> PResult<LayoutOptions> {
             bucket: None,
             salt: None,
             reversed: false,
+            serialized: false,
         },
         format: None,
         gc: None,
@@ -570,11 +577,29 @@ fn layout_options(w: &mut Words) -> PResult<LayoutOptions> {
     }
 }
 
-/// After `LAYOUT`: `ROW PER EVENT` or `BUCKET '<interval>' CELL PER EVENT`.
+/// After `LAYOUT`: `ROW PER EVENT`, `BUCKET '<interval>' CELL PER EVENT`
+/// or `SERIALIZED [BUCKET '<interval>']`.
 fn series_layout(w: &mut Words, layout: &mut SeriesLayout) -> PResult<()> {
+    layout.serialized = false;
     if w.words(&["ROW", "PER", "EVENT"]) {
         layout.shape = Shape::RowPerEvent;
         layout.bucket = None;
+        return Ok(());
+    }
+    if w.word("SERIALIZED") {
+        layout.serialized = true;
+        layout.shape = Shape::RowPerEvent;
+        layout.bucket = None;
+        if w.word("BUCKET") {
+            let text = w.string()?;
+            let Some(len) = parse_duration_micros(&text) else {
+                return w.error(format!(
+                    "BUCKET {text:?} is not an interval; write e.g. '1 hour', '15 minutes', '1 day', '1 week'"
+                ));
+            };
+            layout.shape = Shape::CellPerEvent;
+            layout.bucket = Some(len);
+        }
         return Ok(());
     }
     if w.word("BUCKET") {
@@ -594,7 +619,7 @@ fn series_layout(w: &mut Words, layout: &mut SeriesLayout) -> PResult<()> {
             .expected("CELL PER EVENT after BUCKET '<interval>'", w.p.peek_token());
     }
     w.p.expected(
-        "ROW PER EVENT or BUCKET '<interval>' CELL PER EVENT after LAYOUT",
+        "ROW PER EVENT, BUCKET '<interval>' CELL PER EVENT or SERIALIZED [BUCKET '<interval>'] after LAYOUT",
         w.p.peek_token(),
     )
 }

@@ -167,7 +167,23 @@ fn describe_series(
         ),
     };
     push(&series.time, "time", time);
+    let event = series
+        .event
+        .as_ref()
+        .and_then(|e| schema.columns.iter().find(|c| c.name == *e));
     for m in &series.measures {
+        if let Some(c) = event {
+            let message = c.proto.as_ref().map_or("", |p| p.message.as_str());
+            push(
+                m,
+                "measure",
+                format!(
+                    "field {m} of message {message}, column {}:{} (protobuf)",
+                    c.family, c.qualifier
+                ),
+            );
+            continue;
+        }
         let detail = schema
             .columns
             .iter()

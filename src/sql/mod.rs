@@ -266,6 +266,7 @@ impl SqlSession {
                 columns,
                 query: Some(select),
                 series,
+                proto,
             })) => {
                 if if_not_exists && self.store.table(&name).is_ok() {
                     return self.ctx.read_batch(message(format!("table {name} exists")));
@@ -287,6 +288,7 @@ impl SqlSession {
                     columns,
                     query: None,
                     series: series.clone(),
+                    proto,
                 })?;
                 let what = if series.is_some() { "series" } else { "table" };
                 let insert = format!("INSERT INTO \"{name}\" ({}) {select}", names.join(", "));
@@ -487,6 +489,7 @@ impl SqlSession {
                 columns,
                 query: _,
                 series,
+                proto,
             } => {
                 if if_not_exists && store.table(&name).is_ok() {
                     return Ok(message(format!("table {name} exists")));
@@ -504,11 +507,14 @@ impl SqlSession {
                     .map(|f| (f.name.clone(), family_types(f)))
                     .collect();
                 let what = if series.is_some() { "series" } else { "table" };
+                if let Some((file, source)) = &proto {
+                    ProtoRegistry::register(store, file, source).map_err(to_df)?;
+                }
                 let schema = TableSchema {
                     key,
                     columns,
                     family_types,
-                    series,
+                    series: series.map(|s| *s),
                 };
                 let names: Vec<(String, FamilyKind)> =
                     families.iter().map(|f| (f.name.clone(), f.kind)).collect();

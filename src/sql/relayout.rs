@@ -16,10 +16,12 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::error::Result as DfResult;
 
 use super::{Loading, SqlSession, message};
+use crate::proto::ProtoRegistry;
 use crate::query::{CellarTable, WriteOptions, WriteProgress, to_df};
-use crate::schema::{SeriesDecl, SeriesLayout, TableSchema};
+use crate::schema::{Encoding, SeriesDecl, SeriesLayout, TableSchema, ValueType};
 use crate::store::{FamilyFormat, FamilySpec, GcPolicy, TableSpec};
 use crate::{Error, SCHEMA_METADATA_KEY};
+use datafusion::arrow::datatypes::DataType;
 
 /// The table a change of layout copies into, under a name of its own.
 pub(crate) fn relayout_table(series: &str) -> String {
@@ -61,16 +63,29 @@ pub(crate) async fn set_layout(
                 .ok_or_else(|| broken(&format!("no key segment {k}")))
         })
         .collect::<DfResult<Vec<_>>>()?;
+    // The measures' types: their columns', or in serialized events their
+    // fields' (read back from the view, which typed them).
+    let view = CellarTable::new(store.clone(), name).map_err(to_df)?;
+    let view_schema = datafusion::catalog::TableProvider::schema(&view);
     let measures = series
         .measures
         .iter()
         .map(|m| {
-            schema
-                .columns
-                .iter()
-                .find(|c| c.name == *m)
-                .map(|c| (c.name.clone(), c.value_type, c.encoding))
-                .ok_or_else(|| broken(&format!("no column {m}")))
+            if let Some(c) = schema.columns.iter().find(|c| c.name == *m) {
+                return Ok((c.name.clone(), c.value_type, c.encoding));
+            }
+            let field = view_schema
+                .field_with_name(m)
+                .map_err(|_| broken(&format!("no measure {m}")))?;
+            let value_type = match field.data_type() {
+                DataType::Int64 => ValueType::Int64,
+                DataType::Float64 => ValueType::Float64,
+                DataType::Boolean => ValueType::Boolean,
+                DataType::Utf8 => ValueType::Text,
+                DataType::Binary => ValueType::Bytes,
+                other => return Err(broken(&format!("measure {m} reads as {other}"))),
+            };
+            Ok((m.clone(), value_type, Encoding::Binary))
         })
         .collect::<DfResult<Vec<_>>>()?;
     let described = layout.describe();
@@ -81,6 +96,10 @@ pub(crate) async fn set_layout(
         layout,
     };
     let (key, columns, new_series) = decl.physical(name).map_err(to_df)?;
+    if decl.layout.serialized {
+        let (file, source) = decl.proto_file(name);
+        ProtoRegistry::register(&store, &file, &source).map_err(to_df)?;
+    }
     let family = def.family(&series.family).map_err(to_df)?;
     let format = format.unwrap_or(family.format);
     let gc = gc.unwrap_or_else(|| family.gc.clone());

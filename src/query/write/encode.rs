@@ -12,8 +12,9 @@ use std::io::Write as _;
 
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Decimal128Array, Float64Array, Int64Array,
-    MapArray, RecordBatch, StringArray, TimestampMicrosecondArray,
+    MapArray, RecordBatch, StringArray, StructArray, TimestampMicrosecondArray, new_null_array,
 };
+use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 
@@ -210,7 +211,17 @@ impl<'l> Encoder<'l> {
             .map(|f| out.family(&f.name))
             .collect();
         let key_columns = self.key_columns(batch)?;
+        let event = self.event_messages(batch)?;
         let mut columns = Vec::new();
+        if let Some((d, array)) = &event {
+            let def = &layout.columns[*d];
+            columns.push(Column::Cell {
+                family: family_index(layout, &def.family)?,
+                qualifier: def.qualifier.as_bytes(),
+                values: Values::of(array, def, layout.protos[*d].as_ref())?,
+                array,
+            });
+        }
         let mut explicit: Option<&TimestampMicrosecondArray> = None;
         for (i, source) in layout.sources.iter().enumerate() {
             let array = batch.column(i);
@@ -262,7 +273,7 @@ impl<'l> Encoder<'l> {
                         layout.table
                     )));
                 }
-                ColumnSource::Key | ColumnSource::Segment(_) => {}
+                ColumnSource::Key | ColumnSource::Segment(_) | ColumnSource::ProtoField(..) => {}
             }
         }
 
@@ -360,6 +371,51 @@ impl<'l> Encoder<'l> {
         }
         bad.sort_by_key(|(row, _)| *row);
         Ok((rows, bad))
+    }
+
+    /// A serialized series' measures as one message per row: the declared
+    /// column holding them and a struct array of its message type (NULL
+    /// where a row gives no measure).
+    fn event_messages(&self, batch: &RecordBatch) -> crate::Result<Option<(usize, ArrayRef)>> {
+        let layout = self.layout;
+        let mut event = None;
+        let mut given = Vec::new();
+        for (i, source) in layout.sources.iter().enumerate() {
+            if let ColumnSource::ProtoField(d, f) = source {
+                event = Some(*d);
+                given.push((*f, batch.column(i)));
+            }
+        }
+        let Some(d) = event else {
+            return Ok(None);
+        };
+        let proto = layout.protos[d]
+            .as_ref()
+            .ok_or_else(|| Error::Internal(format!("{} has no message type", layout.table)))?;
+        let DataType::Struct(fields) = crate::proto::message_type(&proto.message) else {
+            return Err(Error::Internal(
+                "a message type that is not a struct".into(),
+            ));
+        };
+        let rows = batch.num_rows();
+        let mut arrays: Vec<ArrayRef> = fields
+            .iter()
+            .map(|f| new_null_array(f.data_type(), rows))
+            .collect();
+        for (f, array) in given {
+            let want = fields[f].data_type();
+            arrays[f] = if array.data_type() == want {
+                std::sync::Arc::clone(array)
+            } else {
+                cast(array, want).map_err(|e| Error::InvalidArgument(e.to_string()))?
+            };
+        }
+        let valid: Vec<bool> = (0..rows)
+            .map(|r| arrays.iter().any(|a| a.is_valid(r)))
+            .collect();
+        let messages = StructArray::try_new(fields, arrays, Some(NullBuffer::from(valid)))
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        Ok(Some((d, std::sync::Arc::new(messages))))
     }
 
     fn key_columns<'b>(&self, batch: &'b RecordBatch) -> crate::Result<KeyColumns<'b>> {

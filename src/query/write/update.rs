@@ -166,7 +166,10 @@ pub(crate) fn plan_assignments(
                 }
             }
             ColumnSource::FamilyMap(_) => Assignment::Value { column, expr: physical()? },
-            ColumnSource::Family | ColumnSource::Qualifier | ColumnSource::Value => {
+            ColumnSource::Family
+            | ColumnSource::Qualifier
+            | ColumnSource::Value
+            | ColumnSource::ProtoField(..) => {
                 return Err(to_df(Error::InvalidArgument(format!(
                     "UPDATE {}: {name} is not writable",
                     layout.table
