@@ -433,3 +433,55 @@ fn layout_changes_under_concurrent_reads_and_writes() {
         assert!(!session.store().list_tables().iter().any(|t| t.contains("relayout")));
     });
 }
+
+/// A cell of the series' family that no measure declares (written by
+/// another tool) is no event's measure: the series reads past it, in
+/// every layout, and the table's views still show it.
+#[test]
+fn undeclared_cells_are_not_measures() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        for layout in LAYOUTS {
+            let dir = tempfile::tempdir().unwrap();
+            let session = SqlSession::new(Store::open(dir.path()).unwrap());
+            session
+                .query(&format!(
+                    "CREATE SERIES s (KEY (dev TEXT, n INT(2)), TIME ts, pressure BIGINT, temperature BIGINT) \
+                     LAYOUT {layout}"
+                ))
+                .await
+                .unwrap();
+            session
+                .query("INSERT INTO s VALUES ('a', 1, TIMESTAMP '2024-12-30T10:00:00', 5, 6)")
+                .await
+                .unwrap();
+            let key = texts(&session.query("SELECT _key FROM versions('s')").await.unwrap())
+                [0][0]
+                .clone();
+            let other = cellar::RowMutation::new(
+                key.into_bytes(),
+                vec![cellar::Mutation::SetCell {
+                    family: "measurements".into(),
+                    qualifier: b"other".to_vec(),
+                    timestamp: Some(1_735_552_860_000_000),
+                    value: b"x".to_vec(),
+                }],
+            );
+            for r in session.store().mutate_rows("s", vec![other]).unwrap() {
+                r.unwrap();
+            }
+            let rows = texts(&session.query("SELECT pressure, temperature FROM s").await.unwrap());
+            assert_eq!(rows, vec![vec!["5".to_string(), "6".to_string()]], "{layout}");
+            let cells = texts(
+                &session
+                    .query("SELECT qualifier FROM cells('s') WHERE qualifier = 'other'")
+                    .await
+                    .unwrap(),
+            );
+            assert_eq!(cells.len(), 1, "{layout}");
+        }
+    });
+}

@@ -704,7 +704,11 @@ impl ViewBatchBuilder {
     /// The target of an undeclared qualifier: the family's map when the
     /// query reads it and this key of it.
     fn map_target(&self, f: usize, qualifier: &[u8]) -> Target {
-        if self.maps[self.map_columns[f]].is_none() {
+        // (A series' view has no family maps.)
+        let Some(&column) = self.map_columns.get(f) else {
+            return Target::Nowhere;
+        };
+        if self.maps[column].is_none() {
             return Target::Nowhere;
         }
         // A map the query reads only some keys of holds only those.

@@ -435,6 +435,16 @@ pub(crate) fn scan_spec(
     {
         qualifiers = (q, Some(used));
     }
+    // A series reads only its measures' cells: another tool's cell in
+    // its family is no event (nor, at a time of its own, one of NULLs).
+    if layout.series.is_some() {
+        let declared = layout
+            .columns
+            .iter()
+            .map(|c| c.qualifier.clone().into_bytes())
+            .collect();
+        qualifiers.0 = QualifierFilter::Set(declared);
+    }
     if time.end.is_some_and(|end| end <= time.start) {
         key_plan.ranges = Some(Vec::new());
     }
