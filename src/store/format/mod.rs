@@ -324,13 +324,22 @@ impl FamilyFormat {
 /// select. GC counts versions before the filter: a cell past its policy is
 /// never seen, whatever the filter.
 pub(crate) fn select(gc: &GcPolicy, filter: &ReadFilter, now: i64, buf: &mut RowBuf, from: usize) {
-    // Nothing to drop: a family that keeps everything, read whole.
+    // Nothing to drop: a family that keeps everything, read whole (or
+    // every column of it the qualifier filter selects, as when a series
+    // reads its measures and the row holds nothing else).
     if matches!(gc, GcPolicy::KeepAll)
-        && matches!(filter.qualifiers, QualifierFilter::All)
         && filter.time_range == TimeRange::ALL
         && filter.cells_per_column.is_none()
     {
-        return;
+        let every_column = match &filter.qualifiers {
+            QualifierFilter::All => true,
+            q => (from..buf.cells.len())
+                .filter(|&i| i == from || buf.cells[i].first)
+                .all(|i| q.matches(buf.bytes(&buf.cells[i].qualifier))),
+        };
+        if every_column {
+            return;
+        }
     }
     let mut kept = from;
     let (mut index, mut taken, mut wanted) = (0usize, 0usize, false);
