@@ -718,6 +718,24 @@ fn external_tables_and_views_are_listed_for_the_session() {
         "{}",
         text(&out.stdout)
     );
+    // A series says its layout.
+    let out = cellar(
+        &store,
+        &[
+            "-c",
+            "CREATE SERIES s (KEY (k TEXT), TIME ts, v DOUBLE) LAYOUT BUCKET '1 day' CELL PER EVENT SALT 2",
+            "-c",
+            "\\d",
+        ],
+        None,
+    );
+    assert!(
+        text(&out.stdout).contains(
+            "s: series, LAYOUT BUCKET '1 day' CELL PER EVENT SALT 2; measurements (gc keep all)"
+        ),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 /// Every demo table, exported with COPY TO (every version of every cell,

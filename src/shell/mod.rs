@@ -269,7 +269,13 @@ impl Shell {
                         .iter()
                         .map(|f| format!("{} (gc {})", f.name, f.gc))
                         .collect();
-                    text.push_str(&format!("{table}: {}\n", families.join(", ")));
+                    // A series says its layout first.
+                    let series = crate::schema::TableSchema::of(&def)
+                        .ok()
+                        .and_then(|s| s.series)
+                        .map(|s| format!("series, LAYOUT {}; ", s.layout.describe()))
+                        .unwrap_or_default();
+                    text.push_str(&format!("{table}: {series}{}\n", families.join(", ")));
                 }
                 for (table, kind) in self.session.session_tables() {
                     text.push_str(&format!("{table}: {kind} of this session\n"));
