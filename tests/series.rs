@@ -485,3 +485,72 @@ fn undeclared_cells_are_not_measures() {
         }
     });
 }
+
+/// A measure's cell that does not decode (written by another tool) fails
+/// a query that reads it, naming the column, and no other.
+#[test]
+fn undecodable_measures_fail_the_queries_that_read_them() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let session = SqlSession::new(Store::open(dir.path()).unwrap());
+        session
+            .query(
+                "CREATE SERIES s (KEY (dev TEXT), TIME ts, pressure BIGINT, temperature BIGINT) \
+                 LAYOUT BUCKET '1 day' CELL PER EVENT FORMAT PACKED",
+            )
+            .await
+            .unwrap();
+        session
+            .query("INSERT INTO s VALUES ('a', TIMESTAMP '2024-12-30T10:00:00', 5, 6)")
+            .await
+            .unwrap();
+        let at = Some(1_735_552_860_000_000);
+        let cell = |qualifier: &str, value: Vec<u8>| cellar::Mutation::SetCell {
+            family: "measurements".into(),
+            qualifier: qualifier.as_bytes().to_vec(),
+            timestamp: at,
+            value,
+        };
+        let bad = cellar::RowMutation::new(
+            b"a#2024-12-30".to_vec(),
+            vec![
+                cell("pressure", vec![1, 2, 3]),
+                cell("temperature", 7i64.to_be_bytes().to_vec()),
+            ],
+        );
+        for r in session.store().mutate_rows("s", vec![bad]).unwrap() {
+            r.unwrap();
+        }
+        let temperatures = texts(
+            &session
+                .query("SELECT temperature FROM s ORDER BY 1")
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            temperatures,
+            vec![vec!["6".to_string()], vec!["7".to_string()]]
+        );
+        let e = session
+            .query("SELECT pressure FROM s")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("column pressure") && e.contains("not an 8-byte big-endian integer"),
+            "{e}"
+        );
+        // A row the predicate turns away raises nothing.
+        let ok = texts(
+            &session
+                .query("SELECT pressure FROM s WHERE ts < TIMESTAMP '2024-12-30T10:01:00'")
+                .await
+                .unwrap(),
+        );
+        assert_eq!(ok, vec![vec!["5".to_string()]]);
+    });
+}
