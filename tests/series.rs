@@ -11,11 +11,13 @@
     reason = "a test should fail loudly at the failing call"
 )]
 
+mod rows;
+
+use rows::texts;
+
 use std::collections::BTreeMap;
 
 use cellar::{SessionOptions, SqlSession, Store};
-use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::prelude::SessionContext;
 use proptest::prelude::*;
 
@@ -45,28 +47,6 @@ fn time(micros: i64) -> String {
         .unwrap()
         .format("%Y-%m-%dT%H:%M:%S%.6f")
         .to_string()
-}
-
-/// Rows as text, one `Vec` per row.
-fn texts(batches: &[RecordBatch]) -> Vec<Vec<String>> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut out = Vec::new();
-    for batch in batches {
-        let formatters: Vec<ArrayFormatter> = batch
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
-            .collect();
-        for row in 0..batch.num_rows() {
-            out.push(
-                formatters
-                    .iter()
-                    .map(|f| f.value(row).to_string())
-                    .collect(),
-            );
-        }
-    }
-    out
 }
 
 /// One event: series (device, n), time in microseconds, two measures

@@ -194,25 +194,13 @@ pub struct SeriesReport {
     pub engines: Vec<(String, Figures)>,
 }
 
-const MIN_RUNS: usize = 3;
-const MAX_RUNS: usize = 30;
-const BUDGET: Duration = Duration::from_millis(1500);
-
+/// The median time of a query in-process and its answer, as the rest of
+/// the bench measures.
 async fn measure(session: &SqlSession, sql: &str) -> (f64, Answer) {
-    let batches = session
-        .query(sql)
+    let m = crate::measure(&mut crate::Runner::Cellar(session), sql)
         .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let answer = answers::from_batches(&batches).unwrap();
-    let mut times = Vec::new();
-    let started = Instant::now();
-    while times.len() < MIN_RUNS || (times.len() < MAX_RUNS && started.elapsed() < BUDGET) {
-        let t = Instant::now();
-        session.query(sql).await.unwrap();
-        times.push(t.elapsed().as_secs_f64());
-    }
-    times.sort_by(f64::total_cmp);
-    (times[times.len() / 2], answer)
+        .unwrap_or_else(|e| panic!("{e}"));
+    (m.seconds, m.answer.unwrap_or_default())
 }
 
 /// Writes the events into every layout (COPY FROM the Parquet file) and
@@ -274,9 +262,9 @@ pub fn peers_job(events: &Path, dir: &Path, queries: &[SeriesQuery]) -> serde_js
         "queries": queries.iter().map(|q| serde_json::json!({
             "name": q.name, "sqlite": q.sqlite, "duckdb": q.duckdb,
         })).collect::<Vec<_>>(),
-        "min_runs": MIN_RUNS,
-        "max_runs": MAX_RUNS,
-        "budget": BUDGET.as_secs_f64(),
+        "min_runs": crate::MIN_RUNS,
+        "max_runs": crate::MAX_RUNS,
+        "budget": crate::BUDGET.as_secs_f64(),
     })
 }
 

@@ -178,6 +178,28 @@ enum Appender {
     Decimal(datafusion::arrow::array::Decimal128Builder, ValueType),
 }
 
+/// Appends a run of 8-byte big-endian numbers to `builder`; the
+/// positions (in the run) of those that are not 8 bytes, which read as
+/// NULL, and why.
+fn append_run<'v, T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
+    builder: &mut datafusion::arrow::array::PrimitiveBuilder<T>,
+    values: impl Iterator<Item = &'v [u8]>,
+    from_be: fn([u8; 8]) -> T::Native,
+    what: &'static str,
+) -> Vec<(usize, String)> {
+    let mut bad = Vec::new();
+    for (k, bytes) in values.enumerate() {
+        match <[u8; 8]>::try_from(bytes) {
+            Ok(v) => builder.append_value(from_be(v)),
+            Err(_) => {
+                builder.append_null();
+                bad.push((k, format!("is not an 8-byte big-endian {what}")));
+            }
+        }
+    }
+    bad
+}
+
 impl Appender {
     fn for_type(data_type: &DataType) -> Option<Appender> {
         Some(match data_type {
@@ -810,37 +832,17 @@ impl ViewBatchBuilder {
             }
             return;
         }
-        let mut bad = Vec::new();
-        match &mut self.builders[column] {
-            Some(Appender::Float(b)) => {
-                for k in 0..len {
-                    match <[u8; 8]>::try_from(cells.value(start + k)) {
-                        Ok(v) => b.append_value(f64::from_be_bytes(v)),
-                        Err(_) => {
-                            b.append_null();
-                            bad.push((k, "is not an 8-byte big-endian float"));
-                        }
-                    }
-                }
-            }
-            Some(Appender::Int(b)) => {
-                for k in 0..len {
-                    match <[u8; 8]>::try_from(cells.value(start + k)) {
-                        Ok(v) => b.append_value(i64::from_be_bytes(v)),
-                        Err(_) => {
-                            b.append_null();
-                            bad.push((k, "is not an 8-byte big-endian integer"));
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
+        let values = (start..start + len).map(|i| cells.value(i));
+        let bad = match &mut self.builders[column] {
+            Some(Appender::Float(b)) => append_run(b, values, f64::from_be_bytes, "float"),
+            Some(Appender::Int(b)) => append_run(b, values, i64::from_be_bytes, "integer"),
+            _ => Vec::new(),
+        };
         self.values_decoded += len;
         for (k, why) in bad {
             let bytes = cells.value(start + k);
             let def = &self.layout.columns[d];
-            let e = def.failure(why, bytes);
+            let e = def.failure(&why, bytes);
             let fix = format!(
                 "{e}; UPDATE {} SET {} = NULL WHERE _key = '{}' removes the bad value",
                 self.layout.table,

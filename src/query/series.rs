@@ -7,7 +7,6 @@
 //! with the event's time ([`super::write::encode`]); DELETE removes an
 //! event's cells.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -17,7 +16,7 @@ use datafusion::common::{Column, Result as DfResult};
 use datafusion::logical_expr::{Expr, col, lit};
 
 use super::wide::{
-    ColumnSource, Layout, ProtoDecl, View, segment_type, timestamp_type, value_type,
+    ColumnSource, Layout, ProtoDecl, View, declared_at, segment_type, timestamp_type, value_type,
 };
 use crate::schema::{FamilyTypes, SeriesDef, Shape, TableSchema};
 use crate::store::{Store, TableDef, TimeRange};
@@ -119,13 +118,7 @@ impl Layout {
                 sources.push(ColumnSource::Declared(i));
             }
         }
-        let mut declared_at: HashMap<String, HashMap<Vec<u8>, usize>> = HashMap::new();
-        for (i, c) in schema.columns.iter().enumerate() {
-            declared_at
-                .entry(c.family.clone())
-                .or_default()
-                .insert(c.qualifier.clone().into_bytes(), i);
-        }
+        let declared_at = declared_at(&schema.columns);
         Ok(Layout {
             declared_at,
             table: def.name.clone(),

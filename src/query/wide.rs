@@ -246,13 +246,7 @@ impl Layout {
                 sources.push(ColumnSource::FamilyMap(i));
             }
         }
-        let mut declared_at: HashMap<String, HashMap<Vec<u8>, usize>> = HashMap::new();
-        for (i, c) in schema.columns.iter().enumerate() {
-            declared_at
-                .entry(c.family.clone())
-                .or_default()
-                .insert(c.qualifier.clone().into_bytes(), i);
-        }
+        let declared_at = declared_at(&schema.columns);
         Ok(Layout {
             declared_at,
             table: def.name.clone(),
@@ -339,6 +333,17 @@ impl Layout {
                 })
             })
     }
+}
+
+/// Family -> qualifier -> the declared column holding it.
+pub(crate) fn declared_at(columns: &[ColumnDef]) -> HashMap<String, HashMap<Vec<u8>, usize>> {
+    let mut out: HashMap<String, HashMap<Vec<u8>, usize>> = HashMap::new();
+    for (i, c) in columns.iter().enumerate() {
+        out.entry(c.family.clone())
+            .or_default()
+            .insert(c.qualifier.clone().into_bytes(), i);
+    }
+    out
 }
 
 /// Plans a scan: key ranges from the filters, the columns to build, the

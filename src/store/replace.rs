@@ -30,34 +30,28 @@ pub struct Closed(Arc<WriteGate>);
 impl WriteGate {
     /// Enters, after any rewrite under way ends.
     pub fn enter(self: &Arc<Self>) -> Entered {
-        let mut state = lock(&self.state);
-        while state.1 {
-            state = self
-                .changed
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
+        let mut state = self.wait_while(|(_, closed)| *closed);
         state.0 += 1;
         Entered(Arc::clone(self))
     }
 
+    /// The state once `busy` no longer holds of it.
+    fn wait_while(
+        &self,
+        busy: impl FnMut(&mut (usize, bool)) -> bool,
+    ) -> std::sync::MutexGuard<'_, (usize, bool)> {
+        self.changed
+            .wait_while(lock(&self.state), busy)
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Closes the gate once the writers inside have left.
     pub fn close(self: &Arc<Self>) -> Closed {
-        let mut state = lock(&self.state);
         // One rewrite at a time: wait for another to end first.
-        while state.1 {
-            state = self
-                .changed
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
+        let mut state = self.wait_while(|(_, closed)| *closed);
         state.1 = true;
-        while state.0 > 0 {
-            state = self
-                .changed
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
+        drop(state);
+        drop(self.wait_while(|(writers, _)| *writers > 0));
         Closed(Arc::clone(self))
     }
 }

@@ -1,0 +1,26 @@
+//! Query results as text, for tests that compare answers.
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+
+/// Rows as text, one `Vec` per row; NULL as `NULL`.
+pub fn texts(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+    let options = FormatOptions::default().with_null("NULL");
+    let mut out = Vec::new();
+    for batch in batches {
+        let formatters: Vec<ArrayFormatter> = batch
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
+            .collect();
+        for row in 0..batch.num_rows() {
+            out.push(
+                formatters
+                    .iter()
+                    .map(|f| f.value(row).to_string())
+                    .collect(),
+            );
+        }
+    }
+    out
+}
