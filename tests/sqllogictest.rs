@@ -28,7 +28,7 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use sqllogictest::{DBOutput, DefaultColumnType};
 
 /// The layouts every file under `sql/series/` runs in.
-const LAYOUTS: [&str; 9] = [
+const LAYOUTS: [&str; 11] = [
     "ROW PER EVENT",
     "ROW PER EVENT REVERSED",
     "ROW PER EVENT SALT 4",
@@ -38,6 +38,8 @@ const LAYOUTS: [&str; 9] = [
     "BUCKET '1 week' CELL PER EVENT SALT 2 REVERSED",
     "SERIALIZED",
     "SERIALIZED BUCKET '1 hour' SALT 2 REVERSED",
+    "BUCKET '1 hour' COLUMN PER EVENT",
+    "BUCKET '1 day' COLUMN PER EVENT SALT 2 REVERSED",
 ];
 
 struct CellarDb {

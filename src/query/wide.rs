@@ -21,10 +21,11 @@ use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 
 use super::pushdown;
 use super::scan::{KeyScanExec, ScanSpec};
+use super::series::columns::ColumnEvents;
 use super::series::{SeriesView, bucket_filters, physical_filters};
 use super::to_df;
 use super::write::update::{RowUpdate, plan_assignments};
-use super::write::{Action, TableSink, WriteOptions};
+use super::write::{Action, EventCells, TableSink, WriteOptions};
 use crate::schema::{ColumnDef, FamilyTypes, KeySchema, SegmentKind, TableSchema, ValueType};
 use datafusion::datasource::sink::DataSinkExec;
 use prost_reflect::MessageDescriptor;
@@ -63,6 +64,9 @@ pub(crate) enum ColumnSource {
     /// Field `.1` of the message in declared column `.0`, which is not a
     /// column of the view itself (a serialized series' measures).
     ProtoField(usize, usize),
+    /// Measure `.0` of a series kept a column per event: the qualifiers
+    /// of its rows, which are not columns of the table's other views.
+    Metric(usize),
     FamilyMap(usize),
     Family,
     Qualifier,
@@ -528,6 +532,22 @@ impl CellarTable {
         sink.insert(data, options).await
     }
 
+    /// A table in a view built already.
+    pub(crate) fn from_layout(store: Store, layout: Layout) -> CellarTable {
+        CellarTable {
+            store,
+            layout: Arc::new(layout),
+        }
+    }
+
+    /// The series kept a column per event this view shows, if it is one.
+    fn column_events(&self) -> Option<ColumnEvents<'_>> {
+        let series = self.layout.series.as_ref()?;
+        series
+            .column_per_event()
+            .then(|| ColumnEvents::new(&self.store, &self.layout, series))
+    }
+
     /// `table` in `view`.
     pub fn with_view(store: Store, table: &str, view: View) -> crate::Result<CellarTable> {
         let pinned = store.pin(table)?;
@@ -561,12 +581,22 @@ impl CellarTable {
 
     /// DELETE of a series' events: the events matching every filter,
     /// found in the table's versions view, lose their cells.
-    fn delete_events(
+    async fn delete_events(
         &self,
         series: &SeriesView,
         state: &dyn Session,
         filters: &[Expr],
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if let Some(events) = self.column_events() {
+            let cells = events.cells_of_events(state, filters).await?;
+            let sink = TableSink::new(
+                self.store.clone(),
+                Arc::clone(&self.layout),
+                Action::DeleteEvents(EventCells::Qualified(series.def.family.clone())),
+                cells.schema(),
+            );
+            return Ok(Arc::new(DataSinkExec::new(cells, Arc::new(sink), None)));
+        }
         let physical = Arc::new(
             Layout::new(
                 &self.store,
@@ -599,7 +629,7 @@ impl CellarTable {
         let sink = TableSink::new(
             self.store.clone(),
             physical,
-            Action::DeleteEvents(columns),
+            Action::DeleteEvents(EventCells::Columns(columns)),
             scan.schema(),
         );
         Ok(Arc::new(DataSinkExec::new(scan, Arc::new(sink), None)))
@@ -651,7 +681,11 @@ impl TableProvider for CellarTable {
     ) -> DfResult<Vec<TableProviderFilterPushDown>> {
         // Filters over key columns (and timestamps, families, qualifiers)
         // narrow the read and are re-checked row by row inside the scan:
-        // Exact. Others DataFusion applies.
+        // Exact. Others DataFusion applies. Events kept a column per event
+        // are gathered from several rows: DataFusion checks them all.
+        if self.column_events().is_some() {
+            return Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()]);
+        }
         Ok(filters
             .iter()
             .map(|f| {
@@ -671,6 +705,9 @@ impl TableProvider for CellarTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if let Some(events) = self.column_events() {
+            return events.scan(state, projection, filters, limit).await;
+        }
         let spec = scan_spec(
             &self.store,
             &self.layout,
@@ -690,7 +727,7 @@ impl TableProvider for CellarTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         self.writable("DELETE FROM")?;
         if let Some(series) = &self.layout.series {
-            return self.delete_events(series, state, &filters);
+            return self.delete_events(series, state, &filters).await;
         }
         let scan = self.key_scan(state, &filters)?;
         Ok(self.sink(Action::Delete, scan, None))

@@ -17,12 +17,20 @@ use crate::error::{Error, Result};
 
 /// How events are laid out in rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(
+    clippy::enum_variant_names,
+    reason = "the guides' names for the layouts, kept in stored schemas"
+)]
 pub enum Shape {
     /// A row per event, its time the last key segment (tall and narrow).
     RowPerEvent,
     /// A row per series and time bucket; each event adds a timestamped
     /// cell to every measure's column.
     CellPerEvent,
+    /// A row per series, measure and time bucket; each event adds a
+    /// column whose qualifier is the measure's value (as text) and whose
+    /// cell, stamped with the event's time, is empty.
+    ColumnPerEvent,
 }
 
 /// The physical layout of a series.
@@ -61,6 +69,13 @@ pub struct SeriesDef {
     pub event: Option<String>,
     /// How it is laid out.
     pub layout: SeriesLayout,
+    /// A column per event: the key segment naming the measure a row holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    /// A column per event: the measures' types (no declared column holds
+    /// them; their values are qualifiers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measure_types: Vec<ValueType>,
 }
 
 /// The family the guides' weather example keeps its measures in.
@@ -88,6 +103,10 @@ impl SeriesLayout {
                 format!("BUCKET '{}' CELL PER EVENT", interval_text(b))
             }
             (false, Shape::CellPerEvent, None) => "CELL PER EVENT".to_string(),
+            (_, Shape::ColumnPerEvent, Some(b)) => {
+                format!("BUCKET '{}' COLUMN PER EVENT", interval_text(b))
+            }
+            (_, Shape::ColumnPerEvent, None) => "COLUMN PER EVENT".to_string(),
         };
         if let Some(n) = self.salt {
             out.push_str(&format!(" SALT {n}"));
@@ -165,6 +184,14 @@ impl SeriesDecl {
             (Shape::CellPerEvent, None) => {
                 return Err(bad("CELL PER EVENT needs BUCKET '<interval>'".into()));
             }
+            (Shape::ColumnPerEvent, None) => {
+                return Err(bad("COLUMN PER EVENT needs BUCKET '<interval>'".into()));
+            }
+            (Shape::ColumnPerEvent, _) if l.serialized => {
+                return Err(bad(
+                    "COLUMN PER EVENT keeps values in qualifiers; it is not SERIALIZED".into(),
+                ));
+            }
             (_, Some(b)) if b % 1_000_000 != 0 => {
                 return Err(bad(format!(
                     "BUCKET {}: a bucket is whole seconds long",
@@ -209,6 +236,20 @@ impl SeriesDecl {
                 kind: kind.clone(),
             });
         }
+        // A column per event: each row holds one measure, named before the
+        // bucket (the guide's `location#balloon#pressure#week`), so one
+        // measure of one series over time is one key range.
+        let metric = (l.shape == Shape::ColumnPerEvent).then(|| {
+            let name = free("metric");
+            segments.push(Segment::Field {
+                name: name.clone(),
+                kind: SegmentKind::Text,
+            });
+            name
+        });
+        if metric.is_some() {
+            self.check_qualifier_values(table)?;
+        }
         // A row per event ends its key with the event's time; a bucket
         // row with the bucket's start.
         let (time_segment, format) = match l.bucket {
@@ -235,7 +276,9 @@ impl SeriesDecl {
             delimiter: '#',
             segments,
         };
-        let (columns, event) = if l.serialized {
+        let (columns, event) = if metric.is_some() {
+            (Vec::new(), None)
+        } else if l.serialized {
             self.check_serializable(table)?;
             let event = free("event");
             let column = ColumnDef {
@@ -273,8 +316,32 @@ impl SeriesDecl {
             family: SERIES_FAMILY.into(),
             event,
             layout: self.layout.clone(),
+            measure_types: if metric.is_some() {
+                self.measures.iter().map(|(_, t, _)| *t).collect()
+            } else {
+                Vec::new()
+            },
+            metric,
         };
         Ok((key, columns, def))
+    }
+
+    /// Whether every measure reads back from its text, which a column per
+    /// event keeps as the qualifier.
+    fn check_qualifier_values(&self, table: &str) -> Result<()> {
+        for (name, value_type, _) in &self.measures {
+            if !matches!(
+                value_type,
+                ValueType::Int64 | ValueType::Float64 | ValueType::Boolean | ValueType::Text
+            ) {
+                return Err(Error::InvalidArgument(format!(
+                    "series {table}: measure {name} is {}, which COLUMN PER EVENT cannot keep; \
+                     its qualifiers hold BIGINT, DOUBLE, BOOLEAN and TEXT values as text",
+                    value_type.sql_name()
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Whether every measure has a protobuf type and a field name.

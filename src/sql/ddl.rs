@@ -577,8 +577,8 @@ fn layout_options(w: &mut Words) -> PResult<LayoutOptions> {
     }
 }
 
-/// After `LAYOUT`: `ROW PER EVENT`, `BUCKET '<interval>' CELL PER EVENT`
-/// or `SERIALIZED [BUCKET '<interval>']`.
+/// After `LAYOUT`: `ROW PER EVENT`, `BUCKET '<interval>' CELL PER EVENT`,
+/// `BUCKET '<interval>' COLUMN PER EVENT` or `SERIALIZED [BUCKET '<interval>']`.
 fn series_layout(w: &mut Words, layout: &mut SeriesLayout) -> PResult<()> {
     layout.serialized = false;
     if w.words(&["ROW", "PER", "EVENT"]) {
@@ -614,12 +614,18 @@ fn series_layout(w: &mut Words, layout: &mut SeriesLayout) -> PResult<()> {
             layout.shape = Shape::CellPerEvent;
             return Ok(());
         }
-        return w
-            .p
-            .expected("CELL PER EVENT after BUCKET '<interval>'", w.p.peek_token());
+        if w.words(&["COLUMN", "PER", "EVENT"]) {
+            layout.shape = Shape::ColumnPerEvent;
+            return Ok(());
+        }
+        return w.p.expected(
+            "CELL PER EVENT or COLUMN PER EVENT after BUCKET '<interval>'",
+            w.p.peek_token(),
+        );
     }
     w.p.expected(
-        "ROW PER EVENT, BUCKET '<interval>' CELL PER EVENT or SERIALIZED [BUCKET '<interval>'] after LAYOUT",
+        "ROW PER EVENT, BUCKET '<interval>' CELL PER EVENT, BUCKET '<interval>' COLUMN PER EVENT \
+         or SERIALIZED [BUCKET '<interval>'] after LAYOUT",
         w.p.peek_token(),
     )
 }

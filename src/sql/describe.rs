@@ -184,6 +184,18 @@ fn describe_series(
             );
             continue;
         }
+        if let Some(metric) = &series.metric {
+            push(
+                m,
+                "measure",
+                format!(
+                    "qualifiers (the values as text) of the rows whose key segment {metric} is {m}, \
+                     family {}; empty cells",
+                    series.family
+                ),
+            );
+            continue;
+        }
         let detail = schema
             .columns
             .iter()

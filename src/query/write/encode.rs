@@ -21,7 +21,7 @@ use datafusion::arrow::datatypes::DataType;
 use crate::Error;
 use crate::query::wide::{ColumnSource, Layout, ProtoDecl};
 use crate::schema::{ColumnDef, Encoding, KeyValue, SeriesLayout, ValueType, format_decimal};
-use crate::store::{BatchFamily, CellBatch};
+use crate::store::{BatchFamily, CellBatch, MAX_QUALIFIER_LEN};
 
 /// A row of the input that cannot be written, and why.
 pub(crate) type BadRow = (usize, Error);
@@ -156,6 +156,18 @@ enum Segment<'a> {
     Text(StringArray),
     /// A series' bucket: the start of the one its event's time is in.
     Bucket(&'a TimestampMicrosecondArray, SeriesLayout),
+    /// The same text in every row (a column per event's measure name).
+    Fixed(&'a str),
+}
+
+/// A column per event's cell: a measure's value as the qualifier of a
+/// cell in its row, stamped with the event's time.
+pub(crate) struct EventCell {
+    pub key: Vec<u8>,
+    pub time: i64,
+    pub qualifier: Vec<u8>,
+    /// The input row (event) it is of.
+    pub row: usize,
 }
 
 impl Segment<'_> {
@@ -164,6 +176,7 @@ impl Segment<'_> {
             Segment::Int(a) => a.is_valid(row),
             Segment::Time(a) | Segment::Bucket(a, _) => a.is_valid(row),
             Segment::Text(a) => a.is_valid(row),
+            Segment::Fixed(_) => true,
         }
     }
 
@@ -176,6 +189,7 @@ impl Segment<'_> {
             Segment::Time(a) => KeyValue::Time(a.value(row)),
             Segment::Text(a) => KeyValue::Text(a.value(row).to_string()),
             Segment::Bucket(a, layout) => KeyValue::Time(layout.bucket_start(a.value(row))),
+            Segment::Fixed(text) => KeyValue::Text((*text).to_string()),
         })
     }
 }
@@ -273,7 +287,10 @@ impl<'l> Encoder<'l> {
                         layout.table
                     )));
                 }
-                ColumnSource::Key | ColumnSource::Segment(_) | ColumnSource::ProtoField(..) => {}
+                ColumnSource::Key
+                | ColumnSource::Segment(_)
+                | ColumnSource::ProtoField(..)
+                | ColumnSource::Metric(_) => {}
             }
         }
 
@@ -371,6 +388,98 @@ impl<'l> Encoder<'l> {
         }
         bad.sort_by_key(|(row, _)| *row);
         Ok((rows, bad))
+    }
+
+    /// A column per event's cells: per event (input row) and measure it
+    /// gives, a cell in the row of that measure and bucket whose
+    /// qualifier is the value as text. An event with no measure, a value
+    /// too long for a qualifier or a bad key is a bad row, none of its
+    /// cells kept.
+    pub fn event_columns(
+        &self,
+        batch: &RecordBatch,
+        mut bad: Vec<BadRow>,
+    ) -> crate::Result<(Vec<EventCell>, Vec<BadRow>)> {
+        let layout = self.layout;
+        let series = layout
+            .series
+            .as_ref()
+            .filter(|s| s.column_per_event())
+            .ok_or_else(|| Error::Internal(format!("{} is no column per event", layout.table)))?;
+        let metric = series.metric_segment.unwrap_or_default();
+        let mut columns = self.key_columns(batch)?;
+        let times = columns
+            .times
+            .ok_or_else(|| Error::Internal("a series' batch without times".into()))?;
+        let mut values: Vec<(usize, StringArray)> = Vec::new();
+        for (i, source) in layout.sources.iter().enumerate() {
+            let array = batch.column(i);
+            if let ColumnSource::Metric(m) = source
+                && array.null_count() < array.len()
+            {
+                let text = cast(array, &DataType::Utf8)
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                values.push((*m, text.as_string::<i32>().clone()));
+            }
+        }
+        let mut ok = vec![true; batch.num_rows()];
+        for (row, _) in &bad {
+            if let Some(ok) = ok.get_mut(*row) {
+                *ok = false;
+            }
+        }
+        for (row, ok) in ok.iter_mut().enumerate().filter(|(_, ok)| **ok) {
+            let mut given = values.iter().filter(|(_, v)| v.is_valid(row)).peekable();
+            if given.peek().is_none() {
+                *ok = false;
+                bad.push((
+                    row,
+                    Error::InvalidArgument(format!(
+                        "the event has no non-NULL column to write; an event of series {} exists \
+                         only through its measures",
+                        layout.table
+                    )),
+                ));
+                continue;
+            }
+            if let Some((m, v)) = given.find(|(_, v)| v.value(row).len() > MAX_QUALIFIER_LEN) {
+                *ok = false;
+                bad.push((
+                    row,
+                    Error::InvalidArgument(format!(
+                        "{} is {} bytes as text; COLUMN PER EVENT keeps it as a qualifier, \
+                         at most {MAX_QUALIFIER_LEN} bytes",
+                        series.def.measures[*m],
+                        v.value(row).len()
+                    )),
+                ));
+            }
+        }
+        let mut out = Vec::new();
+        let mut key = Vec::new();
+        for (m, v) in &values {
+            columns.segments[metric] = Some(Segment::Fixed(&series.def.measures[*m]));
+            for (row, ok) in ok.iter_mut().enumerate() {
+                if !*ok || v.is_null(row) {
+                    continue;
+                }
+                key.clear();
+                if let Err(e) = self.key(&columns, row, &mut key) {
+                    *ok = false;
+                    bad.push((row, e));
+                    continue;
+                }
+                out.push(EventCell {
+                    key: key.clone(),
+                    time: times.value(row),
+                    qualifier: v.value(row).as_bytes().to_vec(),
+                    row,
+                });
+            }
+        }
+        out.retain(|c| ok[c.row]);
+        bad.sort_by_key(|(row, _)| *row);
+        Ok((out, bad))
     }
 
     /// A serialized series' measures as one message per row: the declared

@@ -126,11 +126,21 @@ pub(crate) enum Action {
     Insert(WriteOptions),
     /// Deletes the rows whose `_key` the input (a scan) produces.
     Delete,
-    /// Deletes the cells of these columns (family, qualifier) at the
-    /// `_key` and `_timestamp` of each input row: a series' events.
-    DeleteEvents(Vec<(String, Vec<u8>)>),
+    /// Deletes a series' events: cells at the `_key` and `_timestamp` of
+    /// each input row.
+    DeleteEvents(EventCells),
     /// Updates the rows whose `_key` the input produces, each atomically.
     Update(Arc<RowUpdate>),
+}
+
+/// Which cells at a row and time hold a series' event.
+#[derive(Debug)]
+pub(crate) enum EventCells {
+    /// These columns (family, qualifier).
+    Columns(Vec<(String, Vec<u8>)>),
+    /// The cell of this family whose qualifier the input's third column
+    /// names (a column per event).
+    Qualified(String),
 }
 
 /// Writes its input into a table; the rows written.
@@ -215,21 +225,40 @@ impl TableSink {
         Ok(deleted)
     }
 
-    /// Deletes each input row's event: the cells of `columns` at its
-    /// time, all of a row's events in one atomic mutation.
+    /// Deletes each input row's event: its cells at its time, all of a
+    /// row's events in one atomic mutation. The count is of events: input
+    /// rows, or with a qualifier column (a cell each, an event's cells in
+    /// several rows) the distinct (series key, time) of the columns after it.
     async fn delete_events(
         &self,
-        columns: &[(String, Vec<u8>)],
+        cells: &EventCells,
         mut data: SendableRecordBatchStream,
     ) -> DfResult<u64> {
         let mut deleted = 0;
+        let mut events = std::collections::HashSet::new();
+        let hasher = datafusion::common::hash_utils::RandomState::with_seed(1);
         while let Some(batch) = data.next().await {
             let batch = batch?;
+            if let EventCells::Qualified(_) = cells {
+                let mut hashes = vec![0u64; batch.num_rows()];
+                let mut columns = batch.columns()[3..].to_vec();
+                columns.push(Arc::clone(batch.column(1)));
+                datafusion::common::hash_utils::create_hashes(&columns, &hasher, &mut hashes)?;
+                events.extend(hashes);
+            }
             let keys = keys_of(&batch)?;
             let times = batch
                 .column(1)
                 .as_primitive_opt::<TimestampMicrosecondType>()
                 .ok_or_else(|| to_df(Error::Internal("event times are not timestamps".into())))?;
+            let qualifiers = match cells {
+                EventCells::Columns(_) => None,
+                EventCells::Qualified(_) => Some(
+                    cast(batch.column(2), &DataType::Binary)?
+                        .as_binary::<i32>()
+                        .clone(),
+                ),
+            };
             let mut rows: Vec<RowMutation> = Vec::new();
             for (i, key) in keys.into_iter().enumerate() {
                 let at = times.value(i);
@@ -237,16 +266,25 @@ impl TableSink {
                     start: at,
                     end: Some(at.saturating_add(1)),
                 };
-                let mutations = columns
-                    .iter()
-                    .map(|(family, qualifier)| Mutation::DeleteCells {
+                let mutations: Vec<Mutation> = match (cells, &qualifiers) {
+                    (EventCells::Qualified(family), Some(q)) => vec![Mutation::DeleteCells {
                         family: family.clone(),
-                        qualifier: qualifier.clone(),
+                        qualifier: q.value(i).to_vec(),
                         time_range: range,
-                    });
+                    }],
+                    (EventCells::Columns(columns), _) => columns
+                        .iter()
+                        .map(|(family, qualifier)| Mutation::DeleteCells {
+                            family: family.clone(),
+                            qualifier: qualifier.clone(),
+                            time_range: range,
+                        })
+                        .collect(),
+                    (EventCells::Qualified(_), None) => Vec::new(),
+                };
                 match rows.last_mut() {
                     Some(last) if last.key == key => last.mutations.extend(mutations),
-                    _ => rows.push(RowMutation::new(key, mutations.collect())),
+                    _ => rows.push(RowMutation::new(key, mutations)),
                 }
                 deleted += 1;
             }
@@ -259,6 +297,9 @@ impl TableSink {
                 Ok(())
             })
             .await?;
+        }
+        if let EventCells::Qualified(_) = cells {
+            deleted = events.len() as u64;
         }
         Ok(deleted)
     }
@@ -346,6 +387,11 @@ impl InsertState {
             }
         };
         let batch = &batch;
+        if layout.series.as_ref().is_some_and(|s| s.column_per_event()) {
+            let written = write_event_columns(store, layout, options, batch, bad, &at)?;
+            self.count(options, batch, written);
+            return Ok(());
+        }
         let (rows, mut bad) =
             Encoder::new(layout).encode(batch, &mut self.clock, &mut self.cells, bad)?;
         if options.bad == BadRows::Stop
@@ -367,6 +413,12 @@ impl InsertState {
         for (row, e) in bad {
             options.progress.skipped_row(&at(row, e));
         }
+        self.count(options, batch, written);
+        Ok(())
+    }
+
+    /// Counts a batch handled, `written` of its rows written.
+    fn count(&mut self, options: &WriteOptions, batch: &RecordBatch, written: u64) {
         self.written += written;
         let progress = &options.progress;
         progress.written.fetch_add(written, Ordering::Relaxed);
@@ -374,8 +426,102 @@ impl InsertState {
             .rows
             .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
         self.seen += batch.num_rows() as u64;
-        Ok(())
     }
+}
+
+/// Writes a batch of events into a series kept a column per event; the
+/// events written. An event is a row per measure, each written atomically
+/// under its lock: a value written at a stored (series, time) replaces
+/// the stored one (its cell, whose qualifier is the old value, goes), as
+/// in every layout.
+fn write_event_columns(
+    store: &Store,
+    layout: &Layout,
+    options: &WriteOptions,
+    batch: &RecordBatch,
+    bad: Vec<encode::BadRow>,
+    at: &dyn Fn(usize, Error) -> Error,
+) -> crate::Result<u64> {
+    use std::collections::BTreeMap;
+    let (cells, mut bad) = Encoder::new(layout).event_columns(batch, bad)?;
+    if options.bad == BadRows::Stop
+        && let Some((row, e)) = bad.drain(..).next()
+    {
+        return Err(at(row, e));
+    }
+    for (row, e) in bad {
+        options.progress.skipped_row(&at(row, e));
+    }
+    let family = layout
+        .series
+        .as_ref()
+        .map(|s| s.def.family.clone())
+        .unwrap_or_default();
+    // Per row: its events' times and values, the last given for a time
+    // taking it.
+    let mut rows: BTreeMap<&[u8], BTreeMap<i64, &[u8]>> = BTreeMap::new();
+    let (mut first, mut last) = (i64::MAX, i64::MIN);
+    let mut events = std::collections::HashSet::new();
+    for c in &cells {
+        rows.entry(&c.key).or_default().insert(c.time, &c.qualifier);
+        first = first.min(c.time);
+        last = last.max(c.time);
+        events.insert(c.row);
+    }
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let keys: Vec<Vec<u8>> = rows.keys().map(|k| k.to_vec()).collect();
+    let filter = crate::store::ReadFilter {
+        families: Some(vec![family.clone()]),
+        time_range: TimeRange {
+            start: first,
+            end: Some(last.saturating_add(1)),
+        },
+        ..Default::default()
+    };
+    let _entered = series_gate(store, layout)?;
+    let results = store.update_rows(&layout.table, &keys, &filter, |chunk, stored| {
+        Ok(chunk
+            .iter()
+            .zip(stored)
+            .map(|(key, stored)| {
+                let given = rows.get(key.as_slice()).cloned().unwrap_or_default();
+                let mut mutations = Vec::with_capacity(given.len());
+                for cell in stored.iter().flat_map(|r| &r.cells) {
+                    if given
+                        .get(&cell.timestamp)
+                        .is_some_and(|q| *q != cell.qualifier.as_slice())
+                    {
+                        mutations.push(Mutation::DeleteCells {
+                            family: family.clone(),
+                            qualifier: cell.qualifier.clone(),
+                            time_range: TimeRange {
+                                start: cell.timestamp,
+                                end: Some(cell.timestamp.saturating_add(1)),
+                            },
+                        });
+                    }
+                }
+                for (time, qualifier) in given {
+                    mutations.push(Mutation::SetCell {
+                        family: family.clone(),
+                        qualifier: qualifier.to_vec(),
+                        timestamp: Some(time),
+                        value: Vec::new(),
+                    });
+                }
+                mutations
+            })
+            .collect())
+    })?;
+    for (key, result) in keys.iter().zip(results) {
+        if let Err(e) = result {
+            let row = cells.iter().find(|c| c.key == *key).map_or(0, |c| c.row);
+            return Err(at(row, e));
+        }
+    }
+    Ok(events.len() as u64)
 }
 
 /// A series' writer passes its table's write gate (waiting while a
@@ -439,7 +585,7 @@ impl DataSink for TableSink {
         match &self.action {
             Action::Insert(options) => self.insert(data, options).await,
             Action::Delete => self.delete(data).await,
-            Action::DeleteEvents(columns) => self.delete_events(columns, data).await,
+            Action::DeleteEvents(cells) => self.delete_events(cells, data).await,
             Action::Update(plan) => self.update(plan, data).await,
         }
     }

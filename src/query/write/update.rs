@@ -169,7 +169,8 @@ pub(crate) fn plan_assignments(
             ColumnSource::Family
             | ColumnSource::Qualifier
             | ColumnSource::Value
-            | ColumnSource::ProtoField(..) => {
+            | ColumnSource::ProtoField(..)
+            | ColumnSource::Metric(_) => {
                 return Err(to_df(Error::InvalidArgument(format!(
                     "UPDATE {}: {name} is not writable",
                     layout.table

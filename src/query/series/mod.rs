@@ -5,7 +5,10 @@
 //! key and time becomes key ranges, and in bucket rows also bucket ranges
 //! and a cell-time range. Inserts build the layout's keys and stamp cells
 //! with the event's time ([`super::write::encode`]); DELETE removes an
-//! event's cells.
+//! event's cells. A column per event keeps each value in a qualifier of
+//! a row per measure: [`columns`] reads it back as events.
+
+pub(crate) mod columns;
 
 use std::sync::Arc;
 
@@ -30,12 +33,19 @@ pub(crate) struct SeriesView {
     pub time_segment: usize,
     /// The view's column holding the event's time.
     pub time_column: usize,
+    /// A column per event: the key field naming a row's measure.
+    pub metric_segment: Option<usize>,
 }
 
 impl SeriesView {
     /// Whether events are cells of bucket rows (their time the cell's).
     pub fn bucketed(&self) -> bool {
         self.def.layout.bucket.is_some()
+    }
+
+    /// Whether each event is a column (a qualifier) of a row per measure.
+    pub fn column_per_event(&self) -> bool {
+        self.metric_segment.is_some()
     }
 }
 
@@ -80,7 +90,18 @@ impl Layout {
                 sources.push(ColumnSource::Timestamp);
                 View::Versions { latest: None }
             }
+            Shape::ColumnPerEvent => {
+                sources.push(ColumnSource::Timestamp);
+                View::Cells {
+                    family: Some(series.family.clone()),
+                }
+            }
         };
+        let metric_segment = series
+            .metric
+            .as_deref()
+            .map(|m| segment(m).map(|(i, _)| i))
+            .transpose()?;
         let mut protos = vec![None; schema.columns.len()];
         if let Some(event) = &series.event {
             // Serialized: each measure a field of the event's message.
@@ -106,6 +127,20 @@ impl Layout {
                 message,
                 null_on_error: false,
             });
+        } else if metric_segment.is_some() {
+            // A column per event: each measure's values are the qualifiers
+            // of its rows.
+            if series.measure_types.len() != series.measures.len() {
+                return Err(broken(format!(
+                    "{} measures but {} measure types",
+                    series.measures.len(),
+                    series.measure_types.len()
+                )));
+            }
+            for (m, name) in series.measures.iter().enumerate() {
+                fields.push(Field::new(name, value_type(series.measure_types[m]), true));
+                sources.push(ColumnSource::Metric(m));
+            }
         } else {
             for name in &series.measures {
                 let (i, c) = schema
@@ -139,6 +174,7 @@ impl Layout {
                 def: series,
                 time_segment,
                 time_column,
+                metric_segment,
             }),
             pinned: None,
         })
