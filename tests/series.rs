@@ -118,6 +118,8 @@ struct Case {
     /// ORDER BY: `ts DESC`, `ts`, or the series then the time.
     order: &'static str,
     limit: Option<usize>,
+    /// The GROUP BY of an aggregate over the same filters.
+    grouping: &'static str,
 }
 
 fn cases() -> impl Strategy<Value = Case> {
@@ -134,9 +136,16 @@ fn cases() -> impl Strategy<Value = Case> {
             "dev DESC, n DESC, ts DESC",
         ]),
         proptest::option::of(1usize..8),
+        proptest::sample::select(vec![
+            "date_trunc('hour', ts)",
+            "dev, date_trunc('day', ts)",
+            "dev, n, date_trunc('minute', ts)",
+            "date_trunc('week', ts), date_trunc('hour', ts)",
+            "n",
+        ]),
     )
         .prop_map(
-            |(layout, packed, events, cuts, filters, order, limit)| Case {
+            |(layout, packed, events, cuts, filters, order, limit, grouping)| Case {
                 layout,
                 packed,
                 events,
@@ -144,6 +153,7 @@ fn cases() -> impl Strategy<Value = Case> {
                 filters,
                 order,
                 limit,
+                grouping,
             },
         )
 }
@@ -170,6 +180,37 @@ fn stored(events: &[Event], serialized: bool) -> Vec<Event> {
         }
     }
     by_key.into_values().collect()
+}
+
+/// Aggregates over the case's filters, grouped by its grouping (which
+/// bucket layouts answer inside their scans).
+fn aggregate(case: &Case, table: &str) -> String {
+    // Commas outside parentheses separate the groups.
+    let mut depth = 0i32;
+    let groups = 1 + case
+        .grouping
+        .chars()
+        .filter(|c| {
+            depth += match c {
+                '(' => 1,
+                ')' => -1,
+                _ => 0,
+            };
+            *c == ',' && depth == 0
+        })
+        .count();
+    let positions: Vec<String> = (1..=groups).map(|i| i.to_string()).collect();
+    let mut sql = format!(
+        "SELECT {}, count(*), count(pressure), sum(pressure), min(temperature), max(temperature), \
+         avg(pressure) FROM {table}",
+        case.grouping
+    );
+    if !case.filters.is_empty() {
+        sql += &format!(" WHERE {}", case.filters.join(" AND "));
+    }
+    let positions = positions.join(", ");
+    sql += &format!(" GROUP BY {positions} ORDER BY {positions}");
+    sql
 }
 
 fn query(case: &Case, table: &str) -> String {
@@ -298,6 +339,18 @@ async fn check(case: &Case) -> Result<(), TestCaseError> {
     for row in &got {
         prop_assert!(expected.contains(row), "{}: {:?} not expected", sql, row);
     }
+    let sql = aggregate(case, "s");
+    let got = texts(&session.query(&sql).await.expect(&sql));
+    let expected = texts(
+        &reference
+            .sql(&aggregate(case, "r"))
+            .await
+            .expect(&sql)
+            .collect()
+            .await
+            .unwrap(),
+    );
+    prop_assert_eq!(got, expected, "{}", sql);
     Ok(())
 }
 

@@ -167,7 +167,7 @@ fn put(builder: &mut dyn ArrayBuilder, value: Option<Datum>) {
 
 /// A column's builder, its type decided once: appending is a match on
 /// this enum, never a downcast.
-enum Appender {
+pub(crate) enum Appender {
     Text(StringBuilder),
     Int(Int64Builder),
     Float(Float64Builder),
@@ -201,7 +201,7 @@ fn append_run<'v, T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
 }
 
 impl Appender {
-    fn for_type(data_type: &DataType) -> Option<Appender> {
+    pub(crate) fn for_type(data_type: &DataType) -> Option<Appender> {
         Some(match data_type {
             DataType::Utf8 => Appender::Text(StringBuilder::new()),
             DataType::Int64 => Appender::Int(Int64Builder::new()),
@@ -255,7 +255,11 @@ impl Appender {
     }
 
     /// Decodes a cell's bytes straight into the builder.
-    fn put_cell(&mut self, encoding: Encoding, bytes: &[u8]) -> Result<(), &'static str> {
+    pub(crate) fn put_cell(
+        &mut self,
+        encoding: Encoding,
+        bytes: &[u8],
+    ) -> Result<(), &'static str> {
         match (self, encoding) {
             (Appender::Text(b), _) => {
                 b.append_value(std::str::from_utf8(bytes).map_err(|_| "is not UTF-8")?)
@@ -293,7 +297,7 @@ impl Appender {
         }
     }
 
-    fn finish(&mut self) -> ArrayRef {
+    pub(crate) fn finish(&mut self) -> ArrayRef {
         match self {
             Appender::Text(b) => Arc::new(b.finish()),
             Appender::Int(b) => Arc::new(b.finish()),
@@ -306,7 +310,7 @@ impl Appender {
     }
 }
 
-fn decode_error(key: &[u8], e: String) -> crate::Error {
+pub(crate) fn decode_error(key: &[u8], e: String) -> crate::Error {
     crate::Error::InvalidArgument(format!("row {}: {e}", show_bytes(key)))
 }
 

@@ -529,6 +529,31 @@ pub fn time_range(filters: &[Expr], column: &str) -> (TimeRange, Vec<String>) {
     (range, used)
 }
 
+/// Whether the cell time range [`time_range`] draws from `filter` answers
+/// it exactly: the time column itself compared with (or BETWEEN) literals
+/// of whole microseconds.
+pub fn time_exact(filter: &Expr, column: &str) -> bool {
+    let plain = |e: &Expr| matches!(e, Expr::Column(c) if c.name.eq_ignore_ascii_case(column));
+    let exact = |v: &ScalarValue| micros(v).is_some_and(|(_, exact)| exact);
+    match filter {
+        Expr::BinaryExpr(b) => comparison(b).is_some_and(|(col, op, v)| {
+            plain(col)
+                && matches!(
+                    op,
+                    Operator::Eq | Operator::Gt | Operator::GtEq | Operator::Lt | Operator::LtEq
+                )
+                && exact(v)
+        }),
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) => plain(expr) && literal(low).is_some_and(exact) && literal(high).is_some_and(exact),
+        _ => false,
+    }
+}
+
 fn time_bounds(expr: &Expr, column: &str) -> Option<TimeRange> {
     let after = |t: i64| TimeRange {
         start: t.max(0),

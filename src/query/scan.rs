@@ -67,6 +67,9 @@ pub(crate) struct ScanSpec {
     pub splits: Option<Vec<RowRange>>,
     pub residual: Option<Arc<dyn PhysicalExpr>>,
     pub residual_text: Vec<String>,
+    /// Every re-checked filter is a time predicate the cell time range
+    /// answers exactly (vacuously, when none is).
+    pub residual_in_time: bool,
     /// Drop rows whose key does not fit the schema: segment filters the
     /// ranges answer exactly are not re-checked, and would have.
     pub drop_misfits: bool,
@@ -540,6 +543,16 @@ impl KeyScanExec {
     /// enough to run on the task that polls it.
     fn is_point_lookup(&self) -> bool {
         self.single_keys(16)
+    }
+
+    /// What the scan reads, as planned.
+    pub(crate) fn spec(&self) -> &ScanSpec {
+        &self.spec
+    }
+
+    /// The key ranges of each partition.
+    pub(crate) fn partition_ranges(&self) -> &[Vec<RowRange>] {
+        &self.partitions
     }
 
     pub(crate) fn new(spec: ScanSpec) -> Self {

@@ -474,6 +474,9 @@ pub(crate) fn scan_spec(
             state.config().target_partitions(),
         ),
     };
+    let residual_in_time = recheck
+        .iter()
+        .all(|f| pushdown::time_exact(f, time_column) && time_used.contains(&f.to_string()));
     Ok(ScanSpec {
         splits,
         store: store.clone(),
@@ -492,6 +495,7 @@ pub(crate) fn scan_spec(
         map_keys: HashMap::new(),
         residual,
         residual_text: recheck.iter().map(ToString::to_string).collect(),
+        residual_in_time,
         drop_misfits: exact_segments,
         limit,
         reverse: false,

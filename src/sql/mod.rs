@@ -820,6 +820,13 @@ fn physical_rules()
         .position(|r| r.name() == "PushdownSort")
         .map_or(rules.len().saturating_sub(1), |i| i + 1);
     rules.insert(at, Arc::new(LimitPushdown::new()));
+    // Partial aggregates of series in buckets go into their scans once the
+    // plan's shape is settled, before the final checks.
+    let at = rules
+        .iter()
+        .position(|r| r.name() == "SanityCheckPlan")
+        .unwrap_or(rules.len());
+    rules.insert(at, Arc::new(crate::query::ScanAggregate));
     rules
 }
 
