@@ -52,7 +52,7 @@ use super::scan::{KeyScanExec, ScanSpec};
 use super::to_df;
 use super::wide::{ColumnSource, View};
 use crate::schema::KeyValue;
-use crate::store::{ReadFilter, ReadRequest, RowRange, RowSet};
+use crate::store::{QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet};
 
 /// Weeks (as `date_trunc` cuts them) start on a Monday: 1970-01-05.
 const WEEK_ORIGIN: i64 = 4 * 86_400_000_000;
@@ -500,10 +500,23 @@ impl ScanAggregateExec {
                 measures.push(*d);
             }
         }
+        // Without count(*), only the aggregated measures' columns are
+        // read (a packed row skips the others whole).
+        let counts_events = self.inputs.iter().any(|i| matches!(i, Input::Events));
+        let qualifiers = if counts_events {
+            spec.qualifiers.clone()
+        } else {
+            QualifierFilter::Set(
+                measures
+                    .iter()
+                    .map(|&d| layout.columns[d].qualifier.clone().into_bytes())
+                    .collect(),
+            )
+        };
         let mut filter = ReadFilter::all()
             .families(spec.families.clone())
             .time_range(spec.time)
-            .qualifiers(spec.qualifiers.clone());
+            .qualifiers(qualifiers);
         for family in &spec.families {
             let used: Vec<Vec<u8>> = measures
                 .iter()
@@ -528,7 +541,6 @@ impl ScanAggregateExec {
                 Group::Time { .. } => None,
             })
             .collect();
-        let counts_events = self.inputs.iter().any(|i| matches!(i, Input::Events));
         let mut segments: Vec<Option<KeyValue>> = Vec::new();
         let mut times: Vec<i64> = Vec::new();
         let mut rows = 0usize;

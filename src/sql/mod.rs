@@ -802,14 +802,11 @@ fn nested_as_json(df: DataFrame) -> DfResult<DataFrame> {
     Ok(DataFrame::new(state, plan))
 }
 
-/// The runtime of a session: with a memory limit, a fair spill pool (fair
-/// shares between concurrent queries; its error names the largest
-/// consumers) spilling to the OS temporary directory. Should no temporary
-/// directory be usable, the limit still holds, without spilling.
 /// DataFusion's physical optimizer rules, with limits pushed down once more
 /// after sorts are: a sort the key order answers (`ORDER BY ts DESC LIMIT
 /// 3` of one device) leaves its LIMIT above a projection, and the scan
-/// should stop after those rows rather than read the whole range.
+/// should stop after those rows rather than read the whole range. Then
+/// cellar's own: partial aggregates of bucketed series into their scans.
 fn physical_rules()
 -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     use datafusion::physical_optimizer::limit_pushdown::LimitPushdown;
@@ -830,6 +827,10 @@ fn physical_rules()
     rules
 }
 
+/// The runtime of a session: with a memory limit, a fair spill pool (fair
+/// shares between concurrent queries; its error names the largest
+/// consumers) spilling to the OS temporary directory. Should no temporary
+/// directory be usable, the limit still holds, without spilling.
 fn runtime(memory_limit: Option<usize>) -> Arc<datafusion::execution::runtime_env::RuntimeEnv> {
     use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
     use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};

@@ -104,7 +104,7 @@ impl Store {
                 if buf.pairs.is_empty() {
                     return Ok(false);
                 }
-                format.decode(0, buf, 0, None)?;
+                format.decode(0, buf, 0, None, &crate::store::QualifierFilter::All)?;
                 let garbage = format::has_garbage(&family.gc, now, buf, 0);
                 buf.clear();
                 Ok(garbage)

@@ -576,7 +576,13 @@ impl RowStream {
                 }
                 let format = self.cursors[c].format;
                 let values = self.values_of[family].as_deref();
-                format.decode(family as u32, &mut self.buf, from_pair, values)?;
+                format.decode(
+                    family as u32,
+                    &mut self.buf,
+                    from_pair,
+                    values,
+                    &self.filter.qualifiers,
+                )?;
                 if self
                     .cursors
                     .get(c + 1)

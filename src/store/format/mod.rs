@@ -215,16 +215,19 @@ impl FamilyFormat {
     /// key order) into cells, appended to `buf.cells` in qualifier order,
     /// newest first. With `values`, sorted qualifiers, other columns'
     /// values may come empty (a format skips what it would decode).
+    /// Columns `columns` turns away may be left out (a format skips those
+    /// it can; the read's filter drops the rest).
     pub(crate) fn decode(
         self,
         family: u32,
         buf: &mut RowBuf,
         from: usize,
         values: Option<&[Vec<u8>]>,
+        columns: &QualifierFilter,
     ) -> Result<()> {
         match self {
             FamilyFormat::Cells => cells::decode(family, buf, from),
-            FamilyFormat::Packed => packed::decode(family, buf, from, values),
+            FamilyFormat::Packed => packed::decode(family, buf, from, values, columns),
         }
     }
 

@@ -27,7 +27,7 @@ mod runs;
 mod v1;
 mod values;
 
-use super::{CellPos, Place, RowBuf};
+use super::{CellPos, Place, QualifierFilter, RowBuf};
 use crate::codec::{self, show_bytes};
 use crate::error::{Error, Result};
 use runs::{Plan, Run, put_varint, varint};
@@ -176,6 +176,7 @@ pub(crate) fn decode(
     buf: &mut RowBuf,
     from: usize,
     values: Option<&[Vec<u8>]>,
+    columns: &QualifierFilter,
 ) -> Result<()> {
     let RowBuf { pairs, cells, .. } = buf;
     for (pair, (key, value)) in pairs.iter().enumerate().skip(from) {
@@ -183,7 +184,7 @@ pub(crate) fn decode(
         let decoded = match value.first() {
             _ if value.len() < 9 => None,
             Some(1) => v1::decode(family, index, value, cells),
-            Some(&VERSION) => decode_value(family, index, value, cells, values),
+            Some(&VERSION) => decode_value(family, index, value, cells, values, columns),
             _ => None,
         };
         if decoded.is_none() {
@@ -195,13 +196,16 @@ pub(crate) fn decode(
 
 /// Decodes a version 2 value (pair `index` of the row); `None` when it is
 /// malformed. Columns whose qualifier is not among `values` (sorted) get
-/// empty values: their numbers are skipped, not computed.
+/// empty values: their numbers are skipped, not computed. Columns that
+/// `columns` turns away yield no cells: only their value lengths are read,
+/// to find the next column's values.
 fn decode_value(
     family: u32,
     index: u32,
     value: &[u8],
     cells: &mut Vec<CellPos>,
     values: Option<&[Vec<u8>]>,
+    columns_read: &QualifierFilter,
 ) -> Option<()> {
     let mut at = 9;
     let columns = usize::try_from(varint(value, &mut at)?).ok()?;
@@ -237,10 +241,20 @@ fn decode_value(
                 .unwrap_or_default();
             v.binary_search_by(|q| q.as_slice().cmp(name)).is_ok()
         });
+        let read = matches!(columns_read, QualifierFilter::All)
+            || columns_read.matches(value.get(next_qualifier..next_qualifier + len)?);
         next_qualifier += len;
         let count = usize::try_from(counts.get(column)).ok()?;
         if count == 0 || count > n - cell {
             return None;
+        }
+        if !read {
+            for _ in 0..count {
+                segments.skip(usize::try_from(lengths.get(cell)).ok()?)?;
+                cell += 1;
+            }
+            gap += count - 1;
+            continue;
         }
         let mut timestamp = firsts.get(column);
         if timestamp < 0 {
@@ -285,7 +299,7 @@ fn decode_value(
 pub(crate) fn cells_of(key: &[u8], value: &[u8]) -> Result<Cells> {
     let mut buf = RowBuf::default();
     buf.pairs.push((key.into(), value.into()));
-    decode(0, &mut buf, 0, None)?;
+    decode(0, &mut buf, 0, None, &QualifierFilter::All)?;
     Ok(buf
         .view()
         .cells()
@@ -318,6 +332,38 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        #[test]
+        fn columns_turned_away_yield_no_cells(
+            cells in any_cells(0..40),
+            picks in prop::collection::vec(any::<bool>(), 40),
+        ) {
+            let key = codec::escape(b"row");
+            let Some(value) = encode(b"row", "f", &cells).unwrap() else {
+                return Ok(());
+            };
+            let qualifiers: std::collections::BTreeSet<Vec<u8>> =
+                cells.keys().map(|k| k.0.clone()).collect();
+            let kept: std::collections::BTreeSet<Vec<u8>> = qualifiers
+                .into_iter()
+                .zip(&picks)
+                .filter(|(_, pick)| **pick)
+                .map(|(q, _)| q)
+                .collect();
+            let mut buf = RowBuf::default();
+            buf.pairs.push((key.into(), value.into()));
+            decode(0, &mut buf, 0, None, &QualifierFilter::Set(kept.clone())).unwrap();
+            let got: Cells = buf
+                .view()
+                .cells()
+                .map(|c| ((c.qualifier.to_vec(), Reverse(c.timestamp)), c.value.to_vec()))
+                .collect();
+            let want: Cells = cells
+                .into_iter()
+                .filter(|((q, _), _)| kept.contains(q))
+                .collect();
+            prop_assert_eq!(got, want);
+        }
+
         #[test]
         fn cells_round_trip(cells in any_cells(0..40)) {
             let key = codec::escape(b"row\x00key");
