@@ -394,14 +394,20 @@ impl<'a> Groups<'a> {
         Ok(i)
     }
 
-    /// Whether two times fall in the same time groups.
-    fn same_times(&self, a: i64, b: i64) -> bool {
-        self.exec.groups.iter().all(|g| match g {
-            Group::Time { len, origin } => {
-                (a - origin).div_euclid(*len) == (b - origin).div_euclid(*len)
-            }
-            Group::Segment(_) => true,
-        })
+    /// The earliest time in all of `time`'s time groups: a time at or
+    /// before `time` shares its groups exactly when it is not earlier.
+    fn floor(&self, time: i64) -> i64 {
+        self.exec
+            .groups
+            .iter()
+            .filter_map(|g| match g {
+                Group::Time { len, origin } => {
+                    Some(origin + (time - origin).div_euclid(*len) * len)
+                }
+                Group::Segment(_) => None,
+            })
+            .max()
+            .unwrap_or(i64::MIN)
     }
 
     /// The partial aggregate's rows: the grouping expressions evaluated on
@@ -563,15 +569,25 @@ impl ScanAggregateExec {
                 let Some(family) = families.iter().position(|f| **f == *def.family) else {
                     continue;
                 };
+                // The measure's column: cells from one that is the first
+                // of its column to the next such, each column compared once.
                 let qualifier = def.qualifier.as_bytes();
-                let start = (0..row.len())
-                    .position(|i| row.family(i) == family && row.qualifier(i) == qualifier);
-                let Some(start) = start else {
+                let mut column = None;
+                let mut i = 0;
+                while i < row.len() {
+                    let mut next = i + 1;
+                    while next < row.len() && !row.first(next) {
+                        next += 1;
+                    }
+                    if row.family(i) == family && row.qualifier(i) == qualifier {
+                        column = Some((i, next));
+                        break;
+                    }
+                    i = next;
+                }
+                let Some((start, end)) = column else {
                     continue;
                 };
-                let end = (start..row.len())
-                    .find(|&i| row.family(i) != family || row.qualifier(i) != qualifier)
-                    .unwrap_or(row.len());
                 let data_type = super::wide::value_type(def.value_type);
                 let mut appender = Appender::for_type(&data_type).ok_or_else(|| {
                     to_df(crate::Error::Internal(format!(
@@ -587,9 +603,11 @@ impl ScanAggregateExec {
                 let values = appender.finish();
                 let mut at = start;
                 while at < end {
+                    // Cells come newest first.
                     let first = row.timestamp(at);
+                    let floor = groups.floor(first);
                     let mut until = at + 1;
-                    while until < end && groups.same_times(first, row.timestamp(until)) {
+                    while until < end && row.timestamp(until) >= floor {
                         until += 1;
                     }
                     let g = groups.group(&segments, first)?;
@@ -618,8 +636,9 @@ impl ScanAggregateExec {
                 times.dedup();
                 let mut at = 0;
                 while at < times.len() {
+                    let floor = groups.floor(times[at]);
                     let mut until = at + 1;
-                    while until < times.len() && groups.same_times(times[at], times[until]) {
+                    while until < times.len() && times[until] >= floor {
                         until += 1;
                     }
                     let g = groups.group(&segments, times[at])?;
