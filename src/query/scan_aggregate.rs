@@ -365,19 +365,17 @@ impl<'a> Groups<'a> {
         self.accumulators[a].update_batch(&[values], &self.indices, None, self.keys.len())
     }
 
+    /// The starts of the time groups `time` is in.
+    fn starts(&self, time: i64) -> impl Iterator<Item = i64> + '_ {
+        self.exec.groups.iter().filter_map(move |g| match g {
+            Group::Time { len, origin } => Some(origin + (time - origin).div_euclid(*len) * len),
+            Group::Segment(_) => None,
+        })
+    }
+
     /// The group of `segments` and the time groups of `time`.
     fn group(&mut self, segments: &[Option<KeyValue>], time: i64) -> DfResult<usize> {
-        let times = self
-            .exec
-            .groups
-            .iter()
-            .filter_map(|g| match g {
-                Group::Time { len, origin } => {
-                    Some(origin + (time - origin).div_euclid(*len) * len)
-                }
-                Group::Segment(_) => None,
-            })
-            .collect();
+        let times = self.starts(time).collect();
         let key = GroupKey {
             segments: segments.to_vec(),
             times,
@@ -397,17 +395,7 @@ impl<'a> Groups<'a> {
     /// The earliest time in all of `time`'s time groups: a time at or
     /// before `time` shares its groups exactly when it is not earlier.
     fn floor(&self, time: i64) -> i64 {
-        self.exec
-            .groups
-            .iter()
-            .filter_map(|g| match g {
-                Group::Time { len, origin } => {
-                    Some(origin + (time - origin).div_euclid(*len) * len)
-                }
-                Group::Segment(_) => None,
-            })
-            .max()
-            .unwrap_or(i64::MIN)
+        self.starts(time).max().unwrap_or(i64::MIN)
     }
 
     /// The partial aggregate's rows: the grouping expressions evaluated on
