@@ -92,7 +92,7 @@ enum Target {
 
 /// One value on its way into a builder.
 #[derive(Clone, Copy)]
-enum Datum<'a> {
+pub(crate) enum Datum<'a> {
     Int(i64),
     Float(f64),
     Text(&'a str),
@@ -114,7 +114,7 @@ impl<'a> Datum<'a> {
         }
     }
 
-    fn key(value: &'a KeyValue) -> Datum<'a> {
+    pub(crate) fn key(value: &'a KeyValue) -> Datum<'a> {
         match value {
             KeyValue::Text(t) => Datum::Text(t),
             KeyValue::Int(n) => Datum::Int(*n),
@@ -229,7 +229,7 @@ impl Appender {
     }
 
     /// Appends a value; one of another type, or `None`, appends NULL.
-    fn put(&mut self, value: Option<Datum>) {
+    pub(crate) fn put(&mut self, value: Option<Datum>) {
         match (self, value) {
             (Appender::Text(b), Some(Datum::Text(t))) => b.append_value(t),
             (Appender::Int(b), Some(Datum::Int(n))) => b.append_value(n),

@@ -47,15 +47,12 @@ use datafusion::physical_plan::{
     SendableRecordBatchStream,
 };
 
-use super::batch::{Appender, decode_error};
+use super::batch::{Appender, Datum, decode_error};
 use super::scan::{KeyScanExec, ScanSpec};
 use super::to_df;
 use super::wide::{ColumnSource, View};
-use crate::schema::KeyValue;
+use crate::schema::{KeyValue, WEEK_ORIGIN};
 use crate::store::{QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet};
-
-/// Weeks (as `date_trunc` cuts them) start on a Monday: 1970-01-05.
-const WEEK_ORIGIN: i64 = 4 * 86_400_000_000;
 
 /// The physical optimizer rule putting partial aggregates into series
 /// scans where they can be.
@@ -109,6 +106,7 @@ enum Input {
 }
 
 /// A partial aggregate computed by the scan it sits on.
+#[derive(Clone)]
 pub(crate) struct ScanAggregateExec {
     spec: ScanSpec,
     partitions: Vec<Vec<RowRange>>,
@@ -122,8 +120,8 @@ pub(crate) struct ScanAggregateExec {
     inputs: Vec<Input>,
     /// The time column in `input_schema`.
     time_column: usize,
-    /// What EXPLAIN shows of the scan.
-    scan: Arc<KeyScanExec>,
+    /// The scan it replaces the input of: what EXPLAIN shows.
+    scan: Arc<dyn ExecutionPlan>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -134,7 +132,8 @@ impl fmt::Debug for ScanAggregateExec {
     }
 }
 
-/// The fixed length and origin of a `date_trunc` unit.
+/// The fixed length and origin of a `date_trunc` unit (weeks start on a
+/// Monday, as series' week buckets do).
 fn unit(name: &str) -> Option<(i64, i64)> {
     let second = 1_000_000;
     Some(match name.to_ascii_lowercase().as_str() {
@@ -284,7 +283,7 @@ impl ScanAggregateExec {
             aggregates: aggregate.aggr_expr().to_vec(),
             inputs,
             time_column,
-            scan: Arc::new(KeyScanExec::new(spec.clone())),
+            scan: Arc::clone(input),
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
         }))
@@ -438,27 +437,11 @@ impl<'a> Groups<'a> {
                     .filter(|g| matches!(g, Group::Segment(_)))
                     .position(|g| matches!(g, Group::Segment(x) if x == s))
             {
-                let values = self.keys.iter().map(|k| {
-                    Ok(match &k.segments[at] {
-                        None => ScalarValue::try_from(field.data_type())?,
-                        Some(KeyValue::Text(t)) => ScalarValue::Utf8(Some(t.clone())),
-                        Some(KeyValue::Int(v)) => ScalarValue::Int64(Some(*v)),
-                        Some(KeyValue::Time(t)) => {
-                            ScalarValue::TimestampMicrosecond(Some(*t), None)
-                        }
-                    })
-                });
-                let values = values.collect::<DfResult<Vec<_>>>()?;
-                if values.is_empty() {
-                    new_null_array(field.data_type(), 0)
-                } else {
-                    let array = ScalarValue::iter_to_array(values)?;
-                    if array.data_type() == field.data_type() {
-                        array
-                    } else {
-                        cast(&array, field.data_type())?
-                    }
+                let mut column = appender(field.data_type())?;
+                for k in &self.keys {
+                    column.put(k.segments[at].as_ref().map(Datum::key));
                 }
+                column.finish()
             } else {
                 new_null_array(field.data_type(), n)
             };
@@ -476,6 +459,15 @@ impl<'a> Groups<'a> {
     }
 }
 
+/// A builder of `data_type`, one of the view's.
+fn appender(data_type: &DataType) -> DfResult<Appender> {
+    Appender::for_type(data_type).ok_or_else(|| {
+        to_df(crate::Error::Internal(format!(
+            "no appender for {data_type}"
+        )))
+    })
+}
+
 impl ScanAggregateExec {
     /// Reads partition `ranges` and aggregates its events.
     fn run(&self, ranges: Vec<RowRange>, rows_scanned: &dyn Fn(usize)) -> DfResult<RecordBatch> {
@@ -485,7 +477,8 @@ impl ScanAggregateExec {
         if ranges.is_empty() {
             return groups.finish();
         }
-        // The measures read, each once: (declared column, qualifier).
+        // The measures read, each once (declared column), with a builder
+        // of its values reused from row to row.
         let mut measures: Vec<usize> = Vec::new();
         for input in &self.inputs {
             if let Input::Measure(d, _) = input
@@ -494,6 +487,11 @@ impl ScanAggregateExec {
                 measures.push(*d);
             }
         }
+        let mut appenders = measures
+            .iter()
+            .map(|&d| appender(&super::wide::value_type(layout.columns[d].value_type)))
+            .collect::<DfResult<Vec<_>>>()?;
+        let mut inputs: Vec<(usize, ArrayRef)> = Vec::new();
         // Without count(*), only the aggregated measures' columns are
         // read (a packed row skips the others whole).
         let counts_events = self.inputs.iter().any(|i| matches!(i, Input::Events));
@@ -552,7 +550,7 @@ impl ScanAggregateExec {
                 }
             }
             // Each measure's cells: a run, newest first.
-            for &d in &measures {
+            for (&d, appender) in measures.iter().zip(&mut appenders) {
                 let def = &layout.columns[d];
                 let Some(family) = families.iter().position(|f| **f == *def.family) else {
                     continue;
@@ -576,12 +574,6 @@ impl ScanAggregateExec {
                 let Some((start, end)) = column else {
                     continue;
                 };
-                let data_type = super::wide::value_type(def.value_type);
-                let mut appender = Appender::for_type(&data_type).ok_or_else(|| {
-                    to_df(crate::Error::Internal(format!(
-                        "no appender for {data_type}"
-                    )))
-                })?;
                 for i in start..end {
                     if let Err(why) = appender.put_cell(def.encoding, row.value(i)) {
                         let e = def.failure(why, row.value(i));
@@ -589,6 +581,19 @@ impl ScanAggregateExec {
                     }
                 }
                 let values = appender.finish();
+                // Each aggregate of this measure: its values, cast once.
+                inputs.clear();
+                for (a, input) in self.inputs.iter().enumerate() {
+                    if let Input::Measure(m, cast_to) = input
+                        && *m == d
+                    {
+                        let values = match cast_to {
+                            Some(t) if t != values.data_type() => cast(&values, t)?,
+                            _ => Arc::clone(&values),
+                        };
+                        inputs.push((a, values));
+                    }
+                }
                 let mut at = start;
                 while at < end {
                     // Cells come newest first.
@@ -599,19 +604,9 @@ impl ScanAggregateExec {
                         until += 1;
                     }
                     let g = groups.group(&segments, first)?;
-                    for (a, input) in self.inputs.iter().enumerate() {
-                        let Input::Measure(m, cast_to) = input else {
-                            continue;
-                        };
-                        if *m != d {
-                            continue;
-                        }
+                    for (a, values) in &inputs {
                         let slice = values.slice(at - start, until - at);
-                        let slice = match cast_to {
-                            Some(t) if t != slice.data_type() => cast(&slice, t)?,
-                            _ => slice,
-                        };
-                        groups.update(a, g, Some(slice), until - at)?;
+                        groups.update(*a, g, Some(slice), until - at)?;
                     }
                     at = until;
                 }
@@ -700,7 +695,7 @@ impl ExecutionPlan for ScanAggregateExec {
         _context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
         let ranges = self.partitions.get(partition).cloned().unwrap_or_default();
-        let this = self.clone_for_task();
+        let this = self.clone();
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let scanned = MetricBuilder::new(&self.metrics).counter("rows_scanned", partition);
         let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&self.schema), 1);
@@ -712,25 +707,5 @@ impl ExecutionPlan for ScanAggregateExec {
             Ok(())
         });
         Ok(builder.build())
-    }
-}
-
-impl ScanAggregateExec {
-    /// What a partition's task needs of the plan.
-    fn clone_for_task(&self) -> ScanAggregateExec {
-        ScanAggregateExec {
-            spec: self.spec.clone(),
-            partitions: Vec::new(),
-            input_schema: Arc::clone(&self.input_schema),
-            schema: Arc::clone(&self.schema),
-            group_exprs: self.group_exprs.clone(),
-            groups: self.groups.clone(),
-            aggregates: self.aggregates.clone(),
-            inputs: self.inputs.clone(),
-            time_column: self.time_column,
-            scan: Arc::clone(&self.scan),
-            properties: Arc::clone(&self.properties),
-            metrics: ExecutionPlanMetricsSet::new(),
-        }
     }
 }

@@ -6,6 +6,7 @@ mod key;
 mod series;
 
 pub use key::{Constraint, KeyOrder, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat};
+pub(crate) use series::WEEK_ORIGIN;
 pub use series::{SeriesDecl, SeriesDef, SeriesLayout, Shape};
 
 use serde::{Deserialize, Serialize};

@@ -82,7 +82,7 @@ pub struct SeriesDef {
 pub const SERIES_FAMILY: &str = "measurements";
 
 /// Weeks start on a Monday: 1970-01-05, four days after the epoch.
-const WEEK_ORIGIN: i64 = 4 * 86_400_000_000;
+pub(crate) const WEEK_ORIGIN: i64 = 4 * 86_400_000_000;
 const MINUTE: i64 = 60_000_000;
 const HOUR: i64 = 60 * MINUTE;
 const DAY: i64 = 24 * HOUR;

@@ -14,15 +14,13 @@
 use std::sync::Arc;
 
 use datafusion::catalog::Session;
-use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, JoinType, Result as DfResult};
 use datafusion::datasource::provider_as_source;
 use datafusion::functions_aggregate::expr_fn::max;
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder, cast, col, lit, when};
 use datafusion::physical_plan::ExecutionPlan;
 
-use super::{SeriesView, bucket_filters};
-use crate::query::pushdown;
+use super::{SeriesView, physical_filters};
 use crate::query::to_df;
 use crate::query::wide::{CellarTable, Layout, View, value_type};
 use crate::store::Store;
@@ -84,21 +82,9 @@ impl<'a> ColumnEvents<'a> {
             cells,
         )));
         let mut plan = LogicalPlanBuilder::scan(self.layout.table.as_str(), source, None)?;
-        let mut on_cells = Vec::with_capacity(filters.len() + 2);
-        for f in filters {
-            let renamed = (*f).clone().transform(|e| {
-                Ok(match e {
-                    Expr::Column(c) if c.name == def.time => {
-                        Transformed::yes(unqualified(TIMESTAMP))
-                    }
-                    Expr::Column(c) => Transformed::yes(unqualified(&c.name)),
-                    other => Transformed::no(other),
-                })
-            })?;
-            on_cells.push(renamed.data);
-        }
-        let (range, _) = pushdown::time_range(&on_cells, TIMESTAMP);
-        on_cells.extend(bucket_filters(self.series, range));
+        // Time as `_timestamp`, and the buckets it falls in.
+        let filters: Vec<Expr> = filters.iter().map(|f| (*f).clone()).collect();
+        let mut on_cells = physical_filters(self.series, &filters)?;
         // The measures' rows only (another tool's rows are no events);
         // named, the metric segment lets a series' key and time become a
         // key range per measure, each narrowed to the buckets in time.

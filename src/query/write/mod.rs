@@ -486,7 +486,9 @@ fn write_event_columns(
             .iter()
             .zip(stored)
             .map(|(key, stored)| {
-                let given = rows.get(key.as_slice()).cloned().unwrap_or_default();
+                let Some(given) = rows.get(key.as_slice()) else {
+                    return Vec::new();
+                };
                 let mut mutations = Vec::with_capacity(given.len());
                 for cell in stored.iter().flat_map(|r| &r.cells) {
                     if given
@@ -503,7 +505,7 @@ fn write_event_columns(
                         });
                     }
                 }
-                for (time, qualifier) in given {
+                for (&time, qualifier) in given {
                     mutations.push(Mutation::SetCell {
                         family: family.clone(),
                         qualifier: qualifier.to_vec(),

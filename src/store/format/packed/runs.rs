@@ -152,7 +152,7 @@ impl<'a> Run<'a> {
     }
 
     /// The `i`th number; `i` must be below the run's length.
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, i: usize) -> i64 {
         if self.width == 0 {
             return self.base;

@@ -177,7 +177,7 @@ impl<'a> Segments<'a> {
 
     /// The next value, `len` bytes long; `None` when the segments are
     /// malformed.
-    #[inline]
+    #[inline(always)]
     pub fn next(&mut self, len: usize) -> Option<Piece> {
         if self.index == self.count {
             self.open()?;
@@ -206,7 +206,7 @@ impl<'a> Segments<'a> {
     /// Reads the next segment's header.
     /// Passes over the next value (of length `len`) without computing it;
     /// the checks `next` makes still hold.
-    #[inline]
+    #[inline(always)]
     pub fn skip(&mut self, len: usize) -> Option<()> {
         if self.index == self.count {
             self.open()?;
