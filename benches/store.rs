@@ -136,7 +136,7 @@ fn durability(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     let dir = tempfile::tempdir().expect("tempdir");
-                    let store = Store::open_with(
+                    let store = cellar::FjallStore::open_with(
                         dir.path(),
                         cellar::StoreOptions {
                             durability: mode,

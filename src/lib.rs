@@ -45,10 +45,11 @@ pub use sql::{
 };
 pub use store::journal;
 pub use store::{
-    AlterOp, BadRows, BatchFamily, Cell, CellBatch, CellRef, CheckReport, Conversion, Durability,
-    FamilyCheck, FamilyDef, FamilyFormat, FamilyKind, FamilySpec, FormatChange, GcPolicy, GcStats,
-    MAX_FAMILIES, MAX_GC_DEPTH, MAX_GC_RULES, MAX_KEY_LEN, MAX_PACKED_LEN, MAX_QUALIFIER_LEN,
-    MAX_VALUE_LEN, Mutation, QualifierFilter, ReadFilter, ReadModifyWrite, ReadRequest, Row,
-    RowMutation, RowRange, RowSet, RowStream, RowView, ScanStats, Store, StoreOptions, TableDef,
-    TableSpec, TimeRange, hll_estimate, machine_memory, now_micros,
+    AlterOp, Backend, BadRows, BatchFamily, Cell, CellBatch, CellRef, CheckReport, Conversion,
+    Durability, FamilyCheck, FamilyDef, FamilyFormat, FamilyKind, FamilySpec, FjallStore,
+    FormatChange, GcPolicy, GcStats, MAX_FAMILIES, MAX_GC_DEPTH, MAX_GC_RULES, MAX_KEY_LEN,
+    MAX_PACKED_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, Pinned, QualifierFilter,
+    ReadFilter, ReadModifyWrite, ReadRequest, Row, RowChange, RowMutation, RowRange, RowSet,
+    RowSource, RowStream, RowView, ScanStats, Store, StoreOptions, TableDef, TableSpec, TimeRange,
+    hll_estimate, machine_memory, now_micros,
 };

@@ -594,6 +594,8 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
                 };
                 let mut steps = 0u8;
                 let done = store
+                    .local()
+                    .expect("the model runs on the embedded store")
                     .set_family_format_in_steps("t", &f, target, 1, &mut |_| {
                         steps += 1;
                         stop.is_none_or(|s| steps <= s)

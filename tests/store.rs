@@ -802,7 +802,7 @@ fn synced_writers_share_fsyncs() {
         }
     });
     let commits = threads * per_thread;
-    let fsyncs = store.fsync_count();
+    let fsyncs = store.local().expect("embedded store").fsync_count();
     assert!(
         fsyncs >= 1 && fsyncs < commits as u64,
         "{fsyncs} fsyncs for {commits} commits"
@@ -1041,6 +1041,8 @@ fn a_format_change_loses_no_concurrent_write() {
                     FamilyFormat::Cells
                 };
                 let done = store
+                    .local()
+                    .unwrap()
                     .set_family_format_in_steps("t", "f", format, 16, &mut |_| true)
                     .unwrap();
                 assert!(done.finished && done.rows >= 500, "{done:?}");
@@ -1066,7 +1068,14 @@ fn a_format_change_loses_no_concurrent_write() {
         store.table("t").unwrap().families[0].format,
         FamilyFormat::Cells
     );
-    assert!(store.check().unwrap().healthy());
+    assert!(
+        store
+            .local()
+            .expect("embedded store")
+            .check()
+            .unwrap()
+            .healthy()
+    );
 }
 
 /// A format change lists itself with its progress while it runs, can be
@@ -1086,6 +1095,8 @@ fn a_format_change_reports_progress_and_resumes() {
     }
     let mut seen = Vec::new();
     let done = store
+        .local()
+        .unwrap()
         .set_family_format_in_steps("t", "f", FamilyFormat::Packed, 10, &mut |done| {
             seen.push(store.format_changes());
             done.rows < 30
@@ -1122,7 +1133,14 @@ fn a_format_change_reports_progress_and_resumes() {
     assert_eq!(def.families[0].format, FamilyFormat::Packed);
     assert!(def.families[0].converting.is_none());
     assert_eq!(count(&store), 100);
-    assert!(store.check().unwrap().healthy());
+    assert!(
+        store
+            .local()
+            .expect("embedded store")
+            .check()
+            .unwrap()
+            .healthy()
+    );
 }
 
 #[test]
@@ -1149,8 +1167,22 @@ fn a_pass_over_the_pairs_counts_cells_or_rows_by_format() {
         result.unwrap();
     }
     // 30 cells one pair each, and 10 packed rows.
-    assert_eq!(store.scan_pairs("t").unwrap().0, 40);
-    assert!(store.scan_pairs("nope").is_err());
+    assert_eq!(
+        store
+            .local()
+            .expect("embedded store")
+            .scan_pairs("t")
+            .unwrap()
+            .0,
+        40
+    );
+    assert!(
+        store
+            .local()
+            .expect("embedded store")
+            .scan_pairs("nope")
+            .is_err()
+    );
 }
 
 #[test]
@@ -1259,4 +1291,42 @@ fn a_cell_batch_stops_at_a_bad_row_or_skips_it() {
         store.write_batch("t", &batch, BadRows::Skip),
         Err(Error::FamilyNotFound { .. })
     ));
+}
+
+#[test]
+fn sample_row_keys_split_a_table_into_pieces_in_key_order() {
+    let (_dir, store) = store();
+    two_family_table(&store, "t");
+    let rows: Vec<RowMutation> = (0..500)
+        .map(|i| {
+            RowMutation::new(
+                format!("row{i:04}"),
+                vec![Mutation::set("a", "q", vec![7u8; 100])],
+            )
+        })
+        .collect();
+    assert!(
+        store
+            .mutate_rows("t", rows)
+            .unwrap()
+            .iter()
+            .all(Result::is_ok)
+    );
+    let local = store.local().expect("embedded store");
+    let samples = local.sample_row_keys_every("t", 10_000).unwrap();
+    // About 115 bytes a row: a sample every 87 rows or so, then the end.
+    assert!(samples.len() >= 5, "{samples:?}");
+    let (end, total) = samples.last().unwrap();
+    assert!(end.is_empty());
+    assert!(*total >= 500 * 100);
+    let keys: Vec<&Vec<u8>> = samples[..samples.len() - 1]
+        .iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert!(keys.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
+    assert!(keys.iter().all(|k| k.starts_with(b"row")));
+    assert!(samples.windows(2).all(|w| w[0].1 <= w[1].1));
+    // Through the trait: one piece for a small table; a missing table errs.
+    assert_eq!(store.sample_row_keys("t").unwrap().len(), 1);
+    assert!(store.sample_row_keys("nope").is_err());
 }

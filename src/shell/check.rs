@@ -4,8 +4,9 @@
 
 use std::path::Path;
 
+use crate::Error;
+use crate::store::FjallStore;
 use crate::store::journal;
-use crate::{Error, Store};
 
 /// Checks the store in `dir` and prints the report; returns whether the
 /// store is healthy (false also after a repair: something was lost).
@@ -15,7 +16,7 @@ pub fn run(dir: &Path, repair: bool) -> bool {
         return false;
     }
     let mut repaired = false;
-    let store = match Store::open(dir) {
+    let store = match FjallStore::open(dir) {
         Ok(s) => s,
         Err(e) => {
             println!("store {}: cannot be opened", dir.display());
@@ -45,7 +46,7 @@ pub fn run(dir: &Path, repair: bool) -> bool {
                 }
             }
             repaired = true;
-            match Store::open(dir) {
+            match FjallStore::open(dir) {
                 Ok(s) => s,
                 Err(e) => {
                     println!("  still cannot be opened after the repair: {e}");

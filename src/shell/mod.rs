@@ -19,6 +19,7 @@ use std::time::Instant;
 
 use datafusion::error::DataFusionError;
 
+use crate::store::FjallStore;
 use crate::{SessionOptions, SqlSession, Store, StoreOptions};
 
 /// Where statements come from when not interactive.
@@ -504,7 +505,7 @@ fn escape_text_lines(text: &str) -> String {
 /// Says, on stderr, what opening `store` dropped (a torn journal tail)
 /// and which tables could not be opened.
 pub fn warn_damaged(store: &Store) {
-    for note in store.recovery_notes() {
+    for note in store.local().map_or(&[][..], FjallStore::recovery_notes) {
         eprintln!("note: {note}");
     }
     for (table, reason) in store.damaged_tables() {

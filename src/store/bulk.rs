@@ -1,13 +1,13 @@
 //! Bulk writes: rows of cell writes in flat buffers ([`CellBatch`]), which
 //! a batch writer fills with no allocation per cell, and
-//! [`Store::write_batch`], which writes them atomically per row in one
+//! [`FjallStore::write_batch`], which writes them atomically per row in one
 //! commit. A row that is new to the store and only sets cells is encoded
 //! straight into its pairs (a PACKED row-family from its sorted cells);
 //! any other row goes through the overlay as a row mutation does.
 
 use super::format::Overlay;
 use super::mutation::{self, check_key, check_qualifier, check_value};
-use super::{Mutation, RowMutation, Store, TableHandle, aggregate, now_micros};
+use super::{FjallStore, Mutation, RowMutation, TableHandle, aggregate, now_micros};
 use crate::codec;
 use crate::error::{Error, Result};
 use std::ops::Range;
@@ -205,7 +205,7 @@ impl CellBatch {
     }
 }
 
-/// What [`Store::write_batch`] does with a row that cannot be written.
+/// What [`FjallStore::write_batch`] does with a row that cannot be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BadRows {
     /// Write nothing of the batch.
@@ -220,7 +220,7 @@ struct Resolved {
     kind: super::FamilyKind,
 }
 
-impl Store {
+impl FjallStore {
     /// Writes the rows of `batch` into `table` in one commit, each row
     /// atomically; cells of a row repeating a (family, qualifier,
     /// timestamp) keep the last value, and a key repeated in the batch

@@ -1,4 +1,4 @@
-//! `Store::check`: read every cell of every family and report what is
+//! `FjallStore::check`: read every cell of every family and report what is
 //! damaged, by table and family, so a user learns what a damaged file
 //! cost before deciding what to do.
 
@@ -6,7 +6,7 @@ use std::sync::PoisonError;
 
 use fjall::Readable;
 
-use super::Store;
+use super::FjallStore;
 use crate::codec::show_bytes;
 use crate::error::Result;
 
@@ -55,7 +55,7 @@ impl CheckReport {
     }
 }
 
-impl Store {
+impl FjallStore {
     /// Reads every cell of every family through one snapshot, checking
     /// each block's checksum (fjall verifies them as it reads) and that
     /// every key is a cell key. Slow on a large store: it reads it all.

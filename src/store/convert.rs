@@ -16,15 +16,15 @@
 
 use super::catalog::Conversion;
 use super::format::{FamilyFormat, RowBuf, reencode};
-use super::{Store, TableHandle, cursor_key, lock};
+use super::{FjallStore, TableHandle, cursor_key, lock};
 use crate::codec;
 use crate::error::{Error, Result};
 use fjall::{PersistMode, Readable};
 use std::sync::Arc;
 
-/// Keeps a change in [`Store::format_changes`] while it runs.
+/// Keeps a change in [`FjallStore::format_changes`] while it runs.
 struct Listed<'a> {
-    store: &'a Store,
+    store: &'a FjallStore,
     key: (String, String),
 }
 
@@ -50,7 +50,7 @@ pub struct FormatChange {
     pub finished: bool,
 }
 
-impl Store {
+impl FjallStore {
     /// Changes the format of `family` of `table` to `format`, moving its
     /// rows in key order while the table stays readable and writable, and
     /// calls `progress` after every step; when it returns false the change
@@ -67,7 +67,7 @@ impl Store {
         self.set_family_format_in_steps(table, family, format, STEP_ROWS, progress)
     }
 
-    /// [`Store::set_family_format`] moving at most `step_rows` rows a step
+    /// [`FjallStore::set_family_format`] moving at most `step_rows` rows a step
     /// (tests use small steps to stop a change half way).
     #[doc(hidden)]
     pub fn set_family_format_in_steps(

@@ -6,7 +6,7 @@
 //!   garbage whatever else the policy says; it runs inside fjall's own
 //!   compactions, so it needs no version counts, which a compaction that
 //!   sees only some tables could get wrong;
-//! - [`Store::collect_garbage`](super::Store::collect_garbage) walks a table,
+//! - [`FjallStore::collect_garbage`](super::FjallStore::collect_garbage) walks a table,
 //!   deletes every cell its policy discards (version counts included), row by
 //!   row under the row lock, then compacts the family so the space returns.
 //!
@@ -15,7 +15,7 @@
 
 use super::format::FamilyFormat;
 use super::format::{self, Overlay};
-use super::{BULK_CHUNK_ROWS, GcPolicy, GcStats, Store, TableHandle, now_micros};
+use super::{BULK_CHUNK_ROWS, FjallStore, GcPolicy, GcStats, TableHandle, now_micros};
 use crate::codec;
 use crate::error::Result;
 use fjall::Readable;
@@ -71,14 +71,14 @@ impl CompactionFilter for AgeFilter {
     }
 }
 
-impl Store {
+impl FjallStore {
     /// Deletes every cell of `table` that its family's GC policy discards,
     /// then compacts the families so the disk space is returned.
     pub fn collect_garbage(&self, table: &str) -> Result<GcStats> {
         self.collect(table, None)
     }
 
-    /// [`Store::collect_garbage`] for one family.
+    /// [`FjallStore::collect_garbage`] for one family.
     pub fn collect_family_garbage(&self, table: &str, family: &str) -> Result<GcStats> {
         self.handle(table)?.def.family(family)?;
         self.collect(table, Some(family))

@@ -8,6 +8,7 @@
 //! snapshot.
 
 mod aggregate;
+mod backend;
 mod bulk;
 mod catalog;
 mod check;
@@ -22,6 +23,7 @@ mod replace;
 mod write;
 
 pub use aggregate::hll_estimate;
+pub use backend::{Backend, Pinned, RowChange, RowSource, RowStream, Store};
 pub use bulk::{BadRows, BatchFamily, CellBatch};
 pub use catalog::{
     Conversion, FORMAT_VERSION, FamilyDef, FamilyKind, FamilySpec, GcPolicy, MAX_FAMILIES,
@@ -31,20 +33,25 @@ pub use check::{CheckReport, FamilyCheck};
 pub use commit::Durability;
 pub use convert::FormatChange;
 pub use format::{CellRef, FamilyFormat, MAX_PACKED_LEN, RowView};
+#[cfg_attr(
+    not(feature = "bigtable"),
+    allow(unused_imports, reason = "used by the Bigtable backend")
+)]
+pub(crate) use format::{RowBuf, select};
 pub use mutation::{
     MAX_KEY_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadModifyWrite, RowMutation,
 };
 pub use read::{
-    Cell, QualifierFilter, ReadFilter, ReadRequest, Row, RowRange, RowSet, RowStream, ScanStats,
-    TimeRange,
+    Cell, QualifierFilter, ReadFilter, ReadRequest, Row, RowRange, RowSet, ScanStats, TimeRange,
 };
-pub use replace::{Entered, Pinned, WriteGate};
+pub use replace::{Entered, WriteGate};
 
+use crate::codec;
 use crate::error::{Error, Result};
 use commit::GroupSync;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use gc::{AgeFilterFactory, AgeRules};
-use read::FamilyScan;
+use read::{FamilyScan, FjallRows};
 use std::collections::BTreeMap;
 use std::hash::RandomState;
 use std::path::{Path, PathBuf};
@@ -63,6 +70,9 @@ const SETTING_PREFIX: &str = "setting/";
 const LOCK_STRIPES: usize = 4096;
 /// Rows per fjall batch in a bulk call.
 const BULK_CHUNK_ROWS: usize = 1024;
+/// About how many bytes of pairs lie between two of a table's sample row
+/// keys.
+pub const SPLIT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Microseconds since the Unix epoch, by the system clock.
 pub fn now_micros() -> i64 {
@@ -260,13 +270,13 @@ struct Inner {
 
 /// An open store. Cheap to clone; all clones share one database.
 #[derive(Clone)]
-pub struct Store {
+pub struct FjallStore {
     inner: Arc<Inner>,
 }
 
-impl std::fmt::Debug for Store {
+impl std::fmt::Debug for FjallStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
+        f.debug_struct("FjallStore")
             .field("path", &self.inner.path)
             .finish_non_exhaustive()
     }
@@ -276,14 +286,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl Store {
+impl FjallStore {
     /// Opens (or creates) the store in directory `path` with default options.
-    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
-        Store::open_with(path, StoreOptions::default())
+    pub fn open(path: impl AsRef<Path>) -> Result<FjallStore> {
+        FjallStore::open_with(path, StoreOptions::default())
     }
 
     /// Opens (or creates) the store in directory `path`.
-    pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+    pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<FjallStore> {
         let path = path.as_ref().to_path_buf();
         let age_rules: AgeRules = AgeRules::default();
         let rules = age_rules.clone();
@@ -378,7 +388,7 @@ impl Store {
             changes: Mutex::default(),
             gates: Mutex::default(),
         };
-        let store = Store {
+        let store = FjallStore {
             inner: Arc::new(inner),
         };
         store.load_catalog()?;
@@ -387,7 +397,7 @@ impl Store {
 
     /// Reads every table definition. An entry that does not parse (or
     /// whose families cannot be opened) makes that one table unavailable,
-    /// reported by [`Store::damaged_tables`]; the others open.
+    /// reported by [`FjallStore::damaged_tables`]; the others open.
     fn load_catalog(&self) -> Result<()> {
         let inner = &self.inner;
         let mut tables = BTreeMap::new();
@@ -544,6 +554,46 @@ impl Store {
             .iter()
             .map(|k| k.approximate_len() as u64)
             .sum())
+    }
+
+    /// Row keys splitting a table into pieces of about [`SPLIT_BYTES`]
+    /// each, with the bytes before each (see
+    /// [`Backend::sample_row_keys`]): from one walk of the table's largest
+    /// keyspace (a cost of a full scan of it; the embedded store has no
+    /// cheaper index of its key distribution). The last entry is the
+    /// empty key (the table's end).
+    pub fn sample_row_keys(&self, table: &str) -> Result<Vec<(Vec<u8>, u64)>> {
+        self.sample_row_keys_every(table, SPLIT_BYTES)
+    }
+
+    /// [`FjallStore::sample_row_keys`] with a sample about every `step`
+    /// bytes (tests use small steps).
+    #[doc(hidden)]
+    pub fn sample_row_keys_every(&self, table: &str, step: u64) -> Result<Vec<(Vec<u8>, u64)>> {
+        let step = step.max(1);
+        let handle = self.handle(table)?;
+        let mut samples = Vec::new();
+        let largest = (0..handle.keyspaces.len()).max_by_key(|&s| handle.keyspaces[s].disk_space());
+        let mut bytes = 0u64;
+        if let Some(slot) = largest {
+            let format = handle.formats[slot];
+            let mut next_split = step;
+            let mut last_row: Vec<u8> = Vec::new();
+            for guard in handle.keyspaces[slot].iter() {
+                let (key, value) = guard.into_inner()?;
+                let row = format.row_of(&key)?;
+                bytes += (key.len() + value.len()) as u64;
+                if bytes >= next_split && row != last_row.as_slice() {
+                    let (plain, _) = codec::unescape(row)?;
+                    samples.push((plain, bytes));
+                    next_split = bytes + step;
+                }
+                last_row.clear();
+                last_row.extend_from_slice(row);
+            }
+        }
+        samples.push((Vec::new(), bytes));
+        Ok(samples)
     }
 
     /// Iterates every pair of a table's families in key order, decoding
@@ -917,10 +967,10 @@ impl Store {
     // ---- reads ---------------------------------------------------------
 
     /// Reads rows through one snapshot, lazily.
-    pub fn read_rows(&self, table: &str, request: ReadRequest) -> Result<RowStream> {
+    pub fn read_rows(&self, table: &str, request: ReadRequest) -> Result<FjallRows> {
         let (handle, snapshot) = self.handle_and_snapshot(table)?;
         let families = handle.family_scans(request.filter.families.as_deref())?;
-        Ok(RowStream::new(snapshot, families, request, now_micros()))
+        Ok(FjallRows::new(snapshot, families, request, now_micros()))
     }
 
     /// Reads one row.

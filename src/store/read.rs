@@ -1,5 +1,5 @@
 //! Reads: which rows (a [`RowSet`]), which cells of them (a [`ReadFilter`]),
-//! and the streaming [`RowStream`] that walks one fjall snapshot.
+//! and the streaming [`FjallRows`] that walks one fjall snapshot.
 
 use super::catalog::GcPolicy;
 use super::format::{self, FamilyFormat, RowBuf, RowView};
@@ -425,10 +425,10 @@ impl Cursor {
 }
 
 /// Rows of a read, produced lazily from one snapshot: memory is bounded by
-/// the largest row, not by the table. [`RowStream::next_view`] lends each
+/// the largest row, not by the table. [`FjallRows::next_view`] lends each
 /// row from buffers reused for the next (no allocation per cell); as an
 /// iterator it yields owned [`Row`]s.
-pub struct RowStream {
+pub struct FjallRows {
     snapshot: Snapshot,
     families: Vec<FamilyScan>,
     ranges: VecDeque<EncodedRange>,
@@ -445,7 +445,7 @@ pub struct RowStream {
     values_of: Vec<Option<Vec<Vec<u8>>>>,
 }
 
-impl RowStream {
+impl FjallRows {
     pub(crate) fn new(
         snapshot: Snapshot,
         families: Vec<FamilyScan>,
@@ -460,7 +460,7 @@ impl RowStream {
             .iter()
             .map(|f| request.filter.values_of.get(&*f.name).cloned())
             .collect();
-        RowStream {
+        FjallRows {
             values_of,
             snapshot,
             families,
@@ -621,7 +621,7 @@ impl RowStream {
     }
 }
 
-impl Iterator for RowStream {
+impl Iterator for FjallRows {
     type Item = Result<Row>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -630,20 +630,21 @@ impl Iterator for RowStream {
             Ok(None) => return None,
             Err(e) => return Some(Err(e)),
         }
-        let view = self.buf.view();
-        let names = &self.families;
-        let cells = view
-            .cells()
-            .map(|c| Cell {
-                family: names[c.family].name.clone(),
-                qualifier: c.qualifier.to_vec(),
-                timestamp: c.timestamp,
-                value: c.value.to_vec(),
-            })
-            .collect();
-        Some(Ok(Row {
-            key: view.key().to_vec(),
-            cells,
-        }))
+        let names: Vec<Arc<str>> = self.families.iter().map(|f| f.name.clone()).collect();
+        Some(Ok(self.buf.view().to_row(&names)))
+    }
+}
+
+impl super::RowSource for FjallRows {
+    fn next_view(&mut self) -> Result<Option<RowView<'_>>> {
+        FjallRows::next_view(self)
+    }
+
+    fn stats(&self) -> ScanStats {
+        FjallRows::stats(self)
+    }
+
+    fn family_names(&self) -> Vec<Arc<str>> {
+        FjallRows::family_names(self)
     }
 }

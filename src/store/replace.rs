@@ -5,10 +5,10 @@
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use super::read::RowStream;
-use super::{Store, TableHandle, lock, now_micros};
+use super::read::FjallRows;
+use super::{FjallStore, TableHandle, lock, now_micros};
 use crate::error::{Error, Result};
-use crate::store::{ReadRequest, TableDef};
+use crate::store::{Pinned, ReadRequest, TableDef};
 
 /// Writers of one table pass it one batch at a time; a rewrite closes it,
 /// waiting for the writers inside, and holds new ones back until it ends.
@@ -70,25 +70,7 @@ impl Drop for Closed {
     }
 }
 
-/// A table as it was when a query was planned: its reads stay on it
-/// should the table be replaced before they run.
-#[derive(Clone)]
-pub struct Pinned(Arc<TableHandle>);
-
-impl std::fmt::Debug for Pinned {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Pinned({}, id {})", self.0.def.name, self.0.def.id)
-    }
-}
-
-impl Pinned {
-    /// The table's definition when pinned.
-    pub fn def(&self) -> &TableDef {
-        &self.0.def
-    }
-}
-
-impl Store {
+impl FjallStore {
     /// The write gate of a table (by name).
     pub fn write_gate(&self, table: &str) -> Arc<WriteGate> {
         let mut gates = lock(&self.inner.gates);
@@ -97,19 +79,26 @@ impl Store {
 
     /// Pins a table as it is now.
     pub fn pin(&self, table: &str) -> Result<Pinned> {
-        self.handle(table).map(Pinned)
+        let handle = self.handle(table)?;
+        Ok(Pinned::new(handle.def.clone(), handle))
     }
 
     /// Reads rows of a pinned table: the table under its name while it is
     /// the one pinned, else the pinned one (replaced or dropped since; its
     /// keyspaces live on while pinned).
-    pub fn read_pinned(&self, pinned: &Pinned, request: ReadRequest) -> Result<RowStream> {
-        let (handle, snapshot) = match self.handle_and_snapshot(&pinned.0.def.name) {
-            Ok((handle, snapshot)) if handle.def.id == pinned.0.def.id => (handle, snapshot),
-            _ => (Arc::clone(&pinned.0), self.inner.db.snapshot()),
+    pub fn read_pinned(&self, pinned: &Pinned, request: ReadRequest) -> Result<FjallRows> {
+        let held = pinned.held::<TableHandle>().ok_or_else(|| {
+            Error::Internal(format!(
+                "table {} was pinned by another backend",
+                pinned.def().name
+            ))
+        })?;
+        let (handle, snapshot) = match self.handle_and_snapshot(&pinned.def().name) {
+            Ok((handle, snapshot)) if handle.def.id == pinned.def().id => (handle, snapshot),
+            _ => (held, self.inner.db.snapshot()),
         };
         let families = handle.family_scans(request.filter.families.as_deref())?;
-        Ok(RowStream::new(snapshot, families, request, now_micros()))
+        Ok(FjallRows::new(snapshot, families, request, now_micros()))
     }
 
     /// Puts table `source` in the place of `target`: one catalog write

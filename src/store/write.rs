@@ -6,11 +6,11 @@
 use super::format::Overlay;
 use super::mutation::{self, check_key};
 use super::{
-    BULK_CHUNK_ROWS, Durability, LOCK_STRIPES, Store, TableHandle, aggregate, lock, now_micros,
+    BULK_CHUNK_ROWS, Durability, FjallStore, LOCK_STRIPES, TableHandle, aggregate, lock, now_micros,
 };
 use super::{
-    Cell, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadFilter, ReadModifyWrite, ReadRequest,
-    Row, RowMutation, RowSet, RowStream,
+    Cell, FjallRows, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadFilter, ReadModifyWrite,
+    ReadRequest, Row, RowMutation, RowSet,
 };
 use crate::error::{Error, Result};
 use fjall::PersistMode;
@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, MutexGuard};
 
-impl Store {
+impl FjallStore {
     fn stripe(&self, table: &TableHandle, key: &[u8]) -> usize {
         (self.inner.hasher.hash_one((table.def.id, key)) as usize) % LOCK_STRIPES
     }
@@ -143,7 +143,7 @@ impl Store {
             let request =
                 ReadRequest::rows(RowSet::keys(chunk.iter().cloned())).filter(filter.clone());
             let mut found: BTreeMap<Vec<u8>, Row> = BTreeMap::new();
-            for row in RowStream::new(snapshot.clone(), families, request, now) {
+            for row in FjallRows::new(snapshot.clone(), families, request, now) {
                 let row = row?;
                 found.insert(row.key.clone(), row);
             }
@@ -196,7 +196,7 @@ impl Store {
         let request = ReadRequest::rows(RowSet::keys([key]))
             .filter(predicate)
             .limit(1);
-        let matched = RowStream::new(snapshot.clone(), families, request, now)
+        let matched = FjallRows::new(snapshot.clone(), families, request, now)
             .next()
             .transpose()?
             .is_some();

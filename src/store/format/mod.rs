@@ -27,7 +27,7 @@ pub(crate) use overlay::{CellWrite, Overlay};
 use super::catalog::GcPolicy;
 use super::read::{QualifierFilter, ReadFilter, TimeRange};
 use crate::codec;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use fjall::Slice;
 use serde::{Deserialize, Serialize};
 
@@ -121,6 +121,49 @@ impl RowBuf {
         self.key.clear();
     }
 
+    /// Appends a cell whose bytes are copied in (for a backend that does
+    /// not read fjall pairs). Cells of a family come in qualifier order,
+    /// newest first; `first` marks the newest of its column.
+    #[cfg_attr(
+        not(feature = "bigtable"),
+        allow(dead_code, reason = "used by the Bigtable backend")
+    )]
+    pub fn push_copied(
+        &mut self,
+        family: u32,
+        qualifier: &[u8],
+        timestamp: i64,
+        value: &[u8],
+        first: bool,
+    ) -> Result<()> {
+        let mut place = |bytes: &[u8]| -> Result<Place> {
+            let start = self.scratch.len();
+            let end = start + bytes.len();
+            let too_large = || {
+                Error::InvalidArgument(format!(
+                    "a row read holds more than {} bytes; read fewer columns or versions",
+                    u32::MAX
+                ))
+            };
+            let end32 = u32::try_from(end).map_err(|_| too_large())?;
+            self.scratch.extend_from_slice(bytes);
+            Ok(Place::Scratch {
+                start: start as u32,
+                end: end32,
+            })
+        };
+        let qualifier = place(qualifier)?;
+        let value = place(value)?;
+        self.cells.push(CellPos {
+            family,
+            timestamp,
+            first,
+            qualifier,
+            value,
+        });
+        Ok(())
+    }
+
     #[inline]
     fn bytes<'a>(&'a self, place: &'a Place) -> &'a [u8] {
         let span = |s: u32, e: u32| s as usize..e as usize;
@@ -187,6 +230,24 @@ impl<'a> RowView<'a> {
     pub fn value(&self, i: usize) -> &'a [u8] {
         let buf = self.buf;
         buf.bytes(&buf.cells[i].value)
+    }
+
+    /// The row as an owned [`Row`](crate::store::Row), its families named
+    /// by `names` (the families read, in order).
+    pub fn to_row(&self, names: &[std::sync::Arc<str>]) -> crate::store::Row {
+        let cells = self
+            .cells()
+            .map(|c| crate::store::Cell {
+                family: names[c.family].clone(),
+                qualifier: c.qualifier.to_vec(),
+                timestamp: c.timestamp,
+                value: c.value.to_vec(),
+            })
+            .collect();
+        crate::store::Row {
+            key: self.key().to_vec(),
+            cells,
+        }
     }
 
     /// The cells.

@@ -1,0 +1,479 @@
+//! The storage trait: what the layers above the store (schema, query, sql,
+//! shell, flight) need of a wide-column store, and [`Store`], the cheap
+//! handle to a backend they hold.
+//!
+//! Two backends implement [`Backend`]: [`FjallStore`], the embedded store
+//! on local disk (the default), and, with the `bigtable` feature, a Cloud
+//! Bigtable instance. The vocabulary is the store's own ([`ReadRequest`],
+//! [`RowMutation`], [`TableDef`], ...): a backend translates it into its
+//! own terms and says plainly what it cannot do.
+//!
+//! A row is lent as a [`RowView`] from buffers the backend reuses, so the
+//! trait costs one dynamic call per row, not per cell.
+
+use std::any::Any;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{
+    AlterOp, BadRows, CellBatch, FamilyFormat, FjallStore, FormatChange, GcStats, Mutation,
+    ReadFilter, ReadModifyWrite, ReadRequest, Row, RowMutation, RowSet, RowView, ScanStats,
+    StoreOptions, TableDef, TableSpec, WriteGate,
+};
+use crate::error::{Error, Result};
+
+/// What [`Backend::update_rows`] asks of its caller per chunk of rows:
+/// given the keys and the rows as read (`None`: no cells), the mutations
+/// to apply per key.
+pub type RowChange<'a> = dyn FnMut(&[Vec<u8>], &[Option<Row>]) -> Result<Vec<Vec<Mutation>>> + 'a;
+
+/// The rows of one read, lent one at a time.
+pub trait RowSource: Send {
+    /// The next row, borrowed until the next call; `None` at the end.
+    fn next_view(&mut self) -> Result<Option<RowView<'_>>>;
+    /// Counters so far.
+    fn stats(&self) -> ScanStats;
+    /// The names of the families read, in the order
+    /// [`CellRef::family`](super::CellRef::family) counts them.
+    fn family_names(&self) -> Vec<Arc<str>>;
+}
+
+/// Rows of a read, produced lazily: memory is bounded by the largest row.
+/// [`RowStream::next_view`] lends each row; as an iterator it yields owned
+/// [`Row`]s.
+pub struct RowStream {
+    source: Box<dyn RowSource>,
+    names: Option<Vec<Arc<str>>>,
+}
+
+impl RowStream {
+    /// A stream over a backend's rows.
+    pub fn new(source: Box<dyn RowSource>) -> Self {
+        RowStream {
+            source,
+            names: None,
+        }
+    }
+
+    /// The next row, borrowed until the next call.
+    pub fn next_view(&mut self) -> Result<Option<RowView<'_>>> {
+        self.source.next_view()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ScanStats {
+        self.source.stats()
+    }
+
+    /// The names of the families read, in the order
+    /// [`CellRef::family`](super::CellRef::family) counts them.
+    pub fn family_names(&self) -> Vec<Arc<str>> {
+        self.source.family_names()
+    }
+}
+
+impl Iterator for RowStream {
+    type Item = Result<Row>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let names = self
+            .names
+            .get_or_insert_with(|| self.source.family_names())
+            .clone();
+        match self.source.next_view() {
+            Ok(Some(view)) => Some(Ok(view.to_row(&names))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// A table as it was when a query was planned: reads through it stay on
+/// that table should it be replaced before they run.
+#[derive(Clone)]
+pub struct Pinned {
+    def: TableDef,
+    /// What the backend keeps to find the table again.
+    held: Arc<dyn Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for Pinned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pinned({}, id {})", self.def.name, self.def.id)
+    }
+}
+
+impl Pinned {
+    /// A pin holding `held` for the backend.
+    pub fn new(def: TableDef, held: Arc<dyn Any + Send + Sync>) -> Self {
+        Pinned { def, held }
+    }
+
+    /// The table's definition when pinned.
+    pub fn def(&self) -> &TableDef {
+        &self.def
+    }
+
+    /// What the backend keeps, if it is a `T`.
+    pub fn held<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        Arc::clone(&self.held).downcast().ok()
+    }
+}
+
+/// A wide-column store as the layers above see it. Every operation is
+/// atomic per row; reads see one consistent view per call where the
+/// backend offers one (fjall: a snapshot; Bigtable: per row).
+pub trait Backend: Send + Sync + 'static {
+    /// Where the data lives, for people: a directory or an instance.
+    fn locator(&self) -> String;
+
+    /// The backend as `Any`, for what only one backend offers.
+    fn as_any(&self) -> &dyn Any;
+
+    // ---- catalog ----------------------------------------------------
+
+    /// The names of all tables, sorted.
+    fn list_tables(&self) -> Vec<String>;
+    /// A table's definition.
+    fn table(&self, name: &str) -> Result<TableDef>;
+    /// Creates a table.
+    fn create_table(&self, spec: TableSpec) -> Result<TableDef>;
+    /// Changes a table's definition: all operations or none.
+    fn alter_table(&self, name: &str, ops: Vec<AlterOp>) -> Result<TableDef>;
+    /// Drops a table and all its cells.
+    fn drop_table(&self, name: &str) -> Result<()>;
+    /// Puts table `source` in the place of `target` (see
+    /// [`FjallStore::replace_table`]); the new definition of `target`.
+    fn replace_table(&self, target: &str, source: &str) -> Result<TableDef>;
+    /// Tables whose definitions could not be read, with why.
+    fn damaged_tables(&self) -> Vec<(String, String)>;
+    /// Sets (`Some`) or removes (`None`) a store-wide setting of the
+    /// layers above, such as a registered `.proto` source.
+    fn put_setting(&self, key: &str, value: Option<&str>) -> Result<()>;
+    /// The settings whose names start with `prefix`, sorted by name.
+    fn settings(&self, prefix: &str) -> Result<Vec<(String, String)>>;
+
+    // ---- reads ------------------------------------------------------
+
+    /// Reads rows, lazily.
+    fn read_rows(&self, table: &str, request: ReadRequest) -> Result<RowStream>;
+    /// Pins a table as it is now.
+    fn pin(&self, table: &str) -> Result<Pinned>;
+    /// Reads rows of a pinned table (see [`Pinned`]).
+    fn read_pinned(&self, pinned: &Pinned, request: ReadRequest) -> Result<RowStream>;
+    /// Row keys that split a table into pieces of about equal size, each
+    /// with the bytes before it (Bigtable's `SampleRowKeys`): the end of
+    /// each piece, in key order; the last is the empty key (the end).
+    fn sample_row_keys(&self, table: &str) -> Result<Vec<(Vec<u8>, u64)>>;
+    /// About how many cells a table holds: for planning, never answers.
+    fn approximate_cells(&self, table: &str) -> Result<u64>;
+    /// Bytes a table occupies in the backend's storage.
+    fn table_disk_space(&self, table: &str) -> Result<u64>;
+
+    // ---- writes -----------------------------------------------------
+
+    /// Applies one row's mutations atomically.
+    fn mutate_row(&self, table: &str, row: RowMutation) -> Result<()>;
+    /// Applies many rows' mutations, each atomically; a result per row.
+    fn mutate_rows(&self, table: &str, rows: Vec<RowMutation>) -> Result<Vec<Result<()>>>;
+    /// Writes a batch of cells, atomically per row; the rows that could
+    /// not be written (see [`FjallStore::write_batch`]).
+    fn write_batch(
+        &self,
+        table: &str,
+        batch: &CellBatch,
+        bad: BadRows,
+    ) -> Result<Vec<(usize, Error)>>;
+    /// Reads rows and writes what `change` makes of them, each row
+    /// atomically from its read to its write (see
+    /// [`FjallStore::update_rows`]).
+    fn update_rows(
+        &self,
+        table: &str,
+        keys: &[Vec<u8>],
+        filter: &ReadFilter,
+        change: &mut RowChange<'_>,
+    ) -> Result<Vec<Result<()>>>;
+    /// Applies `on_match` if the row has a cell through `predicate`, else
+    /// `on_no_match`; whether it matched.
+    fn check_and_mutate(
+        &self,
+        table: &str,
+        key: &[u8],
+        predicate: ReadFilter,
+        on_match: Vec<Mutation>,
+        on_no_match: Vec<Mutation>,
+    ) -> Result<bool>;
+    /// Applies append and increment rules to a row's latest cells,
+    /// atomically; the cells written.
+    fn read_modify_write(
+        &self,
+        table: &str,
+        key: &[u8],
+        rules: Vec<ReadModifyWrite>,
+    ) -> Result<Row>;
+    /// The gate a table's writers pass while it may be replaced.
+    fn write_gate(&self, table: &str) -> Arc<WriteGate>;
+
+    // ---- maintenance ------------------------------------------------
+
+    /// Changes a family's physical format online, calling `progress`
+    /// after every step (false stops it, resumable).
+    fn set_family_format(
+        &self,
+        table: &str,
+        family: &str,
+        format: FamilyFormat,
+        progress: &mut dyn FnMut(FormatChange) -> bool,
+    ) -> Result<FormatChange>;
+    /// Format changes under way: table, family, target and progress.
+    fn format_changes(&self) -> Vec<(String, String, FamilyFormat, FormatChange)>;
+    /// Deletes a table's cells that its families' GC policies select.
+    fn collect_garbage(&self, table: &str) -> Result<GcStats>;
+    /// [`Backend::collect_garbage`] for one family.
+    fn collect_family_garbage(&self, table: &str, family: &str) -> Result<GcStats>;
+    /// Compacts a table's storage, reclaiming deleted and expired cells.
+    fn compact(&self, table: &str) -> Result<()>;
+    /// Makes every committed write durable.
+    fn flush(&self) -> Result<()>;
+    /// Leaves storage so that the next open is quick (called at close).
+    fn checkpoint(&self) -> Result<()>;
+}
+
+/// An open store: a cheap handle to a [`Backend`], shared by every layer
+/// above. `Store::open` opens the embedded store in a directory.
+#[derive(Clone)]
+pub struct Store {
+    backend: Arc<dyn Backend>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("at", &self.backend.locator())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for Store {
+    type Target = dyn Backend;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.backend
+    }
+}
+
+impl From<FjallStore> for Store {
+    fn from(store: FjallStore) -> Self {
+        Store::new(Arc::new(store))
+    }
+}
+
+impl Store {
+    /// A handle to `backend`.
+    pub fn new(backend: Arc<dyn Backend>) -> Self {
+        Store { backend }
+    }
+
+    /// Opens (or creates) the embedded store in directory `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        FjallStore::open(path).map(Store::from)
+    }
+
+    /// Opens (or creates) the embedded store in directory `path`.
+    pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+        FjallStore::open_with(path, options).map(Store::from)
+    }
+
+    /// The embedded store, if that is the backend.
+    pub fn local(&self) -> Option<&FjallStore> {
+        self.backend.as_any().downcast_ref()
+    }
+
+    /// The embedded store, or an error naming what needs it.
+    pub fn require_local(&self, what: &str) -> Result<&FjallStore> {
+        self.local().ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{what} needs the embedded store; this session runs on {}",
+                self.backend.locator()
+            ))
+        })
+    }
+
+    /// [`Backend::update_rows`] with a closure.
+    pub fn update_rows<F>(
+        &self,
+        table: &str,
+        keys: &[Vec<u8>],
+        filter: &ReadFilter,
+        mut change: F,
+    ) -> Result<Vec<Result<()>>>
+    where
+        F: FnMut(&[Vec<u8>], &[Option<Row>]) -> Result<Vec<Vec<Mutation>>>,
+    {
+        self.backend.update_rows(table, keys, filter, &mut change)
+    }
+
+    /// Reads one row.
+    pub fn read_row(&self, table: &str, key: &[u8], filter: ReadFilter) -> Result<Option<Row>> {
+        let request = ReadRequest::rows(RowSet::keys([key])).filter(filter);
+        self.backend.read_rows(table, request)?.next().transpose()
+    }
+}
+
+impl Backend for FjallStore {
+    fn locator(&self) -> String {
+        self.path().display().to_string()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn list_tables(&self) -> Vec<String> {
+        FjallStore::list_tables(self)
+    }
+
+    fn table(&self, name: &str) -> Result<TableDef> {
+        FjallStore::table(self, name)
+    }
+
+    fn create_table(&self, spec: TableSpec) -> Result<TableDef> {
+        FjallStore::create_table(self, spec)
+    }
+
+    fn alter_table(&self, name: &str, ops: Vec<AlterOp>) -> Result<TableDef> {
+        FjallStore::alter_table(self, name, ops)
+    }
+
+    fn drop_table(&self, name: &str) -> Result<()> {
+        FjallStore::drop_table(self, name)
+    }
+
+    fn replace_table(&self, target: &str, source: &str) -> Result<TableDef> {
+        FjallStore::replace_table(self, target, source)
+    }
+
+    fn damaged_tables(&self) -> Vec<(String, String)> {
+        FjallStore::damaged_tables(self)
+    }
+
+    fn put_setting(&self, key: &str, value: Option<&str>) -> Result<()> {
+        FjallStore::put_setting(self, key, value)
+    }
+
+    fn settings(&self, prefix: &str) -> Result<Vec<(String, String)>> {
+        FjallStore::settings(self, prefix)
+    }
+
+    fn read_rows(&self, table: &str, request: ReadRequest) -> Result<RowStream> {
+        let rows = FjallStore::read_rows(self, table, request)?;
+        Ok(RowStream::new(Box::new(rows)))
+    }
+
+    fn pin(&self, table: &str) -> Result<Pinned> {
+        FjallStore::pin(self, table)
+    }
+
+    fn read_pinned(&self, pinned: &Pinned, request: ReadRequest) -> Result<RowStream> {
+        let rows = FjallStore::read_pinned(self, pinned, request)?;
+        Ok(RowStream::new(Box::new(rows)))
+    }
+
+    fn sample_row_keys(&self, table: &str) -> Result<Vec<(Vec<u8>, u64)>> {
+        FjallStore::sample_row_keys(self, table)
+    }
+
+    fn approximate_cells(&self, table: &str) -> Result<u64> {
+        FjallStore::approximate_cells(self, table)
+    }
+
+    fn table_disk_space(&self, table: &str) -> Result<u64> {
+        FjallStore::table_disk_space(self, table)
+    }
+
+    fn mutate_row(&self, table: &str, row: RowMutation) -> Result<()> {
+        FjallStore::mutate_row(self, table, row)
+    }
+
+    fn mutate_rows(&self, table: &str, rows: Vec<RowMutation>) -> Result<Vec<Result<()>>> {
+        FjallStore::mutate_rows(self, table, rows)
+    }
+
+    fn write_batch(
+        &self,
+        table: &str,
+        batch: &CellBatch,
+        bad: BadRows,
+    ) -> Result<Vec<(usize, Error)>> {
+        FjallStore::write_batch(self, table, batch, bad)
+    }
+
+    fn update_rows(
+        &self,
+        table: &str,
+        keys: &[Vec<u8>],
+        filter: &ReadFilter,
+        change: &mut RowChange<'_>,
+    ) -> Result<Vec<Result<()>>> {
+        FjallStore::update_rows(self, table, keys, filter, change)
+    }
+
+    fn check_and_mutate(
+        &self,
+        table: &str,
+        key: &[u8],
+        predicate: ReadFilter,
+        on_match: Vec<Mutation>,
+        on_no_match: Vec<Mutation>,
+    ) -> Result<bool> {
+        FjallStore::check_and_mutate(self, table, key, predicate, on_match, on_no_match)
+    }
+
+    fn read_modify_write(
+        &self,
+        table: &str,
+        key: &[u8],
+        rules: Vec<ReadModifyWrite>,
+    ) -> Result<Row> {
+        FjallStore::read_modify_write(self, table, key, rules)
+    }
+
+    fn write_gate(&self, table: &str) -> Arc<WriteGate> {
+        FjallStore::write_gate(self, table)
+    }
+
+    fn set_family_format(
+        &self,
+        table: &str,
+        family: &str,
+        format: FamilyFormat,
+        progress: &mut dyn FnMut(FormatChange) -> bool,
+    ) -> Result<FormatChange> {
+        FjallStore::set_family_format(self, table, family, format, progress)
+    }
+
+    fn format_changes(&self) -> Vec<(String, String, FamilyFormat, FormatChange)> {
+        FjallStore::format_changes(self)
+    }
+
+    fn collect_garbage(&self, table: &str) -> Result<GcStats> {
+        FjallStore::collect_garbage(self, table)
+    }
+
+    fn collect_family_garbage(&self, table: &str, family: &str) -> Result<GcStats> {
+        FjallStore::collect_family_garbage(self, table, family)
+    }
+
+    fn compact(&self, table: &str) -> Result<()> {
+        FjallStore::compact(self, table)
+    }
+
+    fn flush(&self) -> Result<()> {
+        FjallStore::flush(self)
+    }
+
+    fn checkpoint(&self) -> Result<()> {
+        FjallStore::checkpoint(self)
+    }
+}
