@@ -208,6 +208,16 @@ pub enum Error {
         /// What is wrong with it.
         error: Box<Error>,
     },
+    /// A call to a remote backend (Cloud Bigtable) failed.
+    #[error("Bigtable {call} failed: {message} ({code})")]
+    Remote {
+        /// What was called: `ReadRows on table t`.
+        call: String,
+        /// The gRPC status code.
+        code: String,
+        /// What the service said.
+        message: String,
+    },
     /// A bug in cellar, not something the caller did.
     #[error("internal error (a bug in cellar; please report it): {0}")]
     Internal(String),

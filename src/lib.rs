@@ -21,6 +21,8 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+#[cfg(feature = "bigtable")]
+mod bigtable;
 mod codec;
 mod error;
 pub mod flight;
@@ -31,6 +33,8 @@ pub mod shell;
 mod sql;
 mod store;
 
+#[cfg(feature = "bigtable")]
+pub use bigtable::{BigtableStore, CATALOG_TABLE};
 pub use codec::{CellKey, EncodedRange, escape, row_prefix_range, row_range, show_bytes};
 pub use error::{Error, Result};
 pub use query::{CellarTable, KeyPlan, View, ViewFunction, WriteProgress, plan_key_ranges};

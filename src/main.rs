@@ -63,7 +63,8 @@ fn default_store() -> PathBuf {
 
 fn usage() -> String {
     format!(
-        "usage: cellar [demo] [--store DIR] [-c SQL]... [-f FILE]... [--format FORMAT]
+        "usage: cellar [demo] [--store DIR | --bigtable INSTANCE] [-c SQL]... [-f FILE]...
+              [--format FORMAT]
               [--maxrows N] [--history-file FILE] [--durability MODE]
               [--memory-limit SIZE] [--cache-size SIZE] [--query-timeout DURATION]
 
@@ -76,6 +77,10 @@ Opens the SQL shell on a store directory (default {}).
                     127.0.0.1:32010); also --user NAME with --password-file F
                     or CELLAR_PASSWORD, --token-file F or CELLAR_TOKEN,
                     --tls-cert F --tls-key F
+  --bigtable projects/P/instances/I
+                    run on a Cloud Bigtable instance instead of a directory
+                    (builds with --features bigtable; BIGTABLE_EMULATOR_HOST
+                    points it at the emulator)
   -c SQL            run SQL and exit (repeatable)
   -f FILE           run the statements in FILE and exit (repeatable)
   --format FORMAT   table (default), vertical, csv, tsv, json, ndjson
@@ -121,6 +126,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
                 options.store = PathBuf::from(value("a directory")?);
                 store_given = true;
             }
+            "--bigtable" => options.store_options.bigtable = Some(value("an instance")?),
             "-c" | "--command" => options.scripts.push(Script::Sql(value("SQL")?)),
             "-f" | "--file" => options
                 .scripts
@@ -200,12 +206,15 @@ type ServeArgs = (
     cellar::flight::ServeOptions,
 );
 
-const SERVE_USAGE: &str = "usage: cellar serve [--store DIR] [--addr HOST:PORT] [--user NAME]
-                    [--password-file FILE] [--token-file FILE]
+const SERVE_USAGE: &str =
+    "usage: cellar serve [--store DIR | --bigtable INSTANCE] [--addr HOST:PORT]
+                    [--user NAME] [--password-file FILE] [--token-file FILE]
                     [--tls-cert FILE --tls-key FILE]
 
 Serves a store over Arrow Flight SQL (default address 127.0.0.1:32010).
   --store DIR          the store directory (default as for the shell)
+  --bigtable INSTANCE  serve a Cloud Bigtable instance (projects/P/instances/I)
+                       instead (builds with --features bigtable)
   --addr HOST:PORT     where to listen; port 0 picks a free port
   --user NAME          require this user; its password comes from
                        --password-file FILE or CELLAR_PASSWORD
@@ -241,6 +250,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
         }
         let known = [
             "--store",
+            "--bigtable",
             "--addr",
             "--user",
             "--password-file",
@@ -262,6 +272,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
         let value = args.next().ok_or_else(|| format!("{arg} needs a value"))?;
         match arg.as_str() {
             "--store" => store = PathBuf::from(value),
+            "--bigtable" => store_options.bigtable = Some(value),
             "--addr" => addr = value,
             "--user" => user = Some(value),
             "--password-file" => password = Some(read_secret(&value, "password")?),
@@ -331,7 +342,9 @@ fn run_server(
     addr: std::net::SocketAddr,
     options: cellar::flight::ServeOptions,
 ) -> ExitCode {
-    if let Err(e) = std::fs::create_dir_all(&store) {
+    if store_options.bigtable.is_none()
+        && let Err(e) = std::fs::create_dir_all(&store)
+    {
         eprintln!(
             "error: cannot create store directory {}: {e}",
             store.display()
@@ -376,7 +389,7 @@ fn run_server(
         };
         eprintln!(
             "cellar Flight SQL on {scheme}://{bound}, store {} ({auth}; writes {durability})",
-            store.display()
+            checkpoint.locator()
         );
         cellar::flight::serve_until(session, listener, options, stop_signal()).await
     });

@@ -355,6 +355,7 @@ fn cellar_code(e: &crate::Error) -> tonic::Code {
         E::QueryCancelled { .. } => Code::Cancelled,
         E::QueryTimedOut { .. } => Code::DeadlineExceeded,
         E::TableDamaged { .. } => Code::FailedPrecondition,
+        E::Remote { .. } => Code::Unavailable,
         E::Storage(_)
         | E::StoreDamaged { .. }
         | E::JournalDamaged { .. }

@@ -517,7 +517,9 @@ pub fn warn_damaged(store: &Store) {
 
 /// Runs the shell; returns whether everything succeeded.
 pub fn run(options: Options) -> bool {
-    if let Err(e) = std::fs::create_dir_all(&options.store) {
+    if options.store_options.bigtable.is_none()
+        && let Err(e) = std::fs::create_dir_all(&options.store)
+    {
         eprintln!(
             "error: cannot create store directory {}: {e}",
             options.store.display()

@@ -427,7 +427,9 @@ async fn load_cbt(
     let mut header: Vec<Vec<Option<String>>> = Vec::new();
     let mut columns: Option<Vec<CbtColumn>> = None;
     let mut line = 0u64;
+    let step = store.timestamp_granularity();
     let now = now_micros();
+    let now = now - now.rem_euclid(step);
     while let Some(batch) = stream.next().await {
         let batch = batch?;
         let text: Vec<StringArray> = batch

@@ -127,6 +127,13 @@ pub trait Backend: Send + Sync + 'static {
     /// Where the data lives, for people: a directory or an instance.
     fn locator(&self) -> String;
 
+    /// The microseconds between two timestamps the backend can store:
+    /// 1 for the embedded store, 1000 for Bigtable (milliseconds). Clocks
+    /// that stamp cells step by it.
+    fn timestamp_granularity(&self) -> i64 {
+        1
+    }
+
     /// The backend as `Any`, for what only one backend offers.
     fn as_any(&self) -> &dyn Any;
 
@@ -280,9 +287,29 @@ impl Store {
         FjallStore::open(path).map(Store::from)
     }
 
-    /// Opens (or creates) the embedded store in directory `path`.
+    /// Opens (or creates) the embedded store in directory `path`, or,
+    /// with [`StoreOptions::bigtable`], that Bigtable instance.
     pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
-        FjallStore::open_with(path, options).map(Store::from)
+        match &options.bigtable {
+            Some(instance) => Store::open_bigtable(instance),
+            None => FjallStore::open_with(path, options).map(Store::from),
+        }
+    }
+
+    /// Opens a Cloud Bigtable instance (`projects/P/instances/I`; see
+    /// `BigtableStore::open`).
+    #[cfg(feature = "bigtable")]
+    pub fn open_bigtable(instance: &str) -> Result<Store> {
+        crate::bigtable::BigtableStore::open(instance).map(|s| Store::new(Arc::new(s)))
+    }
+
+    /// Opens a Cloud Bigtable instance: not in this build.
+    #[cfg(not(feature = "bigtable"))]
+    pub fn open_bigtable(instance: &str) -> Result<Store> {
+        Err(Error::InvalidArgument(format!(
+            "cannot open Bigtable instance {instance}: this cellar was built without the \
+             Bigtable backend; build it with `cargo build --release --features bigtable`"
+        )))
     }
 
     /// The embedded store, if that is the backend.

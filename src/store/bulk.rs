@@ -176,7 +176,7 @@ impl CellBatch {
     }
 
     /// Row `row` as a row mutation (the general path).
-    fn row_mutation(&self, row: usize) -> RowMutation {
+    pub(crate) fn row_mutation(&self, row: usize) -> RowMutation {
         let mutations = self
             .row_cells(row)
             .iter()

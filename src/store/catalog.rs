@@ -6,6 +6,7 @@
 //! never reach the file system and a dropped family's id is never reused.
 
 use super::format::FamilyFormat;
+use super::{AlterOp, TableSpec};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -296,7 +297,120 @@ pub struct TableDef {
     pub metadata: BTreeMap<String, String>,
 }
 
+/// Checks a table's families: how many, their names and GC policies, no
+/// name twice.
+pub(crate) fn check_families(table: &str, families: &[FamilySpec]) -> Result<()> {
+    if families.len() > MAX_FAMILIES {
+        return Err(Error::TooManyFamilies {
+            table: table.to_string(),
+            count: families.len(),
+            max: MAX_FAMILIES,
+        });
+    }
+    for (i, f) in families.iter().enumerate() {
+        validate_family_name(&f.name)?;
+        f.gc.validate()?;
+        if families[..i].iter().any(|g| g.name == f.name) {
+            return Err(Error::FamilyExists {
+                table: table.to_string(),
+                family: f.name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl TableDef {
+    /// The definition `spec` asks for, its ids taken from `next_id` on.
+    pub(crate) fn from_spec(spec: TableSpec, next_id: &mut u64) -> TableDef {
+        let id = *next_id;
+        *next_id += 1;
+        let families = spec
+            .families
+            .into_iter()
+            .map(|f| {
+                *next_id += 1;
+                FamilyDef {
+                    id: *next_id - 1,
+                    name: f.name,
+                    gc: f.gc,
+                    kind: f.kind,
+                    format: f.format,
+                    converting: None,
+                }
+            })
+            .collect();
+        TableDef {
+            id,
+            name: spec.name,
+            families,
+            metadata: spec.metadata,
+        }
+    }
+
+    /// Applies `ops` in order, new families taking ids from `next_id` on;
+    /// the families as specs, for [`check_families`].
+    pub(crate) fn apply(
+        &mut self,
+        ops: Vec<AlterOp>,
+        next_id: &mut u64,
+    ) -> Result<Vec<FamilySpec>> {
+        let name = self.name.clone();
+        for op in ops {
+            match op {
+                AlterOp::AddFamily(spec) => {
+                    if self.families.iter().any(|f| f.name == spec.name) {
+                        return Err(Error::FamilyExists {
+                            table: name,
+                            family: spec.name,
+                        });
+                    }
+                    self.families.push(FamilyDef {
+                        id: *next_id,
+                        name: spec.name,
+                        gc: spec.gc,
+                        kind: spec.kind,
+                        format: spec.format,
+                        converting: None,
+                    });
+                    *next_id += 1;
+                }
+                AlterOp::DropFamily(family) => {
+                    self.family(&family)?;
+                    self.families.retain(|f| f.name != family);
+                }
+                AlterOp::SetGc { family, gc } => {
+                    gc.validate()?;
+                    let index = self
+                        .families
+                        .iter()
+                        .position(|f| f.name == family)
+                        .ok_or_else(|| Error::FamilyNotFound {
+                            table: name.clone(),
+                            family: family.clone(),
+                        })?;
+                    self.families[index].gc = gc;
+                }
+                AlterOp::SetMetadata(key, Some(value)) => {
+                    self.metadata.insert(key, value);
+                }
+                AlterOp::SetMetadata(key, None) => {
+                    self.metadata.remove(&key);
+                }
+            }
+        }
+        Ok(self
+            .families
+            .iter()
+            .map(|f| FamilySpec {
+                name: f.name.clone(),
+                gc: f.gc.clone(),
+                kind: f.kind,
+                format: f.format,
+            })
+            .collect())
+    }
+
     /// The family of that name.
     pub fn family(&self, name: &str) -> Result<&FamilyDef> {
         self.families

@@ -25,9 +25,14 @@ mod write;
 pub use aggregate::hll_estimate;
 pub use backend::{Backend, Pinned, RowChange, RowSource, RowStream, Store};
 pub use bulk::{BadRows, BatchFamily, CellBatch};
+#[cfg_attr(
+    not(feature = "bigtable"),
+    allow(unused_imports, reason = "used by the Bigtable backend")
+)]
+pub(crate) use catalog::check_families;
 pub use catalog::{
     Conversion, FORMAT_VERSION, FamilyDef, FamilyKind, FamilySpec, GcPolicy, MAX_FAMILIES,
-    MAX_GC_DEPTH, MAX_GC_RULES, TableDef, validate_family_name, validate_table_name,
+    MAX_GC_DEPTH, MAX_GC_RULES, TableDef, validate_table_name,
 };
 pub use check::{CheckReport, FamilyCheck};
 pub use commit::Durability;
@@ -41,6 +46,11 @@ pub(crate) use format::{RowBuf, select};
 pub use mutation::{
     MAX_KEY_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadModifyWrite, RowMutation,
 };
+#[cfg_attr(
+    not(feature = "bigtable"),
+    allow(unused_imports, reason = "used by the Bigtable backend")
+)]
+pub(crate) use mutation::{check_key, validate as validate_mutation};
 pub use read::{
     Cell, QualifierFilter, ReadFilter, ReadRequest, Row, RowRange, RowSet, ScanStats, TimeRange,
 };
@@ -89,6 +99,10 @@ pub struct StoreOptions {
     /// Block cache size in bytes (decompressed blocks kept between scans);
     /// when `None`, a quarter of the machine's memory, as fjall advises.
     pub cache_bytes: Option<u64>,
+    /// Open this Cloud Bigtable instance (`projects/P/instances/I`)
+    /// instead of a directory ([`Store::open_with`]; needs the `bigtable`
+    /// feature).
+    pub bigtable: Option<String>,
 }
 
 /// The machine's memory in bytes (`MemTotal` in /proc/meminfo), if known.
@@ -793,31 +807,10 @@ impl FjallStore {
         Ok(())
     }
 
-    fn check_families(table: &str, families: &[FamilySpec]) -> Result<()> {
-        if families.len() > MAX_FAMILIES {
-            return Err(Error::TooManyFamilies {
-                table: table.to_string(),
-                count: families.len(),
-                max: MAX_FAMILIES,
-            });
-        }
-        for (i, f) in families.iter().enumerate() {
-            validate_family_name(&f.name)?;
-            f.gc.validate()?;
-            if families[..i].iter().any(|g| g.name == f.name) {
-                return Err(Error::FamilyExists {
-                    table: table.to_string(),
-                    family: f.name.clone(),
-                });
-            }
-        }
-        Ok(())
-    }
-
     /// Creates a table.
     pub fn create_table(&self, spec: TableSpec) -> Result<TableDef> {
         validate_table_name(&spec.name)?;
-        Self::check_families(&spec.name, &spec.families)?;
+        catalog::check_families(&spec.name, &spec.families)?;
         let _ddl = lock(&self.inner.ddl);
         match self.handle(&spec.name) {
             Ok(_) => return Err(Error::TableExists { table: spec.name }),
@@ -825,29 +818,7 @@ impl FjallStore {
             Err(_) => {}
         }
         let mut id = self.next_id()?;
-        let table_id = id;
-        id += 1;
-        let families = spec
-            .families
-            .into_iter()
-            .map(|f| {
-                id += 1;
-                FamilyDef {
-                    id: id - 1,
-                    name: f.name,
-                    gc: f.gc,
-                    kind: f.kind,
-                    format: f.format,
-                    converting: None,
-                }
-            })
-            .collect();
-        let def = TableDef {
-            id: table_id,
-            name: spec.name,
-            families,
-            metadata: spec.metadata,
-        };
+        let def = TableDef::from_spec(spec, &mut id);
         let handle = self.open_handle(def.clone())?;
         self.write_catalog(Some(&def), None, id)?;
         self.inner
@@ -864,60 +835,8 @@ impl FjallStore {
         let old = self.handle(name)?;
         let mut def = old.def.clone();
         let mut id = self.next_id()?;
-        for op in ops {
-            match op {
-                AlterOp::AddFamily(spec) => {
-                    if def.families.iter().any(|f| f.name == spec.name) {
-                        return Err(Error::FamilyExists {
-                            table: name.to_string(),
-                            family: spec.name,
-                        });
-                    }
-                    def.families.push(FamilyDef {
-                        id,
-                        name: spec.name,
-                        gc: spec.gc,
-                        kind: spec.kind,
-                        format: spec.format,
-                        converting: None,
-                    });
-                    id += 1;
-                }
-                AlterOp::DropFamily(family) => {
-                    def.family(&family)?;
-                    def.families.retain(|f| f.name != family);
-                }
-                AlterOp::SetGc { family, gc } => {
-                    gc.validate()?;
-                    let index = def
-                        .families
-                        .iter()
-                        .position(|f| f.name == family)
-                        .ok_or_else(|| Error::FamilyNotFound {
-                            table: name.to_string(),
-                            family: family.clone(),
-                        })?;
-                    def.families[index].gc = gc;
-                }
-                AlterOp::SetMetadata(key, Some(value)) => {
-                    def.metadata.insert(key, value);
-                }
-                AlterOp::SetMetadata(key, None) => {
-                    def.metadata.remove(&key);
-                }
-            }
-        }
-        let specs: Vec<FamilySpec> = def
-            .families
-            .iter()
-            .map(|f| FamilySpec {
-                name: f.name.clone(),
-                gc: f.gc.clone(),
-                kind: f.kind,
-                format: f.format,
-            })
-            .collect();
-        Self::check_families(name, &specs)?;
+        let specs = def.apply(ops, &mut id)?;
+        catalog::check_families(name, &specs)?;
         let handle = self.open_handle(def.clone())?;
         self.write_catalog(Some(&def), None, id)?;
         self.inner

@@ -37,11 +37,19 @@ pub(crate) type BadRow = (usize, Error);
 pub(crate) struct StatementClock {
     /// The earliest time the next batch may use.
     next: i64,
+    /// The backend's timestamp granularity: times are multiples of it.
+    step: i64,
 }
 
 impl StatementClock {
-    pub fn new(start: i64) -> Self {
-        StatementClock { next: start }
+    /// A clock from `start` (rounded down to a whole `step`), stepping by
+    /// `step` microseconds.
+    pub fn new(start: i64, step: i64) -> Self {
+        let step = step.max(1);
+        StatementClock {
+            next: start - start.rem_euclid(step),
+            step,
+        }
     }
 }
 
@@ -333,12 +341,12 @@ impl<'l> Encoder<'l> {
                     continue;
                 }
                 let n = seen.entry(key_of(row)).or_insert(0);
-                times[row] = base.saturating_add(*n);
+                times[row] = base.saturating_add(n.saturating_mul(clock.step));
                 last = last.max(*n);
                 *n += 1;
             }
         }
-        clock.next = base.saturating_add(last).saturating_add(1);
+        clock.next = base.saturating_add(last.saturating_add(1).saturating_mul(clock.step));
 
         let mut rows = Vec::with_capacity(batch.num_rows());
         let mut scratch = Vec::new();

@@ -176,7 +176,7 @@ impl TableSink {
         options: &WriteOptions,
     ) -> DfResult<u64> {
         let mut writer = Writer::Idle(InsertState {
-            clock: StatementClock::new(now_micros()),
+            clock: StatementClock::new(now_micros(), self.store.timestamp_granularity()),
             cells: CellBatch::new(),
             seen: 0,
             written: 0,

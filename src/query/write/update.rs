@@ -488,10 +488,19 @@ impl RowUpdate {
                 &keys[i],
                 r,
                 rows[i].as_ref(),
-                now.max(newest),
+                align_up(now.max(newest), self.store.timestamp_granularity()),
             )?;
         }
         Ok((out, selected.len() as u64))
+    }
+}
+
+/// `t` rounded up to a whole `step` (the backend's timestamp granularity).
+fn align_up(t: i64, step: i64) -> i64 {
+    let step = step.max(1);
+    match t.rem_euclid(step) {
+        0 => t,
+        r => t.saturating_add(step - r),
     }
 }
 

@@ -1,0 +1,206 @@
+//! Tables, families and GC policies through Bigtable's table admin API.
+
+use std::collections::HashMap;
+
+use super::{BigtableStore, admin_api, remote};
+use crate::error::{Error, Result};
+use crate::store::{FamilyFormat, FamilyKind, GcPolicy, TableDef};
+use admin_api::modify_column_families_request::{Modification, modification::Mod};
+use admin_api::{ColumnFamily, GcRule, gc_rule};
+
+/// Bigtable's rule for a cellar GC policy (`None`: keep everything).
+pub(crate) fn gc_rule(policy: &GcPolicy) -> Option<GcRule> {
+    let rule = match policy {
+        GcPolicy::KeepAll => return None,
+        GcPolicy::MaxVersions(n) => {
+            gc_rule::Rule::MaxNumVersions(i32::try_from(*n).unwrap_or(i32::MAX))
+        }
+        GcPolicy::MaxAge(micros) => gc_rule::Rule::MaxAge(prost_types::Duration {
+            seconds: micros.div_euclid(1_000_000),
+            nanos: i32::try_from(micros.rem_euclid(1_000_000) * 1000).unwrap_or(0),
+        }),
+        GcPolicy::Union(rules) => gc_rule::Rule::Union(gc_rule::Union {
+            rules: rules
+                .iter()
+                .map(|r| gc_rule(r).unwrap_or_default())
+                .collect(),
+        }),
+        GcPolicy::Intersection(rules) => gc_rule::Rule::Intersection(gc_rule::Intersection {
+            rules: rules
+                .iter()
+                .map(|r| gc_rule(r).unwrap_or_default())
+                .collect(),
+        }),
+    };
+    Some(GcRule { rule: Some(rule) })
+}
+
+fn family(policy: &GcPolicy) -> ColumnFamily {
+    ColumnFamily {
+        gc_rule: gc_rule(policy),
+        value_type: None,
+    }
+}
+
+/// The error for a PACKED family on Bigtable.
+pub(crate) fn no_packed(table: &str, family: &str) -> Error {
+    Error::InvalidArgument(format!(
+        "family {family} of table {table}: FORMAT PACKED is a format of the embedded store; \
+         Bigtable lays out cells itself, so families there are FORMAT CELLS"
+    ))
+}
+
+/// Refuses what Bigtable tables cannot be: PACKED families, and aggregate
+/// families (not mapped to Bigtable's aggregate types yet).
+pub(crate) fn check_supported<'a>(
+    table: &str,
+    families: impl IntoIterator<Item = (&'a String, FamilyKind, FamilyFormat)>,
+) -> Result<()> {
+    for (name, kind, format) in families {
+        if format == FamilyFormat::Packed {
+            return Err(no_packed(table, name));
+        }
+        if kind.is_aggregate() {
+            return Err(Error::InvalidArgument(format!(
+                "family {name} of table {table}: aggregate families ({kind}) are not supported \
+                 on the Bigtable backend yet; use a normal family"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the instance has a table of that name.
+pub(crate) fn table_exists(store: &BigtableStore, table: &str) -> Result<bool> {
+    let mut admin = store.admin.clone();
+    let name = store.table_path(table);
+    let call = format!("GetTable {table}");
+    store.run(async move {
+        let request = admin_api::GetTableRequest {
+            name,
+            view: admin_api::table::View::NameOnly as i32,
+        };
+        match admin.get_table(request).await {
+            Ok(_) => Ok(true),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(false),
+            Err(status) => Err(remote(call, &status)),
+        }
+    })
+}
+
+/// Creates the Bigtable table of a definition.
+pub(crate) fn create_table(store: &BigtableStore, def: &TableDef) -> Result<()> {
+    let mut admin = store.admin.clone();
+    let column_families: HashMap<String, ColumnFamily> = def
+        .families
+        .iter()
+        .map(|f| (f.name.clone(), family(&f.gc)))
+        .collect();
+    let request = admin_api::CreateTableRequest {
+        parent: store.instance.clone(),
+        table_id: def.name.clone(),
+        table: Some(admin_api::Table {
+            column_families,
+            ..Default::default()
+        }),
+        initial_splits: Vec::new(),
+    };
+    let call = format!("CreateTable {}", def.name);
+    store.run(async move {
+        admin
+            .create_table(request)
+            .await
+            .map(drop)
+            .map_err(|s| remote(call, &s))
+    })
+}
+
+/// Brings the table's families from `old` to `new`: created, updated
+/// (GC policy) or dropped.
+pub(crate) fn modify_families(store: &BigtableStore, old: &TableDef, new: &TableDef) -> Result<()> {
+    let mut modifications = Vec::new();
+    for f in &new.families {
+        match old.families.iter().find(|o| o.name == f.name) {
+            None => modifications.push(Modification {
+                id: f.name.clone(),
+                update_mask: None,
+                r#mod: Some(Mod::Create(family(&f.gc))),
+            }),
+            Some(o) if o.gc != f.gc => modifications.push(Modification {
+                id: f.name.clone(),
+                update_mask: None,
+                r#mod: Some(Mod::Update(family(&f.gc))),
+            }),
+            Some(_) => {}
+        }
+    }
+    for o in &old.families {
+        if !new.families.iter().any(|f| f.name == o.name) {
+            modifications.push(Modification {
+                id: o.name.clone(),
+                update_mask: None,
+                r#mod: Some(Mod::Drop(true)),
+            });
+        }
+    }
+    if modifications.is_empty() {
+        return Ok(());
+    }
+    let mut admin = store.admin.clone();
+    let request = admin_api::ModifyColumnFamiliesRequest {
+        name: store.table_path(&new.name),
+        modifications,
+        ignore_warnings: false,
+    };
+    let call = format!("ModifyColumnFamilies {}", new.name);
+    store.run(async move {
+        admin
+            .modify_column_families(request)
+            .await
+            .map(drop)
+            .map_err(|s| remote(call, &s))
+    })
+}
+
+/// Deletes a Bigtable table (gone already is fine).
+pub(crate) fn delete_table(store: &BigtableStore, table: &str) -> Result<()> {
+    let mut admin = store.admin.clone();
+    let name = store.table_path(table);
+    let call = format!("DeleteTable {table}");
+    store.run(async move {
+        match admin
+            .delete_table(admin_api::DeleteTableRequest { name })
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(status) if status.code() == tonic::Code::NotFound => Ok(()),
+            Err(status) => Err(remote(call, &status)),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gc_policies_map_to_bigtable_rules() {
+        assert_eq!(gc_rule(&GcPolicy::KeepAll), None);
+        let rule = gc_rule(&GcPolicy::Union(vec![
+            GcPolicy::MaxVersions(3),
+            GcPolicy::MaxAge(90_500_000),
+        ]))
+        .and_then(|r| r.rule);
+        let Some(gc_rule::Rule::Union(union)) = rule else {
+            panic!("not a union: {rule:?}");
+        };
+        assert_eq!(union.rules[0].rule, Some(gc_rule::Rule::MaxNumVersions(3)));
+        assert_eq!(
+            union.rules[1].rule,
+            Some(gc_rule::Rule::MaxAge(prost_types::Duration {
+                seconds: 90,
+                nanos: 500_000_000
+            }))
+        );
+    }
+}

@@ -1,0 +1,660 @@
+//! Cloud Bigtable as a cellar backend (the `bigtable` feature).
+//!
+//! [`BigtableStore`] implements [`Backend`] over Google's generated gRPC
+//! clients for the data API (`google.bigtable.v2`) and the table admin API
+//! (`google.bigtable.admin.v2`), on the tonic the Flight server uses.
+//!
+//! - A cellar table is a Bigtable table of the same name; its families,
+//!   with their GC policies, are Bigtable column families (`admin.rs`).
+//! - cellar's own schema (row-key schemas, declared columns, series
+//!   layouts, `.proto` sources) lives in one table of the instance,
+//!   [`CATALOG_TABLE`], a row per table (`table/<name>`, the definition as
+//!   JSON) and per setting (`setting/<name>`): where Bigtable users keep
+//!   metadata of their own (HBase's `hbase:meta`, Phoenix's
+//!   `SYSTEM.CATALOG`), readable with `cbt read _cellar`, and never in the
+//!   way of their tables (cellar table names start with a letter).
+//! - Reads become `ReadRows` with a row set and a filter chain (`read.rs`);
+//!   GC policies and the parts of the filter Bigtable cannot be trusted
+//!   with are applied again as the rows arrive, so answers match the
+//!   embedded store's.
+//! - Writes become `MutateRow(s)`, `CheckAndMutateRow` and
+//!   `ReadModifyWriteRow` (`write.rs`), after the same validation as the
+//!   embedded store's.
+//!
+//! The trait is synchronous (the embedded store is); this backend runs its
+//! calls on a small runtime of its own and waits for them, so it can be
+//! called from any thread, inside or outside another runtime.
+
+mod admin;
+mod read;
+mod write;
+
+use std::any::Any;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use googleapis_tonic_google_bigtable_admin_v2::google::bigtable::admin::v2 as admin_api;
+use googleapis_tonic_google_bigtable_v2::google::bigtable::v2 as data;
+use tonic::transport::Channel;
+
+use crate::error::{Error, Result};
+use crate::store::{
+    AlterOp, Backend, BadRows, CellBatch, FamilyFormat, FormatChange, GcStats, Mutation, Pinned,
+    ReadFilter, ReadModifyWrite, ReadRequest, Row, RowChange, RowMutation, RowSet, RowStream,
+    TableDef, TableSpec, WriteGate, validate_table_name,
+};
+
+use admin_api::bigtable_table_admin_client::BigtableTableAdminClient;
+use data::bigtable_client::BigtableClient;
+
+/// The table of an instance that holds cellar's schema.
+pub const CATALOG_TABLE: &str = "_cellar";
+/// Its one family.
+const CATALOG_FAMILY: &str = "c";
+const TABLE_ROW_PREFIX: &str = "table/";
+const SETTING_ROW_PREFIX: &str = "setting/";
+const NEXT_ID_ROW: &str = "meta/next_id";
+
+/// A Cloud Bigtable instance (or the emulator) as a cellar store.
+pub struct BigtableStore {
+    /// `projects/P/instances/I`.
+    instance: String,
+    /// Where the calls go.
+    endpoint: String,
+    /// `None` only while dropping.
+    runtime: Option<tokio::runtime::Runtime>,
+    data: BigtableClient<Channel>,
+    admin: BigtableTableAdminClient<Channel>,
+    tables: RwLock<BTreeMap<String, TableDef>>,
+    damaged: RwLock<BTreeMap<String, String>>,
+    ddl: Mutex<()>,
+    gates: Mutex<HashMap<String, Arc<WriteGate>>>,
+}
+
+impl std::fmt::Debug for BigtableStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BigtableStore")
+            .field("instance", &self.instance)
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for BigtableStore {
+    fn drop(&mut self) {
+        // Dropped possibly inside another runtime, where waiting for the
+        // workers is not allowed: let them wind down on their own.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// The error of a failed call, with what was called.
+pub(crate) fn remote(call: impl Into<String>, status: &tonic::Status) -> Error {
+    let call = call.into();
+    match status.code() {
+        tonic::Code::InvalidArgument
+        | tonic::Code::FailedPrecondition
+        | tonic::Code::OutOfRange => {
+            Error::InvalidArgument(format!("Bigtable refused {call}: {}", status.message()))
+        }
+        code => Error::Remote {
+            call,
+            code: format!("{code:?}"),
+            message: status.message().to_string(),
+        },
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Checks `projects/P/instances/I`.
+fn check_instance(instance: &str) -> Result<()> {
+    let parts: Vec<&str> = instance.split('/').collect();
+    let ok = parts.len() == 4
+        && parts[0] == "projects"
+        && parts[2] == "instances"
+        && !parts[1].is_empty()
+        && !parts[3].is_empty();
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "a Bigtable instance is named projects/<project>/instances/<instance>, not {instance:?}"
+        )))
+    }
+}
+
+impl BigtableStore {
+    /// Opens the instance `projects/P/instances/I`. With
+    /// `BIGTABLE_EMULATOR_HOST` set (`host:port`, as Google's clients read
+    /// it) the calls go to that emulator, unauthenticated; cellar's
+    /// catalog table is created if the instance has none.
+    pub fn open(instance: &str) -> Result<BigtableStore> {
+        check_instance(instance)?;
+        let endpoint = match std::env::var("BIGTABLE_EMULATOR_HOST") {
+            Ok(host) if !host.trim().is_empty() => format!("http://{}", host.trim()),
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "cellar reaches Bigtable through its emulator only so far: set \
+                     BIGTABLE_EMULATOR_HOST=host:port (Cloud Bigtable itself, with application \
+                     default credentials, is not built yet)"
+                        .into(),
+                ));
+            }
+        };
+        BigtableStore::connect(instance, &endpoint)
+    }
+
+    /// Opens the instance through the emulator at `endpoint`
+    /// (`http://host:port`).
+    pub fn connect(instance: &str, endpoint: &str) -> Result<BigtableStore> {
+        check_instance(instance)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("cellar-bigtable")
+            .enable_all()
+            .build()?;
+        let target = endpoint.to_string();
+        let connect = async move {
+            let channel = Channel::from_shared(target.clone())
+                .map_err(|e| {
+                    Error::InvalidArgument(format!("invalid Bigtable endpoint {target:?}: {e}"))
+                })?
+                .connect()
+                .await
+                .map_err(|e| Error::Remote {
+                    call: format!("connecting to {target}"),
+                    code: "Unavailable".into(),
+                    message: e.to_string(),
+                })?;
+            Ok(channel)
+        };
+        let channel = wait(runtime.handle(), connect)?;
+        let store = BigtableStore {
+            instance: instance.to_string(),
+            endpoint: endpoint.to_string(),
+            data: BigtableClient::new(channel.clone()).max_decoding_message_size(256 * 1024 * 1024),
+            admin: BigtableTableAdminClient::new(channel),
+            runtime: Some(runtime),
+            tables: RwLock::default(),
+            damaged: RwLock::default(),
+            ddl: Mutex::default(),
+            gates: Mutex::default(),
+        };
+        store.ensure_catalog()?;
+        store.load_catalog()?;
+        Ok(store)
+    }
+
+    /// Runs `call` on this store's runtime and waits for it.
+    fn run<T: Send + 'static>(
+        &self,
+        call: impl Future<Output = Result<T>> + Send + 'static,
+    ) -> Result<T> {
+        let runtime = self
+            .runtime
+            .as_ref()
+            .ok_or_else(|| Error::Internal("the Bigtable store is closing".into()))?;
+        wait(runtime.handle(), call)
+    }
+
+    /// The full name of a table.
+    fn table_path(&self, table: &str) -> String {
+        format!("{}/tables/{table}", self.instance)
+    }
+
+    /// The definition of `name` as cached, or as the catalog has it now
+    /// (another cellar may have created it).
+    fn def(&self, name: &str) -> Result<TableDef> {
+        if let Some(def) = self
+            .tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+        {
+            return Ok(def.clone());
+        }
+        if let Some(reason) = self
+            .damaged
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+        {
+            return Err(Error::TableDamaged {
+                table: name.to_string(),
+                reason: reason.clone(),
+            });
+        }
+        let key = format!("{TABLE_ROW_PREFIX}{name}");
+        match self.catalog_value(&key)? {
+            Some(json) => {
+                let def: TableDef =
+                    serde_json::from_slice(&json).map_err(|e| Error::TableDamaged {
+                        table: name.to_string(),
+                        reason: format!("its definition in {CATALOG_TABLE} does not parse: {e}"),
+                    })?;
+                self.cache(def.clone());
+                Ok(def)
+            }
+            None => Err(Error::TableNotFound {
+                table: name.to_string(),
+            }),
+        }
+    }
+
+    fn cache(&self, def: TableDef) {
+        self.tables
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(def.name.clone(), def);
+    }
+
+    fn uncache(&self, name: &str) {
+        self.tables
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name);
+    }
+
+    /// The latest value of a catalog row's one column.
+    fn catalog_value(&self, row: &str) -> Result<Option<Vec<u8>>> {
+        let request =
+            ReadRequest::rows(RowSet::keys([row.as_bytes()])).filter(ReadFilter::latest());
+        let rows = read::collect(self, CATALOG_TABLE, &catalog_def(), request)?;
+        Ok(rows
+            .into_iter()
+            .next()
+            .and_then(|r| r.cells.into_iter().next())
+            .map(|c| c.value))
+    }
+
+    /// Writes (`Some`) or deletes (`None`) a catalog row's value.
+    fn put_catalog(&self, row: &str, value: Option<Vec<u8>>) -> Result<()> {
+        let mutations = match value {
+            Some(value) => vec![
+                Mutation::DeleteRow,
+                Mutation::SetCell {
+                    family: CATALOG_FAMILY.into(),
+                    qualifier: b"v".to_vec(),
+                    timestamp: Some(0),
+                    value,
+                },
+            ],
+            None => vec![Mutation::DeleteRow],
+        };
+        write::mutate_row(
+            self,
+            CATALOG_TABLE,
+            &catalog_def(),
+            RowMutation::new(row.as_bytes().to_vec(), mutations),
+        )
+    }
+
+    /// `count` fresh ids, the first returned.
+    fn next_ids(&self, count: u64) -> Result<u64> {
+        let delta = i64::try_from(count).map_err(|_| Error::Internal("too many ids".into()))?;
+        let row = write::read_modify_write(
+            self,
+            CATALOG_TABLE,
+            &catalog_def(),
+            NEXT_ID_ROW.as_bytes(),
+            vec![ReadModifyWrite::Increment {
+                family: CATALOG_FAMILY.into(),
+                qualifier: b"n".to_vec(),
+                delta,
+            }],
+        )?;
+        let value = row
+            .cells
+            .first()
+            .and_then(|c| <[u8; 8]>::try_from(c.value.as_slice()).ok())
+            .map(i64::from_be_bytes)
+            .ok_or_else(|| {
+                Error::Internal(format!(
+                    "{CATALOG_TABLE} row {NEXT_ID_ROW} is not a counter"
+                ))
+            })?;
+        // Ids start at 1: the counter holds the last id handed out.
+        Ok(u64::try_from(value - delta).unwrap_or(0) + 1)
+    }
+
+    fn ensure_catalog(&self) -> Result<()> {
+        let exists = admin::table_exists(self, CATALOG_TABLE)?;
+        if !exists {
+            admin::create_table(self, &catalog_def())?;
+        }
+        Ok(())
+    }
+
+    fn load_catalog(&self) -> Result<()> {
+        let request = ReadRequest::rows(RowSet::prefix(TABLE_ROW_PREFIX.as_bytes()))
+            .filter(ReadFilter::latest());
+        let rows = read::collect(self, CATALOG_TABLE, &catalog_def(), request)?;
+        let mut tables = BTreeMap::new();
+        let mut damaged = BTreeMap::new();
+        for row in rows {
+            let name = String::from_utf8_lossy(&row.key[TABLE_ROW_PREFIX.len()..]).into_owned();
+            let Some(cell) = row.cells.first() else {
+                continue;
+            };
+            match serde_json::from_slice::<TableDef>(&cell.value) {
+                Ok(def) => {
+                    tables.insert(name, def);
+                }
+                Err(e) => {
+                    damaged.insert(name, format!("its definition does not parse: {e}"));
+                }
+            }
+        }
+        *self.tables.write().unwrap_or_else(PoisonError::into_inner) = tables;
+        *self.damaged.write().unwrap_or_else(PoisonError::into_inner) = damaged;
+        Ok(())
+    }
+}
+
+/// The catalog table's definition (never in the catalog itself).
+fn catalog_def() -> TableDef {
+    TableDef {
+        id: 0,
+        name: CATALOG_TABLE.into(),
+        families: vec![crate::store::FamilyDef {
+            id: 0,
+            name: CATALOG_FAMILY.into(),
+            gc: crate::store::GcPolicy::MaxVersions(1),
+            kind: Default::default(),
+            format: FamilyFormat::Cells,
+            converting: None,
+        }],
+        metadata: BTreeMap::new(),
+    }
+}
+
+/// Runs `call` on `runtime` and blocks this thread until it is done
+/// (allowed on any thread: nothing here needs a runtime of the caller's).
+fn wait<T: Send + 'static>(
+    runtime: &tokio::runtime::Handle,
+    call: impl Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    let task = runtime.spawn(call);
+    futures::executor::block_on(task)
+        .map_err(|e| Error::Internal(format!("a Bigtable call did not finish: {e}")))?
+}
+
+impl Backend for BigtableStore {
+    fn locator(&self) -> String {
+        format!("bigtable {} at {}", self.instance, self.endpoint)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn timestamp_granularity(&self) -> i64 {
+        1000
+    }
+
+    fn list_tables(&self) -> Vec<String> {
+        self.tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn table(&self, name: &str) -> Result<TableDef> {
+        self.def(name)
+    }
+
+    fn create_table(&self, spec: TableSpec) -> Result<TableDef> {
+        validate_table_name(&spec.name)?;
+        crate::store::check_families(&spec.name, &spec.families)?;
+        admin::check_supported(
+            &spec.name,
+            spec.families.iter().map(|f| (&f.name, f.kind, f.format)),
+        )?;
+        let _ddl = lock(&self.ddl);
+        match self.def(&spec.name) {
+            Ok(_) => return Err(Error::TableExists { table: spec.name }),
+            Err(e @ Error::TableDamaged { .. }) => return Err(e),
+            Err(_) => {}
+        }
+        let count = 1 + spec.families.len() as u64;
+        let mut id = self.next_ids(count)?;
+        let def = TableDef::from_spec(spec, &mut id);
+        if admin::table_exists(self, &def.name)? {
+            return Err(Error::InvalidArgument(format!(
+                "the instance already has a Bigtable table {} that cellar did not create; \
+                 pick another name",
+                def.name
+            )));
+        }
+        admin::create_table(self, &def)?;
+        let json = serde_json::to_vec(&def)
+            .map_err(|e| Error::Internal(format!("a table definition did not serialize: {e}")))?;
+        self.put_catalog(&format!("{TABLE_ROW_PREFIX}{}", def.name), Some(json))?;
+        self.cache(def.clone());
+        Ok(def)
+    }
+
+    fn alter_table(&self, name: &str, ops: Vec<AlterOp>) -> Result<TableDef> {
+        let _ddl = lock(&self.ddl);
+        let old = self.def(name)?;
+        let mut def = old.clone();
+        let mut id = self.next_ids(ops.len() as u64 + 1)?;
+        let specs = def.apply(ops, &mut id)?;
+        crate::store::check_families(name, &specs)?;
+        admin::check_supported(name, specs.iter().map(|f| (&f.name, f.kind, f.format)))?;
+        admin::modify_families(self, &old, &def)?;
+        let json = serde_json::to_vec(&def)
+            .map_err(|e| Error::Internal(format!("a table definition did not serialize: {e}")))?;
+        self.put_catalog(&format!("{TABLE_ROW_PREFIX}{name}"), Some(json))?;
+        self.cache(def.clone());
+        Ok(def)
+    }
+
+    fn drop_table(&self, name: &str) -> Result<()> {
+        let _ddl = lock(&self.ddl);
+        let damaged = self
+            .damaged
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name)
+            .is_some();
+        if !damaged {
+            self.def(name)?;
+        }
+        self.put_catalog(&format!("{TABLE_ROW_PREFIX}{name}"), None)?;
+        self.uncache(name);
+        admin::delete_table(self, name)
+    }
+
+    fn replace_table(&self, target: &str, source: &str) -> Result<TableDef> {
+        Err(Error::InvalidArgument(format!(
+            "replacing table {target} by {source} (what ALTER SERIES ... SET LAYOUT does) needs a \
+             rename, which Bigtable does not have; copy the rows into a new series instead"
+        )))
+    }
+
+    fn damaged_tables(&self) -> Vec<(String, String)> {
+        self.damaged
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    fn put_setting(&self, key: &str, value: Option<&str>) -> Result<()> {
+        if key.is_empty() || key.len() > 4096 {
+            return Err(Error::InvalidArgument(format!(
+                "setting name must be 1 to 4096 bytes, got {}",
+                key.len()
+            )));
+        }
+        self.put_catalog(
+            &format!("{SETTING_ROW_PREFIX}{key}"),
+            value.map(|v| v.as_bytes().to_vec()),
+        )
+    }
+
+    fn settings(&self, prefix: &str) -> Result<Vec<(String, String)>> {
+        let request = ReadRequest::rows(RowSet::prefix(
+            format!("{SETTING_ROW_PREFIX}{prefix}").into_bytes(),
+        ))
+        .filter(ReadFilter::latest());
+        let rows = read::collect(self, CATALOG_TABLE, &catalog_def(), request)?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                let name =
+                    String::from_utf8_lossy(&row.key[SETTING_ROW_PREFIX.len()..]).into_owned();
+                let cell = row.cells.into_iter().next()?;
+                Some((name, String::from_utf8_lossy(&cell.value).into_owned()))
+            })
+            .collect())
+    }
+
+    fn read_rows(&self, table: &str, request: ReadRequest) -> Result<RowStream> {
+        let def = self.def(table)?;
+        read::stream(self, &def, request)
+    }
+
+    fn pin(&self, table: &str) -> Result<Pinned> {
+        let def = self.def(table)?;
+        Ok(Pinned::new(def.clone(), Arc::new(def)))
+    }
+
+    fn read_pinned(&self, pinned: &Pinned, request: ReadRequest) -> Result<RowStream> {
+        let def = self.def(&pinned.def().name)?;
+        if def.id != pinned.def().id {
+            return Err(Error::InvalidArgument(format!(
+                "table {} was dropped or replaced after the query was planned; run it again",
+                def.name
+            )));
+        }
+        read::stream(self, &def, request)
+    }
+
+    fn sample_row_keys(&self, table: &str) -> Result<Vec<(Vec<u8>, u64)>> {
+        self.def(table)?;
+        read::sample_row_keys(self, table)
+    }
+
+    fn approximate_cells(&self, table: &str) -> Result<u64> {
+        // Bigtable counts bytes, not cells: about 64 bytes a cell.
+        Ok(self.table_disk_space(table)? / 64)
+    }
+
+    fn table_disk_space(&self, table: &str) -> Result<u64> {
+        Ok(self
+            .sample_row_keys(table)?
+            .last()
+            .map_or(0, |(_, bytes)| *bytes))
+    }
+
+    fn mutate_row(&self, table: &str, row: RowMutation) -> Result<()> {
+        let def = self.def(table)?;
+        write::mutate_row(self, table, &def, row)
+    }
+
+    fn mutate_rows(&self, table: &str, rows: Vec<RowMutation>) -> Result<Vec<Result<()>>> {
+        let def = self.def(table)?;
+        write::mutate_rows(self, table, &def, rows)
+    }
+
+    fn write_batch(
+        &self,
+        table: &str,
+        batch: &CellBatch,
+        bad: BadRows,
+    ) -> Result<Vec<(usize, Error)>> {
+        let def = self.def(table)?;
+        write::write_batch(self, table, &def, batch, bad)
+    }
+
+    fn update_rows(
+        &self,
+        table: &str,
+        keys: &[Vec<u8>],
+        filter: &ReadFilter,
+        change: &mut RowChange<'_>,
+    ) -> Result<Vec<Result<()>>> {
+        let def = self.def(table)?;
+        write::update_rows(self, table, &def, keys, filter, change)
+    }
+
+    fn check_and_mutate(
+        &self,
+        table: &str,
+        key: &[u8],
+        predicate: ReadFilter,
+        on_match: Vec<Mutation>,
+        on_no_match: Vec<Mutation>,
+    ) -> Result<bool> {
+        let def = self.def(table)?;
+        write::check_and_mutate(self, table, &def, key, predicate, on_match, on_no_match)
+    }
+
+    fn read_modify_write(
+        &self,
+        table: &str,
+        key: &[u8],
+        rules: Vec<ReadModifyWrite>,
+    ) -> Result<Row> {
+        let def = self.def(table)?;
+        write::read_modify_write(self, table, &def, key, rules)
+    }
+
+    fn write_gate(&self, table: &str) -> Arc<WriteGate> {
+        Arc::clone(lock(&self.gates).entry(table.to_string()).or_default())
+    }
+
+    fn set_family_format(
+        &self,
+        table: &str,
+        family: &str,
+        format: FamilyFormat,
+        _progress: &mut dyn FnMut(FormatChange) -> bool,
+    ) -> Result<FormatChange> {
+        let def = self.def(table)?;
+        def.family(family)?;
+        match format {
+            FamilyFormat::Cells => Ok(FormatChange::default()),
+            FamilyFormat::Packed => Err(admin::no_packed(table, family)),
+        }
+    }
+
+    fn format_changes(&self) -> Vec<(String, String, FamilyFormat, FormatChange)> {
+        Vec::new()
+    }
+
+    fn collect_garbage(&self, table: &str) -> Result<GcStats> {
+        // Bigtable collects garbage itself, in the background; reads never
+        // show it either way.
+        self.def(table)?;
+        Ok(GcStats::default())
+    }
+
+    fn collect_family_garbage(&self, table: &str, family: &str) -> Result<GcStats> {
+        self.def(table)?.family(family)?;
+        Ok(GcStats::default())
+    }
+
+    fn compact(&self, table: &str) -> Result<()> {
+        self.def(table).map(drop)
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn checkpoint(&self) -> Result<()> {
+        Ok(())
+    }
+}

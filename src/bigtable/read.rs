@@ -1,0 +1,681 @@
+//! Reads: a [`ReadRequest`] as `ReadRows` (row set, filter chain, limit,
+//! direction), the response's cell chunks merged back into rows, and each
+//! row passed through the family's GC policy and the whole filter again,
+//! as the embedded store's reads do, so the answers are the same.
+//!
+//! What goes to Bigtable is only what cannot change the answer:
+//! - the families read (always named: cells of families cellar does not
+//!   know are never read);
+//! - a set of qualifiers, as an anchored byte regex (other qualifier
+//!   filters stay client-side: a Rust regex is not RE2);
+//! - the time range's start, and its end unless a family counts versions
+//!   (a version count needs the newer cells the end would cut off);
+//! - cells per column, when the whole time range went;
+//! - the row limit, when nothing is filtered client-side.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::{BigtableStore, data, remote};
+use crate::error::{Error, Result};
+use crate::store::{
+    GcPolicy, QualifierFilter, ReadFilter, ReadRequest, Row, RowBuf, RowSource, RowStream, RowView,
+    ScanStats, TableDef, TimeRange, now_micros, select,
+};
+use data::read_rows_response::{CellChunk, cell_chunk::RowStatus};
+use data::row_filter::{Chain, Filter};
+use data::{RowFilter, row_range};
+
+/// Longest qualifier regex sent; a longer set is filtered client-side.
+const MAX_QUALIFIER_REGEX: usize = 16 * 1024;
+/// Rows in flight between the gRPC stream and the reader.
+const ROWS_IN_FLIGHT: usize = 256;
+
+/// A regex matching exactly `bytes`, every byte escaped (RE2, bytes).
+fn literal(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("\\x{b:02x}")).collect()
+}
+
+/// Bigtable's row set for cellar's; `None` when it holds no rows (an empty
+/// row set means every row to Bigtable).
+pub(crate) fn row_set(rows: &crate::store::RowSet) -> Option<data::RowSet> {
+    let mut set = data::RowSet::default();
+    for range in &rows.ranges {
+        if range.encode().is_empty() {
+            continue;
+        }
+        if let (Bound::Included(a), Bound::Included(b)) = (&range.start, &range.end)
+            && a == b
+        {
+            set.row_keys.push(a.clone());
+            continue;
+        }
+        set.row_ranges.push(data::RowRange {
+            start_key: match &range.start {
+                Bound::Included(k) => Some(row_range::StartKey::StartKeyClosed(k.clone())),
+                Bound::Excluded(k) => Some(row_range::StartKey::StartKeyOpen(k.clone())),
+                Bound::Unbounded => None,
+            },
+            end_key: match &range.end {
+                Bound::Included(k) => Some(row_range::EndKey::EndKeyClosed(k.clone())),
+                Bound::Excluded(k) => Some(row_range::EndKey::EndKeyOpen(k.clone())),
+                Bound::Unbounded => None,
+            },
+        });
+    }
+    (!set.row_keys.is_empty() || !set.row_ranges.is_empty()).then_some(set)
+}
+
+/// The families a read covers: names and GC policies, in read order.
+fn families_read(def: &TableDef, filter: &ReadFilter) -> Result<Vec<(Arc<str>, GcPolicy)>> {
+    if let Some(names) = &filter.families {
+        for name in names {
+            def.family(name)?;
+        }
+    }
+    Ok(def
+        .families
+        .iter()
+        .filter(|f| filter.families.as_ref().is_none_or(|n| n.contains(&f.name)))
+        .map(|f| (Arc::from(f.name.as_str()), f.gc.clone()))
+        .collect())
+}
+
+/// What of a read Bigtable does: the filter, and whether it did all of it
+/// (then its row limit may go too).
+pub(crate) struct Pushed {
+    pub filter: Option<RowFilter>,
+    /// Bigtable applies the whole filter (GC aside).
+    pub whole: bool,
+    /// No family read has a GC policy (Bigtable's GC is lazy: garbage may
+    /// still be there to read).
+    pub no_gc: bool,
+}
+
+impl Pushed {
+    /// Bigtable's answer is cellar's.
+    pub fn exact(&self) -> bool {
+        self.whole && self.no_gc
+    }
+}
+
+/// The filter chain for a read of `families` through `filter`.
+pub(crate) fn pushed_filter(families: &[(Arc<str>, GcPolicy)], filter: &ReadFilter) -> Pushed {
+    let mut chain = Vec::new();
+    let no_gc = families.iter().all(|(_, gc)| *gc == GcPolicy::KeepAll);
+    let mut exact = true;
+    let names: Vec<String> = families.iter().map(|(n, _)| regex::escape(n)).collect();
+    chain.push(Filter::FamilyNameRegexFilter(format!(
+        "^(?:{})$",
+        names.join("|")
+    )));
+    match &filter.qualifiers {
+        QualifierFilter::All => {}
+        QualifierFilter::Set(set) => {
+            let alternatives: Vec<String> = set.iter().map(|q| literal(q)).collect();
+            let regex = format!("^(?:{})$", alternatives.join("|"));
+            if regex.len() <= MAX_QUALIFIER_REGEX && !set.is_empty() {
+                chain.push(Filter::ColumnQualifierRegexFilter(regex.into_bytes()));
+            } else {
+                exact = false;
+            }
+        }
+        _ => exact = false,
+    }
+    let counts_versions = families.iter().any(|(_, gc)| gc.counts_versions());
+    let TimeRange { start, end } = filter.time_range;
+    // Bigtable keeps milliseconds: widen to whole ones (the range is
+    // checked again as rows arrive).
+    let start_ms = if start > 0 {
+        start.div_euclid(1000) * 1000
+    } else {
+        0
+    };
+    let end_pushed = match end {
+        Some(end) if !counts_versions && end > 0 => {
+            Some(end.div_euclid(1000) * 1000 + if end % 1000 == 0 { 0 } else { 1000 })
+        }
+        Some(_) if !counts_versions => None,
+        _ => None,
+    };
+    let whole_range = end.is_none() || end_pushed.is_some();
+    if end.is_some_and(|e| e <= 0) && !counts_versions {
+        // Nothing at or after the epoch: block everything.
+        chain.push(Filter::BlockAllFilter(true));
+    } else if start_ms > 0 || end_pushed.is_some() {
+        chain.push(Filter::TimestampRangeFilter(data::TimestampRange {
+            start_timestamp_micros: start_ms,
+            end_timestamp_micros: end_pushed.unwrap_or(0),
+        }));
+    }
+    if start % 1000 != 0 || end.is_some_and(|e| e % 1000 != 0) || !whole_range {
+        exact = false;
+    }
+    if let Some(n) = filter.cells_per_column {
+        if whole_range && n > 0 {
+            chain.push(Filter::CellsPerColumnLimitFilter(
+                i32::try_from(n).unwrap_or(i32::MAX),
+            ));
+        } else {
+            exact = false;
+        }
+    }
+    let filter = match chain.len() {
+        1 => chain.pop().map(|f| RowFilter { filter: Some(f) }),
+        _ => Some(RowFilter {
+            filter: Some(Filter::Chain(Chain {
+                filters: chain
+                    .into_iter()
+                    .map(|f| RowFilter { filter: Some(f) })
+                    .collect(),
+            })),
+        }),
+    };
+    Pushed {
+        filter,
+        whole: exact,
+        no_gc,
+    }
+}
+
+/// A cell as it arrives: family by its place among those read.
+struct RawCell {
+    family: u32,
+    qualifier: Vec<u8>,
+    timestamp: i64,
+    value: Vec<u8>,
+}
+
+/// A row as it arrives, before GC and the filter.
+pub(crate) struct RawRow {
+    key: Vec<u8>,
+    cells: Vec<RawCell>,
+}
+
+/// Merges `ReadRows` cell chunks into rows (the protocol's rules: a chunk
+/// names the row, family and qualifier only when they change; a value
+/// may span chunks; a row ends at `commit_row` and is dropped whole at
+/// `reset_row`).
+pub(crate) struct ChunkMerger {
+    families: Vec<Arc<str>>,
+    row: Option<Vec<u8>>,
+    family: Option<u32>,
+    qualifier: Option<Vec<u8>>,
+    timestamp: i64,
+    value: Vec<u8>,
+    in_value: bool,
+    cells: Vec<RawCell>,
+}
+
+impl ChunkMerger {
+    pub(crate) fn new(families: Vec<Arc<str>>) -> Self {
+        ChunkMerger {
+            families,
+            row: None,
+            family: None,
+            qualifier: None,
+            timestamp: 0,
+            value: Vec::new(),
+            in_value: false,
+            cells: Vec::new(),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.row = None;
+        self.family = None;
+        self.qualifier = None;
+        self.value.clear();
+        self.in_value = false;
+        self.cells.clear();
+    }
+
+    /// Takes one chunk; a row when it completes one.
+    pub(crate) fn push(&mut self, chunk: CellChunk) -> Result<Option<RawRow>> {
+        let bad = |what: &str| Error::Remote {
+            call: "ReadRows".into(),
+            code: "DataLoss".into(),
+            message: format!("the response broke the chunk protocol: {what}"),
+        };
+        if let Some(RowStatus::ResetRow(true)) = chunk.row_status {
+            self.reset();
+            return Ok(None);
+        }
+        if !chunk.row_key.is_empty() {
+            if self.in_value {
+                return Err(bad("a new row began inside a split value"));
+            }
+            if self.row.as_ref().is_some_and(|r| *r != chunk.row_key) {
+                return Err(bad("a new row began before the last was committed"));
+            }
+            self.row = Some(chunk.row_key);
+        } else if self.row.is_none() {
+            return Err(bad("a chunk without a row key began a row"));
+        }
+        if let Some(name) = chunk.family_name {
+            if chunk.qualifier.is_none() {
+                return Err(bad("a family without a qualifier"));
+            }
+            self.family = self
+                .families
+                .iter()
+                .position(|f| **f == *name)
+                .and_then(|i| u32::try_from(i).ok());
+        }
+        if let Some(qualifier) = chunk.qualifier {
+            self.qualifier = Some(qualifier);
+        }
+        if !self.in_value {
+            self.timestamp = chunk.timestamp_micros;
+        }
+        self.value.extend_from_slice(&chunk.value);
+        self.in_value = chunk.value_size > 0;
+        if !self.in_value {
+            let value = std::mem::take(&mut self.value);
+            // A cell of a family not read (never asked for) is left out.
+            if let (Some(family), Some(qualifier)) = (self.family, &self.qualifier) {
+                self.cells.push(RawCell {
+                    family,
+                    qualifier: qualifier.clone(),
+                    timestamp: self.timestamp,
+                    value,
+                });
+            }
+        }
+        if let Some(RowStatus::CommitRow(true)) = chunk.row_status {
+            if self.in_value {
+                return Err(bad("a row was committed inside a split value"));
+            }
+            let key = self.row.take().unwrap_or_default();
+            let cells = std::mem::take(&mut self.cells);
+            self.reset();
+            return Ok(Some(RawRow { key, cells }));
+        }
+        Ok(None)
+    }
+}
+
+/// Rows of one `ReadRows` call, GC and the filter applied as they come.
+struct BigtableRows {
+    rows: tokio::sync::mpsc::Receiver<Result<RawRow>>,
+    task: tokio::task::JoinHandle<()>,
+    families: Vec<(Arc<str>, GcPolicy)>,
+    filter: ReadFilter,
+    reverse: bool,
+    remaining: Option<usize>,
+    now: i64,
+    buf: RowBuf,
+    last_key: Option<Vec<u8>>,
+    stats: ScanStats,
+    failed: bool,
+}
+
+impl Drop for BigtableRows {
+    fn drop(&mut self) {
+        // A reader that stops early (a LIMIT) ends the call.
+        self.task.abort();
+    }
+}
+
+impl BigtableRows {
+    /// Puts `raw` through GC and the filter into `buf`; whether any cell
+    /// is left.
+    fn fill(&mut self, mut raw: RawRow) -> Result<bool> {
+        self.stats.cells_scanned += raw.cells.len() as u64;
+        raw.cells.sort_by(|a, b| {
+            (a.family, &a.qualifier)
+                .cmp(&(b.family, &b.qualifier))
+                .then(b.timestamp.cmp(&a.timestamp))
+        });
+        self.buf.clear();
+        let mut from = 0;
+        for (i, cell) in raw.cells.iter().enumerate() {
+            let new_family = i == 0 || raw.cells[i - 1].family != cell.family;
+            if new_family && i > 0 {
+                let family = raw.cells[i - 1].family as usize;
+                select(
+                    &self.families[family].1,
+                    &self.filter,
+                    self.now,
+                    &mut self.buf,
+                    from,
+                );
+                from = self.buf.cells.len();
+            }
+            let first = new_family || raw.cells[i - 1].qualifier != cell.qualifier;
+            self.buf.push_copied(
+                cell.family,
+                &cell.qualifier,
+                cell.timestamp,
+                &cell.value,
+                first,
+            )?;
+        }
+        if let Some(last) = raw.cells.last() {
+            let family = last.family as usize;
+            select(
+                &self.families[family].1,
+                &self.filter,
+                self.now,
+                &mut self.buf,
+                from,
+            );
+        }
+        self.buf.key = raw.key;
+        Ok(!self.buf.cells.is_empty())
+    }
+
+    fn advance(&mut self) -> Result<bool> {
+        loop {
+            if self.remaining == Some(0) {
+                return Ok(false);
+            }
+            let Some(raw) = futures::executor::block_on(self.rows.recv()) else {
+                return Ok(false);
+            };
+            let raw = raw?;
+            if let Some(last) = &self.last_key {
+                let in_order = if self.reverse {
+                    raw.key < *last
+                } else {
+                    raw.key > *last
+                };
+                if !in_order {
+                    return Err(Error::Remote {
+                        call: "ReadRows".into(),
+                        code: "Unimplemented".into(),
+                        message: format!(
+                            "rows came out of {} order; {}",
+                            if self.reverse {
+                                "descending"
+                            } else {
+                                "ascending"
+                            },
+                            if self.reverse {
+                                "this Bigtable endpoint (the emulator) does not do reverse scans"
+                            } else {
+                                "the response is inconsistent"
+                            }
+                        ),
+                    });
+                }
+            }
+            self.last_key = Some(raw.key.clone());
+            if !self.fill(raw)? {
+                continue;
+            }
+            if let Some(n) = self.remaining.as_mut() {
+                *n -= 1;
+            }
+            self.stats.rows_returned += 1;
+            self.stats.cells_returned += self.buf.cells.len() as u64;
+            return Ok(true);
+        }
+    }
+}
+
+impl RowSource for BigtableRows {
+    fn next_view(&mut self) -> Result<Option<RowView<'_>>> {
+        if self.failed {
+            return Ok(None);
+        }
+        match self.advance() {
+            Ok(true) => Ok(Some(self.buf.view())),
+            Ok(false) => Ok(None),
+            Err(e) => {
+                self.failed = true;
+                Err(e)
+            }
+        }
+    }
+
+    fn stats(&self) -> ScanStats {
+        self.stats
+    }
+
+    fn family_names(&self) -> Vec<Arc<str>> {
+        self.families.iter().map(|(n, _)| n.clone()).collect()
+    }
+}
+
+/// Says the client reads reverse scans (the `bigtable-features` header,
+/// as Google's clients send it; without it a reversed read is refused).
+fn advertise_reverse_scans<T>(mut call: tonic::Request<T>) -> tonic::Request<T> {
+    use base64::Engine as _;
+    use prost::Message as _;
+    let flags = data::FeatureFlags {
+        reverse_scans: true,
+        ..Default::default()
+    };
+    let value = base64::engine::general_purpose::URL_SAFE.encode(flags.encode_to_vec());
+    if let Ok(value) = value.parse() {
+        call.metadata_mut().insert("bigtable-features", value);
+    }
+    call
+}
+
+/// Starts a read of `table` (defined by `def`) and streams its rows.
+pub(crate) fn stream(
+    store: &BigtableStore,
+    def: &TableDef,
+    request: ReadRequest,
+) -> Result<RowStream> {
+    let families = families_read(def, &request.filter)?;
+    let (tx, rx) = tokio::sync::mpsc::channel(ROWS_IN_FLIGHT);
+    let rows = row_set(&request.rows);
+    let runtime = store
+        .runtime
+        .as_ref()
+        .ok_or_else(|| Error::Internal("the Bigtable store is closing".into()))?;
+    let task = if families.is_empty() || rows.is_none() || request.limit == Some(0) {
+        // Nothing to read: Bigtable would read every row for an empty set.
+        drop(tx);
+        runtime.spawn(async {})
+    } else {
+        let pushed = pushed_filter(&families, &request.filter);
+        let rows_limit = match (pushed.exact(), request.limit) {
+            (true, Some(n)) => i64::try_from(n).unwrap_or(i64::MAX),
+            _ => 0,
+        };
+        let call = tonic::Request::new(data::ReadRowsRequest {
+            table_name: store.table_path(&def.name),
+            rows,
+            filter: pushed.filter,
+            rows_limit,
+            reversed: request.reverse,
+            ..Default::default()
+        });
+        let call = if request.reverse {
+            advertise_reverse_scans(call)
+        } else {
+            call
+        };
+        let mut client = store.data.clone();
+        let names: Vec<Arc<str>> = families.iter().map(|(n, _)| n.clone()).collect();
+        let table = def.name.clone();
+        runtime.spawn(async move {
+            let what = || format!("ReadRows on table {table}");
+            let mut stream = match client.read_rows(call).await {
+                Ok(response) => response.into_inner(),
+                Err(status) => {
+                    let _ = tx.send(Err(remote(what(), &status))).await;
+                    return;
+                }
+            };
+            let mut merger = ChunkMerger::new(names);
+            loop {
+                let response = match stream.message().await {
+                    Ok(Some(response)) => response,
+                    Ok(None) => return,
+                    Err(status) => {
+                        let _ = tx.send(Err(remote(what(), &status))).await;
+                        return;
+                    }
+                };
+                for chunk in response.chunks {
+                    let row = match merger.push(chunk) {
+                        Ok(Some(row)) => Ok(row),
+                        Ok(None) => continue,
+                        Err(e) => Err(e),
+                    };
+                    let failed = row.is_err();
+                    if tx.send(row).await.is_err() || failed {
+                        return;
+                    }
+                }
+            }
+        })
+    };
+    Ok(RowStream::new(Box::new(BigtableRows {
+        rows: rx,
+        task,
+        families,
+        filter: request.filter,
+        reverse: request.reverse,
+        remaining: request.limit,
+        now: now_micros(),
+        buf: RowBuf::default(),
+        last_key: None,
+        stats: ScanStats::default(),
+        failed: false,
+    })))
+}
+
+/// Every row of a read, owned.
+pub(crate) fn collect(
+    store: &BigtableStore,
+    table: &str,
+    def: &TableDef,
+    request: ReadRequest,
+) -> Result<Vec<Row>> {
+    let mut def = def.clone();
+    def.name = table.to_string();
+    stream(store, &def, request)?.collect()
+}
+
+/// `SampleRowKeys` of a table: (end key of a piece, bytes before it).
+pub(crate) fn sample_row_keys(store: &BigtableStore, table: &str) -> Result<Vec<(Vec<u8>, u64)>> {
+    let mut client = store.data.clone();
+    let request = data::SampleRowKeysRequest {
+        table_name: store.table_path(table),
+        ..Default::default()
+    };
+    let call = format!("SampleRowKeys on table {table}");
+    store.run(async move {
+        let mut stream = client
+            .sample_row_keys(request)
+            .await
+            .map_err(|s| remote(call.clone(), &s))?
+            .into_inner();
+        let mut samples = Vec::new();
+        while let Some(sample) = stream
+            .message()
+            .await
+            .map_err(|s| remote(call.clone(), &s))?
+        {
+            samples.push((
+                sample.row_key,
+                u64::try_from(sample.offset_bytes).unwrap_or(0),
+            ));
+        }
+        if samples.last().is_none_or(|(key, _)| !key.is_empty()) {
+            let bytes = samples.last().map_or(0, |(_, b)| *b);
+            samples.push((Vec::new(), bytes));
+        }
+        Ok(samples)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(
+        key: &str,
+        family: Option<&str>,
+        qualifier: Option<&str>,
+        ts: i64,
+        value: &str,
+    ) -> CellChunk {
+        CellChunk {
+            row_key: key.as_bytes().to_vec(),
+            family_name: family.map(str::to_string),
+            qualifier: qualifier.map(|q| q.as_bytes().to_vec()),
+            timestamp_micros: ts,
+            value: value.as_bytes().to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn chunks_merge_into_rows_with_split_values_and_resets() {
+        let mut m = ChunkMerger::new(vec![Arc::from("a"), Arc::from("b")]);
+        assert!(
+            m.push(chunk("r1", Some("a"), Some("x"), 5, "v1"))
+                .unwrap()
+                .is_none()
+        );
+        // A reset drops what came of the row so far.
+        let mut reset = chunk("", None, None, 0, "");
+        reset.row_status = Some(RowStatus::ResetRow(true));
+        assert!(m.push(reset).unwrap().is_none());
+        assert!(
+            m.push(chunk("r1", Some("a"), Some("x"), 5, "v1"))
+                .unwrap()
+                .is_none()
+        );
+        // A value split over two chunks.
+        let mut split = chunk("", None, Some("y"), 7, "he");
+        split.value_size = 5;
+        assert!(m.push(split).unwrap().is_none());
+        let mut rest = chunk("", None, None, 0, "llo");
+        rest.row_status = Some(RowStatus::CommitRow(true));
+        let row = m.push(rest).unwrap().unwrap();
+        assert_eq!(row.key, b"r1");
+        let cells: Vec<(u32, &[u8], i64, &[u8])> = row
+            .cells
+            .iter()
+            .map(|c| {
+                (
+                    c.family,
+                    c.qualifier.as_slice(),
+                    c.timestamp,
+                    c.value.as_slice(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            cells,
+            vec![
+                (0, &b"x"[..], 5, &b"v1"[..]),
+                (0, &b"y"[..], 7, &b"hello"[..])
+            ]
+        );
+        // A chunk that starts a row without a key is refused.
+        assert!(m.push(chunk("", Some("b"), Some("x"), 1, "v")).is_err());
+    }
+
+    #[test]
+    fn empty_row_sets_are_never_sent_and_keys_go_as_keys() {
+        assert!(row_set(&crate::store::RowSet::default()).is_none());
+        let set = row_set(&crate::store::RowSet::keys([b"k".to_vec()])).unwrap();
+        assert_eq!(set.row_keys, vec![b"k".to_vec()]);
+        assert!(set.row_ranges.is_empty());
+    }
+
+    #[test]
+    fn version_counting_families_keep_the_time_range_end_client_side() {
+        let keep: Vec<(Arc<str>, GcPolicy)> = vec![(Arc::from("f"), GcPolicy::KeepAll)];
+        let versions: Vec<(Arc<str>, GcPolicy)> = vec![(Arc::from("f"), GcPolicy::MaxVersions(2))];
+        let filter = ReadFilter::all()
+            .time_range(TimeRange::new(1000, 5000))
+            .cells_per_column(1);
+        let whole = pushed_filter(&keep, &filter);
+        assert!(whole.exact());
+        let part = pushed_filter(&versions, &filter);
+        assert!(!part.whole && !part.exact());
+        let text = format!("{:?}", part.filter);
+        assert!(text.contains("end_timestamp_micros: 0"), "{text}");
+        assert!(!text.contains("CellsPerColumnLimitFilter"), "{text}");
+    }
+}

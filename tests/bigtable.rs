@@ -1,0 +1,328 @@
+//! The Cloud Bigtable backend against Google's emulator: the store's
+//! operations, SQL through a session, and a round trip with `cbt`.
+//! Skipped, with the reason printed, where the emulator is not installed.
+
+#![cfg(feature = "bigtable")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test should fail loudly at the failing call"
+)]
+
+#[path = "common/emulator.rs"]
+mod emulator;
+
+use std::sync::Arc;
+
+use cellar::{
+    BigtableStore, FamilyFormat, FamilySpec, GcPolicy, Mutation, ReadFilter, ReadModifyWrite,
+    ReadRequest, RowMutation, RowRange, RowSet, SqlSession, Store, TableSpec, TimeRange,
+};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use emulator::Emulator;
+
+const INSTANCE: &str = "projects/p/instances/i";
+
+fn open(emulator: &Emulator) -> Store {
+    Store::new(Arc::new(
+        BigtableStore::connect(INSTANCE, &emulator.endpoint()).unwrap(),
+    ))
+}
+
+fn set(family: &str, qualifier: &str, ts: i64, value: &str) -> Mutation {
+    Mutation::set_at(family, qualifier, ts, value)
+}
+
+fn values(store: &Store, table: &str, request: ReadRequest) -> Vec<String> {
+    store
+        .read_rows(table, request)
+        .unwrap()
+        .map(|row| {
+            let row = row.unwrap();
+            let cells: Vec<String> = row
+                .cells
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}:{}@{}={}",
+                        c.family,
+                        String::from_utf8_lossy(&c.qualifier),
+                        c.timestamp,
+                        String::from_utf8_lossy(&c.value)
+                    )
+                })
+                .collect();
+            format!("{} {}", String::from_utf8_lossy(&row.key), cells.join(" "))
+        })
+        .collect()
+}
+
+#[test]
+fn the_store_operations_keep_their_meaning_on_bigtable() {
+    let Some(emulator) = Emulator::start() else {
+        return;
+    };
+    let store = open(&emulator);
+    store
+        .create_table(
+            TableSpec::new("t")
+                .family(FamilySpec::new("a").gc(GcPolicy::MaxVersions(2)))
+                .family(FamilySpec::new("b"))
+                .metadata("note", "kept"),
+        )
+        .unwrap();
+    // What cannot be on Bigtable is refused by name.
+    let packed = store
+        .create_table(TableSpec::new("p").family(FamilySpec::new("m").format(FamilyFormat::Packed)))
+        .unwrap_err()
+        .to_string();
+    assert!(packed.contains("PACKED"), "{packed}");
+    store
+        .mutate_row(
+            "t",
+            RowMutation::new(
+                "r1",
+                vec![
+                    set("a", "x", 1000, "v1"),
+                    set("a", "x", 2000, "v2"),
+                    set("a", "x", 3000, "v3"),
+                    set("b", "y", 1000, "w"),
+                ],
+            ),
+        )
+        .unwrap();
+    let results = store
+        .mutate_rows(
+            "t",
+            vec![
+                RowMutation::new("r2", vec![set("b", "y", 5000, "w2")]),
+                RowMutation::new("r3", vec![set("nope", "y", 5000, "bad")]),
+                RowMutation::new("r4", vec![set("a", "z", 7000, "z")]),
+            ],
+        )
+        .unwrap();
+    assert!(results[0].is_ok() && results[2].is_ok());
+    assert!(
+        results[1]
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .contains("nope")
+    );
+    // GC at read time: two versions of a:x, newest first.
+    assert_eq!(
+        values(&store, "t", ReadRequest::all()),
+        vec![
+            "r1 a:x@3000=v3 a:x@2000=v2 b:y@1000=w",
+            "r2 b:y@5000=w2",
+            "r4 a:z@7000=z"
+        ]
+    );
+    // Time ranges count versions first: v1 is garbage, so [0, 2500) sees v2 only.
+    let old = ReadRequest::all().filter(ReadFilter::all().time_range(TimeRange::new(0, 2500)));
+    assert_eq!(values(&store, "t", old), vec!["r1 a:x@2000=v2 b:y@1000=w"]);
+    // Row ranges, a limit, the latest cell per column, one family.
+    let range = ReadRequest::rows(RowSet::range(RowRange::between(
+        std::ops::Bound::Excluded(b"r1".to_vec()),
+        std::ops::Bound::Unbounded,
+    )))
+    .limit(1);
+    assert_eq!(values(&store, "t", range), vec!["r2 b:y@5000=w2"]);
+    let backwards = ReadRequest::all().reverse().limit(2);
+    assert_eq!(
+        values(&store, "t", backwards),
+        vec!["r4 a:z@7000=z", "r2 b:y@5000=w2"]
+    );
+    let latest = ReadRequest::all().filter(ReadFilter::latest().families(["a"]));
+    assert_eq!(
+        values(&store, "t", latest),
+        vec!["r1 a:x@3000=v3", "r4 a:z@7000=z"]
+    );
+    // An empty row set reads nothing (to Bigtable it would mean every row).
+    assert!(values(&store, "t", ReadRequest::rows(RowSet::default())).is_empty());
+    // Deletes.
+    store
+        .mutate_row(
+            "t",
+            RowMutation::new(
+                "r1",
+                vec![Mutation::DeleteCells {
+                    family: "b".into(),
+                    qualifier: b"y".to_vec(),
+                    time_range: TimeRange::new(0, 2000),
+                }],
+            ),
+        )
+        .unwrap();
+    store
+        .mutate_row("t", RowMutation::new("r4", vec![Mutation::DeleteRow]))
+        .unwrap();
+    assert_eq!(
+        values(&store, "t", ReadRequest::all()),
+        vec!["r1 a:x@3000=v3 a:x@2000=v2", "r2 b:y@5000=w2"]
+    );
+    // Bigtable keeps milliseconds: a timestamp between them is refused.
+    let odd = store
+        .mutate_row("t", RowMutation::new("r1", vec![set("a", "x", 1500, "v")]))
+        .unwrap_err()
+        .to_string();
+    assert!(odd.contains("1500") && odd.contains("millisecond"), "{odd}");
+    // Check-and-mutate and read-modify-write.
+    let matched = store
+        .check_and_mutate(
+            "t",
+            b"r2",
+            ReadFilter::all().families(["b"]),
+            vec![set("a", "flag", 9000, "yes")],
+            vec![],
+        )
+        .unwrap();
+    assert!(matched);
+    let missed = store
+        .check_and_mutate(
+            "t",
+            b"r9",
+            ReadFilter::all(),
+            vec![],
+            vec![set("b", "y", 1000, "new")],
+        )
+        .unwrap();
+    assert!(!missed);
+    let row = store
+        .read_modify_write(
+            "t",
+            b"r5",
+            vec![ReadModifyWrite::Increment {
+                family: "b".into(),
+                qualifier: b"n".to_vec(),
+                delta: 5,
+            }],
+        )
+        .unwrap();
+    assert_eq!(row.cells[0].value, 5i64.to_be_bytes());
+    // The catalog survives a new connection; ALTER maps to the admin API.
+    drop(store);
+    let store = open(&emulator);
+    let def = store.table("t").unwrap();
+    assert_eq!(def.metadata["note"], "kept");
+    assert_eq!(def.families[0].gc, GcPolicy::MaxVersions(2));
+    store
+        .alter_table(
+            "t",
+            vec![
+                cellar::AlterOp::AddFamily(FamilySpec::new("c")),
+                cellar::AlterOp::DropFamily("b".into()),
+            ],
+        )
+        .unwrap();
+    let families: Vec<String> = store
+        .table("t")
+        .unwrap()
+        .families
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    assert_eq!(families, vec!["a", "c"]);
+    let samples = store.sample_row_keys("t").unwrap();
+    assert!(samples.last().unwrap().0.is_empty());
+    store
+        .put_setting("proto/x", Some("syntax = \"proto3\";"))
+        .unwrap();
+    assert_eq!(store.settings("proto/").unwrap().len(), 1);
+    store.drop_table("t").unwrap();
+    assert!(store.table("t").is_err());
+    assert!(store.list_tables().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_runs_on_bigtable_and_cbt_sees_the_guides_layout() {
+    let Some(emulator) = Emulator::start() else {
+        return;
+    };
+    let store = open(&emulator);
+    let session = SqlSession::new(store.clone());
+    session
+        .query(
+            "CREATE TABLE readings (ROW KEY (sensor TEXT, day TEXT) DELIMITER '#', \
+             FAMILY m GC MAX_VERSIONS 3, temp DOUBLE IN m, note TEXT IN m)",
+        )
+        .await
+        .unwrap();
+    session
+        .query(
+            "INSERT INTO readings (sensor, day, temp, note) VALUES \
+             ('s1', '2026-01-01', 20.5, 'ok'), ('s1', '2026-01-02', 21.0, NULL), \
+             ('s2', '2026-01-01', 19.0, 'cold')",
+        )
+        .await
+        .unwrap();
+    let show = |batches: Vec<datafusion::arrow::array::RecordBatch>| {
+        pretty_format_batches(&batches).unwrap().to_string()
+    };
+    let got = show(
+        session
+            .query("SELECT sensor, day, temp, note FROM readings WHERE sensor = 's1' ORDER BY day")
+            .await
+            .unwrap(),
+    );
+    assert!(
+        got.contains("| s1     | 2026-01-01 | 20.5 | ok   |"),
+        "{got}"
+    );
+    assert!(
+        got.contains("| s1     | 2026-01-02 | 21.0 |      |"),
+        "{got}"
+    );
+    assert!(!got.contains("s2"), "{got}");
+    session
+        .query("UPDATE readings SET temp = temp + 1 WHERE sensor = 's2'")
+        .await
+        .unwrap();
+    session
+        .query("DELETE FROM readings WHERE sensor = 's1' AND day = '2026-01-02'")
+        .await
+        .unwrap();
+    let got = show(
+        session
+            .query("SELECT sensor, day, temp FROM readings ORDER BY sensor, day")
+            .await
+            .unwrap(),
+    );
+    assert!(got.contains("| s2     | 2026-01-01 | 20.0 |"), "{got}");
+    assert!(!got.contains("2026-01-02"), "{got}");
+    // cbt sees the row keys, family and qualifiers as the guides lay them out.
+    let out = emulator.cbt().args(["read", "readings"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("s1#2026-01-01"), "{text}");
+    assert!(text.contains("m:temp"), "{text}");
+    // A row written with cbt reads through SQL.
+    let out = emulator
+        .cbt()
+        .args(["set", "readings", "s3#2026-01-05", "m:note=from-cbt"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = show(
+        session
+            .query("SELECT sensor, day, note FROM readings WHERE sensor = 's3'")
+            .await
+            .unwrap(),
+    );
+    assert!(got.contains("| s3     | 2026-01-05 | from-cbt |"), "{got}");
+    // cellar's schema is where a Bigtable user can read it.
+    let out = emulator
+        .cbt()
+        .args(["read", cellar::CATALOG_TABLE])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("table/readings"), "{text}");
+}
