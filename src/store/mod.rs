@@ -587,7 +587,11 @@ impl FjallStore {
         let step = step.max(1);
         let handle = self.handle(table)?;
         let mut samples = Vec::new();
-        let largest = (0..handle.keyspaces.len()).max_by_key(|&s| handle.keyspaces[s].disk_space());
+        // Largest on disk, then (all still in memory) by pairs held.
+        let largest = (0..handle.keyspaces.len()).max_by_key(|&s| {
+            let k = &handle.keyspaces[s];
+            (k.disk_space(), k.approximate_len())
+        });
         let mut bytes = 0u64;
         if let Some(slot) = largest {
             let format = handle.formats[slot];
