@@ -148,7 +148,8 @@ fn the_store_operations_keep_their_meaning_on_bigtable() {
                 vec![Mutation::DeleteCells {
                     family: "b".into(),
                     qualifier: b"y".to_vec(),
-                    time_range: TimeRange::new(0, 2000),
+                    // Microsecond bounds: [1, 1500) holds the cell at 1000.
+                    time_range: TimeRange::new(1, 1500),
                 }],
             ),
         )

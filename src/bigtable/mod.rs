@@ -265,7 +265,7 @@ impl BigtableStore {
     fn catalog_value(&self, row: &str) -> Result<Option<Vec<u8>>> {
         let request =
             ReadRequest::rows(RowSet::keys([row.as_bytes()])).filter(ReadFilter::latest());
-        let rows = read::collect(self, CATALOG_TABLE, &catalog_def(), request)?;
+        let rows = read::collect(self, &catalog_def(), request)?;
         Ok(rows
             .into_iter()
             .next()
@@ -289,7 +289,6 @@ impl BigtableStore {
         };
         write::mutate_row(
             self,
-            CATALOG_TABLE,
             &catalog_def(),
             RowMutation::new(row.as_bytes().to_vec(), mutations),
         )
@@ -300,7 +299,6 @@ impl BigtableStore {
         let delta = i64::try_from(count).map_err(|_| Error::Internal("too many ids".into()))?;
         let row = write::read_modify_write(
             self,
-            CATALOG_TABLE,
             &catalog_def(),
             NEXT_ID_ROW.as_bytes(),
             vec![ReadModifyWrite::Increment {
@@ -334,7 +332,7 @@ impl BigtableStore {
     fn load_catalog(&self) -> Result<()> {
         let request = ReadRequest::rows(RowSet::prefix(TABLE_ROW_PREFIX.as_bytes()))
             .filter(ReadFilter::latest());
-        let rows = read::collect(self, CATALOG_TABLE, &catalog_def(), request)?;
+        let rows = read::collect(self, &catalog_def(), request)?;
         let mut tables = BTreeMap::new();
         let mut damaged = BTreeMap::new();
         for row in rows {
@@ -508,7 +506,7 @@ impl Backend for BigtableStore {
             format!("{SETTING_ROW_PREFIX}{prefix}").into_bytes(),
         ))
         .filter(ReadFilter::latest());
-        let rows = read::collect(self, CATALOG_TABLE, &catalog_def(), request)?;
+        let rows = read::collect(self, &catalog_def(), request)?;
         Ok(rows
             .into_iter()
             .filter_map(|row| {
@@ -560,12 +558,12 @@ impl Backend for BigtableStore {
 
     fn mutate_row(&self, table: &str, row: RowMutation) -> Result<()> {
         let def = self.def(table)?;
-        write::mutate_row(self, table, &def, row)
+        write::mutate_row(self, &def, row)
     }
 
     fn mutate_rows(&self, table: &str, rows: Vec<RowMutation>) -> Result<Vec<Result<()>>> {
         let def = self.def(table)?;
-        write::mutate_rows(self, table, &def, rows)
+        write::mutate_rows(self, &def, rows)
     }
 
     fn write_batch(
@@ -575,7 +573,7 @@ impl Backend for BigtableStore {
         bad: BadRows,
     ) -> Result<Vec<(usize, Error)>> {
         let def = self.def(table)?;
-        write::write_batch(self, table, &def, batch, bad)
+        write::write_batch(self, &def, batch, bad)
     }
 
     fn update_rows(
@@ -586,7 +584,7 @@ impl Backend for BigtableStore {
         change: &mut RowChange<'_>,
     ) -> Result<Vec<Result<()>>> {
         let def = self.def(table)?;
-        write::update_rows(self, table, &def, keys, filter, change)
+        write::update_rows(self, &def, keys, filter, change)
     }
 
     fn check_and_mutate(
@@ -598,7 +596,7 @@ impl Backend for BigtableStore {
         on_no_match: Vec<Mutation>,
     ) -> Result<bool> {
         let def = self.def(table)?;
-        write::check_and_mutate(self, table, &def, key, predicate, on_match, on_no_match)
+        write::check_and_mutate(self, &def, key, predicate, on_match, on_no_match)
     }
 
     fn read_modify_write(
@@ -608,7 +606,7 @@ impl Backend for BigtableStore {
         rules: Vec<ReadModifyWrite>,
     ) -> Result<Row> {
         let def = self.def(table)?;
-        write::read_modify_write(self, table, &def, key, rules)
+        write::read_modify_write(self, &def, key, rules)
     }
 
     fn write_gate(&self, table: &str) -> Arc<WriteGate> {

@@ -20,7 +20,7 @@ use super::{BigtableStore, data, remote};
 use crate::error::{Error, Result};
 use crate::store::{
     GcPolicy, QualifierFilter, ReadFilter, ReadRequest, Row, RowBuf, RowSource, RowStream, RowView,
-    ScanStats, TableDef, TimeRange, now_micros, select,
+    ScanStats, TableDef, TimeRange, align_down, align_up, now_micros, select,
 };
 use data::read_rows_response::{CellChunk, cell_chunk::RowStatus};
 use data::row_filter::{Chain, Filter};
@@ -67,7 +67,10 @@ pub(crate) fn row_set(rows: &crate::store::RowSet) -> Option<data::RowSet> {
 }
 
 /// The families a read covers: names and GC policies, in read order.
-fn families_read(def: &TableDef, filter: &ReadFilter) -> Result<Vec<(Arc<str>, GcPolicy)>> {
+pub(crate) fn families_read(
+    def: &TableDef,
+    filter: &ReadFilter,
+) -> Result<Vec<(Arc<str>, GcPolicy)>> {
     if let Some(names) = &filter.families {
         for name in names {
             def.family(name)?;
@@ -126,18 +129,10 @@ pub(crate) fn pushed_filter(families: &[(Arc<str>, GcPolicy)], filter: &ReadFilt
     let TimeRange { start, end } = filter.time_range;
     // Bigtable keeps milliseconds: widen to whole ones (the range is
     // checked again as rows arrive).
-    let start_ms = if start > 0 {
-        start.div_euclid(1000) * 1000
-    } else {
-        0
-    };
-    let end_pushed = match end {
-        Some(end) if !counts_versions && end > 0 => {
-            Some(end.div_euclid(1000) * 1000 + if end % 1000 == 0 { 0 } else { 1000 })
-        }
-        Some(_) if !counts_versions => None,
-        _ => None,
-    };
+    let start_ms = align_down(start.max(0), 1000);
+    let end_pushed = end
+        .filter(|&e| !counts_versions && e > 0)
+        .map(|e| align_up(e, 1000));
     let whole_range = end.is_none() || end_pushed.is_some();
     if end.is_some_and(|e| e <= 0) && !counts_versions {
         // Nothing at or after the epoch: block everything.
@@ -304,8 +299,9 @@ struct BigtableRows {
     reverse: bool,
     remaining: Option<usize>,
     now: i64,
+    /// The last row read (its key too: the next is checked against it;
+    /// Bigtable row keys are never empty).
     buf: RowBuf,
-    last_key: Option<Vec<u8>>,
     stats: ScanStats,
     failed: bool,
 }
@@ -374,7 +370,8 @@ impl BigtableRows {
                 return Ok(false);
             };
             let raw = raw?;
-            if let Some(last) = &self.last_key {
+            if !self.buf.key.is_empty() {
+                let last = &self.buf.key;
                 let in_order = if self.reverse {
                     raw.key < *last
                 } else {
@@ -400,7 +397,6 @@ impl BigtableRows {
                     });
                 }
             }
-            self.last_key = Some(raw.key.clone());
             if !self.fill(raw)? {
                 continue;
             }
@@ -535,7 +531,6 @@ pub(crate) fn stream(
         remaining: request.limit,
         now: now_micros(),
         buf: RowBuf::default(),
-        last_key: None,
         stats: ScanStats::default(),
         failed: false,
     })))
@@ -544,13 +539,10 @@ pub(crate) fn stream(
 /// Every row of a read, owned.
 pub(crate) fn collect(
     store: &BigtableStore,
-    table: &str,
     def: &TableDef,
     request: ReadRequest,
 ) -> Result<Vec<Row>> {
-    let mut def = def.clone();
-    def.name = table.to_string();
-    stream(store, &def, request)?.collect()
+    stream(store, def, request)?.collect()
 }
 
 /// `SampleRowKeys` of a table: (end key of a piece, bytes before it).

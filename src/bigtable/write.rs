@@ -15,7 +15,7 @@ use super::{BigtableStore, data, remote};
 use crate::error::{Error, Result};
 use crate::store::{
     BadRows, Cell, CellBatch, GcPolicy, Mutation, ReadFilter, ReadModifyWrite, ReadRequest, Row,
-    RowChange, RowMutation, RowSet, TableDef, TimeRange, validate_mutation,
+    RowChange, RowMutation, RowSet, TableDef, TimeRange, align_up, validate_mutation,
 };
 use data::mutation::{DeleteFromColumn, DeleteFromFamily, DeleteFromRow, SetCell};
 use data::read_modify_write_rule::Rule;
@@ -57,9 +57,11 @@ fn mutation(m: Mutation) -> Result<data::Mutation> {
         } => data::mutation::Mutation::DeleteFromColumn(DeleteFromColumn {
             family_name: family,
             column_qualifier: qualifier,
+            // Cells stand on whole milliseconds, so rounding both ends up
+            // keeps exactly the cells the range holds.
             time_range: (time_range != TimeRange::ALL).then(|| data::TimestampRange {
-                start_timestamp_micros: time_range.start.max(0),
-                end_timestamp_micros: time_range.end.unwrap_or(0),
+                start_timestamp_micros: align_up(time_range.start.max(0), 1000),
+                end_timestamp_micros: time_range.end.map_or(0, |e| align_up(e.max(1), 1000)),
             }),
         }),
         Mutation::DeleteFamily { family } => {
@@ -91,12 +93,8 @@ fn entry(def: &TableDef, row: RowMutation) -> Result<data::mutate_rows_request::
     })
 }
 
-pub(crate) fn mutate_row(
-    store: &BigtableStore,
-    table: &str,
-    def: &TableDef,
-    row: RowMutation,
-) -> Result<()> {
+pub(crate) fn mutate_row(store: &BigtableStore, def: &TableDef, row: RowMutation) -> Result<()> {
+    let table = def.name.as_str();
     let entry = entry(def, row)?;
     if entry.mutations.is_empty() {
         return Ok(());
@@ -179,10 +177,10 @@ fn send(
 
 pub(crate) fn mutate_rows(
     store: &BigtableStore,
-    table: &str,
     def: &TableDef,
     rows: Vec<RowMutation>,
 ) -> Result<Vec<Result<()>>> {
+    let table = def.name.as_str();
     let mut results: Vec<Option<Result<()>>> = Vec::with_capacity(rows.len());
     let mut entries = Vec::new();
     let mut places = Vec::new();
@@ -205,11 +203,11 @@ pub(crate) fn mutate_rows(
 
 pub(crate) fn write_batch(
     store: &BigtableStore,
-    table: &str,
     def: &TableDef,
     batch: &CellBatch,
     bad: BadRows,
 ) -> Result<Vec<(usize, Error)>> {
+    let table = def.name.as_str();
     let mut failed = Vec::new();
     let mut entries = Vec::with_capacity(batch.len());
     let mut rows = Vec::with_capacity(batch.len());
@@ -233,17 +231,17 @@ pub(crate) fn write_batch(
 
 pub(crate) fn update_rows(
     store: &BigtableStore,
-    table: &str,
     def: &TableDef,
     keys: &[Vec<u8>],
     filter: &ReadFilter,
     change: &mut RowChange<'_>,
 ) -> Result<Vec<Result<()>>> {
+    let table = def.name.as_str();
     let mut results = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(ROWS_PER_CALL) {
         let request = ReadRequest::rows(RowSet::keys(chunk.iter().cloned())).filter(filter.clone());
         let mut found: std::collections::BTreeMap<Vec<u8>, Row> =
-            read::collect(store, table, def, request)?
+            read::collect(store, def, request)?
                 .into_iter()
                 .map(|r| (r.key.clone(), r))
                 .collect();
@@ -261,38 +259,23 @@ pub(crate) fn update_rows(
             .zip(changes)
             .map(|(key, mutations)| RowMutation::new(key.clone(), mutations))
             .collect();
-        results.extend(mutate_rows(store, table, def, rows)?);
+        results.extend(mutate_rows(store, def, rows)?);
     }
     Ok(results)
 }
 
 pub(crate) fn check_and_mutate(
     store: &BigtableStore,
-    table: &str,
     def: &TableDef,
     key: &[u8],
     predicate: ReadFilter,
     on_match: Vec<Mutation>,
     on_no_match: Vec<Mutation>,
 ) -> Result<bool> {
+    let table = def.name.as_str();
     let matched = entry(def, RowMutation::new(key.to_vec(), on_match))?;
     let unmatched = entry(def, RowMutation::new(key.to_vec(), on_no_match))?;
-    let families = def
-        .families
-        .iter()
-        .filter(|f| {
-            predicate
-                .families
-                .as_ref()
-                .is_none_or(|n| n.contains(&f.name))
-        })
-        .map(|f| (Arc::from(f.name.as_str()), f.gc.clone()))
-        .collect::<Vec<_>>();
-    if let Some(names) = &predicate.families {
-        for name in names {
-            def.family(name)?;
-        }
-    }
+    let families = read::families_read(def, &predicate)?;
     let pushed = pushed_filter(&families, &predicate);
     // Whether a row has a cell through the predicate is the same with or
     // without uncollected garbage when GC never takes a column's newest
@@ -337,11 +320,11 @@ fn keeps_newest(gc: &GcPolicy) -> bool {
 
 pub(crate) fn read_modify_write(
     store: &BigtableStore,
-    table: &str,
     def: &TableDef,
     key: &[u8],
     rules: Vec<ReadModifyWrite>,
 ) -> Result<Row> {
+    let table = def.name.as_str();
     crate::store::check_key(key)?;
     let mut out = Vec::with_capacity(rules.len());
     for rule in rules {

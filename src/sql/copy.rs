@@ -30,7 +30,7 @@ use futures::StreamExt;
 use super::SqlSession;
 use crate::query::{RowNames, WriteOptions, WriteProgress, to_df};
 use crate::schema::{Encoding, TableSchema, decode_as};
-use crate::store::{BadRows, BatchFamily, CellBatch, now_micros};
+use crate::store::{BadRows, BatchFamily, CellBatch, align_down, now_micros};
 use crate::{CellarTable, Error};
 
 /// The formats COPY FROM reads.
@@ -427,9 +427,7 @@ async fn load_cbt(
     let mut header: Vec<Vec<Option<String>>> = Vec::new();
     let mut columns: Option<Vec<CbtColumn>> = None;
     let mut line = 0u64;
-    let step = store.timestamp_granularity();
-    let now = now_micros();
-    let now = now - now.rem_euclid(step);
+    let now = align_down(now_micros(), store.timestamp_granularity());
     while let Some(batch) = stream.next().await {
         let batch = batch?;
         let text: Vec<StringArray> = batch

@@ -76,12 +76,10 @@ impl Iterator for RowStream {
     type Item = Result<Row>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let names = self
-            .names
-            .get_or_insert_with(|| self.source.family_names())
-            .clone();
-        match self.source.next_view() {
-            Ok(Some(view)) => Some(Ok(view.to_row(&names))),
+        let RowStream { source, names } = self;
+        let names = names.get_or_insert_with(|| source.family_names());
+        match source.next_view() {
+            Ok(Some(view)) => Some(Ok(view.to_row(|i| names[i].clone()))),
             Ok(None) => None,
             Err(e) => Some(Err(e)),
         }
@@ -315,16 +313,6 @@ impl Store {
     /// The embedded store, if that is the backend.
     pub fn local(&self) -> Option<&FjallStore> {
         self.backend.as_any().downcast_ref()
-    }
-
-    /// The embedded store, or an error naming what needs it.
-    pub fn require_local(&self, what: &str) -> Result<&FjallStore> {
-        self.local().ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "{what} needs the embedded store; this session runs on {}",
-                self.backend.locator()
-            ))
-        })
     }
 
     /// [`Backend::update_rows`] with a closure.

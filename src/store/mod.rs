@@ -91,6 +91,20 @@ pub fn now_micros() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
+/// `t` rounded down to a whole `step` of microseconds (a backend's
+/// timestamp granularity).
+pub(crate) fn align_down(t: i64, step: i64) -> i64 {
+    t - t.rem_euclid(step.max(1))
+}
+
+/// `t` rounded up to a whole `step` of microseconds.
+pub(crate) fn align_up(t: i64, step: i64) -> i64 {
+    match t.rem_euclid(step.max(1)) {
+        0 => t,
+        r => t.saturating_add(step.max(1) - r),
+    }
+}
+
 /// Options for opening a store.
 #[derive(Debug, Clone, Default)]
 pub struct StoreOptions {
@@ -889,16 +903,11 @@ impl FjallStore {
 
     // ---- reads ---------------------------------------------------------
 
-    /// Reads rows through one snapshot, lazily.
-    pub fn read_rows(&self, table: &str, request: ReadRequest) -> Result<FjallRows> {
+    /// Reads rows through one snapshot, lazily (through the trait:
+    /// [`Backend::read_rows`]).
+    pub(crate) fn read_rows(&self, table: &str, request: ReadRequest) -> Result<FjallRows> {
         let (handle, snapshot) = self.handle_and_snapshot(table)?;
         let families = handle.family_scans(request.filter.families.as_deref())?;
         Ok(FjallRows::new(snapshot, families, request, now_micros()))
-    }
-
-    /// Reads one row.
-    pub fn read_row(&self, table: &str, key: &[u8], filter: ReadFilter) -> Result<Option<Row>> {
-        let request = ReadRequest::rows(RowSet::keys([key])).filter(filter);
-        self.read_rows(table, request)?.next().transpose()
     }
 }

@@ -630,8 +630,8 @@ impl Iterator for FjallRows {
             Ok(None) => return None,
             Err(e) => return Some(Err(e)),
         }
-        let names: Vec<Arc<str>> = self.families.iter().map(|f| f.name.clone()).collect();
-        Some(Ok(self.buf.view().to_row(&names)))
+        let families = &self.families;
+        Some(Ok(self.buf.view().to_row(|i| families[i].name.clone())))
     }
 }
 

@@ -86,7 +86,7 @@ impl FjallStore {
     /// Reads rows of a pinned table: the table under its name while it is
     /// the one pinned, else the pinned one (replaced or dropped since; its
     /// keyspaces live on while pinned).
-    pub fn read_pinned(&self, pinned: &Pinned, request: ReadRequest) -> Result<FjallRows> {
+    pub(crate) fn read_pinned(&self, pinned: &Pinned, request: ReadRequest) -> Result<FjallRows> {
         let held = pinned.held::<TableHandle>().ok_or_else(|| {
             Error::Internal(format!(
                 "table {} was pinned by another backend",

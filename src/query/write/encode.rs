@@ -45,10 +45,9 @@ impl StatementClock {
     /// A clock from `start` (rounded down to a whole `step`), stepping by
     /// `step` microseconds.
     pub fn new(start: i64, step: i64) -> Self {
-        let step = step.max(1);
         StatementClock {
-            next: start - start.rem_euclid(step),
-            step,
+            next: crate::store::align_down(start, step),
+            step: step.max(1),
         }
     }
 }

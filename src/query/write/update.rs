@@ -35,7 +35,7 @@ use crate::query::checked::arithmetic;
 use crate::query::to_df;
 use crate::query::wide::{ColumnSource, Layout};
 use crate::schema::{Value, ValueType};
-use crate::store::{Mutation, ReadFilter, Row, Store, TimeRange, now_micros};
+use crate::store::{Mutation, ReadFilter, Row, Store, TimeRange, align_up, now_micros};
 
 /// One assignment of an UPDATE, planned.
 #[derive(Debug, Clone)]
@@ -492,15 +492,6 @@ impl RowUpdate {
             )?;
         }
         Ok((out, selected.len() as u64))
-    }
-}
-
-/// `t` rounded up to a whole `step` (the backend's timestamp granularity).
-fn align_up(t: i64, step: i64) -> i64 {
-    let step = step.max(1);
-    match t.rem_euclid(step) {
-        0 => t,
-        r => t.saturating_add(step - r),
     }
 }
 

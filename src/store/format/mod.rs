@@ -232,13 +232,13 @@ impl<'a> RowView<'a> {
         buf.bytes(&buf.cells[i].value)
     }
 
-    /// The row as an owned [`Row`](crate::store::Row), its families named
-    /// by `names` (the families read, in order).
-    pub fn to_row(&self, names: &[std::sync::Arc<str>]) -> crate::store::Row {
+    /// The row as an owned [`Row`](crate::store::Row), family `i` (of
+    /// those read) named `name(i)`.
+    pub fn to_row(&self, name: impl Fn(usize) -> std::sync::Arc<str>) -> crate::store::Row {
         let cells = self
             .cells()
             .map(|c| crate::store::Cell {
-                family: names[c.family].clone(),
+                family: name(c.family),
                 qualifier: c.qualifier.to_vec(),
                 timestamp: c.timestamp,
                 value: c.value.to_vec(),
