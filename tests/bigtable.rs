@@ -327,3 +327,19 @@ async fn sql_runs_on_bigtable_and_cbt_sees_the_guides_layout() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("table/readings"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opening_nothing_or_a_bad_name_says_what_and_where() {
+    // No emulator needed: nothing listens on port 1.
+    let e = BigtableStore::connect(INSTANCE, "http://127.0.0.1:1")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("127.0.0.1:1"), "{e}");
+    let e = BigtableStore::connect("projects/p", "http://127.0.0.1:1")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("projects/<project>/instances/<instance>") && e.contains("projects/p"),
+        "{e}"
+    );
+}

@@ -19,17 +19,17 @@ pub(crate) fn gc_rule(policy: &GcPolicy) -> Option<GcRule> {
             seconds: micros.div_euclid(1_000_000),
             nanos: i32::try_from(micros.rem_euclid(1_000_000) * 1000).unwrap_or(0),
         }),
-        GcPolicy::Union(rules) => gc_rule::Rule::Union(gc_rule::Union {
-            rules: rules
-                .iter()
-                .map(|r| gc_rule(r).unwrap_or_default())
-                .collect(),
-        }),
+        // A member that keeps everything adds nothing to a union and makes
+        // an intersection keep everything.
+        GcPolicy::Union(rules) => {
+            let rules: Vec<GcRule> = rules.iter().filter_map(gc_rule).collect();
+            if rules.is_empty() {
+                return None;
+            }
+            gc_rule::Rule::Union(gc_rule::Union { rules })
+        }
         GcPolicy::Intersection(rules) => gc_rule::Rule::Intersection(gc_rule::Intersection {
-            rules: rules
-                .iter()
-                .map(|r| gc_rule(r).unwrap_or_default())
-                .collect(),
+            rules: rules.iter().map(gc_rule).collect::<Option<_>>()?,
         }),
     };
     Some(GcRule { rule: Some(rule) })
@@ -186,6 +186,16 @@ mod tests {
     #[test]
     fn gc_policies_map_to_bigtable_rules() {
         assert_eq!(gc_rule(&GcPolicy::KeepAll), None);
+        let keep = GcPolicy::Intersection(vec![GcPolicy::KeepAll, GcPolicy::MaxVersions(1)]);
+        assert_eq!(gc_rule(&keep), None);
+        let one = gc_rule(&GcPolicy::Union(vec![
+            GcPolicy::KeepAll,
+            GcPolicy::MaxVersions(1),
+        ]));
+        let Some(gc_rule::Rule::Union(union)) = one.and_then(|r| r.rule) else {
+            panic!("not a union");
+        };
+        assert_eq!(union.rules.len(), 1);
         let rule = gc_rule(&GcPolicy::Union(vec![
             GcPolicy::MaxVersions(3),
             GcPolicy::MaxAge(90_500_000),

@@ -165,6 +165,7 @@ impl BigtableStore {
                 .map_err(|e| {
                     Error::InvalidArgument(format!("invalid Bigtable endpoint {target:?}: {e}"))
                 })?
+                .connect_timeout(std::time::Duration::from_secs(10))
                 .connect()
                 .await
                 .map_err(|e| Error::Remote {
@@ -174,7 +175,14 @@ impl BigtableStore {
                 })?;
             Ok(channel)
         };
-        let channel = wait(runtime.handle(), connect)?;
+        let channel = match wait(runtime.handle(), connect) {
+            Ok(channel) => channel,
+            Err(e) => {
+                // Perhaps inside another runtime, where waiting is not allowed.
+                runtime.shutdown_background();
+                return Err(e);
+            }
+        };
         let store = BigtableStore {
             instance: instance.to_string(),
             endpoint: endpoint.to_string(),
