@@ -343,3 +343,37 @@ async fn opening_nothing_or_a_bad_name_says_what_and_where() {
         "{e}"
     );
 }
+
+#[test]
+fn the_demo_runs_on_bigtable_with_every_family_as_cells() {
+    let Some(emulator) = Emulator::start() else {
+        return;
+    };
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cellar"))
+        .args(["demo", "--bigtable", INSTANCE, "--format", "csv"])
+        .args(["-c", "SELECT count(*) FROM weather"])
+        .env("BIGTABLE_EMULATOR_HOST", &emulator.host)
+        .env("CELLAR_DEMO_SMALL", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Four locations, two balloons, a hundred minutes.
+    assert!(stdout.contains("800"), "{stdout}");
+    let store = open(&emulator);
+    let formats: Vec<FamilyFormat> = store
+        .list_tables()
+        .iter()
+        .flat_map(|t| store.table(t).unwrap().families)
+        .map(|f| f.format)
+        .collect();
+    assert!(!formats.is_empty());
+    assert!(
+        formats.iter().all(|f| *f == FamilyFormat::Cells),
+        "{formats:?}"
+    );
+}
