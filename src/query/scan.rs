@@ -941,7 +941,10 @@ impl ExecutionPlan for KeyScanExec {
             // n rows when every row passes, few steps when most fail.
             let mut widen = 1usize;
             let mut reported = crate::store::ScanStats::default();
-            let mut flush = |wide: &mut ViewBatchBuilder, emitted: &mut usize| -> DfResult<bool> {
+            let mut flush = |wide: &mut ViewBatchBuilder,
+                             emitted: &mut usize,
+                             stats: crate::store::ScanStats|
+             -> DfResult<bool> {
                 let batch = wide.finish()?;
                 let errors = std::mem::take(&mut wide.errors);
                 let batch = match &spec.residual {
@@ -975,6 +978,14 @@ impl ExecutionPlan for KeyScanExec {
                 }
                 *emitted += batch.num_rows();
                 output_rows.add(batch.num_rows());
+                // Counted before the batch goes: a consumer with rows
+                // enough may end the query, and EXPLAIN ANALYZE read the
+                // counters, before this partition gets another turn.
+                rows_scanned.add((stats.rows_returned - reported.rows_returned) as usize);
+                cells_scanned.add((stats.cells_scanned - reported.cells_scanned) as usize);
+                reported = stats;
+                misfits.add(std::mem::take(&mut wide.misfits));
+                decoded.add(std::mem::take(&mut wide.values_decoded));
                 if batch.num_rows() > 0 && !send(batch) {
                     return Ok(false); // the consumer went away (LIMIT, cancel)
                 }
@@ -1002,21 +1013,15 @@ impl ExecutionPlan for KeyScanExec {
                     }
                 };
                 if wide.len() >= due {
-                    let go_on = flush(&mut wide, &mut emitted)?;
+                    let go_on = flush(&mut wide, &mut emitted, stream.stats())?;
                     widen = widen.saturating_mul(2);
-                    let stats = stream.stats();
-                    rows_scanned.add((stats.rows_returned - reported.rows_returned) as usize);
-                    cells_scanned.add((stats.cells_scanned - reported.cells_scanned) as usize);
-                    reported = stats;
-                    misfits.add(std::mem::take(&mut wide.misfits));
-                    decoded.add(std::mem::take(&mut wide.values_decoded));
                     if !go_on {
                         return Ok(());
                     }
                 }
             }
             if wide.len() > 0 {
-                flush(&mut wide, &mut emitted)?;
+                flush(&mut wide, &mut emitted, stream.stats())?;
             }
             let stats = stream.stats();
             rows_scanned.add((stats.rows_returned - reported.rows_returned) as usize);
