@@ -40,9 +40,9 @@ use tonic::transport::Channel;
 
 use crate::error::{Error, Result};
 use crate::store::{
-    AlterOp, Backend, BadRows, CellBatch, FamilyFormat, FormatChange, GcStats, Mutation, Pinned,
-    ReadFilter, ReadModifyWrite, ReadRequest, Row, RowChange, RowMutation, RowSet, RowStream,
-    TableDef, TableSpec, WriteGate, validate_table_name,
+    AlterOp, Backend, BadRows, CellBatch, FamilyFormat, FormatChange, GcPolicy, GcStats, Mutation,
+    Pinned, ReadFilter, ReadModifyWrite, ReadRequest, Row, RowChange, RowMutation, RowSet,
+    RowStream, TableDef, TableSpec, WriteGate, validate_table_name,
 };
 
 use admin_api::bigtable_table_admin_client::BigtableTableAdminClient;
@@ -363,6 +363,81 @@ impl BigtableStore {
     }
 }
 
+impl BigtableStore {
+    /// Deletes what the GC policies of `table`'s families (or of `only`)
+    /// select now, cell by cell, as the embedded store's collection does:
+    /// Bigtable collects in the background, some time later, so without
+    /// this a policy loosened before it ran would bring cells back.
+    /// Safe against concurrent writes: a newer cell only makes more of
+    /// the old ones garbage, never fewer.
+    fn collect(&self, table: &str, only: Option<&str>) -> Result<GcStats> {
+        let def = self.def(table)?;
+        if let Some(family) = only {
+            def.family(family)?;
+        }
+        let families: Vec<String> = def
+            .families
+            .iter()
+            .filter(|f| only.is_none_or(|o| o == f.name) && f.gc != GcPolicy::KeepAll)
+            .map(|f| f.name.clone())
+            .collect();
+        let mut stats = GcStats::default();
+        if families.is_empty() {
+            return Ok(stats);
+        }
+        // Every cell as stored: the policies are applied here, not by the read.
+        let mut stored = def.clone();
+        for f in &mut stored.families {
+            f.gc = GcPolicy::KeepAll;
+        }
+        let request = ReadRequest::all().filter(ReadFilter::all().families(families));
+        let now = crate::store::now_micros();
+        let mut pending: Vec<RowMutation> = Vec::new();
+        let flush = |pending: &mut Vec<RowMutation>| -> Result<()> {
+            for outcome in write::mutate_rows(self, &def, std::mem::take(pending))? {
+                outcome?;
+            }
+            Ok(())
+        };
+        for row in read::stream(self, &stored, request)? {
+            let row = row?;
+            let mut deletes = Vec::new();
+            let mut index = 0;
+            for (i, cell) in row.cells.iter().enumerate() {
+                let same_column = i > 0 && {
+                    let before = &row.cells[i - 1];
+                    before.family == cell.family && before.qualifier == cell.qualifier
+                };
+                index = if same_column { index + 1 } else { 0 };
+                if def
+                    .family(&cell.family)?
+                    .gc
+                    .is_garbage(index, cell.timestamp, now)
+                {
+                    deletes.push(Mutation::DeleteCells {
+                        family: cell.family.to_string(),
+                        qualifier: cell.qualifier.clone(),
+                        time_range: crate::store::TimeRange::new(
+                            cell.timestamp,
+                            cell.timestamp + 1,
+                        ),
+                    });
+                }
+            }
+            if !deletes.is_empty() {
+                stats.rows_touched += 1;
+                stats.cells_removed += deletes.len() as u64;
+                pending.push(RowMutation::new(row.key, deletes));
+                if pending.len() >= 1000 {
+                    flush(&mut pending)?;
+                }
+            }
+        }
+        flush(&mut pending)?;
+        Ok(stats)
+    }
+}
+
 /// The catalog table's definition (never in the catalog itself).
 fn catalog_def() -> TableDef {
     TableDef {
@@ -371,7 +446,7 @@ fn catalog_def() -> TableDef {
         families: vec![crate::store::FamilyDef {
             id: 0,
             name: CATALOG_FAMILY.into(),
-            gc: crate::store::GcPolicy::MaxVersions(1),
+            gc: GcPolicy::MaxVersions(1),
             kind: Default::default(),
             format: FamilyFormat::Cells,
             converting: None,
@@ -641,15 +716,11 @@ impl Backend for BigtableStore {
     }
 
     fn collect_garbage(&self, table: &str) -> Result<GcStats> {
-        // Bigtable collects garbage itself, in the background; reads never
-        // show it either way.
-        self.def(table)?;
-        Ok(GcStats::default())
+        self.collect(table, None)
     }
 
     fn collect_family_garbage(&self, table: &str, family: &str) -> Result<GcStats> {
-        self.def(table)?.family(family)?;
-        Ok(GcStats::default())
+        self.collect(table, Some(family))
     }
 
     fn compact(&self, table: &str) -> Result<()> {

@@ -30,7 +30,8 @@ fn whole_millis(timestamp: i64) -> Result<i64> {
     } else {
         Err(Error::InvalidArgument(format!(
             "cell timestamp {timestamp} is not a whole millisecond; Bigtable keeps timestamps in \
-             milliseconds (the embedded store keeps microseconds)"
+             milliseconds (the embedded store keeps microseconds): round it, for example with \
+             date_trunc('millisecond', ...)"
         )))
     }
 }

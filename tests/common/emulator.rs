@@ -71,6 +71,7 @@ impl Emulator {
     }
 
     /// A `cbt` command against this emulator and instance `projects/p/instances/i`.
+    #[allow(dead_code, reason = "each test crate uses the parts it needs")]
     pub fn cbt(&self) -> Command {
         let mut command = Command::new("cbt");
         command
