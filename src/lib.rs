@@ -24,6 +24,8 @@
 #[cfg(feature = "bigtable")]
 mod bigtable;
 mod codec;
+#[cfg(feature = "ballista")]
+mod distributed;
 mod error;
 pub mod flight;
 pub mod proto;
@@ -36,6 +38,8 @@ mod store;
 #[cfg(feature = "bigtable")]
 pub use bigtable::{BigtableStore, CATALOG_TABLE};
 pub use codec::{CellKey, EncodedRange, escape, row_prefix_range, row_range, show_bytes};
+#[cfg(feature = "ballista")]
+pub use distributed::start_cluster;
 pub use error::{Error, Result};
 pub use query::{CellarTable, KeyPlan, View, ViewFunction, WriteProgress, plan_key_ranges};
 pub use schema::SCHEMA_METADATA_KEY;

@@ -64,7 +64,7 @@ fn default_store() -> PathBuf {
 fn usage() -> String {
     format!(
         "usage: cellar [demo] [--store DIR | --bigtable INSTANCE] [-c SQL]... [-f FILE]...
-              [--format FORMAT]
+              [--ballista standalone[:N] | HOST:PORT] [--format FORMAT]
               [--maxrows N] [--history-file FILE] [--durability MODE]
               [--memory-limit SIZE] [--cache-size SIZE] [--query-timeout DURATION]
 
@@ -81,6 +81,11 @@ Opens the SQL shell on a store directory (default {}).
                     run on a Cloud Bigtable instance instead of a directory
                     (builds with --features bigtable; BIGTABLE_EMULATOR_HOST
                     points it at the emulator)
+  --ballista T      run queries distributed on Ballista (builds with
+                    --features ballista): standalone starts a scheduler and
+                    2 executors in this process (standalone:N for N), or
+                    HOST:PORT of a scheduler run by `cellar ballista
+                    scheduler`; writes and DDL run in the shell itself
   -c SQL            run SQL and exit (repeatable)
   -f FILE           run the statements in FILE and exit (repeatable)
   --format FORMAT   table (default), vertical, csv, tsv, json, ndjson
@@ -112,6 +117,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
         demo: false,
         store_options: cellar::StoreOptions::default(),
         session_options: default_session_options(),
+        ballista: None,
     };
     let mut store_given = false;
     let mut args = args.into_iter().peekable();
@@ -127,6 +133,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
                 store_given = true;
             }
             "--bigtable" => options.store_options.bigtable = Some(value("an instance")?),
+            "--ballista" => options.ballista = Some(value("standalone[:N] or HOST:PORT")?),
             "-c" | "--command" => options.scripts.push(Script::Sql(value("SQL")?)),
             "-f" | "--file" => options
                 .scripts
@@ -178,9 +185,14 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
 fn serve(args: Vec<String>) -> ExitCode {
     match serve_options(args) {
         Ok(None) => ExitCode::SUCCESS,
-        Ok(Some((store, store_options, session_options, addr, options))) => {
-            run_server(store, store_options, session_options, addr, options)
-        }
+        Ok(Some((store, store_options, session_options, addr, options, ballista))) => run_server(
+            store,
+            store_options,
+            session_options,
+            addr,
+            options,
+            ballista,
+        ),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)
@@ -204,6 +216,7 @@ type ServeArgs = (
     cellar::SessionOptions,
     std::net::SocketAddr,
     cellar::flight::ServeOptions,
+    Option<String>,
 );
 
 const SERVE_USAGE: &str =
@@ -230,6 +243,8 @@ Serves a store over Arrow Flight SQL (default address 127.0.0.1:32010).
   --cache-size SIZE    the store's block cache (default: a quarter of the
                        machine's memory)
   --query-timeout D    stop queries running longer, e.g. 5m (default none)
+  --ballista T         run queries distributed on Ballista: standalone[:N]
+                       or a scheduler's HOST:PORT (see cellar --help)
 Secrets are read from files or the environment, never the command line.
 With no --user and no token the server is anonymous and says so.
 Ctrl-C or SIGTERM stops it cleanly.";
@@ -240,6 +255,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
     let mut limits = cellar::flight::ConnLimits::default();
     let mut session_options = default_session_options();
     let mut addr = "127.0.0.1:32010".to_string();
+    let mut ballista = None;
     let (mut user, mut password, mut token) = (None, None, None);
     let (mut cert, mut key) = (None, None);
     let mut args = args.into_iter();
@@ -262,6 +278,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--memory-limit",
             "--cache-size",
             "--query-timeout",
+            "--ballista",
         ];
         if !known.contains(&arg.as_str()) {
             return Err(format!(
@@ -274,6 +291,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--store" => store = PathBuf::from(value),
             "--bigtable" => store_options.bigtable = Some(value),
             "--addr" => addr = value,
+            "--ballista" => ballista = Some(value),
             "--user" => user = Some(value),
             "--password-file" => password = Some(read_secret(&value, "password")?),
             "--token-file" => token = Some(read_secret(&value, "token")?),
@@ -332,7 +350,14 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
         limits,
     };
     options.credentials.validate()?;
-    Ok(Some((store, store_options, session_options, addr, options)))
+    Ok(Some((
+        store,
+        store_options,
+        session_options,
+        addr,
+        options,
+        ballista,
+    )))
 }
 
 fn run_server(
@@ -341,6 +366,7 @@ fn run_server(
     session_options: cellar::SessionOptions,
     addr: std::net::SocketAddr,
     options: cellar::flight::ServeOptions,
+    ballista: Option<String>,
 ) -> ExitCode {
     if store_options.bigtable.is_none()
         && let Err(e) = std::fs::create_dir_all(&store)
@@ -371,6 +397,17 @@ fn run_server(
     };
     let checkpoint = session.store().clone();
     let served = runtime.block_on(async {
+        let session = match &ballista {
+            None => session,
+            Some(target) => {
+                let (session, said) = session
+                    .with_ballista(target)
+                    .await
+                    .map_err(|e| cellar::shell::error_line(&e))?;
+                eprintln!("{said}");
+                session
+            }
+        };
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("cannot listen on {addr}: {e}"))?;

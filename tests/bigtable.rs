@@ -425,3 +425,31 @@ async fn a_series_in_hour_buckets_reads_and_aggregates_on_bigtable() {
     let out = emulator.cbt().args(["count", "w"]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3");
 }
+
+/// A long scan of small rows read slower than Bigtable sends them: the
+/// connection must hold (h2 once closed it with ENHANCE_YOUR_CALM when the
+/// small frames waiting to be read outgrew its budget).
+#[test]
+fn a_slow_reader_of_a_long_scan_keeps_its_connection() {
+    let Some(emulator) = Emulator::start() else {
+        return;
+    };
+    let store = open(&emulator);
+    store
+        .create_table(TableSpec::new("many").family(FamilySpec::new("f")))
+        .unwrap();
+    let rows: Vec<RowMutation> = (0..60_000)
+        .map(|i| RowMutation::new(format!("k{i:06}"), vec![set("f", "q", 1000, "v")]))
+        .collect();
+    for result in store.mutate_rows("many", rows).unwrap() {
+        result.unwrap();
+    }
+    let mut stream = store.read_rows("many", ReadRequest::all()).unwrap();
+    assert!(stream.next().unwrap().is_ok());
+    // Everything the windows allow arrives while nothing is read.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let rest = stream
+        .map(|row| row.map(|_| ()))
+        .collect::<Result<Vec<()>, _>>();
+    assert_eq!(rest.unwrap().len(), 59_999);
+}

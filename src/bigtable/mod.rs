@@ -166,6 +166,14 @@ impl BigtableStore {
                     Error::InvalidArgument(format!("invalid Bigtable endpoint {target:?}: {e}"))
                 })?
                 .connect_timeout(std::time::Duration::from_secs(10))
+                // h2 closes a connection (ENHANCE_YOUR_CALM) whose small
+                // DATA frames waiting to be read outgrow half its window:
+                // a ReadRows stream of small rows read slower than it
+                // arrives did so with the default windows (2 MiB a
+                // stream, 5 MiB the connection). Small stream windows and
+                // a large connection window keep that budget out of reach.
+                .initial_stream_window_size(Some(256 * 1024))
+                .initial_connection_window_size(Some(64 * 1024 * 1024))
                 .connect()
                 .await
                 .map_err(|e| Error::Remote {
@@ -469,6 +477,10 @@ fn wait<T: Send + 'static>(
 impl Backend for BigtableStore {
     fn locator(&self) -> String {
         format!("bigtable {} at {}", self.instance, self.endpoint)
+    }
+
+    fn address(&self) -> String {
+        format!("bigtable:{}@{}", self.instance, self.endpoint)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -200,7 +200,7 @@ static ALL_FIELDS: FieldMask = FieldMask { fields: None };
 
 /// Which fields of a message to decode: all of them, or some, each with a
 /// mask of its own.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct FieldMask {
     /// `None`: every field.
     pub fields: Option<HashMap<String, FieldMask>>,

@@ -85,6 +85,37 @@ fn udf(op: Op) -> Arc<ScalarUDF> {
     Arc::clone(&ALL[op as usize])
 }
 
+/// The checked function named `name` (`cellar_checked_add`, ...), for a
+/// plan decoded in another process: they are not registered by name.
+#[cfg(feature = "ballista")]
+pub(crate) fn checked_udf(name: &str) -> Option<Arc<ScalarUDF>> {
+    [Op::Add, Op::Sub, Op::Mul, Op::Neg]
+        .into_iter()
+        .find(|op| op.name() == name)
+        .map(udf)
+}
+
+/// What stands on the wire for the checked `sum`, which shares its name
+/// with DataFusion's wrapping one.
+#[cfg(feature = "ballista")]
+pub(crate) const CHECKED_SUM_WIRE: &[u8] = b"cellar_checked_sum";
+
+/// The aggregate a wire mark names, if it is the checked `sum`.
+#[cfg(feature = "ballista")]
+pub(crate) fn checked_sum_from_wire(
+    mark: &[u8],
+) -> Option<Arc<datafusion::logical_expr::AggregateUDF>> {
+    (mark == CHECKED_SUM_WIRE).then(checked_sum)
+}
+
+/// The wire mark of an aggregate: the checked `sum`'s, or none.
+#[cfg(feature = "ballista")]
+pub(crate) fn checked_sum_wire(
+    func: &datafusion::logical_expr::AggregateUDF,
+) -> Option<&'static [u8]> {
+    is_checked_sum(func).then_some(CHECKED_SUM_WIRE)
+}
+
 impl ScalarUDFImpl for Checked {
     fn name(&self) -> &str {
         self.op.name()

@@ -13,6 +13,8 @@ mod wide;
 mod write;
 
 pub use checked::CheckedArithmetic;
+#[cfg(feature = "ballista")]
+pub(crate) use checked::{checked_sum_from_wire, checked_sum_wire, checked_udf};
 pub use functions::ViewFunction;
 pub use pushdown::{KeyPlan, plan as plan_key_ranges};
 pub(crate) use scan::{BOUNDED_ROWS, KeyScanExec};
@@ -20,6 +22,11 @@ pub(crate) use scan_aggregate::ScanAggregate;
 pub use wide::{CellarTable, View};
 pub use write::WriteProgress;
 pub(crate) use write::{RowNames, WriteOptions};
+#[cfg(feature = "ballista")]
+pub(crate) use {
+    scan::{ScanSpec, describe_range},
+    wide::Layout,
+};
 
 use datafusion::error::DataFusionError;
 

@@ -250,6 +250,12 @@ pub(crate) fn split_ranges(
     };
     let single_key =
         matches!((&range.start, &range.end), (Bound::Included(a), Bound::Included(b)) if a == b);
+    if n < 2 || single_key {
+        return None;
+    }
+    if store.local().is_none() {
+        return split_at_samples(store, table, range, n);
+    }
     let small = store.approximate_cells(table).ok()? < SPLIT_MIN_CELLS
         && store.table_disk_space(table).ok()? < SPLIT_MIN_BYTES;
     if n < 2 || single_key || small {
@@ -275,6 +281,54 @@ pub(crate) fn split_ranges(
         start = Bound::Included(p);
     }
     out.push(RowRange::between(start, range.end.clone()));
+    Some(out)
+}
+
+/// Cuts `range` at up to `n - 1` of the keys the backend samples its table
+/// at (Bigtable's `SampleRowKeys`: the ends of pieces of about equal
+/// size), evenly chosen among those inside the range; `None` when none is
+/// (a table Bigtable keeps in one piece is read by one partition).
+fn split_at_samples(
+    store: &Store,
+    table: &str,
+    range: RowRange,
+    n: usize,
+) -> Option<Vec<RowRange>> {
+    use std::ops::Bound;
+    // Strictly after the start (a piece must not be empty), in the range.
+    let inside_range = |key: &Vec<u8>| {
+        let after = match &range.start {
+            Bound::Included(s) | Bound::Excluded(s) => key > s,
+            Bound::Unbounded => true,
+        };
+        let before = match &range.end {
+            Bound::Included(e) => key <= e,
+            Bound::Excluded(e) => key < e,
+            Bound::Unbounded => true,
+        };
+        !key.is_empty() && after && before
+    };
+    let inside: Vec<Vec<u8>> = store
+        .sample_row_keys(table)
+        .ok()?
+        .into_iter()
+        .map(|(key, _)| key)
+        .filter(inside_range)
+        .collect();
+    if inside.is_empty() {
+        return None;
+    }
+    let mut points: Vec<Vec<u8>> = (1..n)
+        .map(|i| inside[(i * inside.len() / n).min(inside.len() - 1)].clone())
+        .collect();
+    points.dedup();
+    let mut out = Vec::with_capacity(points.len() + 1);
+    let mut start = range.start.clone();
+    for p in points {
+        out.push(RowRange::between(start, Bound::Excluded(p.clone())));
+        start = Bound::Included(p);
+    }
+    out.push(RowRange::between(start, range.end));
     Some(out)
 }
 
@@ -574,6 +628,12 @@ impl KeyScanExec {
             let per = sorted.len().div_ceil(parts).max(1);
             sorted.chunks(per).map(<[RowRange]>::to_vec).collect()
         };
+        Self::from_parts(spec, partitions)
+    }
+
+    /// The scan of `spec` over these partitions (ranges in key order in
+    /// each): what `new` decided, or a part of it a distributed task runs.
+    pub(crate) fn from_parts(spec: ScanSpec, partitions: Vec<Vec<RowRange>>) -> Self {
         let schema = Arc::new(
             spec.layout
                 .arrow
@@ -590,13 +650,18 @@ impl KeyScanExec {
             let col: Arc<dyn PhysicalExpr> = Arc::new(
                 datafusion::physical_expr::expressions::Column::new("_key", key_index),
             );
-            // Keys are never NULL, so either NULLS option holds.
-            let options = datafusion::arrow::compute::SortOptions {
-                descending: spec.reverse,
-                nulls_first: spec.reverse,
-            };
-            if let Some(ordering) = LexOrdering::new(vec![PhysicalSortExpr::new(col, options)]) {
-                eq.add_ordering(ordering);
+            // Keys are never NULL, so either NULLS option holds; both are
+            // declared, as the column is nullable to DataFusion (a sort
+            // merge join asks for `_key ASC`, NULLS FIRST).
+            for nulls_first in [spec.reverse, !spec.reverse] {
+                let options = datafusion::arrow::compute::SortOptions {
+                    descending: spec.reverse,
+                    nulls_first,
+                };
+                let key = PhysicalSortExpr::new(Arc::clone(&col), options);
+                if let Some(ordering) = LexOrdering::new(vec![key]) {
+                    eq.add_ordering(ordering);
+                }
             }
         }
         let partitioning = key_ranges(&partitions, &schema, spec.reverse)

@@ -33,7 +33,7 @@ use prost_reflect::MessageDescriptor;
 use crate::store::{FamilyKind, QualifierFilter, Store, TableDef, TimeRange};
 
 /// Which shape of a table a provider shows.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum View {
     /// One row per row key with the latest cells, as of a time (inclusive,
     /// microseconds) when given.
@@ -534,6 +534,18 @@ impl CellarTable {
             data.schema(),
         );
         sink.insert(data, options).await
+    }
+
+    /// The table's shape in its view.
+    #[cfg(feature = "ballista")]
+    pub(crate) fn layout(&self) -> &Arc<Layout> {
+        &self.layout
+    }
+
+    /// The store it reads.
+    #[cfg(feature = "ballista")]
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
     }
 
     /// A table in a view built already.

@@ -740,7 +740,7 @@ impl KeySchema {
 const MAX_GROUPS: usize = 256;
 
 /// Segment order within a scan's key order (see `KeySchema::order`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyOrder {
     /// One key prefix per group, sorted.
     pub groups: Vec<Vec<u8>>,

@@ -50,6 +50,9 @@ pub struct Options {
     pub store_options: StoreOptions,
     /// Memory and time limits of queries.
     pub session_options: SessionOptions,
+    /// Run queries on Ballista: `standalone[:N]` or a scheduler's address
+    /// (see [`SqlSession::with_ballista`]).
+    pub ballista: Option<String>,
 }
 
 /// The default history file: `~/.local/share/cellar/history`.
@@ -546,6 +549,18 @@ pub fn run(options: Options) -> bool {
             return false;
         }
     };
+    if let Some(target) = &options.ballista {
+        match shell.runtime.block_on(shell.session.with_ballista(target)) {
+            Ok((session, said)) => {
+                eprintln!("{said}");
+                shell.session = session;
+            }
+            Err(e) => {
+                eprintln!("error: {}", error_line(&e));
+                return false;
+            }
+        }
+    }
     let ok = run_in(&mut shell, options);
     // Leaves nothing in the journal, so the next start opens at once.
     if let Err(e) = shell.session.store().checkpoint() {

@@ -223,6 +223,47 @@ impl SqlSession {
         self.running.execute(sql, plan, context).await
     }
 
+    /// The session's DataFusion state as a plan leaving this process is
+    /// planned: without the scan aggregate of series buckets, whose
+    /// operator has no codec.
+    #[cfg(feature = "ballista")]
+    pub(crate) fn portable_state(&self) -> datafusion::execution::SessionState {
+        datafusion::execution::SessionStateBuilder::new_from_existing(self.ctx.state())
+            .with_physical_optimizer_rules(portable_rules())
+            .build()
+    }
+
+    /// This session over another DataFusion context: the same store,
+    /// session tables and query registry.
+    #[cfg(feature = "ballista")]
+    pub(crate) fn with_context(&self, ctx: SessionContext) -> SqlSession {
+        SqlSession {
+            ctx,
+            ..self.clone()
+        }
+    }
+
+    /// This session with its queries run on Ballista (needs the `ballista`
+    /// feature): `standalone` starts a scheduler and two executors in this
+    /// process (`standalone:N` for N executors), anything else is the
+    /// address of a Ballista scheduler started with cellar's codecs.
+    /// Queries that read tables run on the cluster; writes, DDL and
+    /// statements that read no table run here. Returns the session and a
+    /// line saying where its queries run.
+    pub async fn with_ballista(&self, target: &str) -> DfResult<(SqlSession, String)> {
+        #[cfg(feature = "ballista")]
+        {
+            crate::distributed::attach(self, target).await
+        }
+        #[cfg(not(feature = "ballista"))]
+        {
+            Err(to_df(Error::InvalidArgument(format!(
+                "cannot run on Ballista ({target}): this cellar was built without it; build it \
+                 with `cargo build --release --features ballista`"
+            ))))
+        }
+    }
+
     /// The DataFusion context, for registering more sources or functions.
     pub fn context(&self) -> &SessionContext {
         &self.ctx
@@ -807,8 +848,12 @@ fn nested_as_json(df: DataFrame) -> DfResult<DataFrame> {
 /// 3` of one device) leaves its LIMIT above a projection, and the scan
 /// should stop after those rows rather than read the whole range. Then
 /// cellar's own: partial aggregates of bucketed series into their scans.
-fn physical_rules()
--> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
+type PhysicalRules =
+    Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>>;
+
+/// The physical optimizer rules of a plan that may run in another
+/// process (every operator they make has a codec).
+fn portable_rules() -> PhysicalRules {
     use datafusion::physical_optimizer::limit_pushdown::LimitPushdown;
     use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
     let mut rules = PhysicalOptimizer::new().rules;
@@ -817,6 +862,11 @@ fn physical_rules()
         .position(|r| r.name() == "PushdownSort")
         .map_or(rules.len().saturating_sub(1), |i| i + 1);
     rules.insert(at, Arc::new(LimitPushdown::new()));
+    rules
+}
+
+fn physical_rules() -> PhysicalRules {
+    let mut rules = portable_rules();
     // Partial aggregates of series in buckets go into their scans once the
     // plan's shape is settled, before the final checks.
     let at = rules

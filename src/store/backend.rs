@@ -125,6 +125,11 @@ pub trait Backend: Send + Sync + 'static {
     /// Where the data lives, for people: a directory or an instance.
     fn locator(&self) -> String;
 
+    /// Where the data lives, for another process of this machine or
+    /// cluster to open it again ([`Store::open_address`]):
+    /// `fjall:<directory>` or `bigtable:<instance>@<endpoint>`.
+    fn address(&self) -> String;
+
     /// The microseconds between two timestamps the backend can store:
     /// 1 for the embedded store, 1000 for Bigtable (milliseconds). Clocks
     /// that stamp cells step by it.
@@ -310,6 +315,36 @@ impl Store {
         )))
     }
 
+    /// Opens the store at an [`Backend::address`]: what a Ballista
+    /// executor does with the address a scan carries.
+    pub fn open_address(address: &str) -> Result<Store> {
+        if let Some(path) = address.strip_prefix("fjall:") {
+            return Store::open(path);
+        }
+        if let Some(rest) = address.strip_prefix("bigtable:") {
+            return Store::connect_bigtable(rest);
+        }
+        Err(Error::InvalidArgument(format!(
+            "a store address is fjall:<directory> or bigtable:<instance>@<endpoint>, not {address:?}"
+        )))
+    }
+
+    /// `<instance>@<endpoint>`, as a Bigtable store's address has it.
+    #[cfg(feature = "bigtable")]
+    fn connect_bigtable(at: &str) -> Result<Store> {
+        let (instance, endpoint) = at.rsplit_once('@').ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "a Bigtable store address is bigtable:<instance>@<endpoint>, not bigtable:{at:?}"
+            ))
+        })?;
+        crate::bigtable::BigtableStore::connect(instance, endpoint).map(|s| Store::new(Arc::new(s)))
+    }
+
+    #[cfg(not(feature = "bigtable"))]
+    fn connect_bigtable(at: &str) -> Result<Store> {
+        Store::open_bigtable(at)
+    }
+
     /// The embedded store, if that is the backend.
     pub fn local(&self) -> Option<&FjallStore> {
         self.backend.as_any().downcast_ref()
@@ -339,6 +374,10 @@ impl Store {
 impl Backend for FjallStore {
     fn locator(&self) -> String {
         self.path().display().to_string()
+    }
+
+    fn address(&self) -> String {
+        format!("fjall:{}", self.path().display())
     }
 
     fn as_any(&self) -> &dyn Any {

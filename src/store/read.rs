@@ -11,7 +11,7 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 /// A range of row keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RowRange {
     /// Lower bound.
     pub start: Bound<Vec<u8>>,
@@ -132,7 +132,7 @@ impl RowSet {
 }
 
 /// A half-open range of cell timestamps: `start` inclusive, `end` exclusive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TimeRange {
     /// Inclusive lower bound, microseconds.
     pub start: i64,

@@ -70,6 +70,12 @@ impl Emulator {
         format!("http://{}", self.host)
     }
 
+    /// The emulator's process id (a benchmark reads its CPU time).
+    #[allow(dead_code, reason = "each test crate uses the parts it needs")]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// A `cbt` command against this emulator and instance `projects/p/instances/i`.
     #[allow(dead_code, reason = "each test crate uses the parts it needs")]
     pub fn cbt(&self) -> Command {

@@ -1,0 +1,148 @@
+//! Distributed execution on Ballista: a scheduler and two executors in
+//! this process, on loopback, running the same SQL as the local path with
+//! the same answers, over the embedded store and over the Bigtable
+//! emulator (skipped, with the reason printed, where it is not installed).
+
+#![cfg(feature = "ballista")]
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test should fail loudly at the failing call"
+)]
+
+#[cfg(feature = "bigtable")]
+#[path = "common/emulator.rs"]
+mod emulator;
+
+use cellar::{SqlSession, Store};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+
+/// Rows enough for a full scan to split into key ranges.
+const ROWS: i64 = 120_000;
+
+async fn text(session: &SqlSession, sql: &str) -> String {
+    let batches = session
+        .query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    pretty_format_batches(&batches).unwrap().to_string()
+}
+
+async fn load(session: &SqlSession, files: &std::path::Path) {
+    for sql in [
+        "CREATE TABLE readings (ROW KEY (sensor TEXT, seq INT(8)), FAMILY m, \
+         value BIGINT IN m, note TEXT IN m)",
+        &format!(
+            "INSERT INTO readings (sensor, seq, value, note) \
+             SELECT 's' || CAST(i % 7 AS VARCHAR), i, i * 3, 'n' || CAST(i % 11 AS VARCHAR) \
+             FROM generate_series(1, {ROWS}) AS t(i)"
+        ),
+        "CREATE TABLE labels (FAMILY f, label TEXT IN f)",
+        "INSERT INTO labels (_key, label) VALUES ('n1', 'one'), ('n2', 'two'), ('n3', 'three')",
+        "CREATE TABLE big (FAMILY f, n BIGINT IN f)",
+        "INSERT INTO big (_key, n) VALUES ('a', 9000000000000000000), ('b', 9000000000000000000)",
+    ] {
+        session.query(sql).await.unwrap();
+    }
+    // A file beside the tables: a session table, joined as usual.
+    let csv = files.join("weights.csv");
+    std::fs::write(&csv, "sensor,weight\ns1,10\ns2,20\n").unwrap();
+    session
+        .query(&format!(
+            "CREATE EXTERNAL TABLE weights STORED AS CSV LOCATION '{}' \
+             OPTIONS ('format.has_header' 'true')",
+            csv.display()
+        ))
+        .await
+        .unwrap();
+}
+
+/// Queries whose answers must not depend on where they run.
+const QUERIES: &[&str] = &[
+    "SELECT count(*), sum(value), min(note), max(seq) FROM readings",
+    "SELECT sensor, count(*), avg(value) FROM readings GROUP BY sensor ORDER BY sensor",
+    "SELECT _key, value FROM readings WHERE sensor = 's3' AND seq BETWEEN 100 AND 160 ORDER BY _key",
+    "SELECT _key, note FROM readings ORDER BY _key DESC LIMIT 3",
+    "SELECT note, count(*) FROM readings WHERE value % 5 = 0 GROUP BY note ORDER BY note",
+    "SELECT l.label, count(*), sum(r.value) FROM readings r JOIN labels l ON r.note = l._key \
+     GROUP BY l.label ORDER BY l.label",
+    "SELECT w.weight, count(*) FROM readings r JOIN weights w ON r.sensor = w.sensor \
+     WHERE r.seq < 1000 GROUP BY w.weight ORDER BY w.weight",
+    "SELECT count(*) FROM versions('readings') WHERE sensor = 's1'",
+    "SELECT sum(value + 1) FROM readings WHERE value < 100",
+];
+
+async fn same_answers(local: &SqlSession) {
+    // Two partitions wherever the test runs (the scheduler plans with the
+    // session's settings).
+    local
+        .query("SET datafusion.execution.target_partitions = 2")
+        .await
+        .unwrap();
+    let url = cellar::start_cluster(local, 2, 1).await.unwrap();
+    let remote = local.distributed(&url).unwrap();
+    for sql in QUERIES {
+        assert_eq!(text(&remote, sql).await, text(local, sql).await, "{sql}");
+    }
+    // The plan has stages, and the scan its key ranges, one task each.
+    let explain = text(
+        &remote,
+        "EXPLAIN SELECT sensor, count(*) FROM readings GROUP BY sensor",
+    )
+    .await;
+    assert!(explain.contains("distributed_plan"), "{explain}");
+    assert!(
+        explain.contains("ResolvedStage[stage_id=1.0, partitions=2]"),
+        "{explain}"
+    );
+    assert!(
+        explain.contains("file_groups={2 groups: [[readings/(-inf.."),
+        "{explain}"
+    );
+    assert!(
+        explain.contains("scan=KeyScanExec: table=readings"),
+        "{explain}"
+    );
+    let narrow = text(
+        &remote,
+        "EXPLAIN SELECT count(*) FROM readings WHERE sensor = 's3' AND seq < 50",
+    )
+    .await;
+    assert!(narrow.contains("ranges(1)=[[s3#"), "{narrow}");
+    // Checked arithmetic stays checked on the executors.
+    let overflow = remote
+        .query("SELECT sum(n) FROM big")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(overflow.contains("integer overflow"), "{overflow}");
+    // Writes run here, and the cluster sees them.
+    remote
+        .query("INSERT INTO big (_key, n) VALUES ('c', 1)")
+        .await
+        .unwrap();
+    let written = text(&remote, "SELECT _key, n FROM big WHERE _key = 'c'").await;
+    assert!(written.contains("| c    | 1 |"), "{written}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ballista_answers_as_the_local_path_on_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = SqlSession::new(Store::open(dir.path().join("store")).unwrap());
+    load(&session, dir.path()).await;
+    same_answers(&session).await;
+}
+
+#[cfg(feature = "bigtable")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ballista_answers_as_the_local_path_on_bigtable() {
+    let Some(emulator) = emulator::Emulator::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::new(std::sync::Arc::new(
+        cellar::BigtableStore::connect("projects/p/instances/i", &emulator.endpoint()).unwrap(),
+    ));
+    let session = SqlSession::new(store);
+    load(&session, dir.path()).await;
+    same_answers(&session).await;
+}
