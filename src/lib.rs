@@ -39,7 +39,7 @@ mod store;
 pub use bigtable::{BigtableStore, CATALOG_TABLE};
 pub use codec::{CellKey, EncodedRange, escape, row_prefix_range, row_range, show_bytes};
 #[cfg(feature = "ballista")]
-pub use distributed::start_cluster;
+pub use distributed::{run_executor, run_scheduler, start_cluster};
 pub use error::{Error, Result};
 pub use query::{CellarTable, KeyPlan, View, ViewFunction, WriteProgress, plan_key_ranges};
 pub use schema::SCHEMA_METADATA_KEY;

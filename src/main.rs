@@ -77,6 +77,9 @@ Opens the SQL shell on a store directory (default {}).
                     127.0.0.1:32010); also --user NAME with --password-file F
                     or CELLAR_PASSWORD, --token-file F or CELLAR_TOKEN,
                     --tls-cert F --tls-key F
+  ballista scheduler|executor
+                    run a Ballista scheduler or executor for --ballista
+                    HOST:PORT (see cellar ballista --help)
   --bigtable projects/P/instances/I
                     run on a Cloud Bigtable instance instead of a directory
                     (builds with --features bigtable; BIGTABLE_EMULATOR_HOST
@@ -508,6 +511,161 @@ async fn stop_signal() {
     }
 }
 
+const BALLISTA_USAGE: &str = "usage: cellar ballista scheduler [--addr HOST:PORT]
+       cellar ballista executor --scheduler HOST:PORT [--addr HOST:PORT] [--slots N]
+
+Runs a Ballista scheduler or executor with cellar's codecs and functions
+(builds with --features ballista), for `cellar --ballista HOST:PORT` and
+`cellar serve --ballista HOST:PORT` to send queries to. They read the
+store each query names: a Cloud Bigtable instance (an embedded store
+cannot be shared between processes; use --ballista standalone for it).
+  --addr HOST:PORT   where to listen (scheduler default 127.0.0.1:50050;
+                     executor default 127.0.0.1 and a free port)
+  --scheduler H:P    the scheduler an executor works for
+  --slots N          tasks an executor runs at once (default: its cores)
+  --memory-limit S   memory its queries may hold (default half the machine's)";
+
+/// `cellar ballista scheduler|executor ...`.
+fn ballista(args: Vec<String>) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    };
+    let mut args = args.into_iter();
+    let role = args.next().unwrap_or_default();
+    if role == "--help" || role == "-h" || role.is_empty() {
+        println!("{BALLISTA_USAGE}");
+        return if role.is_empty() {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let (mut addr, mut scheduler, mut slots) = (None, None, None);
+    let mut session_options = default_session_options();
+    while let Some(arg) = args.next() {
+        let Some(value) = args.next() else {
+            return fail(format!("{arg} needs a value; see cellar ballista --help"));
+        };
+        match arg.as_str() {
+            "--addr" => addr = Some(value),
+            "--scheduler" => scheduler = Some(value),
+            "--slots" => match value.parse::<usize>() {
+                Ok(n) if n > 0 => slots = Some(n),
+                _ => return fail(format!("--slots needs a positive number, not {value:?}")),
+            },
+            "--memory-limit" => match parse_memory(&value) {
+                Ok(limit) => session_options.memory_limit = limit,
+                Err(e) => return fail(e),
+            },
+            _ => {
+                return fail(format!(
+                    "unknown argument {arg:?}; see cellar ballista --help"
+                ));
+            }
+        }
+    }
+    let parse_addr = |text: &str| -> Result<std::net::SocketAddr, String> {
+        text.parse()
+            .map_err(|e| format!("--addr {text:?}: {e} (expected HOST:PORT)"))
+    };
+    match role.as_str() {
+        "scheduler" => {
+            let addr = match parse_addr(addr.as_deref().unwrap_or("127.0.0.1:50050")) {
+                Ok(a) => a,
+                Err(e) => return fail(e),
+            };
+            run_ballista(async move {
+                cellar_ballista::run_scheduler(addr, session_options, |bound| {
+                    eprintln!("cellar Ballista scheduler on {bound}");
+                })
+                .await
+            })
+        }
+        "executor" => {
+            let Some(scheduler) = scheduler else {
+                return fail("cellar ballista executor needs --scheduler HOST:PORT".into());
+            };
+            let addr = match parse_addr(addr.as_deref().unwrap_or("127.0.0.1:0")) {
+                Ok(a) => a,
+                Err(e) => return fail(e),
+            };
+            let slots = slots
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from));
+            eprintln!(
+                "cellar Ballista executor of {slots} task slots for the scheduler at {scheduler}"
+            );
+            run_ballista(async move {
+                cellar_ballista::run_executor(&scheduler, addr, slots, session_options).await
+            })
+        }
+        other => fail(format!(
+            "cellar ballista runs a scheduler or an executor, not {other:?}; see cellar ballista --help"
+        )),
+    }
+}
+
+#[cfg(feature = "ballista")]
+mod cellar_ballista {
+    pub use cellar::{run_executor, run_scheduler};
+}
+
+/// Without the feature, each role says how to get it.
+#[cfg(not(feature = "ballista"))]
+mod cellar_ballista {
+    use datafusion::error::{DataFusionError, Result};
+
+    fn missing() -> DataFusionError {
+        DataFusionError::Configuration(
+            "this cellar was built without Ballista; build it with \
+             `cargo build --release --features ballista,bigtable`"
+                .into(),
+        )
+    }
+
+    pub async fn run_scheduler(
+        _addr: std::net::SocketAddr,
+        _options: cellar::SessionOptions,
+        _ready: impl FnOnce(std::net::SocketAddr),
+    ) -> Result<()> {
+        Err(missing())
+    }
+
+    pub async fn run_executor(
+        _scheduler: &str,
+        _addr: std::net::SocketAddr,
+        _slots: usize,
+        _options: cellar::SessionOptions,
+    ) -> Result<()> {
+        Err(missing())
+    }
+}
+
+/// Runs a Ballista role until it fails or the process is stopped.
+fn run_ballista(
+    role: impl std::future::Future<Output = datafusion::error::Result<()>>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(async {
+        tokio::select! {
+            done = role => done.map_err(|e| cellar::shell::error_line(&e)),
+            () = stop_signal() => Ok(()),
+        }
+    }) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "serve") {
@@ -515,6 +673,9 @@ fn main() -> ExitCode {
     }
     if args.first().is_some_and(|a| a == "check") {
         return check(args.into_iter().skip(1).collect());
+    }
+    if args.first().is_some_and(|a| a == "ballista") {
+        return ballista(args.into_iter().skip(1).collect());
     }
     match parse(args) {
         Ok(None) => ExitCode::SUCCESS,

@@ -83,6 +83,15 @@ async fn same_answers(local: &SqlSession) {
     for sql in QUERIES {
         assert_eq!(text(&remote, sql).await, text(local, sql).await, "{sql}");
     }
+    // cellar's own statements answer with in-memory tables, which stay
+    // where the session is.
+    for sql in ["DESCRIBE readings", "SHOW TABLES", "SELECT 1"] {
+        assert_eq!(text(&remote, sql).await, text(local, sql).await, "{sql}");
+    }
+    remote
+        .query("CREATE TABLE made_remotely (FAMILY f)")
+        .await
+        .unwrap();
     // The plan has stages, and the scan its key ranges, one task each.
     let explain = text(
         &remote,
@@ -145,4 +154,97 @@ async fn ballista_answers_as_the_local_path_on_bigtable() {
     let session = SqlSession::new(store);
     load(&session, dir.path()).await;
     same_answers(&session).await;
+}
+
+/// A child process killed when dropped.
+#[cfg(feature = "bigtable")]
+struct Child(std::process::Child);
+
+#[cfg(feature = "bigtable")]
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The scheduler and two executors as `cellar ballista` processes, the
+/// shell sending its queries to them: the same output as without them.
+#[cfg(feature = "bigtable")]
+#[test]
+fn cellar_ballista_processes_answer_the_shell() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let Some(emulator) = emulator::Emulator::start() else {
+        return;
+    };
+    let cellar = env!("CARGO_BIN_EXE_cellar");
+    let mut scheduler = Command::new(cellar)
+        .args(["ballista", "scheduler", "--addr", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    BufReader::new(scheduler.stderr.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let scheduler = Child(scheduler);
+    // "cellar Ballista scheduler on 127.0.0.1:PORT"
+    let at = banner.trim().rsplit(' ').next().unwrap().to_string();
+    assert!(at.starts_with("127.0.0.1:"), "{banner}");
+    let executors: Vec<Child> = (0..2)
+        .map(|_| {
+            Child(
+                Command::new(cellar)
+                    .args(["ballista", "executor", "--scheduler", &at, "--slots", "1"])
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let shell = |extra: &[&str], sql: &str| {
+        let out = Command::new(cellar)
+            .env("BIGTABLE_EMULATOR_HOST", &emulator.host)
+            .args(["--bigtable", "projects/p/instances/i"])
+            .args(extra)
+            .args(["-c", sql])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{sql}: {stderr}");
+        (String::from_utf8_lossy(&out.stdout).to_string(), stderr)
+    };
+    shell(
+        &[],
+        "CREATE TABLE t (ROW KEY (k TEXT, n INT(6)), FAMILY f, v BIGINT IN f); \
+         INSERT INTO t (k, n, v) SELECT 'k' || CAST(i % 5 AS VARCHAR), i, i * 2 \
+         FROM generate_series(1, 3000) AS s(i)",
+    );
+    let query = "SELECT k, count(*), sum(v) FROM t WHERE n > 10 GROUP BY k ORDER BY k";
+    let (local, _) = shell(&[], query);
+    let (remote, said) = shell(&["--ballista", &at], query);
+    assert_eq!(remote, local);
+    assert!(
+        said.contains(&format!("Ballista scheduler at http://{at}")),
+        "{said}"
+    );
+    assert!(local.contains("| k0 | 598"), "{local}");
+    // A scheduler nobody runs is named, at once.
+    let out = Command::new(cellar)
+        .env("BIGTABLE_EMULATOR_HOST", &emulator.host)
+        .args([
+            "--bigtable",
+            "projects/p/instances/i",
+            "--ballista",
+            "127.0.0.1:9",
+        ])
+        .args(["-c", "SELECT 1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(error.contains("127.0.0.1:9"), "{error}");
+    drop(executors);
+    drop(scheduler);
 }

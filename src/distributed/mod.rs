@@ -10,7 +10,10 @@
 //! table run where the session is.
 
 mod codec;
+mod process;
 mod split;
+
+pub use process::{run_executor, run_scheduler};
 
 use std::sync::Arc;
 
@@ -30,8 +33,11 @@ use codec::{CellarLogicalCodec, CellarPhysicalCodec, Stores};
 /// The session's state with cellar's codecs, as the client plans with
 /// it.
 fn client_state(session: &SqlSession) -> SessionState {
-    let stores = Stores::with(session.store());
-    let state = session.portable_state();
+    with_codecs(session.portable_state(), Stores::with(session.store()))
+}
+
+/// `state` with cellar's codecs, which open stores through `stores`.
+fn with_codecs(state: SessionState, stores: Stores) -> SessionState {
     let config = state
         .config()
         .clone()
@@ -51,7 +57,11 @@ fn client_state(session: &SqlSession) -> SessionState {
 /// joins, as a local session plans them (Ballista would take sort-merge
 /// joins, which spill).
 fn worker_state(session: &SqlSession) -> SessionState {
-    let state = client_state(session);
+    for_workers(client_state(session))
+}
+
+/// `state` as the scheduler and the executors use it (see `worker_state`).
+fn for_workers(state: SessionState) -> SessionState {
     let mut rules = state.physical_optimizers().to_vec();
     rules.push(Arc::new(split::SplitScans));
     let config = state
@@ -189,18 +199,28 @@ struct SplitPlanner {
     remote: Arc<dyn QueryPlanner + Send + Sync>,
 }
 
-/// Whether a plan reads a table and writes nothing: what the cluster runs.
+/// Whether a plan reads tables and writes nothing, and every table it
+/// reads can travel (a cellar table or a file): what the cluster runs.
+/// The results of cellar's own statements (in-memory tables) stay here.
 fn is_distributed_query(plan: &LogicalPlan) -> bool {
-    let (mut reads, mut writes) = (false, false);
+    let (mut reads, mut local) = (false, false);
     let _ = plan.apply_with_subqueries(|node| {
         match node {
-            LogicalPlan::TableScan(_) => reads = true,
-            LogicalPlan::Dml(_) | LogicalPlan::Ddl(_) | LogicalPlan::Copy(_) => writes = true,
+            LogicalPlan::TableScan(scan) => {
+                reads = true;
+                let travels =
+                    datafusion::datasource::source_as_provider(&scan.source).is_ok_and(|p| {
+                        p.is::<crate::query::CellarTable>()
+                            || p.is::<datafusion::datasource::listing::ListingTable>()
+                    });
+                local |= !travels;
+            }
+            LogicalPlan::Dml(_) | LogicalPlan::Ddl(_) | LogicalPlan::Copy(_) => local = true,
             _ => {}
         }
         Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
     });
-    reads && !writes
+    reads && !local
 }
 
 #[async_trait]

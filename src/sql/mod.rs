@@ -119,18 +119,7 @@ impl SqlSession {
 
     /// A session with limits.
     pub fn with_options(store: Store, options: SessionOptions) -> SqlSession {
-        let config = SessionConfig::new()
-            .with_information_schema(true)
-            .with_default_catalog_and_schema("cellar", "public")
-            .with_create_default_catalog_and_schema(true);
-        let state = datafusion::execution::SessionStateBuilder::new()
-            .with_config(config)
-            .with_runtime_env(runtime(options.memory_limit))
-            .with_default_features()
-            .with_physical_optimizer_rules(physical_rules())
-            .build();
-        // `SELECT * FROM 'path/file.parquet'`: a quoted path is a table.
-        let ctx = SessionContext::new_with_state(state).enable_url_table();
+        let ctx = bare_context(&options);
         let session_tables = SessionTables::default();
         if let Some(catalog) = ctx.catalog("cellar") {
             // Replaces the empty in-memory schema created with the catalog.
@@ -145,10 +134,6 @@ impl SqlSession {
         ctx.register_udtf("versions", ViewFunction::versions(store.clone()));
         ctx.register_udtf("cells", ViewFunction::cells(store.clone()));
         ctx.register_udtf("as_of", ViewFunction::as_of(store.clone()));
-        ctx.register_udf(functions::reverse_domain_udf());
-        ctx.register_udf(functions::hll_count_udf());
-        ctx.register_udf(functions::to_json_udf());
-        ctx.add_analyzer_rule(Arc::new(CheckedArithmetic));
         let running = running::Running::new(options.heavy_queries, options.query_timeout);
         SqlSession {
             store,
@@ -224,13 +209,10 @@ impl SqlSession {
     }
 
     /// The session's DataFusion state as a plan leaving this process is
-    /// planned: without the scan aggregate of series buckets, whose
-    /// operator has no codec.
+    /// planned (see [`portable`]).
     #[cfg(feature = "ballista")]
     pub(crate) fn portable_state(&self) -> datafusion::execution::SessionState {
-        datafusion::execution::SessionStateBuilder::new_from_existing(self.ctx.state())
-            .with_physical_optimizer_rules(portable_rules())
-            .build()
+        portable(self.ctx.state())
     }
 
     /// This session over another DataFusion context: the same store,
@@ -848,6 +830,45 @@ fn nested_as_json(df: DataFrame) -> DfResult<DataFrame> {
 /// 3` of one device) leaves its LIMIT above a projection, and the scan
 /// should stop after those rows rather than read the whole range. Then
 /// cellar's own: partial aggregates of bucketed series into their scans.
+/// A DataFusion context with cellar's settings, rules and functions, and
+/// no tables yet.
+fn bare_context(options: &SessionOptions) -> SessionContext {
+    let config = SessionConfig::new()
+        .with_information_schema(true)
+        .with_default_catalog_and_schema("cellar", "public")
+        .with_create_default_catalog_and_schema(true);
+    let state = datafusion::execution::SessionStateBuilder::new()
+        .with_config(config)
+        .with_runtime_env(runtime(options.memory_limit))
+        .with_default_features()
+        .with_physical_optimizer_rules(physical_rules())
+        .build();
+    // `SELECT * FROM 'path/file.parquet'`: a quoted path is a table.
+    let ctx = SessionContext::new_with_state(state).enable_url_table();
+    ctx.register_udf(functions::reverse_domain_udf());
+    ctx.register_udf(functions::hll_count_udf());
+    ctx.register_udf(functions::to_json_udf());
+    ctx.add_analyzer_rule(Arc::new(CheckedArithmetic));
+    ctx
+}
+
+/// `state` as a plan leaving this process is planned: without the scan
+/// aggregate of series buckets, whose operator has no codec.
+#[cfg(feature = "ballista")]
+fn portable(state: datafusion::execution::SessionState) -> datafusion::execution::SessionState {
+    datafusion::execution::SessionStateBuilder::new_from_existing(state)
+        .with_physical_optimizer_rules(portable_rules())
+        .build()
+}
+
+/// cellar's DataFusion state with no store behind it, as a Ballista
+/// scheduler or executor process plans and decodes with it: the tables
+/// come with the plans.
+#[cfg(feature = "ballista")]
+pub(crate) fn worker_base_state(options: &SessionOptions) -> datafusion::execution::SessionState {
+    portable(bare_context(options).state())
+}
+
 type PhysicalRules =
     Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>>;
 
