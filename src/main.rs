@@ -82,8 +82,8 @@ Opens the SQL shell on a store directory (default {}).
                     HOST:PORT (see cellar ballista --help)
   --bigtable projects/P/instances/I
                     run on a Cloud Bigtable instance instead of a directory
-                    (builds with --features bigtable; BIGTABLE_EMULATOR_HOST
-                    points it at the emulator)
+                    (builds with --features bigtable): application default
+                    credentials, or BIGTABLE_EMULATOR_HOST for the emulator
   --ballista T      run queries distributed on Ballista (builds with
                     --features ballista): standalone starts a scheduler and
                     2 executors in this process (standalone:N for N), or

@@ -453,3 +453,24 @@ fn a_slow_reader_of_a_long_scan_keeps_its_connection() {
         .collect::<Result<Vec<()>, _>>();
     assert_eq!(rest.unwrap().len(), 59_999);
 }
+
+/// Without the emulator, `--bigtable` goes to Cloud Bigtable with
+/// application default credentials; credentials that cannot be read are
+/// an error that says where credentials come from, before anything runs.
+#[test]
+fn cloud_bigtable_without_credentials_says_where_they_come_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key.json");
+    std::fs::write(&key, "this is not a service account key").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cellar"))
+        .env_remove("BIGTABLE_EMULATOR_HOST")
+        .env("GOOGLE_APPLICATION_CREDENTIALS", &key)
+        .env("HOME", dir.path())
+        .args(["--bigtable", "projects/p/instances/i", "-c", "SELECT 1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let error = String::from_utf8_lossy(&out.stderr);
+    assert!(error.contains("GOOGLE_APPLICATION_CREDENTIALS"), "{error}");
+    assert!(error.contains("BIGTABLE_EMULATOR_HOST"), "{error}");
+}

@@ -26,6 +26,7 @@
 //! called from any thread, inside or outside another runtime.
 
 mod admin;
+mod connect;
 mod read;
 mod write;
 
@@ -36,6 +37,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use googleapis_tonic_google_bigtable_admin_v2::google::bigtable::admin::v2 as admin_api;
 use googleapis_tonic_google_bigtable_v2::google::bigtable::v2 as data;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use crate::error::{Error, Result};
@@ -64,8 +66,8 @@ pub struct BigtableStore {
     endpoint: String,
     /// `None` only while dropping.
     runtime: Option<tokio::runtime::Runtime>,
-    data: BigtableClient<Channel>,
-    admin: BigtableTableAdminClient<Channel>,
+    data: BigtableClient<InterceptedService<Channel, connect::Auth>>,
+    admin: BigtableTableAdminClient<InterceptedService<Channel, connect::Auth>>,
     tables: RwLock<BTreeMap<String, TableDef>>,
     damaged: RwLock<BTreeMap<String, String>>,
     ddl: Mutex<()>,
@@ -132,26 +134,21 @@ fn check_instance(instance: &str) -> Result<()> {
 impl BigtableStore {
     /// Opens the instance `projects/P/instances/I`. With
     /// `BIGTABLE_EMULATOR_HOST` set (`host:port`, as Google's clients read
-    /// it) the calls go to that emulator, unauthenticated; cellar's
-    /// catalog table is created if the instance has none.
+    /// it) the calls go to that emulator, unauthenticated; otherwise to
+    /// Cloud Bigtable over TLS, authenticated by Google's application
+    /// default credentials. cellar's catalog table is created if the
+    /// instance has none.
     pub fn open(instance: &str) -> Result<BigtableStore> {
-        check_instance(instance)?;
         let endpoint = match std::env::var("BIGTABLE_EMULATOR_HOST") {
             Ok(host) if !host.trim().is_empty() => format!("http://{}", host.trim()),
-            _ => {
-                return Err(Error::InvalidArgument(
-                    "cellar reaches Bigtable through its emulator only so far: set \
-                     BIGTABLE_EMULATOR_HOST=host:port (Cloud Bigtable itself, with application \
-                     default credentials, is not built yet)"
-                        .into(),
-                ));
-            }
+            _ => connect::CLOUD_ENDPOINT.to_string(),
         };
         BigtableStore::connect(instance, &endpoint)
     }
 
-    /// Opens the instance through the emulator at `endpoint`
-    /// (`http://host:port`).
+    /// Opens the instance at `endpoint`: `http://host:port` is the
+    /// emulator (no credentials); `https://...` is Cloud Bigtable (or an
+    /// endpoint of it), with TLS and application default credentials.
     pub fn connect(instance: &str, endpoint: &str) -> Result<BigtableStore> {
         check_instance(instance)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -161,30 +158,22 @@ impl BigtableStore {
             .build()?;
         let target = endpoint.to_string();
         let connect = async move {
-            let channel = Channel::from_shared(target.clone())
-                .map_err(|e| {
-                    Error::InvalidArgument(format!("invalid Bigtable endpoint {target:?}: {e}"))
-                })?
-                .connect_timeout(std::time::Duration::from_secs(10))
-                // h2 closes a connection (ENHANCE_YOUR_CALM) whose small
-                // DATA frames waiting to be read outgrow half its window:
-                // a ReadRows stream of small rows read slower than it
-                // arrives did so with the default windows (2 MiB a
-                // stream, 5 MiB the connection). Small stream windows and
-                // a large connection window keep that budget out of reach.
-                .initial_stream_window_size(Some(256 * 1024))
-                .initial_connection_window_size(Some(64 * 1024 * 1024))
-                .connect()
-                .await
-                .map_err(|e| Error::Remote {
-                    call: format!("connecting to {target}"),
-                    code: "Unavailable".into(),
-                    message: e.to_string(),
-                })?;
-            Ok(channel)
+            let auth = if target.starts_with("https://") {
+                connect::Auth::application_default().await?
+            } else {
+                connect::Auth::default()
+            };
+            let data = connect::channel(&target).await?;
+            let admin_target = connect::admin_endpoint(&target);
+            let admin = if admin_target == target {
+                data.clone()
+            } else {
+                connect::channel(admin_target).await?
+            };
+            Ok((data, admin, auth))
         };
-        let channel = match wait(runtime.handle(), connect) {
-            Ok(channel) => channel,
+        let (data, admin, auth) = match wait(runtime.handle(), connect) {
+            Ok(channels) => channels,
             Err(e) => {
                 // Perhaps inside another runtime, where waiting is not allowed.
                 runtime.shutdown_background();
@@ -194,8 +183,9 @@ impl BigtableStore {
         let store = BigtableStore {
             instance: instance.to_string(),
             endpoint: endpoint.to_string(),
-            data: BigtableClient::new(channel.clone()).max_decoding_message_size(256 * 1024 * 1024),
-            admin: BigtableTableAdminClient::new(channel),
+            data: BigtableClient::with_interceptor(data, auth.clone())
+                .max_decoding_message_size(256 * 1024 * 1024),
+            admin: BigtableTableAdminClient::with_interceptor(admin, auth),
             runtime: Some(runtime),
             tables: RwLock::default(),
             damaged: RwLock::default(),

@@ -286,8 +286,10 @@ pub(crate) fn split_ranges(
 
 /// Cuts `range` at up to `n - 1` of the keys the backend samples its table
 /// at (Bigtable's `SampleRowKeys`: the ends of pieces of about equal
-/// size), evenly chosen among those inside the range; `None` when none is
-/// (a table Bigtable keeps in one piece is read by one partition).
+/// size, each with the bytes before it), evenly chosen among those inside
+/// the range; `None` when none is, or when the table holds fewer than
+/// [`SPLIT_MIN_BYTES`] (small tables are read by one partition, in key
+/// order, as on the embedded store).
 fn split_at_samples(
     store: &Store,
     table: &str,
@@ -308,9 +310,11 @@ fn split_at_samples(
         };
         !key.is_empty() && after && before
     };
-    let inside: Vec<Vec<u8>> = store
-        .sample_row_keys(table)
-        .ok()?
+    let samples = store.sample_row_keys(table).ok()?;
+    if samples.last().map_or(0, |(_, bytes)| *bytes) < SPLIT_MIN_BYTES {
+        return None;
+    }
+    let inside: Vec<Vec<u8>> = samples
         .into_iter()
         .map(|(key, _)| key)
         .filter(inside_range)
