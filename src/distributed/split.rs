@@ -162,10 +162,7 @@ impl FileSource for SplitScan {
         &self,
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
     ) -> DfResult<TreeNodeRecursion> {
-        match &self.spec.residual {
-            Some(e) => f(e),
-            None => Ok(TreeNodeRecursion::Continue),
-        }
+        self.spec.apply_residual(f)
     }
 
     /// More partitions than the scan has: its ranges spread over more

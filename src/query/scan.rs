@@ -85,6 +85,20 @@ pub(crate) struct ScanSpec {
     pub target_partitions: usize,
 }
 
+impl ScanSpec {
+    /// Visits the predicate the scan re-checks per row, if any: the one
+    /// expression a scan (or a split scan) holds.
+    pub(crate) fn apply_residual(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        match &self.residual {
+            Some(e) => f(e),
+            None => Ok(TreeNodeRecursion::Continue),
+        }
+    }
+}
+
 /// A scan of at most this many rows counts as light (see `is_bounded`).
 pub(crate) const BOUNDED_ROWS: usize = 10_000;
 
@@ -787,10 +801,7 @@ impl ExecutionPlan for KeyScanExec {
         &self,
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
     ) -> DfResult<TreeNodeRecursion> {
-        match &self.spec.residual {
-            Some(e) => f(e),
-            None => Ok(TreeNodeRecursion::Continue),
-        }
+        self.spec.apply_residual(f)
     }
 
     fn with_new_children(
