@@ -38,6 +38,11 @@ async fn load(session: &SqlSession, files: &std::path::Path) {
         ),
         "CREATE TABLE labels (FAMILY f, label TEXT IN f)",
         "INSERT INTO labels (_key, label) VALUES ('n1', 'one'), ('n2', 'two'), ('n3', 'three')",
+        "CREATE SERIES hourly (KEY (location TEXT, balloon INT(5)), TIME ts, pressure BIGINT) \
+         LAYOUT BUCKET '1 hour' CELL PER EVENT FORMAT CELLS",
+        "INSERT INTO hourly VALUES ('us-west2', 3698, TIMESTAMP '2021-03-05 12:00:00', 94558), \
+         ('us-west2', 3698, TIMESTAMP '2021-03-05 12:01:00', 94122), \
+         ('us-east1', 7, TIMESTAMP '2021-03-05 13:30:00', 93000)",
         "CREATE TABLE big (FAMILY f, n BIGINT IN f)",
         "INSERT INTO big (_key, n) VALUES ('a', 9000000000000000000), ('b', 9000000000000000000)",
     ] {
@@ -69,6 +74,9 @@ const QUERIES: &[&str] = &[
      WHERE r.seq < 1000 GROUP BY w.weight ORDER BY w.weight",
     "SELECT count(*) FROM versions('readings') WHERE sensor = 's1'",
     "SELECT sum(value + 1) FROM readings WHERE value < 100",
+    // A series' events, read from its hour buckets.
+    "SELECT location, ts, pressure FROM hourly WHERE ts >= TIMESTAMP '2021-03-05 12:01:00' \
+     ORDER BY location, ts",
 ];
 
 /// `split`: whether the table is large enough for its scan to split (on

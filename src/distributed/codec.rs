@@ -83,6 +83,24 @@ struct TableWire {
     view: View,
 }
 
+impl TableWire {
+    /// `layout` on `store`, as `layout_of` builds it again. A series'
+    /// events are the table's default view: their layout's own `view` is
+    /// the physical one it reads (versions for cells per event), which
+    /// would rebuild as that view instead of the series.
+    fn of(store: &Store, layout: &Layout) -> TableWire {
+        let view = match layout.series {
+            Some(_) => View::Wide { as_of: None },
+            None => layout.view.clone(),
+        };
+        TableWire {
+            address: store.address(),
+            def: layout.def.clone(),
+            view,
+        }
+    }
+}
+
 /// Rebuilds a table's layout as it was planned, pinned (for a series)
 /// to the same table.
 fn layout_of(store: &Store, def: TableDef, view: View) -> DfResult<Layout> {
@@ -274,13 +292,7 @@ impl LogicalExtensionCodec for CellarLogicalCodec {
         let Some(table) = node.downcast_ref::<CellarTable>() else {
             return self.inner.try_encode_table_provider(table_ref, node, buf);
         };
-        let layout = table.layout();
-        let wire = TableWire {
-            address: table.store().address(),
-            def: layout.def.clone(),
-            view: layout.view.clone(),
-        };
-        encode_json(&wire, buf)
+        encode_json(&TableWire::of(table.store(), table.layout()), buf)
     }
 
     checked_functions!();
@@ -316,11 +328,7 @@ impl CellarPhysicalCodec {
             })
             .transpose()?;
         let wire = ScanWire {
-            table: TableWire {
-                address: spec.store.address(),
-                def: spec.layout.def.clone(),
-                view: spec.layout.view.clone(),
-            },
+            table: TableWire::of(&spec.store, &spec.layout),
             projection: spec.projection.clone(),
             needed: spec.needed.clone(),
             families: spec.families.clone(),
