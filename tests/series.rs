@@ -183,8 +183,9 @@ fn stored(events: &[Event], serialized: bool) -> Vec<Event> {
 }
 
 /// Aggregates over the case's filters, grouped by its grouping (which
-/// bucket layouts answer inside their scans).
-fn aggregate(case: &Case, table: &str) -> String {
+/// bucket layouts answer inside their scans); with `count(*)` (events
+/// counted from cells) or without (measures read as runs of numbers).
+fn aggregate(case: &Case, table: &str, events: bool) -> String {
     // Commas outside parentheses separate the groups.
     let mut depth = 0i32;
     let groups = 1 + case
@@ -201,9 +202,10 @@ fn aggregate(case: &Case, table: &str) -> String {
         .count();
     let positions: Vec<String> = (1..=groups).map(|i| i.to_string()).collect();
     let mut sql = format!(
-        "SELECT {}, count(*), count(pressure), sum(pressure), min(temperature), max(temperature), \
-         avg(pressure) FROM {table}",
-        case.grouping
+        "SELECT {}, {}count(pressure), sum(pressure), min(temperature), max(temperature), \
+         avg(pressure), avg(temperature) FROM {table}",
+        case.grouping,
+        if events { "count(*), " } else { "" }
     );
     if !case.filters.is_empty() {
         sql += &format!(" WHERE {}", case.filters.join(" AND "));
@@ -339,18 +341,20 @@ async fn check(case: &Case) -> Result<(), TestCaseError> {
     for row in &got {
         prop_assert!(expected.contains(row), "{}: {:?} not expected", sql, row);
     }
-    let sql = aggregate(case, "s");
-    let got = texts(&session.query(&sql).await.expect(&sql));
-    let expected = texts(
-        &reference
-            .sql(&aggregate(case, "r"))
-            .await
-            .expect(&sql)
-            .collect()
-            .await
-            .unwrap(),
-    );
-    prop_assert_eq!(got, expected, "{}", sql);
+    for events in [true, false] {
+        let sql = aggregate(case, "s", events);
+        let got = texts(&session.query(&sql).await.expect(&sql));
+        let expected = texts(
+            &reference
+                .sql(&aggregate(case, "r", events))
+                .await
+                .expect(&sql)
+                .collect()
+                .await
+                .unwrap(),
+        );
+        prop_assert_eq!(got, expected, "{}", sql);
+    }
     Ok(())
 }
 
@@ -582,6 +586,27 @@ fn undecodable_measures_fail_the_queries_that_read_them() {
         assert!(
             e.contains("column pressure") && e.contains("not an 8-byte big-endian integer"),
             "{e}"
+        );
+        // So does an aggregate computed in the scan, which reads the
+        // measure as numbers.
+        let e = session
+            .query("SELECT date_trunc('hour', ts), avg(pressure) FROM s GROUP BY 1")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("column pressure") && e.contains("not an 8-byte big-endian integer"),
+            "{e}"
+        );
+        let averages = texts(
+            &session
+                .query("SELECT date_trunc('hour', ts), avg(temperature) FROM s GROUP BY 1")
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            averages,
+            vec![vec!["2024-12-30T10:00:00".to_string(), "6.5".to_string()]]
         );
         // A row the predicate turns away raises nothing.
         let ok = texts(

@@ -370,7 +370,14 @@ async fn series_section(args: &Args, dir: &Path) -> Vec<String> {
     let queries = series::queries(size);
     let mut report = series::SeriesReport::new(size.rows(), &queries);
     let session = SqlSession::new(Store::open(dir.join("series-store")).unwrap());
-    series::measure_layouts(&session, &events, &queries, &mut report).await;
+    series::measure_layouts(
+        &session,
+        &events,
+        &queries,
+        args.only.as_deref(),
+        &mut report,
+    )
+    .await;
     if let Some(python) = &args.python {
         eprintln!("series: SQLite and DuckDB ...");
         let job = series::peers_job(&events, dir, &queries);

@@ -207,15 +207,19 @@ async fn measure(session: &SqlSession, sql: &str) -> (f64, Answer) {
     (m.seconds, m.answer.unwrap_or_default())
 }
 
-/// Writes the events into every layout (COPY FROM the Parquet file) and
-/// asks each the questions.
+/// Writes the events into every layout (or those whose name contains
+/// `only`; COPY FROM the Parquet file) and asks each the questions.
 pub async fn measure_layouts(
     session: &SqlSession,
     events: &Path,
     queries: &[SeriesQuery],
+    only: Option<&str>,
     report: &mut SeriesReport,
 ) {
     for (i, layout) in SERIES_LAYOUTS.iter().enumerate() {
+        if only.is_some_and(|o| !layout.name.contains(o)) {
+            continue;
+        }
         eprintln!("series, {} ...", layout.name);
         let table = format!("series_{i}");
         session

@@ -1,36 +1,43 @@
-//! Aggregates of a series in bucket rows, answered inside its scan.
+//! Aggregates over time buckets and versions, answered inside the scan.
 //!
 //! `SELECT date_trunc('hour', ts), avg(pressure) FROM weather GROUP BY 1`
 //! over a series kept a cell per event in time buckets: each bucket row
 //! holds a measure's cells as one run, newest first, so the events of one
-//! (row, hour) are a contiguous slice of it. [`ScanAggregate`], a physical
-//! optimizer rule, replaces the partial `AggregateExec` over such a scan
-//! with [`ScanAggregateExec`], which reads the same rows through the same
-//! read filter and feeds each slice of a measure's values to the
-//! aggregate's own accumulator in one call: no Arrow row per event, no
-//! hash lookup per event. Its output is the partial aggregate's (the
-//! accumulators' states), so DataFusion's final aggregate above is
-//! unchanged.
+//! (row, hour) are a contiguous slice of it. The same holds for any
+//! table read through `versions()` and grouped by its row key, key
+//! segments or `date_trunc` of `_timestamp` (the guide's "new cell per
+//! event" bucket tables). [`ScanAggregate`], a physical optimizer rule,
+//! replaces the partial `AggregateExec` over such a scan with
+//! [`ScanAggregateExec`], which reads the same rows through the same read
+//! filter and gives the aggregate's own accumulator each slice at once: no
+//! Arrow row per event, no hash lookup per event. Measures of 8-byte
+//! numbers come as runs of numbers (a PACKED family decodes them with no
+//! cell in between, `store::NumberRow`), and `avg`, `sum` and `count` of
+//! them get each slice's count and total as a partial state to merge
+//! ([`Presum`]) rather than its values. Its output is the partial
+//! aggregate's (the accumulators' states), so DataFusion's final aggregate
+//! above is unchanged.
 //!
-//! It applies when every grouping expression is a series key column or
-//! an expression of `date_trunc(unit, time)` for a unit of fixed length
-//! (second to week), every aggregate takes one measure (maybe cast) or is
-//! `count(*)`, with no DISTINCT, ORDER BY or FILTER, and the scan re-checks
-//! nothing its key ranges and cell time range do not already answer.
-//! Otherwise the plan is left as it was.
+//! It applies when every grouping expression is a series key column (a
+//! table's `_key` or key segment) or an expression of `date_trunc(unit,
+//! time)` for a unit of fixed length (second to week), every aggregate
+//! takes one measure (maybe cast) or is a series' `count(*)`, with no
+//! DISTINCT, ORDER BY or FILTER, and the scan re-checks nothing its key
+//! ranges and cell time range do not already answer. Otherwise the plan
+//! is left as it was.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, RecordBatch, TimestampMicrosecondArray, new_null_array,
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch,
+    TimestampMicrosecondArray, UInt64Array, new_null_array,
 };
 use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Float64Type, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Result as DfResult, ScalarValue, config::ConfigOptions};
+use datafusion::common::{HashMap, Result as DfResult, ScalarValue, config::ConfigOptions};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
@@ -38,9 +45,11 @@ use datafusion::physical_expr::expressions::{CastExpr, Column, Literal, TryCastE
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort::sort_batch;
 use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -51,8 +60,11 @@ use super::batch::{Appender, Datum, decode_error};
 use super::scan::{KeyScanExec, ScanSpec};
 use super::to_df;
 use super::wide::{ColumnSource, View};
+use crate::schema::{Encoding, ValueType};
 use crate::schema::{KeyValue, WEEK_ORIGIN};
-use crate::store::{QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet};
+use crate::store::{
+    NumberRow, QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet, RowStream,
+};
 
 /// The physical optimizer rule putting partial aggregates into series
 /// scans where they can be.
@@ -89,6 +101,8 @@ impl PhysicalOptimizerRule for ScanAggregate {
 /// A grouping expression the scan computes.
 #[derive(Debug, Clone)]
 enum Group {
+    /// A table's row key (`_key`), as the view shows it.
+    Key,
     /// A series key column: its key segment.
     Segment(usize),
     /// An expression of `date_trunc(unit, time)`: the unit's length and
@@ -105,6 +119,68 @@ enum Input {
     Measure(usize, Option<DataType>),
 }
 
+/// An aggregate whose partial state the scan computes for a run of
+/// values of one group (their count, their total) and merges in, rather
+/// than handing it each value: a run is a bucket row's slice of one
+/// hour, and the accumulator's add per value is the scan's largest cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Presum {
+    /// `avg` of DOUBLE values: state (count, total).
+    Avg,
+    /// `sum` of DOUBLE values: state (total).
+    Sum,
+    /// `count` of a measure: state (count); the runs hold no NULLs.
+    Count,
+}
+
+impl Presum {
+    /// The presum of aggregate `a` taking `input`, if its state is the
+    /// one this computes.
+    fn of(a: &AggregateFunctionExpr, input: &Input, input_schema: &SchemaRef) -> Option<Self> {
+        let Input::Measure(..) = input else {
+            return None;
+        };
+        let takes = a.expressions()[0].data_type(input_schema).ok()?;
+        let state: Vec<DataType> = a
+            .state_fields()
+            .ok()?
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let presum = match a.fun().name() {
+            "avg" => Presum::Avg,
+            "sum" => Presum::Sum,
+            "count" => Presum::Count,
+            _ => return None,
+        };
+        let fits = match presum {
+            Presum::Avg => {
+                takes == DataType::Float64 && state == [DataType::UInt64, DataType::Float64]
+            }
+            Presum::Sum => takes == DataType::Float64 && state == [DataType::Float64],
+            Presum::Count => state == [DataType::Int64],
+        };
+        fits.then_some(presum)
+    }
+}
+
+/// The total of `values`, added in four lanes.
+fn total(values: &[f64]) -> f64 {
+    let mut lanes = [0.0f64; 4];
+    let chunks = values.chunks_exact(4);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (lane, v) in lanes.iter_mut().zip(c) {
+            *lane += v;
+        }
+    }
+    let mut sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    for v in rest {
+        sum += v;
+    }
+    sum
+}
+
 /// A partial aggregate computed by the scan it sits on.
 #[derive(Clone)]
 pub(crate) struct ScanAggregateExec {
@@ -118,8 +194,14 @@ pub(crate) struct ScanAggregateExec {
     groups: Vec<Group>,
     aggregates: Vec<Arc<AggregateFunctionExpr>>,
     inputs: Vec<Input>,
-    /// The time column in `input_schema`.
-    time_column: usize,
+    /// Whether the scan gives the aggregates' values (the aggregate it
+    /// replaces was whole) rather than their states.
+    finishes: bool,
+    /// Per aggregate, whether the scan may hand it partial states of
+    /// runs of values rather than the values.
+    presums: Vec<Option<Presum>>,
+    /// The time column in `input_schema`, if the scan has one.
+    time_column: Option<usize>,
     /// The scan it replaces the input of: what EXPLAIN shows.
     scan: Arc<dyn ExecutionPlan>,
     properties: Arc<PlanProperties>,
@@ -174,10 +256,16 @@ fn time_group(expr: &Arc<dyn PhysicalExpr>, time: usize) -> Option<(i64, i64)> {
 
 impl ScanAggregateExec {
     /// The scan-side partial aggregate of `aggregate`, if it is one of
-    /// the kind this answers.
+    /// the kind this answers: a partial aggregate, or a whole one over
+    /// partitions no group spans (grouped by `_key` over a scan whose
+    /// partitions are key ranges), which the scan then finishes.
     fn try_new(aggregate: &AggregateExec) -> DfResult<Option<ScanAggregateExec>> {
-        if *aggregate.mode() != AggregateMode::Partial
-            || aggregate.limit_options().is_some()
+        let finishes = match aggregate.mode() {
+            AggregateMode::Partial => false,
+            AggregateMode::Single | AggregateMode::SinglePartitioned => true,
+            _ => return Ok(None),
+        };
+        if aggregate.limit_options().is_some()
             || !aggregate.group_expr().is_single()
             || aggregate.group_expr().expr().is_empty()
             || aggregate.filter_expr().iter().any(Option::is_some)
@@ -185,23 +273,27 @@ impl ScanAggregateExec {
             return Ok(None);
         }
         let mut input = aggregate.input();
-        while let Some(r) = input.downcast_ref::<RepartitionExec>() {
-            if !matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)) {
-                return Ok(None);
+        loop {
+            if let Some(r) = input.downcast_ref::<RepartitionExec>() {
+                // Rows dealt out round robin may be aggregated in part,
+                // never whole.
+                if finishes || !matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)) {
+                    return Ok(None);
+                }
+                input = r.input();
+            } else if let Some(c) = input.downcast_ref::<CooperativeExec>() {
+                input = c.input();
+            } else {
+                break;
             }
-            input = r.input();
         }
         let Some(scan) = input.downcast_ref::<KeyScanExec>() else {
             return Ok(None);
         };
         let spec = scan.spec();
         let layout = &spec.layout;
-        let Some(series) = layout.series.as_ref() else {
-            return Ok(None);
-        };
-        if !series.bucketed()
-            || series.column_per_event()
-            || series.def.event.is_some()
+        let series = layout.series.as_ref();
+        if series.is_some_and(|s| !s.bucketed() || s.column_per_event() || s.def.event.is_some())
             || layout.view != (View::Versions { latest: None })
             || spec.limit.is_some()
             || !spec.residual_in_time
@@ -214,26 +306,45 @@ impl ScanAggregateExec {
                 .get(index)
                 .and_then(|&c| layout.sources.get(c))
         };
-        let Ok(time_column) = input_schema.index_of(&series.def.time) else {
-            return Ok(None);
+        // The time: a series' time column, or a table's `_timestamp`.
+        let time_column = match series {
+            Some(series) => match input_schema.index_of(&series.def.time) {
+                Ok(c) => Some(c),
+                Err(_) => return Ok(None),
+            },
+            None => (0..input_schema.fields().len())
+                .find(|&i| matches!(source(i), Some(ColumnSource::Timestamp))),
         };
         let mut group_exprs = Vec::new();
         let mut groups = Vec::new();
         for (expr, _) in aggregate.group_expr().expr() {
             let group = if let Some(c) = expr.downcast_ref::<Column>() {
                 match source(c.index()) {
-                    Some(&ColumnSource::Segment(s)) if s != series.time_segment => {
+                    Some(&ColumnSource::Segment(s))
+                        if series.is_none_or(|series| s != series.time_segment) =>
+                    {
                         Group::Segment(s)
                     }
+                    Some(ColumnSource::Key) if series.is_none() => Group::Key,
                     _ => return Ok(None),
                 }
-            } else if let Some((len, origin)) = time_group(expr, time_column) {
+            } else if let Some(time_column) = time_column
+                && let Some((len, origin)) = time_group(expr, time_column)
+            {
                 Group::Time { len, origin }
             } else {
                 return Ok(None);
             };
             groups.push(group);
             group_exprs.push(Arc::clone(expr));
+        }
+        if groups
+            .iter()
+            .filter(|g| matches!(g, Group::Time { .. }))
+            .count()
+            > MAX_TIMES
+        {
+            return Ok(None);
         }
         let mut inputs = Vec::new();
         for a in aggregate.aggr_expr() {
@@ -250,7 +361,9 @@ impl ScanAggregateExec {
                 (arg, None)
             };
             let input = if let Some(l) = arg.downcast_ref::<Literal>() {
-                if a.fun().name() != "count" || l.value().is_null() {
+                // A table's versions count what its columns read hold;
+                // only a series' events are counted here.
+                if a.fun().name() != "count" || l.value().is_null() || series.is_none() {
                     return Ok(None);
                 }
                 Input::Events
@@ -266,9 +379,19 @@ impl ScanAggregateExec {
             };
             inputs.push(input);
         }
+        let presums = aggregate
+            .aggr_expr()
+            .iter()
+            .zip(&inputs)
+            .map(|(a, input)| Presum::of(a, input, &input_schema))
+            .collect();
         let partitions = scan.partition_ranges().to_vec();
+        // What the aggregate promised of its output, ordering included
+        // (grouped by `_key` over a scan in key order, its groups come in
+        // key order, and the final aggregate may count on it): each
+        // partition's groups are sorted so before they go.
         let properties = PlanProperties::new(
-            datafusion::physical_expr::EquivalenceProperties::new(aggregate.schema()),
+            aggregate.properties().equivalence_properties().clone(),
             Partitioning::UnknownPartitioning(partitions.len()),
             EmissionType::Final,
             Boundedness::Bounded,
@@ -282,6 +405,8 @@ impl ScanAggregateExec {
             groups,
             aggregates: aggregate.aggr_expr().to_vec(),
             inputs,
+            finishes,
+            presums,
             time_column,
             scan: Arc::clone(input),
             properties: Arc::new(properties),
@@ -290,19 +415,37 @@ impl ScanAggregateExec {
     }
 }
 
-/// A group's key: its series key values, then its time groups' starts.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct GroupKey {
-    segments: Vec<Option<KeyValue>>,
-    times: Vec<i64>,
+/// The most time groups (`date_trunc` expressions) a scan computes.
+const MAX_TIMES: usize = 4;
+
+/// A group's key: its row's key values (see [`Groups::row`]), then its
+/// time groups' starts (the first as many as there are time groups).
+type GroupKey = (usize, [i64; MAX_TIMES]);
+
+/// Runs of values whose partial states wait to be merged into one
+/// aggregate, a batch of many rows' runs at a time (see [`Presum`]).
+#[derive(Default)]
+struct Pending {
+    groups: Vec<usize>,
+    counts: Vec<u64>,
+    totals: Vec<f64>,
 }
+
+/// How many runs wait before they are merged.
+const PENDING_RUNS: usize = 8192;
 
 /// The groups one partition has seen, with one groups accumulator per
 /// aggregate (what DataFusion's own partial aggregate keeps).
 struct Groups<'a> {
     exec: &'a ScanAggregateExec,
+    /// The key values (row key, key segments) rows had, each once.
+    rows: HashMap<Vec<Option<KeyValue>>, usize>,
+    row_values: Vec<Vec<Option<KeyValue>>>,
     index: HashMap<GroupKey, usize>,
     keys: Vec<GroupKey>,
+    /// The group found last: runs of one row and hour often meet again.
+    last: Option<(GroupKey, usize)>,
+    pending: Vec<Pending>,
     accumulators: Vec<Box<dyn GroupsAccumulator>>,
     /// Group indices for one run (reused).
     indices: Vec<usize>,
@@ -319,8 +462,12 @@ impl<'a> Groups<'a> {
     fn new(exec: &'a ScanAggregateExec) -> DfResult<Self> {
         Ok(Groups {
             exec,
-            index: HashMap::new(),
+            rows: HashMap::default(),
+            row_values: Vec::new(),
+            index: HashMap::default(),
             keys: Vec::new(),
+            last: None,
+            pending: exec.aggregates.iter().map(|_| Pending::default()).collect(),
             accumulators: exec
                 .aggregates
                 .iter()
@@ -364,27 +511,135 @@ impl<'a> Groups<'a> {
         self.accumulators[a].update_batch(&[values], &self.indices, None, self.keys.len())
     }
 
+    /// Feeds `values` to aggregate `a`, value `i` to group `indices[i]`.
+    fn update_each(&mut self, a: usize, values: &ArrayRef, indices: &[usize]) -> DfResult<()> {
+        self.accumulators[a].update_batch(
+            std::slice::from_ref(values),
+            indices,
+            None,
+            self.keys.len(),
+        )
+    }
+
+    /// The runs of `times` (one column's cells, newest first) that share
+    /// their groups, with the row's key values `row`: (group, end), each
+    /// run starting where the one before ends.
+    fn runs_of(
+        &mut self,
+        row: usize,
+        times: &[i64],
+        runs: &mut Vec<(usize, usize)>,
+    ) -> DfResult<()> {
+        runs.clear();
+        let mut at = 0;
+        while at < times.len() {
+            let floor = self.floor(times[at]);
+            let mut until = at + 1;
+            while until < times.len() && times[until] >= floor {
+                until += 1;
+            }
+            runs.push((self.group(row, times[at])?, until));
+            at = until;
+        }
+        Ok(())
+    }
+
+    /// Adds the partial states of `runs` of `values` (see [`Presum`]) to
+    /// those waiting to be merged into aggregate `a`.
+    fn merge_runs(
+        &mut self,
+        a: usize,
+        presum: Presum,
+        values: &ArrayRef,
+        runs: &[(usize, usize)],
+    ) -> DfResult<()> {
+        let pending = &mut self.pending[a];
+        let mut start = 0;
+        for &(group, end) in runs {
+            pending.groups.push(group);
+            pending.counts.push((end - start) as u64);
+            if presum != Presum::Count {
+                let v = values.as_primitive::<Float64Type>().values();
+                pending.totals.push(total(&v[start..end]));
+            }
+            start = end;
+        }
+        if pending.groups.len() >= PENDING_RUNS {
+            self.flush(a, presum)?;
+        }
+        Ok(())
+    }
+
+    /// Merges the partial states waiting for aggregate `a`.
+    fn flush(&mut self, a: usize, presum: Presum) -> DfResult<()> {
+        let pending = std::mem::take(&mut self.pending[a]);
+        if pending.groups.is_empty() {
+            return Ok(());
+        }
+        let states: Vec<ArrayRef> = match presum {
+            Presum::Count => vec![Arc::new(Int64Array::from_iter_values(
+                pending.counts.iter().map(|&n| n as i64),
+            ))],
+            Presum::Avg => vec![
+                Arc::new(UInt64Array::from(pending.counts)),
+                Arc::new(Float64Array::from(pending.totals)),
+            ],
+            Presum::Sum => vec![Arc::new(Float64Array::from(pending.totals))],
+        };
+        self.accumulators[a].merge_batch(&states, &pending.groups, self.keys.len())
+    }
+
+    /// Merges every partial state still waiting.
+    fn flush_all(&mut self) -> DfResult<()> {
+        for (a, presum) in self.exec.presums.iter().enumerate() {
+            if let Some(presum) = presum {
+                self.flush(a, *presum)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The place of a row's key values (row key, key segments, in the
+    /// order of the groups) among those seen.
+    fn row(&mut self, values: &[Option<KeyValue>]) -> usize {
+        if let Some(&i) = self.rows.get(values) {
+            return i;
+        }
+        let i = self.row_values.len();
+        self.rows.insert(values.to_vec(), i);
+        self.row_values.push(values.to_vec());
+        i
+    }
+
     /// The starts of the time groups `time` is in.
     fn starts(&self, time: i64) -> impl Iterator<Item = i64> + '_ {
         self.exec.groups.iter().filter_map(move |g| match g {
             Group::Time { len, origin } => Some(origin + (time - origin).div_euclid(*len) * len),
-            Group::Segment(_) => None,
+            Group::Segment(_) | Group::Key => None,
         })
     }
 
-    /// The group of `segments` and the time groups of `time`.
-    fn group(&mut self, segments: &[Option<KeyValue>], time: i64) -> DfResult<usize> {
-        let times = self.starts(time).collect();
-        let key = GroupKey {
-            segments: segments.to_vec(),
-            times,
-        };
+    /// The group of a row's key values (see [`Groups::row`]) and the time
+    /// groups of `time`.
+    fn group(&mut self, row: usize, time: i64) -> DfResult<usize> {
+        let mut times = [0i64; MAX_TIMES];
+        for (slot, start) in times.iter_mut().zip(self.starts(time)) {
+            *slot = start;
+        }
+        let key = (row, times);
+        if let Some((last, i)) = self.last
+            && last == key
+        {
+            return Ok(i);
+        }
         if let Some(&i) = self.index.get(&key) {
+            self.last = Some((key, i));
             return Ok(i);
         }
         let i = self.keys.len();
-        self.index.insert(key.clone(), i);
+        self.index.insert(key, i);
         self.keys.push(key);
+        self.last = Some((key, i));
         for (accumulator, null) in self.accumulators.iter_mut().zip(&self.nulls) {
             accumulator.update_batch(&[Arc::clone(null)], &[i], None, i + 1)?;
         }
@@ -400,6 +655,7 @@ impl<'a> Groups<'a> {
     /// The partial aggregate's rows: the grouping expressions evaluated on
     /// each group's values, then each accumulator's state.
     fn finish(mut self) -> DfResult<RecordBatch> {
+        self.flush_all()?;
         let exec = self.exec;
         let n = self.keys.len();
         // A batch of the scan's columns holding each group's series key
@@ -412,7 +668,7 @@ impl<'a> Groups<'a> {
                 .projection
                 .get(i)
                 .and_then(|&c| exec.spec.layout.sources.get(c));
-            let array: ArrayRef = if i == exec.time_column {
+            let array: ArrayRef = if Some(i) == exec.time_column {
                 // The start of the finest time group: in every coarser one
                 // too, as fixed units nest.
                 let finest = exec
@@ -420,7 +676,7 @@ impl<'a> Groups<'a> {
                     .iter()
                     .filter_map(|g| match g {
                         Group::Time { len, .. } => Some(*len),
-                        Group::Segment(_) => None,
+                        Group::Segment(_) | Group::Key => None,
                     })
                     .enumerate()
                     .min_by_key(|(_, len)| *len)
@@ -428,18 +684,21 @@ impl<'a> Groups<'a> {
                 let times = self
                     .keys
                     .iter()
-                    .map(|k| finest.and_then(|f| k.times.get(f).copied()));
+                    .map(|k| finest.and_then(|f| k.1.get(f).copied()));
                 Arc::new(TimestampMicrosecondArray::from_iter(times))
-            } else if let Some(ColumnSource::Segment(s)) = source
-                && let Some(at) = exec
-                    .groups
-                    .iter()
-                    .filter(|g| matches!(g, Group::Segment(_)))
-                    .position(|g| matches!(g, Group::Segment(x) if x == s))
+            } else if let Some(at) = exec
+                .groups
+                .iter()
+                .filter(|g| !matches!(g, Group::Time { .. }))
+                .position(|g| match (g, source) {
+                    (Group::Segment(x), Some(ColumnSource::Segment(s))) => x == s,
+                    (Group::Key, Some(ColumnSource::Key)) => true,
+                    _ => false,
+                })
             {
                 let mut column = appender(field.data_type())?;
                 for k in &self.keys {
-                    column.put(k.segments[at].as_ref().map(Datum::key));
+                    column.put(self.row_values[k.0][at].as_ref().map(Datum::key));
                 }
                 column.finish()
             } else {
@@ -453,7 +712,11 @@ impl<'a> Groups<'a> {
             out.push(expr.evaluate(&input)?.into_array(n)?);
         }
         for accumulator in &mut self.accumulators {
-            out.extend(accumulator.state(EmitTo::All)?);
+            if exec.finishes {
+                out.push(accumulator.evaluate(EmitTo::All)?);
+            } else {
+                out.extend(accumulator.state(EmitTo::All)?);
+            }
         }
         Ok(RecordBatch::try_new(Arc::clone(&exec.schema), out)?)
     }
@@ -491,7 +754,6 @@ impl ScanAggregateExec {
             .iter()
             .map(|&d| appender(&super::wide::value_type(layout.columns[d].value_type)))
             .collect::<DfResult<Vec<_>>>()?;
-        let mut inputs: Vec<(usize, ArrayRef)> = Vec::new();
         // Without count(*), only the aggregated measures' columns are
         // read (a packed row skips the others whole).
         let counts_events = self.inputs.iter().any(|i| matches!(i, Input::Events));
@@ -523,34 +785,165 @@ impl ScanAggregateExec {
             None => spec.store.read_rows(&layout.table, request),
         }
         .map_err(to_df)?;
-        let families = stream.family_names();
-        let key_schema = layout.key.as_ref();
-        let segments_wanted: Vec<usize> = self
+        // Measures of 8-byte numbers are read as runs of numbers.
+        let numbers = !counts_events
+            && measures.iter().all(|&d| {
+                let def = &layout.columns[d];
+                matches!(def.value_type, ValueType::Int64 | ValueType::Float64)
+                    && def.encoding == Encoding::Binary
+            });
+        let rows = if numbers {
+            self.aggregate_numbers(&mut stream, &measures, &mut groups)?
+        } else {
+            self.aggregate_cells(
+                &mut stream,
+                &measures,
+                &mut appenders,
+                counts_events,
+                &mut groups,
+            )?
+        };
+        rows_scanned(rows);
+        groups.finish()
+    }
+
+    /// The key values (row key, key segments) a row's groups take, in
+    /// the order of the groups; false when the row is to be passed over
+    /// (its key does not fit the schema).
+    fn segments(&self, key: &[u8], segments: &mut Vec<Option<KeyValue>>) -> bool {
+        segments.clear();
+        let wanted = self
             .groups
             .iter()
-            .filter_map(|g| match g {
-                Group::Segment(s) => Some(*s),
+            .filter(|g| !matches!(g, Group::Time { .. }));
+        let decode =
+            self.spec.drop_misfits || self.groups.iter().any(|g| matches!(g, Group::Segment(_)));
+        let decoded = if decode {
+            self.spec.layout.key.as_ref().and_then(|k| k.decode(key))
+        } else {
+            None
+        };
+        if decoded.is_none() && self.spec.drop_misfits {
+            return false;
+        }
+        for g in wanted {
+            segments.push(match g {
+                Group::Segment(s) => decoded.as_ref().and_then(|d| d.get(*s).cloned()),
+                Group::Key => Some(KeyValue::Text(String::from_utf8_lossy(key).into_owned())),
                 Group::Time { .. } => None,
+            });
+        }
+        true
+    }
+
+    /// Aggregates measures of 8-byte numbers, read as runs: per row and
+    /// measure one array of its values and one call per aggregate.
+    /// Returns the rows read.
+    fn aggregate_numbers(
+        &self,
+        stream: &mut RowStream,
+        measures: &[usize],
+        groups: &mut Groups<'_>,
+    ) -> DfResult<usize> {
+        let layout = &self.spec.layout;
+        let families = stream.family_names();
+        let wanted: Vec<(usize, Vec<u8>)> = measures
+            .iter()
+            .map(|&d| {
+                let def = &layout.columns[d];
+                let family = families.iter().position(|f| **f == *def.family);
+                (
+                    family.unwrap_or(usize::MAX),
+                    def.qualifier.clone().into_bytes(),
+                )
             })
             .collect();
+        let mut row = NumberRow::default();
         let mut segments: Vec<Option<KeyValue>> = Vec::new();
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut indices: Vec<usize> = Vec::new();
+        let mut rows = 0usize;
+        while stream.next_numbers(&wanted, &mut row).map_err(to_df)? {
+            rows += 1;
+            if let Some((m, value)) = row.misfit() {
+                let def = &layout.columns[measures[m]];
+                let mut check = appender(&super::wide::value_type(def.value_type))?;
+                let why = check
+                    .put_cell(def.encoding, value)
+                    .err()
+                    .unwrap_or("is not 8 bytes long");
+                return Err(to_df(decode_error(&row.key, def.failure(why, value))));
+            }
+            if !self.segments(&row.key, &mut segments) {
+                continue;
+            }
+            let key_values = groups.row(&segments);
+            for (m, &d) in measures.iter().enumerate() {
+                let (times, words) = row.column(m);
+                if times.is_empty() {
+                    continue;
+                }
+                let values: ArrayRef = match layout.columns[d].value_type {
+                    ValueType::Float64 => Arc::new(Float64Array::from_iter_values(
+                        words.iter().map(|w| f64::from_bits(*w)),
+                    )),
+                    _ => Arc::new(Int64Array::from_iter_values(
+                        words.iter().map(|w| *w as i64),
+                    )),
+                };
+                groups.runs_of(key_values, times, &mut runs)?;
+                indices.clear();
+                for (a, input) in self.inputs.iter().enumerate() {
+                    if let Input::Measure(m, cast_to) = input
+                        && *m == d
+                    {
+                        let values = match cast_to {
+                            Some(t) if t != values.data_type() => cast(&values, t)?,
+                            _ => Arc::clone(&values),
+                        };
+                        match self.presums[a] {
+                            Some(presum) => groups.merge_runs(a, presum, &values, &runs)?,
+                            None => {
+                                if indices.is_empty() {
+                                    for &(g, end) in &runs {
+                                        indices.resize(end, g);
+                                    }
+                                }
+                                groups.update_each(a, &values, &indices)?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Aggregates measures read as cells, and counts events. Returns the
+    /// rows read.
+    fn aggregate_cells(
+        &self,
+        stream: &mut RowStream,
+        measures: &[usize],
+        appenders: &mut [Appender],
+        counts_events: bool,
+        groups: &mut Groups<'_>,
+    ) -> DfResult<usize> {
+        let layout = &self.spec.layout;
+        let families = stream.family_names();
+        let mut segments: Vec<Option<KeyValue>> = Vec::new();
+        let mut inputs: Vec<(usize, ArrayRef)> = Vec::new();
         let mut times: Vec<i64> = Vec::new();
         let mut rows = 0usize;
         while let Some(row) = stream.next_view().map_err(to_df)? {
             rows += 1;
             let key = row.key();
-            segments.clear();
-            if !segments_wanted.is_empty() || spec.drop_misfits {
-                let decoded = key_schema.and_then(|k| k.decode(key));
-                if decoded.is_none() && spec.drop_misfits {
-                    continue;
-                }
-                for &s in &segments_wanted {
-                    segments.push(decoded.as_ref().and_then(|d| d.get(s).cloned()));
-                }
+            if !self.segments(key, &mut segments) {
+                continue;
             }
+            let key_values = groups.row(&segments);
             // Each measure's cells: a run, newest first.
-            for (&d, appender) in measures.iter().zip(&mut appenders) {
+            for (&d, appender) in measures.iter().zip(appenders.iter_mut()) {
                 let def = &layout.columns[d];
                 let Some(family) = families.iter().position(|f| **f == *def.family) else {
                     continue;
@@ -603,7 +996,7 @@ impl ScanAggregateExec {
                     while until < end && row.timestamp(until) >= floor {
                         until += 1;
                     }
-                    let g = groups.group(&segments, first)?;
+                    let g = groups.group(key_values, first)?;
                     for (a, values) in &inputs {
                         let slice = values.slice(at - start, until - at);
                         groups.update(*a, g, Some(slice), until - at)?;
@@ -624,7 +1017,7 @@ impl ScanAggregateExec {
                     while until < times.len() && times[until] >= floor {
                         until += 1;
                     }
-                    let g = groups.group(&segments, times[at])?;
+                    let g = groups.group(key_values, times[at])?;
                     for (a, input) in self.inputs.iter().enumerate() {
                         if let Input::Events = input {
                             groups.update(a, g, None, until - at)?;
@@ -634,8 +1027,7 @@ impl ScanAggregateExec {
                 }
             }
         }
-        rows_scanned(rows);
-        groups.finish()
+        Ok(rows)
     }
 }
 
@@ -645,7 +1037,8 @@ impl DisplayAs for ScanAggregateExec {
         let aggregates: Vec<&str> = self.aggregates.iter().map(|a| a.name()).collect();
         write!(
             f,
-            "ScanAggregateExec: partial aggregate in the scan, gby=[{}], aggr=[{}]; ",
+            "ScanAggregateExec: {} aggregate in the scan, gby=[{}], aggr=[{}]; ",
+            if self.finishes { "whole" } else { "partial" },
             groups.join(", "),
             aggregates.join(", ")
         )?;
@@ -701,7 +1094,10 @@ impl ExecutionPlan for ScanAggregateExec {
         let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&self.schema), 1);
         let tx = builder.tx();
         builder.spawn_blocking(move || {
-            let batch = this.run(ranges, &|n| scanned.add(n))?;
+            let mut batch = this.run(ranges, &|n| scanned.add(n))?;
+            if let Some(ordering) = this.properties.output_ordering() {
+                batch = sort_batch(&batch, ordering, None)?;
+            }
             output_rows.add(batch.num_rows());
             let _ = tx.blocking_send(Ok(batch));
             Ok(())

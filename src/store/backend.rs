@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use super::{
     AlterOp, BadRows, CellBatch, FamilyFormat, FjallStore, FormatChange, GcStats, Mutation,
-    ReadFilter, ReadModifyWrite, ReadRequest, Row, RowMutation, RowSet, RowView, ScanStats,
-    StoreOptions, TableDef, TableSpec, WriteGate,
+    NumberColumns, NumberRow, ReadFilter, ReadModifyWrite, ReadRequest, Row, RowMutation, RowSet,
+    RowView, ScanStats, StoreOptions, TableDef, TableSpec, WriteGate,
 };
 use crate::error::{Error, Result};
 
@@ -36,6 +36,20 @@ pub trait RowSource: Send {
     /// The names of the families read, in the order
     /// [`CellRef::family`](super::CellRef::family) counts them.
     fn family_names(&self) -> Vec<Arc<str>>;
+    /// The next row's `wanted` columns as runs of numbers, into `out`;
+    /// false at the end. A backend may pass over rows with none of the
+    /// wanted cells. By default, taken from the row's cells.
+    fn next_numbers(&mut self, wanted: &NumberColumns, out: &mut NumberRow) -> Result<bool> {
+        match self.next_view()? {
+            None => Ok(false),
+            Some(row) => {
+                out.reset(wanted.len());
+                out.key.extend_from_slice(row.key());
+                out.take_cells(&row, wanted);
+                Ok(true)
+            }
+        }
+    }
 }
 
 /// Rows of a read, produced lazily: memory is bounded by the largest row.
@@ -58,6 +72,13 @@ impl RowStream {
     /// The next row, borrowed until the next call.
     pub fn next_view(&mut self) -> Result<Option<RowView<'_>>> {
         self.source.next_view()
+    }
+
+    /// The next row's `wanted` columns (family, by its place among
+    /// those read; qualifier) as runs of numbers, into `out`; false at the
+    /// end. Rows with none of the wanted cells may be passed over.
+    pub fn next_numbers(&mut self, wanted: &NumberColumns, out: &mut NumberRow) -> Result<bool> {
+        self.source.next_numbers(wanted, out)
     }
 
     /// Counters so far.

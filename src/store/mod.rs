@@ -37,7 +37,7 @@ pub use catalog::{
 pub use check::{CheckReport, FamilyCheck};
 pub use commit::Durability;
 pub use convert::FormatChange;
-pub use format::{CellRef, FamilyFormat, MAX_PACKED_LEN, RowView};
+pub use format::{CellRef, FamilyFormat, MAX_PACKED_LEN, NumberColumns, NumberRow, RowView};
 #[cfg_attr(
     not(feature = "bigtable"),
     allow(unused_imports, reason = "used by the Bigtable backend")

@@ -2,7 +2,7 @@
 //! and the streaming [`FjallRows`] that walks one fjall snapshot.
 
 use super::catalog::GcPolicy;
-use super::format::{self, FamilyFormat, RowBuf, RowView};
+use super::format::{self, FamilyFormat, NumberColumns, NumberRow, RowBuf, RowView};
 use crate::codec::{self, EncodedRange};
 use crate::error::{Error, Result};
 use fjall::{Keyspace, Readable, Slice, Snapshot};
@@ -443,6 +443,35 @@ pub struct FjallRows {
     escaped_row: Vec<u8>,
     /// Per family read: the only qualifiers whose values are decoded.
     values_of: Vec<Option<Vec<Vec<u8>>>>,
+    /// What the last numbers read asked for (see [`FjallRows::next_numbers`]).
+    numbers: Option<NumbersPlan>,
+}
+
+/// A numbers read's columns: as asked, and per family read the qualifiers
+/// of those the filter selects, sorted, with their places.
+struct NumbersPlan {
+    wanted: Vec<(usize, Vec<u8>)>,
+    by_family: Vec<Vec<(Vec<u8>, usize)>>,
+}
+
+impl NumbersPlan {
+    fn new(wanted: &NumberColumns, families: usize, filter: &ReadFilter) -> Self {
+        let mut by_family = vec![Vec::new(); families];
+        for (place, (family, qualifier)) in wanted.iter().enumerate() {
+            if let Some(f) = by_family.get_mut(*family)
+                && filter.qualifiers.matches(qualifier)
+            {
+                f.push((qualifier.clone(), place));
+            }
+        }
+        for f in &mut by_family {
+            f.sort();
+        }
+        NumbersPlan {
+            wanted: wanted.to_vec(),
+            by_family,
+        }
+    }
 }
 
 impl FjallRows {
@@ -474,6 +503,7 @@ impl FjallRows {
             failed: false,
             buf: RowBuf::default(),
             escaped_row: Vec::new(),
+            numbers: None,
         }
     }
 
@@ -537,8 +567,10 @@ impl FjallRows {
         }
     }
 
-    /// Reads the next row with any selected cell into `buf`.
-    fn advance_row(&mut self) -> Result<bool> {
+    /// Reads the next row with any selected cell into `buf`; with
+    /// `numbers`, the wanted columns of PACKED families go into it as
+    /// runs instead (see [`FjallRows::next_numbers`]).
+    fn advance_row(&mut self, mut numbers: Option<&mut NumberRow>) -> Result<bool> {
         loop {
             if self.remaining == Some(0) {
                 return Ok(false);
@@ -553,6 +585,9 @@ impl FjallRows {
                 }
             }
             self.buf.clear();
+            if let (Some(out), Some(plan)) = (numbers.as_mut(), &self.numbers) {
+                out.reset(plan.wanted.len());
+            }
             // Cursors of one family are adjacent; its cells are selected
             // once all of its cursors have given theirs.
             let mut from_cell = 0;
@@ -575,6 +610,18 @@ impl FjallRows {
                     self.buf.pairs[from_pair..].reverse();
                 }
                 let format = self.cursors[c].format;
+                if let (Some(out), Some(plan)) = (numbers.as_mut(), &self.numbers)
+                    && self.families[family].sources.len() == 1
+                    && self.buf.pairs.len() == from_pair + 1
+                {
+                    let (gc, filter, now) = (&self.families[family].gc, &self.filter, self.now);
+                    let keep = |times: &[i64]| format::window(gc, filter, now, times);
+                    let (key, value) = &self.buf.pairs[from_pair];
+                    let wanted = &plan.by_family[family];
+                    if wanted.is_empty() || format.decode_numbers(key, value, wanted, &keep, out)? {
+                        continue;
+                    }
+                }
                 let values = self.values_of[family].as_deref();
                 format.decode(
                     family as u32,
@@ -592,7 +639,8 @@ impl FjallRows {
                     format::select(gc, &self.filter, self.now, &mut self.buf, from_cell);
                 }
             }
-            if self.buf.cells.is_empty() {
+            let no_numbers = numbers.as_ref().is_none_or(|out| out.is_empty());
+            if self.buf.cells.is_empty() && no_numbers {
                 continue;
             }
             if let Some(n) = self.remaining.as_mut() {
@@ -601,8 +649,28 @@ impl FjallRows {
             self.stats.rows_returned += 1;
             self.stats.cells_returned += self.buf.cells.len() as u64;
             format::set_key(&mut self.buf, &self.escaped_row)?;
+            if let (Some(out), Some(plan)) = (numbers.as_mut(), &self.numbers) {
+                out.key.extend_from_slice(&self.buf.key);
+                out.take_cells(&self.buf.view(), &plan.wanted);
+                self.stats.cells_returned += out.cells() as u64;
+            }
             return Ok(true);
         }
+    }
+
+    /// The next row's `wanted` columns as runs of numbers, into `out`;
+    /// false at the end. A PACKED family decodes them from its pair with
+    /// no cell in between; other families give them from their cells.
+    /// Rows with none of the wanted cells may be passed over.
+    pub fn next_numbers(&mut self, wanted: &NumberColumns, out: &mut NumberRow) -> Result<bool> {
+        if self.failed {
+            return Ok(false);
+        }
+        if self.numbers.as_ref().is_none_or(|p| p.wanted != wanted) {
+            self.numbers = Some(NumbersPlan::new(wanted, self.families.len(), &self.filter));
+        }
+        self.advance_row(Some(out))
+            .inspect_err(|_| self.failed = true)
     }
 
     /// The next row, borrowed until the next call.
@@ -610,7 +678,7 @@ impl FjallRows {
         if self.failed {
             return Ok(None);
         }
-        match self.advance_row() {
+        match self.advance_row(None) {
             Ok(true) => Ok(Some(self.buf.view())),
             Ok(false) => Ok(None),
             Err(e) => {
@@ -646,5 +714,9 @@ impl super::RowSource for FjallRows {
 
     fn family_names(&self) -> Vec<Arc<str>> {
         FjallRows::family_names(self)
+    }
+
+    fn next_numbers(&mut self, wanted: &NumberColumns, out: &mut NumberRow) -> Result<bool> {
+        FjallRows::next_numbers(self, wanted, out)
     }
 }

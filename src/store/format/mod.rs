@@ -16,12 +16,15 @@
 
 mod cells;
 mod convert;
+mod numbers;
 mod overlay;
 mod packed;
 
 pub use packed::MAX_PACKED_LEN;
 
 pub(crate) use convert::reencode;
+pub(crate) use numbers::window;
+pub use numbers::{NumberColumns, NumberRow};
 pub(crate) use overlay::{CellWrite, Overlay};
 
 use super::catalog::GcPolicy;
@@ -289,6 +292,25 @@ impl FamilyFormat {
         match self {
             FamilyFormat::Cells => cells::decode(family, buf, from),
             FamilyFormat::Packed => packed::decode(family, buf, from, values, columns),
+        }
+    }
+
+    /// Decodes the columns `wanted` of a row's one pair straight into
+    /// runs of numbers (see [`NumberRow`]), each column's cells those
+    /// `keep` chooses of its timestamps; false when the format cannot
+    /// (the caller decodes cells and takes the numbers from them).
+    /// `wanted`: (qualifier, the column's place in `out`), sorted.
+    pub(crate) fn decode_numbers(
+        self,
+        key: &[u8],
+        value: &[u8],
+        wanted: &[(Vec<u8>, usize)],
+        keep: &dyn Fn(&[i64]) -> std::ops::Range<usize>,
+        out: &mut NumberRow,
+    ) -> Result<bool> {
+        match self {
+            FamilyFormat::Cells => Ok(false),
+            FamilyFormat::Packed => packed::decode_numbers(key, value, wanted, keep, out),
         }
     }
 

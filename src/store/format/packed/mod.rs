@@ -23,9 +23,12 @@
 //! rewrite the row's whole pair, so a packed row-family has a size limit of
 //! its own, [`MAX_PACKED_LEN`]. Version 1 values (v1.rs) are still read.
 
+mod numbers;
 mod runs;
 mod v1;
 mod values;
+
+pub(crate) use numbers::decode_numbers;
 
 use super::{CellPos, Place, QualifierFilter, RowBuf};
 use crate::codec::{self, show_bytes};
@@ -194,6 +197,51 @@ pub(crate) fn decode(
     Ok(())
 }
 
+/// The parts of a version 2 value before its values.
+struct Header<'a> {
+    /// Column count C and cell count N.
+    columns: usize,
+    n: usize,
+    /// Where the qualifiers start.
+    qualifiers: usize,
+    counts: Run<'a>,
+    firsts: Run<'a>,
+    gaps: Run<'a>,
+    lengths: Run<'a>,
+    segments: Segments<'a>,
+}
+
+impl<'a> Header<'a> {
+    /// Reads a version 2 value's header; `None` when it is malformed.
+    fn read(value: &'a [u8]) -> Option<Header<'a>> {
+        let mut at = 9;
+        let columns = usize::try_from(varint(value, &mut at)?).ok()?;
+        let n = usize::try_from(varint(value, &mut at)?).ok()?;
+        if columns == 0 || columns > n || n > MAX_CELLS {
+            return None;
+        }
+        let qualifiers = at;
+        for _ in 0..columns {
+            let len = usize::try_from(varint(value, &mut at)?).ok()?;
+            at = at.checked_add(len).filter(|end| *end <= value.len())?;
+        }
+        let counts = Run::read(value, &mut at, columns)?;
+        let firsts = Run::read(value, &mut at, columns)?;
+        let gaps = Run::read(value, &mut at, n - columns)?;
+        let lengths = Run::read(value, &mut at, n)?;
+        Some(Header {
+            columns,
+            n,
+            qualifiers,
+            counts,
+            firsts,
+            gaps,
+            lengths,
+            segments: Segments::new(value, at),
+        })
+    }
+}
+
 /// Decodes a version 2 value (pair `index` of the row); `None` when it is
 /// malformed. Columns whose qualifier is not among `values` (sorted) get
 /// empty values: their numbers are skipped, not computed. Columns that
@@ -207,22 +255,16 @@ fn decode_value(
     values: Option<&[Vec<u8>]>,
     columns_read: &QualifierFilter,
 ) -> Option<()> {
-    let mut at = 9;
-    let columns = usize::try_from(varint(value, &mut at)?).ok()?;
-    let n = usize::try_from(varint(value, &mut at)?).ok()?;
-    if columns == 0 || columns > n || n > MAX_CELLS {
-        return None;
-    }
-    let mut next_qualifier = at;
-    for _ in 0..columns {
-        let len = usize::try_from(varint(value, &mut at)?).ok()?;
-        at = at.checked_add(len).filter(|end| *end <= value.len())?;
-    }
-    let counts = Run::read(value, &mut at, columns)?;
-    let firsts = Run::read(value, &mut at, columns)?;
-    let gaps = Run::read(value, &mut at, n - columns)?;
-    let lengths = Run::read(value, &mut at, n)?;
-    let mut segments = Segments::new(value, at);
+    let Header {
+        columns,
+        n,
+        qualifiers: mut next_qualifier,
+        counts,
+        firsts,
+        gaps,
+        lengths,
+        mut segments,
+    } = Header::read(value)?;
     let place = |start: usize, end: usize| {
         Some(Place::Value {
             pair: index,

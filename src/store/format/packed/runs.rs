@@ -169,6 +169,20 @@ impl<'a> Run<'a> {
         self.base.wrapping_add(k.wrapping_mul(self.step) as i64)
     }
 
+    /// Whether numbers `from..from + n` all equal `value` (at once when
+    /// every number of the run is the same).
+    pub fn all_equal(&self, from: usize, n: usize, value: i64) -> bool {
+        if self.width == 0 {
+            return n == 0 || self.base == value;
+        }
+        (from..from + n).all(|i| self.get(i) == value)
+    }
+
+    /// Whether every number of the run is zero.
+    pub fn all_zero(&self) -> bool {
+        self.width == 0 && self.base == 0
+    }
+
     /// `get` near the end of the run, or for widths over 56 bits.
     fn slow(&self, byte: usize, shift: u32) -> u64 {
         let mut word = 0u128;

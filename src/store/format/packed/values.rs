@@ -203,7 +203,128 @@ impl<'a> Segments<'a> {
         }
     }
 
-    /// Reads the next segment's header.
+    /// The next value, `len` bytes long, as the big-endian number its 8
+    /// bytes are (what [`Segments::next`] would give, read as a word), or
+    /// where it lies when it is not 8 bytes long; `None` when the segments
+    /// are malformed.
+    #[inline(always)]
+    pub fn next_word(&mut self, len: usize) -> Option<Result<u64, (usize, usize)>> {
+        if self.index == self.count {
+            self.open()?;
+        }
+        let i = self.index;
+        self.index += 1;
+        match &self.kind {
+            Kind::Raw => {
+                let start = self.at;
+                let end = start.checked_add(len).filter(|e| *e <= self.bytes.len())?;
+                self.at = end;
+                Some(match self.bytes.get(start..end)?.try_into() {
+                    Ok(bytes) => Ok(u64::from_be_bytes(bytes)),
+                    Err(_) => Err((start, end)),
+                })
+            }
+            _ if len != 8 => None,
+            Kind::Decimal(scale, numbers, corrections) => {
+                let bits = ((numbers.get(i) as f64) / *scale).to_bits() as i64;
+                Some(Ok(bits.wrapping_add(corrections.get(i)) as u64))
+            }
+            Kind::Integer(run) => Some(Ok(run.get(i) as u64)),
+        }
+    }
+
+    /// Passes over the next `n` values, whose lengths are numbers
+    /// `cell..cell + n` of `lengths`; the checks `skip` makes still hold,
+    /// made a segment at a time where its values are numbers.
+    pub fn skip_many(&mut self, lengths: &Run<'_>, mut cell: usize, mut n: usize) -> Option<()> {
+        while n > 0 {
+            if self.index == self.count {
+                self.open()?;
+            }
+            let k = n.min(self.count - self.index);
+            match self.kind {
+                Kind::Raw => {
+                    for i in cell..cell + k {
+                        let len = usize::try_from(lengths.get(i)).ok()?;
+                        self.at = self
+                            .at
+                            .checked_add(len)
+                            .filter(|e| *e <= self.bytes.len())?;
+                    }
+                }
+                _ => {
+                    if !lengths.all_equal(cell, k, 8) {
+                        return None;
+                    }
+                }
+            }
+            self.index += k;
+            cell += k;
+            n -= k;
+        }
+        Some(())
+    }
+
+    /// Appends the next `n` values, whose lengths are numbers
+    /// `cell..cell + n` of `lengths`, to `out` as words (see
+    /// [`Segments::next_word`]), a segment of numbers at a time. Stops at
+    /// a value that is not 8 bytes long: `Err` with where it lies, the
+    /// values after it not read.
+    pub fn words(
+        &mut self,
+        lengths: &Run<'_>,
+        mut cell: usize,
+        mut n: usize,
+        out: &mut Vec<u64>,
+    ) -> Option<Result<(), (usize, usize)>> {
+        while n > 0 {
+            if self.index == self.count {
+                self.open()?;
+            }
+            let k = n.min(self.count - self.index);
+            let from = self.index;
+            match &self.kind {
+                Kind::Raw => {
+                    for i in cell..cell + k {
+                        let len = usize::try_from(lengths.get(i)).ok()?;
+                        match self.next_word(len)? {
+                            Ok(word) => out.push(word),
+                            Err(at) => return Some(Err(at)),
+                        }
+                    }
+                }
+                kind => {
+                    if !lengths.all_equal(cell, k, 8) {
+                        return None;
+                    }
+                    let start = out.len();
+                    match kind {
+                        Kind::Decimal(scale, numbers, corrections) => {
+                            let scale = *scale;
+                            out.extend(
+                                (from..from + k)
+                                    .map(|i| ((numbers.get(i) as f64) / scale).to_bits()),
+                            );
+                            if !corrections.all_zero() {
+                                for (w, i) in out[start..].iter_mut().zip(from..) {
+                                    *w = (*w as i64).wrapping_add(corrections.get(i)) as u64;
+                                }
+                            }
+                        }
+                        Kind::Integer(run) => {
+                            out.extend((from..from + k).map(|i| run.get(i) as u64));
+                        }
+                        Kind::Raw => {}
+                    }
+                    self.index += k;
+                }
+            }
+            cell += k;
+            n -= k;
+        }
+        Some(Ok(()))
+    }
+
     /// Passes over the next value (of length `len`) without computing it;
     /// the checks `next` makes still hold.
     #[inline(always)]
@@ -224,6 +345,7 @@ impl<'a> Segments<'a> {
         }
     }
 
+    /// Reads the next segment's header.
     fn open(&mut self) -> Option<()> {
         let value = self.bytes;
         let count = usize::try_from(varint(value, &mut self.at)?).ok()?;

@@ -1,0 +1,190 @@
+//! A row's chosen columns read as runs of numbers rather than as cells.
+//!
+//! An aggregate over measures (`avg(pressure)` by hour over time buckets)
+//! wants, per row, each measure's timestamps and its 8-byte values as
+//! numbers, nothing else. [`NumberRow`] holds exactly that: per column
+//! asked for, a run of timestamps (newest first) and a run of values read
+//! as big-endian `u64` words, which the reader turns into `f64` or `i64`
+//! by the column's type. A PACKED family decodes its value segments
+//! straight into the runs (no cell, no byte copy, no per-value dispatch);
+//! any other family, or another backend, fills them from the row's cells.
+//! Either way the cells are the ones the read selects: GC first, then the
+//! filter's time range and cells per column, as [`super::select`] does.
+
+use std::ops::Range;
+
+use super::RowView;
+use crate::store::catalog::GcPolicy;
+use crate::store::read::ReadFilter;
+
+/// The columns a numbers read wants: (family, by its place among the
+/// families read; qualifier).
+pub type NumberColumns = [(usize, Vec<u8>)];
+
+/// One row's wanted columns as runs of numbers (see the module docs).
+#[derive(Debug, Default, Clone)]
+pub struct NumberRow {
+    /// The row key.
+    pub key: Vec<u8>,
+    times: Vec<i64>,
+    words: Vec<u64>,
+    /// Per column asked for: its cells in `times` and `words`.
+    columns: Vec<Range<usize>>,
+    /// The first value of a wanted column that is not 8 bytes long:
+    /// (column, value). Its column's run stops short of it.
+    misfit: Option<(usize, Vec<u8>)>,
+}
+
+impl NumberRow {
+    /// Column `i`'s cells (as asked for): timestamps, newest first, and
+    /// values as big-endian words; empty when the row has none.
+    pub fn column(&self, i: usize) -> (&[i64], &[u64]) {
+        match self.columns.get(i) {
+            Some(r) => (&self.times[r.clone()], &self.words[r.clone()]),
+            None => (&[], &[]),
+        }
+    }
+
+    /// A value of a wanted column that is not 8 bytes long, if the row
+    /// has one: (column, value).
+    pub fn misfit(&self) -> Option<(usize, &[u8])> {
+        self.misfit.as_ref().map(|(c, v)| (*c, v.as_slice()))
+    }
+
+    /// How many wanted cells the row has.
+    pub fn cells(&self) -> usize {
+        self.words.len()
+    }
+
+    /// Whether the row has no wanted cell.
+    pub fn is_empty(&self) -> bool {
+        self.times.is_empty() && self.misfit.is_none()
+    }
+
+    /// Empties the row for `columns` wanted columns.
+    pub(crate) fn reset(&mut self, columns: usize) {
+        self.key.clear();
+        self.times.clear();
+        self.words.clear();
+        self.columns.clear();
+        self.columns.resize(columns, 0..0);
+        self.misfit = None;
+    }
+
+    /// Starts a column's run, returning where it starts; its cells
+    /// follow until [`NumberRow::close`].
+    pub(crate) fn open(&self) -> usize {
+        self.times.len()
+    }
+
+    /// Appends timestamp `time` to the open column: values come after,
+    /// with [`NumberRow::push_word`], one per timestamp kept.
+    pub(crate) fn push_time(&mut self, time: i64) {
+        self.times.push(time);
+    }
+
+    /// The timestamps pushed since `start`.
+    pub(crate) fn times_since(&self, start: usize) -> &[i64] {
+        &self.times[start..]
+    }
+
+    /// Keeps only `keep` of the timestamps pushed since `start`.
+    pub(crate) fn keep_times(&mut self, start: usize, keep: Range<usize>) {
+        let len = keep.len();
+        self.times
+            .copy_within(start + keep.start..start + keep.end, start);
+        self.times.truncate(start + len);
+    }
+
+    /// Appends a value to the open column.
+    pub(crate) fn push_word(&mut self, word: u64) {
+        self.words.push(word);
+    }
+
+    /// Lets `read` append values to the open column.
+    pub(crate) fn words<T>(&mut self, read: impl FnOnce(&mut Vec<u64>) -> T) -> T {
+        read(&mut self.words)
+    }
+
+    /// Records a value that is not 8 bytes long and ends the column's
+    /// run before it.
+    pub(crate) fn set_misfit(&mut self, column: usize, value: &[u8]) {
+        self.times.truncate(self.words.len());
+        if self.misfit.is_none() {
+            self.misfit = Some((column, value.to_vec()));
+        }
+    }
+
+    /// Closes column `column`, opened at `start`.
+    pub(crate) fn close(&mut self, column: usize, start: usize) {
+        self.times.truncate(self.words.len());
+        if let Some(c) = self.columns.get_mut(column) {
+            *c = start..self.words.len();
+        }
+    }
+
+    /// Takes the wanted columns' cells from a row as read (its cells
+    /// already selected).
+    pub(crate) fn take_cells(&mut self, row: &RowView<'_>, wanted: &NumberColumns) {
+        let mut column: Option<(usize, usize)> = None;
+        for i in 0..row.len() {
+            if row.first(i) {
+                if let Some((c, start)) = column.take() {
+                    self.close(c, start);
+                }
+                let (family, qualifier) = (row.family(i), row.qualifier(i));
+                column = wanted
+                    .iter()
+                    .position(|(f, q)| *f == family && q.as_slice() == qualifier)
+                    .map(|c| (c, self.open()));
+            }
+            let Some((c, _)) = column else {
+                continue;
+            };
+            let value = row.value(i);
+            match <[u8; 8]>::try_from(value) {
+                Ok(bytes) => {
+                    self.push_time(row.timestamp(i));
+                    self.push_word(u64::from_be_bytes(bytes));
+                }
+                Err(_) => {
+                    self.set_misfit(c, value);
+                    if let Some((c, start)) = column.take() {
+                        self.close(c, start);
+                    }
+                }
+            }
+        }
+        if let Some((c, start)) = column {
+            self.close(c, start);
+        }
+    }
+}
+
+/// Which of one column's cells (`times`: all it holds, newest first) a
+/// read keeps: those GC keeps (a prefix, as GC discards from some version
+/// or some age on), then those in the filter's time range (a window, the
+/// times being ordered), then at most its cells per column. What
+/// [`super::select`] keeps, as a range.
+pub(crate) fn window(gc: &GcPolicy, filter: &ReadFilter, now: i64, times: &[i64]) -> Range<usize> {
+    let kept = match gc {
+        GcPolicy::KeepAll => times.len(),
+        gc => times
+            .iter()
+            .enumerate()
+            .position(|(i, &t)| gc.is_garbage(i, t, now))
+            .unwrap_or(times.len()),
+    };
+    let times = &times[..kept];
+    let range = filter.time_range;
+    let start = match range.end {
+        Some(end) => times.partition_point(|&t| t >= end),
+        None => 0,
+    };
+    let end = times.partition_point(|&t| t >= range.start).max(start);
+    let end = match filter.cells_per_column {
+        Some(n) => end.min(start.saturating_add(n)),
+        None => end,
+    };
+    start..end
+}
