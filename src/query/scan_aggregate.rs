@@ -6,7 +6,11 @@
 //! (row, hour) are a contiguous slice of it. The same holds for any
 //! table read through `versions()` and grouped by its row key, key
 //! segments or `date_trunc` of `_timestamp` (the guide's "new cell per
-//! event" bucket tables). [`ScanAggregate`], a physical optimizer rule,
+//! event" bucket tables), and for a table's rows themselves (its wide
+//! view: `SELECT count(*), avg(pressure) FROM t WHERE _key >= ...`, each
+//! row counted once and its columns' newest cells aggregated, grouped by
+//! `_key`, key segments or not at all). [`ScanAggregate`], a physical
+//! optimizer rule,
 //! replaces the partial `AggregateExec` over such a scan with
 //! [`ScanAggregateExec`], which reads the same rows through the same read
 //! filter and gives the aggregate's own accumulator each slice at once: no
@@ -19,23 +23,24 @@
 //! above is unchanged.
 //!
 //! It applies when every grouping expression is a series key column (a
-//! table's `_key` or key segment) or an expression of `date_trunc(unit,
-//! time)` for a unit of fixed length (second to week), every aggregate
-//! takes one measure (maybe cast) or is a series' `count(*)`, with no
-//! DISTINCT, ORDER BY or FILTER, and the scan re-checks nothing its key
-//! ranges and cell time range do not already answer. Otherwise the plan
-//! is left as it was.
+//! table's `_key` or key segment) or, but in the wide view, an expression
+//! of `date_trunc(unit, time)` for a unit of fixed length (second to
+//! week), every aggregate takes one measure (maybe cast; in the wide
+//! view a BIGINT or DOUBLE) or is `count(*)` of a series or a wide view,
+//! with no DISTINCT, ORDER BY or FILTER, and the scan re-checks nothing
+//! its key ranges and cell time range do not already answer (the wide
+//! view: nothing at all). Otherwise the plan is left as it was.
 
 use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch,
+    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, RecordBatchOptions,
     TimestampMicrosecondArray, UInt64Array, new_null_array,
 };
 use datafusion::arrow::buffer::BooleanBuffer;
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{DataType, Float64Type, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{HashMap, Result as DfResult, ScalarValue, config::ConfigOptions};
 use datafusion::execution::TaskContext;
@@ -134,12 +139,9 @@ enum Presum {
 }
 
 impl Presum {
-    /// The presum of aggregate `a` taking `input`, if its state is the
-    /// one this computes.
-    fn of(a: &AggregateFunctionExpr, input: &Input, input_schema: &SchemaRef) -> Option<Self> {
-        let Input::Measure(..) = input else {
-            return None;
-        };
+    /// The presum of aggregate `a` (of a measure, or `count(*)`), if its
+    /// state is the one this computes.
+    fn of(a: &AggregateFunctionExpr, input_schema: &SchemaRef) -> Option<Self> {
         let takes = a.expressions()[0].data_type(input_schema).ok()?;
         let state: Vec<DataType> = a
             .state_fields()
@@ -165,20 +167,12 @@ impl Presum {
 }
 
 /// The total of `values`, added in four lanes.
-fn total(values: &[f64]) -> f64 {
+fn total(values: impl ExactSizeIterator<Item = f64>) -> f64 {
     let mut lanes = [0.0f64; 4];
-    let chunks = values.chunks_exact(4);
-    let rest = chunks.remainder();
-    for c in chunks {
-        for (lane, v) in lanes.iter_mut().zip(c) {
-            *lane += v;
-        }
+    for (i, v) in values.enumerate() {
+        lanes[i % 4] += v;
     }
-    let mut sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-    for v in rest {
-        sum += v;
-    }
-    sum
+    (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
 }
 
 /// A partial aggregate computed by the scan it sits on.
@@ -194,6 +188,10 @@ pub(crate) struct ScanAggregateExec {
     groups: Vec<Group>,
     aggregates: Vec<Arc<AggregateFunctionExpr>>,
     inputs: Vec<Input>,
+    /// Per aggregate, the type of the measure it takes as stored.
+    input_types: Vec<Option<ValueType>>,
+    /// Whether the scan reads a table's wide view (a row each).
+    wide: bool,
     /// Whether the scan gives the aggregates' values (the aggregate it
     /// replaces was whole) rather than their states.
     finishes: bool,
@@ -267,7 +265,6 @@ impl ScanAggregateExec {
         };
         if aggregate.limit_options().is_some()
             || !aggregate.group_expr().is_single()
-            || aggregate.group_expr().expr().is_empty()
             || aggregate.filter_expr().iter().any(Option::is_some)
         {
             return Ok(None);
@@ -293,10 +290,13 @@ impl ScanAggregateExec {
         let spec = scan.spec();
         let layout = &spec.layout;
         let series = layout.series.as_ref();
+        // A table's wide view: a row each, its columns' newest cells.
+        let wide = series.is_none() && layout.view == (View::Wide { as_of: None });
         if series.is_some_and(|s| !s.bucketed() || s.column_per_event() || s.def.event.is_some())
-            || layout.view != (View::Versions { latest: None })
+            || !(wide || layout.view == (View::Versions { latest: None }))
             || spec.limit.is_some()
             || !spec.residual_in_time
+            || (wide && spec.residual.is_some())
         {
             return Ok(None);
         }
@@ -307,11 +307,14 @@ impl ScanAggregateExec {
                 .and_then(|&c| layout.sources.get(c))
         };
         // The time: a series' time column, or a table's `_timestamp`.
+        // (A wide row's `_timestamp` is its newest cell's: no time of
+        // the cells aggregated.)
         let time_column = match series {
             Some(series) => match input_schema.index_of(&series.def.time) {
                 Ok(c) => Some(c),
                 Err(_) => return Ok(None),
             },
+            None if wide => None,
             None => (0..input_schema.fields().len())
                 .find(|&i| matches!(source(i), Some(ColumnSource::Timestamp))),
         };
@@ -361,9 +364,9 @@ impl ScanAggregateExec {
                 (arg, None)
             };
             let input = if let Some(l) = arg.downcast_ref::<Literal>() {
-                // A table's versions count what its columns read hold;
-                // only a series' events are counted here.
-                if a.fun().name() != "count" || l.value().is_null() || series.is_none() {
+                // A series' events and a table's rows are counted here; a
+                // table's versions count what its columns read hold.
+                if a.fun().name() != "count" || l.value().is_null() || !(wide || series.is_some()) {
                     return Ok(None);
                 }
                 Input::Events
@@ -379,12 +382,31 @@ impl ScanAggregateExec {
             };
             inputs.push(input);
         }
-        let presums = aggregate
+        let presums: Vec<Option<Presum>> = aggregate
             .aggr_expr()
             .iter()
-            .zip(&inputs)
-            .map(|(a, input)| Presum::of(a, input, &input_schema))
+            .map(|a| Presum::of(a, &input_schema))
             .collect();
+        let input_types: Vec<Option<ValueType>> = inputs
+            .iter()
+            .map(|input| match input {
+                Input::Measure(d, _) => Some(layout.columns[*d].value_type),
+                Input::Events => None,
+            })
+            .collect();
+        // The wide view is read as numbers only: its measures must be
+        // 8-byte numbers, and its rows counted as partial states.
+        if wide
+            && inputs
+                .iter()
+                .zip(&presums)
+                .any(|(input, presum)| match input {
+                    Input::Events => presum.is_none(),
+                    Input::Measure(d, _) => !is_number(&layout.columns[*d]),
+                })
+        {
+            return Ok(None);
+        }
         let partitions = scan.partition_ranges().to_vec();
         // What the aggregate promised of its output, ordering included
         // (grouped by `_key` over a scan in key order, its groups come in
@@ -405,6 +427,8 @@ impl ScanAggregateExec {
             groups,
             aggregates: aggregate.aggr_expr().to_vec(),
             inputs,
+            input_types,
+            wide,
             finishes,
             presums,
             time_column,
@@ -422,13 +446,15 @@ const MAX_TIMES: usize = 4;
 /// time groups' starts (the first as many as there are time groups).
 type GroupKey = (usize, [i64; MAX_TIMES]);
 
-/// Runs of values whose partial states wait to be merged into one
-/// aggregate, a batch of many rows' runs at a time (see [`Presum`]).
+/// What waits to be given to one aggregate, many rows' runs at a time:
+/// per run its group, count and total (see [`Presum`]), or per value its
+/// group and the value as read.
 #[derive(Default)]
 struct Pending {
     groups: Vec<usize>,
     counts: Vec<u64>,
     totals: Vec<f64>,
+    words: Vec<u64>,
 }
 
 /// How many runs wait before they are merged.
@@ -511,16 +537,6 @@ impl<'a> Groups<'a> {
         self.accumulators[a].update_batch(&[values], &self.indices, None, self.keys.len())
     }
 
-    /// Feeds `values` to aggregate `a`, value `i` to group `indices[i]`.
-    fn update_each(&mut self, a: usize, values: &ArrayRef, indices: &[usize]) -> DfResult<()> {
-        self.accumulators[a].update_batch(
-            std::slice::from_ref(values),
-            indices,
-            None,
-            self.keys.len(),
-        )
-    }
-
     /// The runs of `times` (one column's cells, newest first) that share
     /// their groups, with the row's key values `row`: (group, end), each
     /// run starting where the one before ends.
@@ -544,57 +560,89 @@ impl<'a> Groups<'a> {
         Ok(())
     }
 
-    /// Adds the partial states of `runs` of `values` (see [`Presum`]) to
-    /// those waiting to be merged into aggregate `a`.
-    fn merge_runs(
-        &mut self,
-        a: usize,
-        presum: Presum,
-        values: &ArrayRef,
-        runs: &[(usize, usize)],
-    ) -> DfResult<()> {
+    /// Gives aggregate `a` the `runs` of `words` (a measure's values as
+    /// read, or for `count(*)` one per event): as partial states (see
+    /// [`Presum`]) or value by value, batched over many rows.
+    fn push_runs(&mut self, a: usize, runs: &[(usize, usize)], words: &[u64]) -> DfResult<()> {
+        let float = |w: u64| match self.exec.input_types[a] {
+            Some(ValueType::Int64) => w as i64 as f64,
+            _ => f64::from_bits(w),
+        };
         let pending = &mut self.pending[a];
         let mut start = 0;
-        for &(group, end) in runs {
-            pending.groups.push(group);
-            pending.counts.push((end - start) as u64);
-            if presum != Presum::Count {
-                let v = values.as_primitive::<Float64Type>().values();
-                pending.totals.push(total(&v[start..end]));
+        match self.exec.presums[a] {
+            Some(presum) => {
+                for &(group, end) in runs {
+                    pending.groups.push(group);
+                    pending.counts.push((end - start) as u64);
+                    if presum != Presum::Count {
+                        pending
+                            .totals
+                            .push(total(words[start..end].iter().map(|&w| float(w))));
+                    }
+                    start = end;
+                }
             }
-            start = end;
+            None => {
+                for &(group, end) in runs {
+                    pending
+                        .groups
+                        .resize(pending.groups.len() + end - start, group);
+                    pending.words.extend_from_slice(&words[start..end]);
+                    start = end;
+                }
+            }
         }
         if pending.groups.len() >= PENDING_RUNS {
-            self.flush(a, presum)?;
+            self.flush(a)?;
         }
         Ok(())
     }
 
-    /// Merges the partial states waiting for aggregate `a`.
-    fn flush(&mut self, a: usize, presum: Presum) -> DfResult<()> {
+    /// Gives aggregate `a` what waits for it.
+    fn flush(&mut self, a: usize) -> DfResult<()> {
         let pending = std::mem::take(&mut self.pending[a]);
         if pending.groups.is_empty() {
             return Ok(());
         }
-        let states: Vec<ArrayRef> = match presum {
-            Presum::Count => vec![Arc::new(Int64Array::from_iter_values(
-                pending.counts.iter().map(|&n| n as i64),
-            ))],
-            Presum::Avg => vec![
-                Arc::new(UInt64Array::from(pending.counts)),
-                Arc::new(Float64Array::from(pending.totals)),
-            ],
-            Presum::Sum => vec![Arc::new(Float64Array::from(pending.totals))],
-        };
-        self.accumulators[a].merge_batch(&states, &pending.groups, self.keys.len())
+        let total_groups = self.keys.len();
+        match self.exec.presums[a] {
+            Some(presum) => {
+                let states: Vec<ArrayRef> = match presum {
+                    Presum::Count => vec![Arc::new(Int64Array::from_iter_values(
+                        pending.counts.iter().map(|&n| n as i64),
+                    ))],
+                    Presum::Avg => vec![
+                        Arc::new(UInt64Array::from(pending.counts)),
+                        Arc::new(Float64Array::from(pending.totals)),
+                    ],
+                    Presum::Sum => vec![Arc::new(Float64Array::from(pending.totals))],
+                };
+                self.accumulators[a].merge_batch(&states, &pending.groups, total_groups)
+            }
+            None => {
+                let words = pending.words;
+                let values: ArrayRef = match self.exec.input_types[a] {
+                    Some(ValueType::Float64) => Arc::new(Float64Array::from_iter_values(
+                        words.iter().map(|w| f64::from_bits(*w)),
+                    )),
+                    _ => Arc::new(Int64Array::from_iter_values(
+                        words.iter().map(|w| *w as i64),
+                    )),
+                };
+                let values = match &self.exec.inputs[a] {
+                    Input::Measure(_, Some(t)) if t != values.data_type() => cast(&values, t)?,
+                    _ => values,
+                };
+                self.accumulators[a].update_batch(&[values], &pending.groups, None, total_groups)
+            }
+        }
     }
 
     /// Merges every partial state still waiting.
     fn flush_all(&mut self) -> DfResult<()> {
-        for (a, presum) in self.exec.presums.iter().enumerate() {
-            if let Some(presum) = presum {
-                self.flush(a, *presum)?;
-            }
+        for a in 0..self.pending.len() {
+            self.flush(a)?;
         }
         Ok(())
     }
@@ -706,7 +754,11 @@ impl<'a> Groups<'a> {
             };
             columns.push(array);
         }
-        let input = RecordBatch::try_new(Arc::clone(&exec.input_schema), columns)?;
+        let input = RecordBatch::try_new_with_options(
+            Arc::clone(&exec.input_schema),
+            columns,
+            &RecordBatchOptions::new().with_row_count(Some(n)),
+        )?;
         let mut out: Vec<ArrayRef> = Vec::new();
         for expr in &exec.group_exprs {
             out.push(expr.evaluate(&input)?.into_array(n)?);
@@ -722,6 +774,23 @@ impl<'a> Groups<'a> {
     }
 }
 
+/// What a scan aggregate read, for EXPLAIN ANALYZE (as a scan reports).
+#[derive(Debug, Default)]
+struct Counts {
+    rows: usize,
+    /// Rows passed over: their key does not fit the schema.
+    misfits: usize,
+    /// Values decoded.
+    values: usize,
+}
+
+/// Whether a declared column holds 8-byte numbers (BIGINT or DOUBLE,
+/// binary): what a read as numbers gives.
+fn is_number(def: &crate::schema::ColumnDef) -> bool {
+    matches!(def.value_type, ValueType::Int64 | ValueType::Float64)
+        && def.encoding == Encoding::Binary
+}
+
 /// A builder of `data_type`, one of the view's.
 fn appender(data_type: &DataType) -> DfResult<Appender> {
     Appender::for_type(data_type).ok_or_else(|| {
@@ -733,10 +802,16 @@ fn appender(data_type: &DataType) -> DfResult<Appender> {
 
 impl ScanAggregateExec {
     /// Reads partition `ranges` and aggregates its events.
-    fn run(&self, ranges: Vec<RowRange>, rows_scanned: &dyn Fn(usize)) -> DfResult<RecordBatch> {
+    fn run(&self, ranges: Vec<RowRange>, report: &dyn Fn(&Counts)) -> DfResult<RecordBatch> {
         let spec = &self.spec;
         let layout = &spec.layout;
         let mut groups = Groups::new(self)?;
+        if self.groups.is_empty() {
+            // Without GROUP BY, one group, there even with no rows (as
+            // DataFusion's partial aggregate has it).
+            let all = groups.row(&[]);
+            groups.group(all, 0)?;
+        }
         if ranges.is_empty() {
             return groups.finish();
         }
@@ -757,7 +832,7 @@ impl ScanAggregateExec {
         // Without count(*), only the aggregated measures' columns are
         // read (a packed row skips the others whole).
         let counts_events = self.inputs.iter().any(|i| matches!(i, Input::Events));
-        let qualifiers = if counts_events {
+        let qualifiers = if counts_events || self.wide {
             spec.qualifiers.clone()
         } else {
             QualifierFilter::Set(
@@ -771,6 +846,10 @@ impl ScanAggregateExec {
             .families(spec.families.clone())
             .time_range(spec.time)
             .qualifiers(qualifiers);
+        if self.wide {
+            // A wide row holds its columns' newest cells.
+            filter = filter.cells_per_column(1);
+        }
         for family in &spec.families {
             let used: Vec<Vec<u8>> = measures
                 .iter()
@@ -785,14 +864,11 @@ impl ScanAggregateExec {
             None => spec.store.read_rows(&layout.table, request),
         }
         .map_err(to_df)?;
-        // Measures of 8-byte numbers are read as runs of numbers.
-        let numbers = !counts_events
-            && measures.iter().all(|&d| {
-                let def = &layout.columns[d];
-                matches!(def.value_type, ValueType::Int64 | ValueType::Float64)
-                    && def.encoding == Encoding::Binary
-            });
-        let rows = if numbers {
+        // Measures of 8-byte numbers are read as runs of numbers (a
+        // series' events are counted from its cells).
+        let numbers = (self.wide || !counts_events)
+            && measures.iter().all(|&d| is_number(&layout.columns[d]));
+        let counts = if numbers {
             self.aggregate_numbers(&mut stream, &measures, &mut groups)?
         } else {
             self.aggregate_cells(
@@ -803,8 +879,17 @@ impl ScanAggregateExec {
                 &mut groups,
             )?
         };
-        rows_scanned(rows);
+        report(&counts);
         groups.finish()
+    }
+
+    /// The aggregates taking measure `d`.
+    fn aggregates_of(&self, d: usize) -> impl Iterator<Item = usize> + '_ {
+        self.inputs
+            .iter()
+            .enumerate()
+            .filter(move |(_, i)| matches!(i, Input::Measure(m, _) if *m == d))
+            .map(|(a, _)| a)
     }
 
     /// The key values (row key, key segments) a row's groups take, in
@@ -844,7 +929,7 @@ impl ScanAggregateExec {
         stream: &mut RowStream,
         measures: &[usize],
         groups: &mut Groups<'_>,
-    ) -> DfResult<usize> {
+    ) -> DfResult<Counts> {
         let layout = &self.spec.layout;
         let families = stream.family_names();
         let wanted: Vec<(usize, Vec<u8>)> = measures
@@ -861,10 +946,9 @@ impl ScanAggregateExec {
         let mut row = NumberRow::default();
         let mut segments: Vec<Option<KeyValue>> = Vec::new();
         let mut runs: Vec<(usize, usize)> = Vec::new();
-        let mut indices: Vec<usize> = Vec::new();
-        let mut rows = 0usize;
+        let mut counts = Counts::default();
         while stream.next_numbers(&wanted, &mut row).map_err(to_df)? {
-            rows += 1;
+            counts.rows += 1;
             if let Some((m, value)) = row.misfit() {
                 let def = &layout.columns[measures[m]];
                 let mut check = appender(&super::wide::value_type(def.value_type))?;
@@ -875,48 +959,45 @@ impl ScanAggregateExec {
                 return Err(to_df(decode_error(&row.key, def.failure(why, value))));
             }
             if !self.segments(&row.key, &mut segments) {
+                counts.misfits += 1;
                 continue;
             }
             let key_values = groups.row(&segments);
+            if self.wide {
+                // A row of the wide view: counted once, each measure its
+                // newest value (the read keeps one cell a column).
+                let g = groups.group(key_values, 0)?;
+                runs.clear();
+                runs.push((g, 1));
+                for (a, input) in self.inputs.iter().enumerate() {
+                    if let Input::Events = input {
+                        groups.push_runs(a, &runs, &[0])?;
+                    }
+                }
+                for (m, &d) in measures.iter().enumerate() {
+                    let (_, words) = row.column(m);
+                    if let Some(first) = words.first() {
+                        counts.values += 1;
+                        for a in self.aggregates_of(d) {
+                            groups.push_runs(a, &runs, std::slice::from_ref(first))?;
+                        }
+                    }
+                }
+                continue;
+            }
             for (m, &d) in measures.iter().enumerate() {
                 let (times, words) = row.column(m);
                 if times.is_empty() {
                     continue;
                 }
-                let values: ArrayRef = match layout.columns[d].value_type {
-                    ValueType::Float64 => Arc::new(Float64Array::from_iter_values(
-                        words.iter().map(|w| f64::from_bits(*w)),
-                    )),
-                    _ => Arc::new(Int64Array::from_iter_values(
-                        words.iter().map(|w| *w as i64),
-                    )),
-                };
                 groups.runs_of(key_values, times, &mut runs)?;
-                indices.clear();
-                for (a, input) in self.inputs.iter().enumerate() {
-                    if let Input::Measure(m, cast_to) = input
-                        && *m == d
-                    {
-                        let values = match cast_to {
-                            Some(t) if t != values.data_type() => cast(&values, t)?,
-                            _ => Arc::clone(&values),
-                        };
-                        match self.presums[a] {
-                            Some(presum) => groups.merge_runs(a, presum, &values, &runs)?,
-                            None => {
-                                if indices.is_empty() {
-                                    for &(g, end) in &runs {
-                                        indices.resize(end, g);
-                                    }
-                                }
-                                groups.update_each(a, &values, &indices)?;
-                            }
-                        }
-                    }
+                counts.values += words.len();
+                for a in self.aggregates_of(d) {
+                    groups.push_runs(a, &runs, words)?;
                 }
             }
         }
-        Ok(rows)
+        Ok(counts)
     }
 
     /// Aggregates measures read as cells, and counts events. Returns the
@@ -928,17 +1009,18 @@ impl ScanAggregateExec {
         appenders: &mut [Appender],
         counts_events: bool,
         groups: &mut Groups<'_>,
-    ) -> DfResult<usize> {
+    ) -> DfResult<Counts> {
         let layout = &self.spec.layout;
         let families = stream.family_names();
         let mut segments: Vec<Option<KeyValue>> = Vec::new();
         let mut inputs: Vec<(usize, ArrayRef)> = Vec::new();
         let mut times: Vec<i64> = Vec::new();
-        let mut rows = 0usize;
+        let mut counts = Counts::default();
         while let Some(row) = stream.next_view().map_err(to_df)? {
-            rows += 1;
+            counts.rows += 1;
             let key = row.key();
             if !self.segments(key, &mut segments) {
+                counts.misfits += 1;
                 continue;
             }
             let key_values = groups.row(&segments);
@@ -968,6 +1050,7 @@ impl ScanAggregateExec {
                     continue;
                 };
                 for i in start..end {
+                    counts.values += 1;
                     if let Err(why) = appender.put_cell(def.encoding, row.value(i)) {
                         let e = def.failure(why, row.value(i));
                         return Err(to_df(decode_error(key, e)));
@@ -1027,7 +1110,7 @@ impl ScanAggregateExec {
                 }
             }
         }
-        Ok(rows)
+        Ok(counts)
     }
 }
 
@@ -1091,10 +1174,16 @@ impl ExecutionPlan for ScanAggregateExec {
         let this = self.clone();
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let scanned = MetricBuilder::new(&self.metrics).counter("rows_scanned", partition);
+        let misfits = MetricBuilder::new(&self.metrics).counter("key_misfits", partition);
+        let decoded = MetricBuilder::new(&self.metrics).counter("values_decoded", partition);
         let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&self.schema), 1);
         let tx = builder.tx();
         builder.spawn_blocking(move || {
-            let mut batch = this.run(ranges, &|n| scanned.add(n))?;
+            let mut batch = this.run(ranges, &|c| {
+                scanned.add(c.rows);
+                misfits.add(c.misfits);
+                decoded.add(c.values);
+            })?;
             if let Some(ordering) = this.properties.output_ordering() {
                 batch = sort_batch(&batch, ordering, None)?;
             }

@@ -37,8 +37,8 @@ pub trait RowSource: Send {
     /// [`CellRef::family`](super::CellRef::family) counts them.
     fn family_names(&self) -> Vec<Arc<str>>;
     /// The next row's `wanted` columns as runs of numbers, into `out`;
-    /// false at the end. A backend may pass over rows with none of the
-    /// wanted cells. By default, taken from the row's cells.
+    /// false at the end. The rows are those `next_view` gives, wanted
+    /// cells or not. By default, taken from the row's cells.
     fn next_numbers(&mut self, wanted: &NumberColumns, out: &mut NumberRow) -> Result<bool> {
         match self.next_view()? {
             None => Ok(false),
@@ -76,7 +76,7 @@ impl RowStream {
 
     /// The next row's `wanted` columns (family, by its place among
     /// those read; qualifier) as runs of numbers, into `out`; false at the
-    /// end. Rows with none of the wanted cells may be passed over.
+    /// end. The rows are those `next_view` gives, wanted cells or not.
     pub fn next_numbers(&mut self, wanted: &NumberColumns, out: &mut NumberRow) -> Result<bool> {
         self.source.next_numbers(wanted, out)
     }

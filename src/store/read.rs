@@ -588,6 +588,8 @@ impl FjallRows {
             if let (Some(out), Some(plan)) = (numbers.as_mut(), &self.numbers) {
                 out.reset(plan.wanted.len());
             }
+            // Whether a family decoded as numbers holds a selected cell.
+            let mut selected = false;
             // Cursors of one family are adjacent; its cells are selected
             // once all of its cursors have given theirs.
             let mut from_cell = 0;
@@ -615,10 +617,17 @@ impl FjallRows {
                     && self.buf.pairs.len() == from_pair + 1
                 {
                     let (gc, filter, now) = (&self.families[family].gc, &self.filter, self.now);
-                    let keep = |times: &[i64]| format::window(gc, filter, now, times);
+                    let selection = format::Selection {
+                        selects: &|q: &[u8]| filter.qualifiers.matches(q),
+                        keep: &|times: &[i64]| format::window(gc, filter, now, times),
+                        keeps_all: matches!(gc, GcPolicy::KeepAll)
+                            && filter.time_range == TimeRange::ALL
+                            && filter.cells_per_column != Some(0),
+                    };
                     let (key, value) = &self.buf.pairs[from_pair];
                     let wanted = &plan.by_family[family];
-                    if wanted.is_empty() || format.decode_numbers(key, value, wanted, &keep, out)? {
+                    if let Some(any) = format.decode_numbers(key, value, wanted, &selection, out)? {
+                        selected |= any;
                         continue;
                     }
                 }
@@ -639,8 +648,7 @@ impl FjallRows {
                     format::select(gc, &self.filter, self.now, &mut self.buf, from_cell);
                 }
             }
-            let no_numbers = numbers.as_ref().is_none_or(|out| out.is_empty());
-            if self.buf.cells.is_empty() && no_numbers {
+            if self.buf.cells.is_empty() && !selected {
                 continue;
             }
             if let Some(n) = self.remaining.as_mut() {
@@ -661,7 +669,8 @@ impl FjallRows {
     /// The next row's `wanted` columns as runs of numbers, into `out`;
     /// false at the end. A PACKED family decodes them from its pair with
     /// no cell in between; other families give them from their cells.
-    /// Rows with none of the wanted cells may be passed over.
+    /// The rows are those [`FjallRows::next_view`] gives (any with a
+    /// selected cell), wanted cells or not.
     pub fn next_numbers(&mut self, wanted: &NumberColumns, out: &mut NumberRow) -> Result<bool> {
         if self.failed {
             return Ok(false);

@@ -26,6 +26,7 @@ pub(crate) use convert::reencode;
 pub(crate) use numbers::window;
 pub use numbers::{NumberColumns, NumberRow};
 pub(crate) use overlay::{CellWrite, Overlay};
+pub(crate) use packed::Selection;
 
 use super::catalog::GcPolicy;
 use super::read::{QualifierFilter, ReadFilter, TimeRange};
@@ -297,20 +298,21 @@ impl FamilyFormat {
 
     /// Decodes the columns `wanted` of a row's one pair straight into
     /// runs of numbers (see [`NumberRow`]), each column's cells those
-    /// `keep` chooses of its timestamps; false when the format cannot
-    /// (the caller decodes cells and takes the numbers from them).
-    /// `wanted`: (qualifier, the column's place in `out`), sorted.
+    /// `selection` selects; returns whether the pair holds any selected
+    /// cell, wanted or not, or `None` when the format cannot (the caller
+    /// decodes cells and takes the numbers from them). `wanted`:
+    /// (qualifier, the column's place in `out`), sorted.
     pub(crate) fn decode_numbers(
         self,
         key: &[u8],
         value: &[u8],
         wanted: &[(Vec<u8>, usize)],
-        keep: &dyn Fn(&[i64]) -> std::ops::Range<usize>,
+        selection: &Selection<'_>,
         out: &mut NumberRow,
-    ) -> Result<bool> {
+    ) -> Result<Option<bool>> {
         match self {
-            FamilyFormat::Cells => Ok(false),
-            FamilyFormat::Packed => packed::decode_numbers(key, value, wanted, keep, out),
+            FamilyFormat::Cells => Ok(None),
+            FamilyFormat::Packed => packed::decode_numbers(key, value, wanted, selection, out),
         }
     }
 

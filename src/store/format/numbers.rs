@@ -88,6 +88,11 @@ impl NumberRow {
         &self.times[start..]
     }
 
+    /// Drops the timestamps pushed since `start`.
+    pub(crate) fn discard_times(&mut self, start: usize) {
+        self.times.truncate(start);
+    }
+
     /// Keeps only `keep` of the timestamps pushed since `start`.
     pub(crate) fn keep_times(&mut self, start: usize, keep: Range<usize>) {
         let len = keep.len();

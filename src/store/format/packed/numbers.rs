@@ -4,40 +4,76 @@
 
 use std::ops::Range;
 
+use super::runs::Run;
 use super::{Header, VERSION, corrupt, varint};
 use crate::error::Result;
 use crate::store::format::NumberRow;
 
+/// Which cells of a packed row a numbers read selects: of the columns
+/// whose qualifier `selects` takes, the cells `keep` chooses of each one's
+/// timestamps (newest first); `keeps_all` when it chooses every cell.
+pub(crate) struct Selection<'a> {
+    pub selects: &'a dyn Fn(&[u8]) -> bool,
+    pub keep: &'a dyn Fn(&[i64]) -> Range<usize>,
+    pub keeps_all: bool,
+}
+
 /// Decodes the columns `wanted` of a packed pair into `out`: each as
-/// (qualifier, the column's place in `out`), sorted by qualifier. Of each
-/// column's cells (timestamps newest first) only those `keep` chooses
-/// come. False, with `out` untouched, when the value is of an older
-/// version (the caller decodes its cells instead).
+/// (qualifier, the column's place in `out`), sorted by qualifier, and
+/// among those `selection` selects. Returns whether the pair holds any
+/// cell the selection selects, wanted or not; `None`, with `out`
+/// untouched, when the value is of an older version (the caller decodes
+/// its cells instead).
 pub(crate) fn decode_numbers(
     key: &[u8],
     value: &[u8],
     wanted: &[(Vec<u8>, usize)],
-    keep: &dyn Fn(&[i64]) -> Range<usize>,
+    selection: &Selection<'_>,
     out: &mut NumberRow,
-) -> Result<bool> {
+) -> Result<Option<bool>> {
     if value.len() < 9 || value[0] != VERSION {
         return if value.first() == Some(&1) && value.len() >= 9 {
-            Ok(false)
+            Ok(None)
         } else {
             Err(corrupt("the value is not a packed row", key))
         };
     }
-    decode(value, wanted, keep, out)
-        .map(|()| true)
+    decode(value, wanted, selection, out)
+        .map(Some)
         .ok_or_else(|| corrupt("the value is not a packed row", key))
+}
+
+/// Pushes a column's `count` timestamps into `out`: the newest `first`,
+/// then each the one before minus the next of `gaps` (from `*gap` on).
+fn push_times(
+    out: &mut NumberRow,
+    first: i64,
+    gaps: &Run<'_>,
+    gap: &mut usize,
+    count: usize,
+) -> Option<()> {
+    let mut timestamp = first;
+    if timestamp < 0 {
+        return None;
+    }
+    out.push_time(timestamp);
+    for _ in 1..count {
+        let step = gaps.get(*gap);
+        *gap += 1;
+        timestamp = timestamp
+            .checked_sub(step)
+            .filter(|t| step > 0 && *t >= 0)?;
+        out.push_time(timestamp);
+    }
+    Some(())
 }
 
 fn decode(
     value: &[u8],
     wanted: &[(Vec<u8>, usize)],
-    keep: &dyn Fn(&[i64]) -> Range<usize>,
+    selection: &Selection<'_>,
     out: &mut NumberRow,
-) -> Option<()> {
+) -> Option<bool> {
     let Header {
         columns,
         n,
@@ -49,6 +85,7 @@ fn decode(
         mut segments,
     } = Header::read(value)?;
     let (mut cell, mut gap) = (0usize, 0usize);
+    let mut selected = false;
     for column in 0..columns {
         let len = usize::try_from(varint(value, &mut next_qualifier)?).ok()?;
         let qualifier = value.get(next_qualifier..next_qualifier.checked_add(len)?)?;
@@ -62,26 +99,29 @@ fn decode(
             .ok()
             .map(|i| wanted[i].1);
         let Some(place) = place else {
+            // Whether the row has a selected cell: in a column not
+            // wanted, only its timestamps tell.
+            if !selected && (selection.selects)(qualifier) {
+                if selection.keeps_all {
+                    selected = true;
+                    gap += count - 1;
+                } else {
+                    let start = out.open();
+                    push_times(out, firsts.get(column), &gaps, &mut gap, count)?;
+                    selected = !(selection.keep)(out.times_since(start)).is_empty();
+                    out.discard_times(start);
+                }
+            } else {
+                gap += count - 1;
+            }
             segments.skip_many(&lengths, cell, count)?;
             cell += count;
-            gap += count - 1;
             continue;
         };
         let start = out.open();
-        let mut timestamp = firsts.get(column);
-        if timestamp < 0 {
-            return None;
-        }
-        out.push_time(timestamp);
-        for _ in 1..count {
-            let step = gaps.get(gap);
-            gap += 1;
-            timestamp = timestamp
-                .checked_sub(step)
-                .filter(|t| step > 0 && *t >= 0)?;
-            out.push_time(timestamp);
-        }
-        let kept = keep(out.times_since(start));
+        push_times(out, firsts.get(column), &gaps, &mut gap, count)?;
+        let kept = (selection.keep)(out.times_since(start));
+        selected |= !kept.is_empty();
         out.keep_times(start, kept.clone());
         segments.skip_many(&lengths, cell, kept.start)?;
         let read =
@@ -99,7 +139,7 @@ fn decode(
         cell += count;
         out.close(place, start);
     }
-    (cell == n && segments.end()? == value.len()).then_some(())
+    (cell == n && segments.end()? == value.len()).then_some(selected)
 }
 
 #[cfg(test)]
@@ -121,6 +161,7 @@ mod tests {
             columns in prop::collection::vec(
                 (0u8..6, 1usize..40, any::<i64>(), 0u8..4, 1i64..1000), 1..5),
             wanted in prop::collection::vec(0u8..6, 0..4),
+            read in prop::option::of(prop::collection::btree_set(0u8..6, 0..4)),
             versions in prop::option::of(1u32..30),
             age in prop::option::of(0i64..40_000),
             range in prop::option::of((0i64..40_000, 0i64..40_000)),
@@ -154,7 +195,17 @@ mod tests {
             if let Some(n) = per_column {
                 filter = filter.cells_per_column(n);
             }
-            let mut names: Vec<Vec<u8>> = wanted.iter().map(|q| vec![b'q', *q]).collect();
+            if let Some(read) = &read {
+                filter = filter.qualifiers(QualifierFilter::Set(
+                    read.iter().map(|q| vec![b'q', *q]).collect(),
+                ));
+            }
+            // Wanted columns are among those read (as a numbers read asks).
+            let mut names: Vec<Vec<u8>> = wanted
+                .iter()
+                .map(|q| vec![b'q', *q])
+                .filter(|q| filter.qualifiers.matches(q))
+                .collect();
             names.sort();
             names.dedup();
             let sorted: Vec<(Vec<u8>, usize)> =
@@ -162,8 +213,15 @@ mod tests {
             let mut got = NumberRow::default();
             got.reset(names.len());
             let keep = |times: &[i64]| window(&gc, &filter, now, times);
+            let selects = |q: &[u8]| filter.qualifiers.matches(q);
+            let keeps_all = gc == GcPolicy::KeepAll
+                && filter.time_range == TimeRange::ALL
+                && filter.cells_per_column != Some(0);
+            let selection = Selection { selects: &selects, keep: &keep, keeps_all };
             let key = crate::codec::escape(b"r");
-            prop_assert!(decode_numbers(&key, &value, &sorted, &keep, &mut got).unwrap());
+            let selected = decode_numbers(&key, &value, &sorted, &selection, &mut got)
+                .unwrap()
+                .expect("a version 2 value");
 
             let mut buf = RowBuf::default();
             buf.pairs.push((key.clone().into(), value.clone().into()));
@@ -177,6 +235,7 @@ mod tests {
                 prop_assert_eq!(got.column(c), want.column(c), "column {}", c);
             }
             prop_assert_eq!(got.misfit(), want.misfit());
+            prop_assert_eq!(selected, !buf.cells.is_empty(), "whether any cell is selected");
         }
     }
 }
