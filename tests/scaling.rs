@@ -179,7 +179,20 @@ async fn selective_queries_read_their_result_not_the_table() {
             "SELECT count(*) AS keys FROM (SELECT _key FROM cells('large', 'm') GROUP BY _key)",
             "| 1000000 |",
         ),
+        // Aggregates of the rows computed in the scan (its partitions
+        // each): every row once, its newest cell.
+        (
+            "SELECT count(*) AS n, sum(v) AS s, min(v) AS lo, max(v) AS hi, avg(v) AS a FROM large",
+            "| 1000000 | 4999500000 | 0  | 9999 | 4999.5 |",
+        ),
+        (
+            "SELECT count(*) AS hosts, min(s) AS least, max(s) AS most \
+             FROM (SELECT host, sum(v) AS s FROM large GROUP BY host)",
+            "| 100   | 49995000 | 49995000 |",
+        ),
     ];
+    let plan = analyze(&session, "SELECT count(*), sum(v), avg(v) FROM large").await;
+    assert!(plan.contains("ScanAggregateExec"), "{plan}");
     for (sql, expected) in checks {
         let batches = session.query(sql).await.unwrap();
         let text = pretty_format_batches(&batches).unwrap().to_string();

@@ -290,8 +290,16 @@ impl ScanAggregateExec {
         let spec = scan.spec();
         let layout = &spec.layout;
         let series = layout.series.as_ref();
-        // A table's wide view: a row each, its columns' newest cells.
-        let wide = series.is_none() && layout.view == (View::Wide { as_of: None });
+        // A table's wide view: a row each, its columns' newest cells. Its
+        // rows hold a few cells each, so what the scan saves is small; a
+        // scan of one partition is left to DataFusion, whose aggregate
+        // then runs beside the scan rather than after it.
+        let wide = series.is_none()
+            && layout.view == (View::Wide { as_of: None })
+            && scan.partition_ranges().len() > 1;
+        if series.is_none() && layout.view == (View::Wide { as_of: None }) && !wide {
+            return Ok(None);
+        }
         if series.is_some_and(|s| !s.bucketed() || s.column_per_event() || s.def.event.is_some())
             || !(wide || layout.view == (View::Versions { latest: None }))
             || spec.limit.is_some()
