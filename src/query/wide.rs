@@ -422,6 +422,12 @@ pub(crate) fn scan_spec(
     }
     let needed_columns: Vec<usize> = (0..needed.len()).filter(|i| needed[*i]).collect();
     let mut families = layout.families_for(&needed_columns);
+    // A table's row exists when any family holds a cell of it: its wide
+    // and versions views read every family for that, whatever columns
+    // the query names (values only where they are used).
+    if layout.series.is_none() && !matches!(layout.view, View::Cells { .. }) {
+        families = layout.def.families.iter().map(|f| f.name.clone()).collect();
+    }
     if let View::Cells { .. } = layout.view
         && let Some(named) = pushdown::families(filters)
     {
