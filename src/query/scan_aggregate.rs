@@ -1023,6 +1023,7 @@ impl ScanAggregateExec {
         let mut segments: Vec<Option<KeyValue>> = Vec::new();
         let mut inputs: Vec<(usize, ArrayRef)> = Vec::new();
         let mut times: Vec<i64> = Vec::new();
+        let mut runs: Vec<(usize, usize)> = Vec::new();
         let mut counts = Counts::default();
         while let Some(row) = stream.next_view().map_err(to_df)? {
             counts.rows += 1;
@@ -1078,19 +1079,14 @@ impl ScanAggregateExec {
                         inputs.push((a, values));
                     }
                 }
-                let mut at = start;
-                while at < end {
-                    // Cells come newest first.
-                    let first = row.timestamp(at);
-                    let floor = groups.floor(first);
-                    let mut until = at + 1;
-                    while until < end && row.timestamp(until) >= floor {
-                        until += 1;
-                    }
-                    let g = groups.group(key_values, first)?;
+                // Cells come newest first.
+                times.clear();
+                times.extend((start..end).map(|i| row.timestamp(i)));
+                groups.runs_of(key_values, &times, &mut runs)?;
+                let mut at = 0;
+                for &(g, until) in &runs {
                     for (a, values) in &inputs {
-                        let slice = values.slice(at - start, until - at);
-                        groups.update(*a, g, Some(slice), until - at)?;
+                        groups.update(*a, g, Some(values.slice(at, until - at)), until - at)?;
                     }
                     at = until;
                 }
@@ -1101,14 +1097,9 @@ impl ScanAggregateExec {
                 times.extend((0..row.len()).map(|i| row.timestamp(i)));
                 times.sort_unstable_by(|a, b| b.cmp(a));
                 times.dedup();
+                groups.runs_of(key_values, &times, &mut runs)?;
                 let mut at = 0;
-                while at < times.len() {
-                    let floor = groups.floor(times[at]);
-                    let mut until = at + 1;
-                    while until < times.len() && times[until] >= floor {
-                        until += 1;
-                    }
-                    let g = groups.group(key_values, times[at])?;
+                for &(g, until) in &runs {
                     for (a, input) in self.inputs.iter().enumerate() {
                         if let Input::Events = input {
                             groups.update(a, g, None, until - at)?;
