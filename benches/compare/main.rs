@@ -77,14 +77,31 @@ const MAX_RUNS: usize = 30;
 const BUDGET: Duration = Duration::from_millis(1500);
 
 /// The median time of a query and its answer (from the warm-up run).
+/// cellar runs a repeated statement from the plan it kept for its text,
+/// as SQLite's Python module does from its statement cache.
 async fn measure(runner: &mut Runner<'_>, sql: &str) -> Result<Measured, String> {
+    measure_runs(runner, sql, false).await
+}
+
+/// [`measure`] with the statement planned afresh each run: each run's
+/// text differs (a comment), so no kept plan serves it.
+async fn measure_planned(runner: &mut Runner<'_>, sql: &str) -> Result<Measured, String> {
+    measure_runs(runner, sql, true).await
+}
+
+async fn measure_runs(runner: &mut Runner<'_>, sql: &str, fresh: bool) -> Result<Measured, String> {
     let batches = runner.run(sql).await.map_err(|e| format!("{sql}: {e}"))?;
     let answer = answers::from_batches(&batches)?;
     let mut times = Vec::new();
     let started = Instant::now();
     while times.len() < MIN_RUNS || (times.len() < MAX_RUNS && started.elapsed() < BUDGET) {
+        let text = if fresh {
+            format!("{sql} -- run {}", times.len())
+        } else {
+            sql.to_string()
+        };
         let t = Instant::now();
-        runner.run(sql).await?;
+        runner.run(&text).await?;
         times.push(t.elapsed());
     }
     times.sort();

@@ -5,6 +5,8 @@ mod batch;
 mod checked;
 mod checked_sum;
 mod functions;
+mod merge_of_one;
+mod partition_read;
 mod pushdown;
 mod scan;
 mod scan_aggregate;
@@ -16,6 +18,7 @@ pub use checked::CheckedArithmetic;
 #[cfg(feature = "ballista")]
 pub(crate) use checked::{checked_sum_from_wire, checked_sum_wire, checked_udf};
 pub use functions::ViewFunction;
+pub use merge_of_one::MergeOfOne;
 pub use pushdown::{KeyPlan, plan as plan_key_ranges};
 pub(crate) use scan::{BOUNDED_ROWS, KeyScanExec};
 pub(crate) use scan_aggregate::ScanAggregate;

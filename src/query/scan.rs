@@ -4,39 +4,29 @@
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, BooleanArray};
-use datafusion::arrow::compute::filter_record_batch;
-use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::common::Result as DfResult;
-use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::execution::TaskContext;
-use datafusion::physical_expr::{
-    EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr, RangePartitioning,
-    SplitPoint,
-};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
-use datafusion::physical_plan::stream::{
-    RecordBatchReceiverStreamBuilder, RecordBatchStreamAdapter,
-};
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-    SendableRecordBatchStream, SortOrderPushdownResult,
-};
-use futures::TryStreamExt;
-
-use super::batch::ViewBatchBuilder;
-use super::to_df;
 use super::wide::{ColumnSource, Layout, View};
 use crate::codec::show_bytes;
 use crate::proto::FieldMask;
 use crate::schema::KeyOrder;
 use crate::store::{QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet, Store, TimeRange};
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::common::Result as DfResult;
 use datafusion::common::ScalarValue;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::execution::TaskContext;
 use datafusion::physical_expr::ScalarFunctionExpr;
 use datafusion::physical_expr::expressions::{Column, Literal};
+use datafusion::physical_expr::{
+    EquivalenceProperties, LexOrdering, PhysicalExpr, PhysicalSortExpr, RangePartitioning,
+    SplitPoint,
+};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream, SortOrderPushdownResult,
+};
 use std::collections::{BTreeSet, HashMap};
 
 /// Everything a scan needs, decided at planning time.
@@ -611,12 +601,6 @@ impl KeyScanExec {
         })
     }
 
-    /// Whether the scan reads at most a few single rows by key: cheap
-    /// enough to run on the task that polls it.
-    fn is_point_lookup(&self) -> bool {
-        self.single_keys(16)
-    }
-
     /// What the scan reads, as planned.
     pub(crate) fn spec(&self) -> &ScanSpec {
         &self.spec
@@ -980,155 +964,13 @@ impl ExecutionPlan for KeyScanExec {
         _context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
         let ranges = self.partitions.get(partition).cloned().unwrap_or_default();
-        let spec = self.spec.clone();
-        let schema = Arc::clone(&self.schema);
-        let rows_scanned = MetricBuilder::new(&self.metrics).counter("rows_scanned", partition);
-        let cells_scanned = MetricBuilder::new(&self.metrics).counter("cells_scanned", partition);
-        let misfits = MetricBuilder::new(&self.metrics).counter("key_misfits", partition);
-        let decoded = MetricBuilder::new(&self.metrics).counter("values_decoded", partition);
-        let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
-        let work = move |send: &mut dyn FnMut(RecordBatch) -> bool| -> DfResult<()> {
-            if ranges.is_empty() {
-                return Ok(());
-            }
-            let mut filter = ReadFilter::all()
-                .families(spec.families.clone())
-                .time_range(spec.time)
-                .qualifiers(spec.qualifiers.clone());
-            filter.cells_per_column = spec.cells_per_column;
-            let mut wide = ViewBatchBuilder::new(
-                Arc::clone(&spec.layout),
-                spec.needed.clone(),
-                &spec.proto_masks,
-                &spec.map_keys,
-            );
-            wide.drop_misfits = spec.drop_misfits;
-            // Values no output column uses need not be decoded.
-            for (family, qualifiers) in wide.values_used() {
-                filter = filter.values_only(family, qualifiers);
-            }
-            let mut request = ReadRequest::rows(RowSet { ranges }).filter(filter);
-            request.reverse = spec.reverse;
-            let mut stream = match &spec.layout.pinned {
-                Some(pinned) => spec.store.read_pinned(pinned, request),
-                None => spec.store.read_rows(&spec.layout.table, request),
-            }
-            .map_err(to_df)?;
-            wide.bind(&stream.family_names());
-            let mut emitted = 0usize;
-            // With a LIMIT and a re-check, read what the limit still needs
-            // and widen the step each time the re-check turned rows away:
-            // n rows when every row passes, few steps when most fail.
-            let mut widen = 1usize;
-            let mut reported = crate::store::ScanStats::default();
-            let mut flush = |wide: &mut ViewBatchBuilder,
-                             emitted: &mut usize,
-                             stats: crate::store::ScanStats|
-             -> DfResult<bool> {
-                let batch = wide.finish()?;
-                let errors = std::mem::take(&mut wide.errors);
-                let batch = match &spec.residual {
-                    None => {
-                        if let Some((_, e)) = errors.into_iter().next() {
-                            return Err(to_df(e));
-                        }
-                        batch
-                    }
-                    Some(predicate) => {
-                        let mask = predicate.evaluate(&batch)?.into_array(batch.num_rows())?;
-                        let mask = mask
-                            .as_any()
-                            .downcast_ref::<BooleanArray>()
-                            .cloned()
-                            .unwrap_or_else(|| BooleanArray::from(vec![false; batch.num_rows()]));
-                        // A cell that did not decode fails the query only if
-                        // its row is wanted.
-                        if let Some((_, e)) = errors
-                            .into_iter()
-                            .find(|(row, _)| mask.is_valid(*row) && mask.value(*row))
-                        {
-                            return Err(to_df(e));
-                        }
-                        filter_record_batch(&batch, &mask)?
-                    }
-                };
-                let mut batch = batch.project(&spec.projection)?;
-                if let Some(limit) = spec.limit {
-                    batch = batch.slice(0, batch.num_rows().min(limit.saturating_sub(*emitted)));
-                }
-                *emitted += batch.num_rows();
-                output_rows.add(batch.num_rows());
-                // Counted before the batch goes: a consumer with rows
-                // enough may end the query, and EXPLAIN ANALYZE read the
-                // counters, before this partition gets another turn.
-                rows_scanned.add((stats.rows_returned - reported.rows_returned) as usize);
-                cells_scanned.add((stats.cells_scanned - reported.cells_scanned) as usize);
-                reported = stats;
-                misfits.add(std::mem::take(&mut wide.misfits));
-                decoded.add(std::mem::take(&mut wide.values_decoded));
-                if batch.num_rows() > 0 && !send(batch) {
-                    return Ok(false); // the consumer went away (LIMIT, cancel)
-                }
-                Ok(spec.limit.is_none_or(|l| *emitted < l))
-            };
-            loop {
-                let row = stream.next_view().map_err(|e| match e {
-                    // Name what the damage is in, and what to do.
-                    crate::Error::Storage(inner) => to_df(crate::Error::DamagedData {
-                        table: spec.layout.table.clone(),
-                        reason: format!("{inner:?}"),
-                    }),
-                    other => to_df(other),
-                })?;
-                let Some(row) = row else {
-                    break;
-                };
-                wide.push_view(row).map_err(to_df)?;
-                // With a LIMIT, stop reading as soon as enough rows may be in.
-                let due = match spec.limit {
-                    None => spec.batch_size,
-                    Some(limit) => {
-                        let remaining = limit.saturating_sub(emitted).max(1);
-                        spec.batch_size.min(remaining.saturating_mul(widen))
-                    }
-                };
-                if wide.len() >= due {
-                    let go_on = flush(&mut wide, &mut emitted, stream.stats())?;
-                    widen = widen.saturating_mul(2);
-                    if !go_on {
-                        return Ok(());
-                    }
-                }
-            }
-            if wide.len() > 0 {
-                flush(&mut wide, &mut emitted, stream.stats())?;
-            }
-            let stats = stream.stats();
-            rows_scanned.add((stats.rows_returned - reported.rows_returned) as usize);
-            cells_scanned.add((stats.cells_scanned - reported.cells_scanned) as usize);
-            misfits.add(wide.misfits);
-            decoded.add(wide.values_decoded);
-            Ok(())
-        };
-        if self.is_point_lookup() {
-            // A few single rows: read on the polling task, at its first
-            // poll; a blocking thread's hand-off would cost more than the
-            // read.
-            let read = futures::stream::once(async move {
-                let mut batches: Vec<DfResult<RecordBatch>> = Vec::new();
-                work(&mut |batch| {
-                    batches.push(Ok(batch));
-                    true
-                })?;
-                Ok::<_, datafusion::error::DataFusionError>(futures::stream::iter(batches))
-            })
-            .try_flatten();
-            return Ok(Box::pin(RecordBatchStreamAdapter::new(schema, read)));
-        }
-        let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&schema), 2);
-        let tx = builder.tx();
-        builder.spawn_blocking(move || work(&mut |batch| tx.blocking_send(Ok(batch)).is_ok()));
-        Ok(builder.build())
+        Ok(super::partition_read::execute(
+            self.spec.clone(),
+            ranges,
+            Arc::clone(&self.schema),
+            &self.metrics,
+            partition,
+        ))
     }
 }
 

@@ -8,6 +8,7 @@ mod ddl;
 mod describe;
 mod functions;
 mod limits;
+mod plans;
 mod relayout;
 mod running;
 
@@ -86,6 +87,8 @@ pub struct SqlSession {
     loading: Arc<std::sync::Mutex<Option<Loading>>>,
     /// Statements planned by DataFusion so far (`SHOW STATS`).
     planned: Arc<std::sync::atomic::AtomicU64>,
+    /// Plans kept for statements run again.
+    plans: plans::Plans,
 }
 
 /// A COPY FROM as it runs.
@@ -143,6 +146,7 @@ impl SqlSession {
             session_tables,
             loading: Arc::default(),
             planned: Arc::default(),
+            plans: plans::Plans::default(),
         }
     }
 
@@ -192,6 +196,33 @@ impl SqlSession {
         sql: &str,
         df: DataFrame,
     ) -> DfResult<datafusion::physical_plan::SendableRecordBatchStream> {
+        self.stream_frame(sql, df, None).await
+    }
+
+    /// Runs `sql`, from the plan kept for it if one holds, else planned
+    /// (and kept when it may be, see [`plans`]).
+    async fn stream_text(
+        &self,
+        sql: &str,
+    ) -> DfResult<datafusion::physical_plan::SendableRecordBatchStream> {
+        let generation = self.store.catalog_generation();
+        if let Some((plan, task)) = self.plans.get(sql, generation)? {
+            return self.running.execute(sql, plan, task).await;
+        }
+        let seen = self.plans.seen(generation);
+        let df = self.sql(sql).await?;
+        self.stream_frame(sql, df, seen).await
+    }
+
+    /// [`SqlSession::execute_stream`], keeping the plan for `sql` when
+    /// planning saw `seen` and the plan may be kept.
+    async fn stream_frame(
+        &self,
+        sql: &str,
+        df: DataFrame,
+        seen: Option<plans::Seen>,
+    ) -> DfResult<datafusion::physical_plan::SendableRecordBatchStream> {
+        let keep = seen.filter(|_| plans::keepable(df.logical_plan()));
         let context = Arc::new(df.task_ctx());
         let insert =
             matches!(df.logical_plan(), LogicalPlan::Dml(d) if matches!(d.op, WriteOp::Insert(_)))
@@ -205,6 +236,9 @@ impl SqlSession {
                 });
             }
         };
+        if let Some(seen) = keep {
+            self.plans.keep(sql, seen, &plan, &context);
+        }
         self.running.execute(sql, plan, context).await
     }
 
@@ -261,11 +295,39 @@ impl SqlSession {
     pub async fn sql(&self, sql: &str) -> DfResult<DataFrame> {
         limits::check_statement(sql).map_err(to_df)?;
         match ddl::parse(sql) {
-            Ok(Some(CellarStatement::SetFormat {
+            Ok(Some(statement)) => {
+                let reads = matches!(
+                    statement,
+                    CellarStatement::Describe { .. }
+                        | CellarStatement::ShowProtos
+                        | CellarStatement::ShowQueries
+                        | CellarStatement::ShowStats
+                        | CellarStatement::CancelQuery { .. }
+                        | CellarStatement::CopyFrom { .. }
+                );
+                let result = self.run_cellar(statement).await;
+                if !reads {
+                    // Whatever it did, plans made before may not hold.
+                    self.plans.forget();
+                }
+                result
+            }
+            Ok(None) => {
+                let plan = self.plan(sql).await?;
+                self.run_plan(plan).await
+            }
+            Err(e) => Err(DataFusionError::SQL(Box::new(e), None)),
+        }
+    }
+
+    /// Runs one of cellar's own statements.
+    async fn run_cellar(&self, statement: CellarStatement) -> DfResult<DataFrame> {
+        match statement {
+            CellarStatement::SetFormat {
                 table,
                 family,
                 format,
-            })) => {
+            } => {
                 // Moves every row of the family: off the async threads.
                 // Dropping this future (Ctrl-C, a cancelled request) stops
                 // the change after its current step; the same statement
@@ -281,7 +343,7 @@ impl SqlSession {
                 .map_err(to_df)?;
                 self.ctx.read_batch(message(text))
             }
-            Ok(Some(CellarStatement::CreateTable {
+            CellarStatement::CreateTable {
                 name,
                 if_not_exists,
                 key,
@@ -290,7 +352,7 @@ impl SqlSession {
                 query: Some(select),
                 series,
                 proto,
-            })) => {
+            } => {
                 if if_not_exists && self.store.table(&name).is_ok() {
                     return self.ctx.read_batch(message(format!("table {name} exists")));
                 }
@@ -327,11 +389,11 @@ impl SqlSession {
                     }
                 }
             }
-            Ok(Some(CellarStatement::CopyFrom {
+            CellarStatement::CopyFrom {
                 table,
                 path,
                 options,
-            })) => {
+            } => {
                 let progress = Arc::new(crate::query::WriteProgress::default());
                 let bytes = copy::size_of(&path);
                 self.set_loading(Some(Loading {
@@ -345,24 +407,19 @@ impl SqlSession {
                 self.set_loading(None);
                 self.ctx.read_batch(result?)
             }
-            Ok(Some(CellarStatement::SetSeriesLayout {
+            CellarStatement::SetSeriesLayout {
                 name,
                 layout,
                 format,
                 gc,
-            })) => {
+            } => {
                 let batch = relayout::set_layout(self, &name, layout, format, gc).await?;
                 self.ctx.read_batch(batch)
             }
-            Ok(Some(statement)) => {
+            statement => {
                 let batch = self.run(statement)?;
                 self.ctx.read_batch(batch)
             }
-            Ok(None) => {
-                let plan = self.plan(sql).await?;
-                self.run_plan(plan).await
-            }
-            Err(e) => Err(DataFusionError::SQL(Box::new(e), None)),
         }
     }
 
@@ -444,10 +501,17 @@ impl SqlSession {
                 return Err(to_df(catalog::cellar_name_taken(name, "external table")));
             }
         }
-        self.ctx
+        let changes = matches!(plan, LogicalPlan::Ddl(_) | LogicalPlan::Statement(_));
+        let result = self
+            .ctx
             .execute_logical_plan(plan)
             .await
-            .and_then(nested_as_json)
+            .and_then(nested_as_json);
+        if changes {
+            // DDL and SET run here, now: plans made before may not hold.
+            self.plans.forget();
+        }
+        result
     }
 
     /// Plans one statement and runs it now if it writes (DDL, INSERT,
@@ -490,8 +554,7 @@ impl SqlSession {
 
     /// Runs one statement and collects its result.
     pub async fn query(&self, sql: &str) -> DfResult<Vec<RecordBatch>> {
-        let df = self.sql(sql).await?;
-        let stream = self.execute_stream(sql, df).await?;
+        let stream = self.stream_text(sql).await?;
         let schema = stream.schema();
         let batches = datafusion::physical_plan::common::collect(stream).await?;
         if batches.is_empty() {
@@ -716,6 +779,7 @@ impl SqlSession {
             CellarStatement::ShowQueries => return self.running.show(),
             CellarStatement::ShowStats => {
                 let planned = self.planned.load(std::sync::atomic::Ordering::Relaxed);
+                let reused = self.plans.reused();
                 let schema = Schema::new(vec![
                     Field::new("name", DataType::Utf8, false),
                     Field::new("value", DataType::UInt64, false),
@@ -725,8 +789,11 @@ impl SqlSession {
                     vec![
                         Arc::new(datafusion::arrow::array::StringArray::from(vec![
                             "statements_planned",
+                            "plans_reused",
                         ])),
-                        Arc::new(datafusion::arrow::array::UInt64Array::from(vec![planned])),
+                        Arc::new(datafusion::arrow::array::UInt64Array::from(vec![
+                            planned, reused,
+                        ])),
                     ],
                 )?);
             }
@@ -883,6 +950,7 @@ fn portable_rules() -> PhysicalRules {
         .position(|r| r.name() == "PushdownSort")
         .map_or(rules.len().saturating_sub(1), |i| i + 1);
     rules.insert(at, Arc::new(LimitPushdown::new()));
+    rules.insert(at + 1, Arc::new(crate::query::MergeOfOne));
     rules
 }
 
@@ -902,12 +970,16 @@ fn physical_rules() -> PhysicalRules {
 /// shares between concurrent queries; its error names the largest
 /// consumers) spilling to the OS temporary directory. Should no temporary
 /// directory be usable, the limit still holds, without spilling.
+/// Directory listings are not kept.
 fn runtime(memory_limit: Option<usize>) -> Arc<datafusion::execution::runtime_env::RuntimeEnv> {
     use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
     use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
     use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
     let builder = || {
-        let builder = RuntimeEnvBuilder::new();
+        // Directory listings are not kept (DataFusion keeps them for
+        // good): a file added to an external table's directory is read by
+        // the next statement.
+        let builder = RuntimeEnvBuilder::new().with_object_list_cache_limit(0);
         match memory_limit {
             Some(limit) => builder.with_memory_pool(Arc::new(TrackConsumersPool::new(
                 FairSpillPool::new(limit),

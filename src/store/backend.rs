@@ -371,6 +371,13 @@ impl Store {
         self.backend.as_any().downcast_ref()
     }
 
+    /// The embedded store's [`FjallStore::catalog_generation`]; `None` on
+    /// a backend whose catalog other processes change (Cloud Bigtable),
+    /// where nothing planned may be kept.
+    pub fn catalog_generation(&self) -> Option<u64> {
+        self.local().map(FjallStore::catalog_generation)
+    }
+
     /// [`Backend::update_rows`] with a closure.
     pub fn update_rows<F>(
         &self,

@@ -151,11 +151,7 @@ impl FjallStore {
     }
 
     fn install(&self, handle: TableHandle) {
-        self.inner
-            .tables
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(handle.def.name.clone(), Arc::new(handle));
+        self.change_tables(|tables| tables.insert(handle.def.name.clone(), Arc::new(handle)));
     }
 
     /// Moves the next rows of a family being converted; true when none are

@@ -294,6 +294,9 @@ struct Inner {
     changes: Mutex<BTreeMap<(String, String), (FamilyFormat, FormatChange)>>,
     /// Per table name: the gate its writers pass while it may be replaced.
     gates: Mutex<std::collections::HashMap<String, Arc<WriteGate>>>,
+    /// Moves on with every change to the open tables (see
+    /// [`FjallStore::catalog_generation`]).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 /// An open store. Cheap to clone; all clones share one database.
@@ -415,6 +418,7 @@ impl FjallStore {
             recovery,
             changes: Mutex::default(),
             gates: Mutex::default(),
+            generation: std::sync::atomic::AtomicU64::new(0),
         };
         let store = FjallStore {
             inner: Arc::new(inner),
@@ -465,7 +469,7 @@ impl FjallStore {
                 }
             }
         }
-        *inner.tables.write().unwrap_or_else(PoisonError::into_inner) = tables;
+        self.change_tables(|open| *open = tables);
         *inner
             .damaged
             .write()
@@ -708,6 +712,35 @@ impl FjallStore {
         Ok(out)
     }
 
+    /// Changes the open tables (definitions, keyspaces, formats) and moves
+    /// the catalog generation on, after the change is visible.
+    pub(crate) fn change_tables<R>(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, Arc<TableHandle>>) -> R,
+    ) -> R {
+        let out = change(
+            &mut self
+                .inner
+                .tables
+                .write()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        self.inner
+            .generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        out
+    }
+
+    /// A number that changes whenever a table is created, altered,
+    /// dropped, replaced or converted, in this process (the store is
+    /// opened by one process at a time). What was planned against one
+    /// generation holds while it stays the same.
+    pub fn catalog_generation(&self) -> u64 {
+        self.inner
+            .generation
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     pub(crate) fn handle(&self, table: &str) -> Result<Arc<TableHandle>> {
         self.inner
             .tables
@@ -839,11 +872,7 @@ impl FjallStore {
         let def = TableDef::from_spec(spec, &mut id);
         let handle = self.open_handle(def.clone())?;
         self.write_catalog(Some(&def), None, id)?;
-        self.inner
-            .tables
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(def.name.clone(), Arc::new(handle));
+        self.change_tables(|open| open.insert(def.name.clone(), Arc::new(handle)));
         Ok(def)
     }
 
@@ -857,11 +886,7 @@ impl FjallStore {
         catalog::check_families(name, &specs)?;
         let handle = self.open_handle(def.clone())?;
         self.write_catalog(Some(&def), None, id)?;
-        self.inner
-            .tables
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(name.to_string(), Arc::new(handle));
+        self.change_tables(|open| open.insert(name.to_string(), Arc::new(handle)));
         let live: Vec<u64> = def.families.iter().flat_map(FamilyDef::ids).collect();
         for (id, ks) in old.slot_ids().into_iter().zip(&old.keyspaces) {
             if !live.contains(&id) {
@@ -890,11 +915,7 @@ impl FjallStore {
         let old = self.handle(name)?;
         let id = self.next_id()?;
         self.write_catalog(None, Some(name), id)?;
-        self.inner
-            .tables
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(name);
+        self.change_tables(|open| open.remove(name));
         for ks in &old.keyspaces {
             self.inner.db.delete_keyspace(ks.clone())?;
         }

@@ -130,15 +130,10 @@ impl FjallStore {
         self.put_def(&mut batch, &def)?;
         batch.insert(&self.inner.catalog, super::NEXT_ID_KEY, id.to_be_bytes());
         batch.commit()?;
-        {
-            let mut tables = self
-                .inner
-                .tables
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
+        self.change_tables(|tables| {
             tables.remove(source);
             tables.insert(target.to_string(), Arc::new(handle));
-        }
+        });
         for ks in &old.keyspaces {
             self.inner.db.delete_keyspace(ks.clone())?;
         }

@@ -1,0 +1,257 @@
+//! One partition of a [`KeyScanExec`](super::KeyScanExec) as it reads:
+//! rows from the store into view batches, re-checked, projected and cut
+//! at the LIMIT.
+//!
+//! A partition starts on the task that polls it and reads its first rows
+//! there; only if more remain does the rest move to a blocking thread. A
+//! selective read (a series' latest value, one hour of one series, a
+//! short range) then costs no hand-off between threads, which costs more
+//! than the read; a large one still keeps the async threads free.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, BooleanArray};
+use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::Result as DfResult;
+use datafusion::physical_plan::SendableRecordBatchStream;
+use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
+use datafusion::physical_plan::stream::{
+    RecordBatchReceiverStreamBuilder, RecordBatchStreamAdapter,
+};
+use futures::{StreamExt, TryStreamExt};
+
+use super::batch::ViewBatchBuilder;
+use super::scan::ScanSpec;
+use super::to_df;
+use crate::store::{ReadFilter, ReadRequest, RowRange, RowSet, RowStream, ScanStats};
+
+/// Rows a partition reads on the polling task before it moves to a
+/// blocking thread.
+const INLINE_ROWS: usize = 128;
+
+/// A scan's counters for one partition (EXPLAIN ANALYZE).
+struct Counters {
+    rows_scanned: Count,
+    cells_scanned: Count,
+    misfits: Count,
+    decoded: Count,
+    output_rows: Count,
+}
+
+/// One partition's read under way.
+struct PartitionRead {
+    spec: ScanSpec,
+    stream: RowStream,
+    wide: ViewBatchBuilder,
+    counters: Counters,
+    /// Rows sent so far.
+    emitted: usize,
+    /// With a LIMIT and a re-check: how much further than the limit the
+    /// next batch reads (doubles each batch).
+    widen: usize,
+    /// Store counters already added to `counters`.
+    reported: ScanStats,
+}
+
+/// The stream of one partition reading `ranges`.
+pub(crate) fn execute(
+    spec: ScanSpec,
+    ranges: Vec<RowRange>,
+    schema: SchemaRef,
+    metrics: &ExecutionPlanMetricsSet,
+    partition: usize,
+) -> SendableRecordBatchStream {
+    let counters = Counters {
+        rows_scanned: MetricBuilder::new(metrics).counter("rows_scanned", partition),
+        cells_scanned: MetricBuilder::new(metrics).counter("cells_scanned", partition),
+        misfits: MetricBuilder::new(metrics).counter("key_misfits", partition),
+        decoded: MetricBuilder::new(metrics).counter("values_decoded", partition),
+        output_rows: MetricBuilder::new(metrics).output_rows(partition),
+    };
+    let rest_schema = Arc::clone(&schema);
+    let read = futures::stream::once(async move {
+        let mut first: Vec<RecordBatch> = Vec::new();
+        let Some(mut read) = PartitionRead::open(spec, ranges, counters)? else {
+            return Ok(futures::stream::empty().boxed());
+        };
+        let done = read.read(INLINE_ROWS, &mut |batch| {
+            first.push(batch);
+            true
+        })?;
+        let first = futures::stream::iter(first.into_iter().map(Ok));
+        if done {
+            return Ok(first.boxed());
+        }
+        let mut builder = RecordBatchReceiverStreamBuilder::new(rest_schema, 2);
+        let tx = builder.tx();
+        builder.spawn_blocking(move || {
+            read.read(usize::MAX, &mut |batch| tx.blocking_send(Ok(batch)).is_ok())
+                .map(|_| ())
+        });
+        Ok::<_, datafusion::error::DataFusionError>(first.chain(builder.build()).boxed())
+    })
+    .try_flatten();
+    Box::pin(RecordBatchStreamAdapter::new(schema, read))
+}
+
+impl PartitionRead {
+    /// Opens the read of `ranges`; `None` when there are none.
+    fn open(spec: ScanSpec, ranges: Vec<RowRange>, counters: Counters) -> DfResult<Option<Self>> {
+        if ranges.is_empty() {
+            return Ok(None);
+        }
+        let mut filter = ReadFilter::all()
+            .families(spec.families.clone())
+            .time_range(spec.time)
+            .qualifiers(spec.qualifiers.clone());
+        filter.cells_per_column = spec.cells_per_column;
+        let mut wide = ViewBatchBuilder::new(
+            Arc::clone(&spec.layout),
+            spec.needed.clone(),
+            &spec.proto_masks,
+            &spec.map_keys,
+        );
+        wide.drop_misfits = spec.drop_misfits;
+        // Values no output column uses need not be decoded.
+        for (family, qualifiers) in wide.values_used() {
+            filter = filter.values_only(family, qualifiers);
+        }
+        let mut request = ReadRequest::rows(RowSet { ranges }).filter(filter);
+        request.reverse = spec.reverse;
+        let stream = match &spec.layout.pinned {
+            Some(pinned) => spec.store.read_pinned(pinned, request),
+            None => spec.store.read_rows(&spec.layout.table, request),
+        }
+        .map_err(to_df)?;
+        wide.bind(&stream.family_names());
+        Ok(Some(PartitionRead {
+            spec,
+            stream,
+            wide,
+            counters,
+            emitted: 0,
+            widen: 1,
+            reported: ScanStats::default(),
+        }))
+    }
+
+    /// Reads up to `rows` more rows, sending each batch as it fills; true
+    /// when the partition is done (read to its end, its LIMIT reached, or
+    /// the consumer gone).
+    fn read(&mut self, rows: usize, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<bool> {
+        for _ in 0..rows {
+            let row = self.stream.next_view().map_err(|e| match e {
+                // Name what the damage is in, and what to do.
+                crate::Error::Storage(inner) => to_df(crate::Error::DamagedData {
+                    table: self.spec.layout.table.clone(),
+                    reason: format!("{inner:?}"),
+                }),
+                other => to_df(other),
+            })?;
+            let Some(row) = row else {
+                self.finish(send)?;
+                return Ok(true);
+            };
+            self.wide.push_view(row).map_err(to_df)?;
+            // With a LIMIT, stop reading as soon as enough rows may be in.
+            let due = match self.spec.limit {
+                None => self.spec.batch_size,
+                Some(limit) => {
+                    let remaining = limit.saturating_sub(self.emitted).max(1);
+                    self.spec
+                        .batch_size
+                        .min(remaining.saturating_mul(self.widen))
+                }
+            };
+            if self.wide.len() >= due {
+                let go_on = self.flush(send)?;
+                self.widen = self.widen.saturating_mul(2);
+                if !go_on {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Sends what is left and counts what the store read.
+    fn finish(&mut self, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<()> {
+        if self.wide.len() > 0 {
+            self.flush(send)?;
+        }
+        self.report();
+        self.counters
+            .misfits
+            .add(std::mem::take(&mut self.wide.misfits));
+        self.counters
+            .decoded
+            .add(std::mem::take(&mut self.wide.values_decoded));
+        Ok(())
+    }
+
+    /// Adds the store's counters since the last report.
+    fn report(&mut self) {
+        let stats = self.stream.stats();
+        let reported = std::mem::replace(&mut self.reported, stats);
+        self.counters
+            .rows_scanned
+            .add((stats.rows_returned - reported.rows_returned) as usize);
+        self.counters
+            .cells_scanned
+            .add((stats.cells_scanned - reported.cells_scanned) as usize);
+    }
+
+    /// Sends the rows built so far (re-checked, projected, cut at the
+    /// LIMIT); false when no more are wanted.
+    fn flush(&mut self, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<bool> {
+        let batch = self.wide.finish()?;
+        let errors = std::mem::take(&mut self.wide.errors);
+        let batch = match &self.spec.residual {
+            None => {
+                if let Some((_, e)) = errors.into_iter().next() {
+                    return Err(to_df(e));
+                }
+                batch
+            }
+            Some(predicate) => {
+                let mask = predicate.evaluate(&batch)?.into_array(batch.num_rows())?;
+                let mask = mask
+                    .as_any()
+                    .downcast_ref::<BooleanArray>()
+                    .cloned()
+                    .unwrap_or_else(|| BooleanArray::from(vec![false; batch.num_rows()]));
+                // A cell that did not decode fails the query only if its
+                // row is wanted.
+                if let Some((_, e)) = errors
+                    .into_iter()
+                    .find(|(row, _)| mask.is_valid(*row) && mask.value(*row))
+                {
+                    return Err(to_df(e));
+                }
+                filter_record_batch(&batch, &mask)?
+            }
+        };
+        let mut batch = batch.project(&self.spec.projection)?;
+        if let Some(limit) = self.spec.limit {
+            batch = batch.slice(0, batch.num_rows().min(limit.saturating_sub(self.emitted)));
+        }
+        self.emitted += batch.num_rows();
+        self.counters.output_rows.add(batch.num_rows());
+        // Counted before the batch goes: a consumer with rows enough may
+        // end the query, and EXPLAIN ANALYZE read the counters, before
+        // this partition gets another turn.
+        self.report();
+        self.counters
+            .misfits
+            .add(std::mem::take(&mut self.wide.misfits));
+        self.counters
+            .decoded
+            .add(std::mem::take(&mut self.wide.values_decoded));
+        if batch.num_rows() > 0 && !send(batch) {
+            return Ok(false); // the consumer went away (LIMIT, cancel)
+        }
+        Ok(self.spec.limit.is_none_or(|l| self.emitted < l))
+    }
+}

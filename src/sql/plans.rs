@@ -1,0 +1,247 @@
+//! Plans kept for statements that run again.
+//!
+//! Parsing and planning a query costs DataFusion and cellar's pushdown
+//! more than half a millisecond, where reading one series' latest value
+//! costs a few microseconds. A session keeps the physical plan of each
+//! query it ran (by its exact text) and runs the same text again from that
+//! plan, its operators' state reset, without parsing or planning. This is
+//! what SQLite's and most drivers' statement caches do for repeated text.
+//!
+//! A plan is kept only while it is certain to give the answer planning
+//! again would give:
+//! - it only reads: no DDL, DML, COPY, EXPLAIN or SET;
+//! - it reads only cellar tables (and views over them): an external
+//!   table's plan lists its files when planned, an in-memory table's holds
+//!   its batches;
+//! - every function in it is immutable: `now()` and the like are folded
+//!   into the plan when it is made, so a plan using them is made again;
+//! - no table was created, altered, dropped, replaced or converted since it
+//!   was made (the store's catalog generation), and the session ran no
+//!   statement that changes what planning sees (DDL, SET, cellar's own
+//!   statements);
+//! - it was made less than [`KEEP_FOR`] ago: a scan's partitions are cut
+//!   from the data when planned, so a table that grew gets new ones.
+//!
+//! Rows are always read when the plan runs, never when it is made: a kept
+//! plan sees every write.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+use datafusion::datasource::source_as_provider;
+use datafusion::error::Result as DfResult;
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::{Expr, LogicalPlan, Volatility};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::execution_plan::reset_plan_states;
+
+use crate::query::CellarTable;
+
+/// Statements whose plans a session keeps at most.
+const CAPACITY: usize = 256;
+/// Statements longer than this are planned each time (a long VALUES list
+/// or IN list makes a large plan).
+const MAX_TEXT: usize = 8 * 1024;
+/// How long a plan is kept.
+pub(crate) const KEEP_FOR: Duration = Duration::from_secs(30);
+
+/// A kept plan ready to run, and the task context it was planned with.
+pub(crate) type Ready = (Arc<dyn ExecutionPlan>, Arc<TaskContext>);
+
+/// What planning a statement saw: the store's catalog generation and the
+/// session's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seen {
+    store: u64,
+    session: u64,
+}
+
+/// A plan kept for its statement's text.
+struct Kept {
+    plan: Arc<dyn ExecutionPlan>,
+    task: Arc<TaskContext>,
+    seen: Seen,
+    made: Instant,
+    used: u64,
+}
+
+#[derive(Default)]
+struct Entries {
+    by_text: HashMap<String, Kept>,
+    /// Counts lookups: the least recently used entry goes first.
+    clock: u64,
+}
+
+/// The plans a session (and its clones) keeps.
+#[derive(Clone, Default)]
+pub(crate) struct Plans {
+    entries: Arc<Mutex<Entries>>,
+    /// Moves on with each statement of the session that changes what
+    /// planning sees.
+    generation: Arc<AtomicU64>,
+    /// Statements run from a kept plan (`SHOW STATS`).
+    reused: Arc<AtomicU64>,
+}
+
+impl Plans {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What planning sees now; `None` when nothing may be kept (a backend
+    /// whose catalog other processes change). Read before planning, so a
+    /// change during planning makes the plan stale rather than kept.
+    pub fn seen(&self, store_generation: Option<u64>) -> Option<Seen> {
+        Some(Seen {
+            store: store_generation?,
+            session: self.generation.load(Ordering::Acquire),
+        })
+    }
+
+    /// Forgets every kept plan: the session ran a statement that changes
+    /// what planning sees.
+    pub fn forget(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.lock().by_text.clear();
+    }
+
+    /// The plan kept for `sql`, ready to run again, if it still holds.
+    pub fn get(&self, sql: &str, store_generation: Option<u64>) -> DfResult<Option<Ready>> {
+        let Some(now) = self.seen(store_generation) else {
+            return Ok(None);
+        };
+        let mut entries = self.lock();
+        entries.clock += 1;
+        let clock = entries.clock;
+        let Some(kept) = entries.by_text.get_mut(sql) else {
+            return Ok(None);
+        };
+        if kept.seen != now || kept.made.elapsed() > KEEP_FOR {
+            entries.by_text.remove(sql);
+            return Ok(None);
+        }
+        kept.used = clock;
+        let (plan, task) = (Arc::clone(&kept.plan), Arc::clone(&kept.task));
+        drop(entries);
+        self.reused.fetch_add(1, Ordering::Relaxed);
+        // Operators that hold state from a run (a repartition's channels,
+        // a join's built side, a top-k's heap) get fresh state.
+        Ok(Some((reset_plan_states(plan)?, task)))
+    }
+
+    /// Keeps the plan of `sql`, planned having seen `seen` from a
+    /// [`keepable`] statement.
+    pub fn keep(
+        &self,
+        sql: &str,
+        seen: Seen,
+        plan: &Arc<dyn ExecutionPlan>,
+        task: &Arc<TaskContext>,
+    ) {
+        if sql.len() > MAX_TEXT {
+            return;
+        }
+        let mut entries = self.lock();
+        if entries.by_text.len() >= CAPACITY && !entries.by_text.contains_key(sql) {
+            let oldest = entries
+                .by_text
+                .iter()
+                .min_by_key(|(_, kept)| kept.used)
+                .map(|(text, _)| text.clone());
+            if let Some(oldest) = oldest {
+                entries.by_text.remove(&oldest);
+            }
+        }
+        entries.clock += 1;
+        let used = entries.clock;
+        entries.by_text.insert(
+            sql.to_string(),
+            Kept {
+                plan: Arc::clone(plan),
+                task: Arc::clone(task),
+                seen,
+                made: Instant::now(),
+                used,
+            },
+        );
+    }
+
+    /// Statements run from a kept plan so far.
+    pub fn reused(&self) -> u64 {
+        self.reused.load(Ordering::Relaxed)
+    }
+}
+
+/// Whether a statement's plan (as planned from its text, before
+/// optimization) gives the same answer each time it runs: see the module
+/// documentation.
+pub(crate) fn keepable(plan: &LogicalPlan) -> bool {
+    let mut keep = true;
+    let _ = plan.apply_with_subqueries(|node| {
+        keep &= match node {
+            LogicalPlan::Projection(_)
+            | LogicalPlan::Filter(_)
+            | LogicalPlan::Window(_)
+            | LogicalPlan::Aggregate(_)
+            | LogicalPlan::Sort(_)
+            | LogicalPlan::Join(_)
+            | LogicalPlan::Repartition(_)
+            | LogicalPlan::Union(_)
+            | LogicalPlan::EmptyRelation(_)
+            | LogicalPlan::Subquery(_)
+            | LogicalPlan::SubqueryAlias(_)
+            | LogicalPlan::Limit(_)
+            | LogicalPlan::Distinct(_)
+            | LogicalPlan::Values(_)
+            | LogicalPlan::Unnest(_) => true,
+            LogicalPlan::TableScan(scan) => match source_as_provider(&scan.source) {
+                Ok(provider) => match provider.get_logical_plan() {
+                    // A view: what it reads decides.
+                    Some(view) => keepable(&view),
+                    None => provider.downcast_ref::<CellarTable>().is_some(),
+                },
+                Err(_) => false,
+            },
+            _ => false,
+        };
+        if keep {
+            let _ = node.apply_expressions(|e| {
+                keep &= immutable(e);
+                Ok(if keep {
+                    TreeNodeRecursion::Continue
+                } else {
+                    TreeNodeRecursion::Stop
+                })
+            });
+        }
+        Ok(if keep {
+            TreeNodeRecursion::Continue
+        } else {
+            TreeNodeRecursion::Stop
+        })
+    });
+    keep
+}
+
+/// Whether an expression gives the same value whenever it is planned: no
+/// placeholders, variables, or functions that are not immutable.
+fn immutable(expr: &Expr) -> bool {
+    let mut immutable = true;
+    let _ = expr.apply(|e| {
+        immutable &= match e {
+            Expr::ScalarFunction(f) => f.func.signature().volatility == Volatility::Immutable,
+            Expr::AggregateFunction(f) => f.func.signature().volatility == Volatility::Immutable,
+            Expr::Placeholder(_) | Expr::ScalarVariable(..) => false,
+            _ => true,
+        };
+        Ok(if immutable {
+            TreeNodeRecursion::Continue
+        } else {
+            TreeNodeRecursion::Stop
+        })
+    });
+    immutable
+}
