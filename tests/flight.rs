@@ -21,7 +21,7 @@ use cellar::{SqlSession, Store};
 use datafusion::arrow::array::{
     ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray,
 };
-use datafusion::arrow::datatypes::{Int32Type, Int64Type};
+use datafusion::arrow::datatypes::{Int32Type, Int64Type, UInt64Type};
 use futures::{StreamExt, TryStreamExt};
 use prost::Message;
 use tonic::Code;
@@ -120,16 +120,66 @@ async fn statements_run_and_results_stream() {
     let first = batches[0].column(1).as_primitive::<Int64Type>().value(0);
     assert_eq!(first, 2);
     // The schema announced by GetFlightInfo is the one streamed, field for
-    // field, nullability included.
-    for sql in [
-        "SELECT _key, v FROM m LIMIT 1",
-        "SELECT host, count(*) AS c FROM m GROUP BY host",
-        "SELECT * FROM m WHERE n < 4",
-    ] {
-        let info = client.execute(sql.into(), None).await.unwrap();
-        let announced = info.clone().try_decode_schema().unwrap();
+    // field, nullability included: planned, and (the second time) from
+    // the plan the server kept.
+    for _ in 0..2 {
+        for sql in [
+            "SELECT _key, v FROM m LIMIT 1",
+            "SELECT host, count(*) AS c FROM m GROUP BY host",
+            "SELECT * FROM m WHERE n < 4",
+        ] {
+            let info = client.execute(sql.into(), None).await.unwrap();
+            let announced = info.clone().try_decode_schema().unwrap();
+            let got = fetch(&mut client, info).await;
+            assert_eq!(got[0].schema().as_ref(), &announced, "{sql}");
+        }
+    }
+}
+
+/// A statement run again runs from the plan the server kept for its text,
+/// and still sees every write; one with parameters is planned with them.
+#[tokio::test]
+async fn repeated_statements_reuse_their_plan_and_see_writes() {
+    let (mut client, _server) = start().await;
+    make_m(&mut client, 300).await;
+    let count = "SELECT count(*) FROM m WHERE host = 'h1'";
+    assert_eq!(count_of(&mut client, count).await, 100);
+    assert_eq!(count_of(&mut client, count).await, 100);
+    client
+        .execute_update(
+            "INSERT INTO m (host, n, v) VALUES ('h1', 1000, 0)".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(count_of(&mut client, count).await, 101);
+    let stats = query(&mut client, "SHOW STATS").await;
+    let names = stats[0].column(0).as_string::<i32>();
+    let values = stats[0].column(1).as_primitive::<UInt64Type>();
+    let reused = (0..stats[0].num_rows())
+        .find(|&i| names.value(i) == "plans_reused")
+        .map(|i| values.value(i))
+        .unwrap();
+    assert!(reused >= 2, "plans_reused = {reused}");
+    // The same text with other parameter values answers for those values.
+    let mut prepared = client
+        .prepare("SELECT count(*) FROM m WHERE host = $1".into(), None)
+        .await
+        .unwrap();
+    for (host, want) in [("h1", 101), ("h2", 100), ("h1", 101)] {
+        prepared
+            .set_parameters(params(vec![(
+                "$1",
+                Arc::new(StringArray::from(vec![host])) as ArrayRef,
+            )]))
+            .unwrap();
+        let info = prepared.execute().await.unwrap();
         let got = fetch(&mut client, info).await;
-        assert_eq!(got[0].schema().as_ref(), &announced, "{sql}");
+        assert_eq!(
+            got[0].column(0).as_primitive::<Int64Type>().value(0),
+            want,
+            "{host}"
+        );
     }
 }
 

@@ -19,7 +19,8 @@ const TICKET_TTL: Duration = Duration::from_secs(600);
 /// At most this many prepared statements live at once (per server).
 const MAX_PREPARED: usize = 10_000;
 
-/// A planned result waiting for its DoGet: one DataFrame per parameter row.
+/// A planned result waiting for its DoGet: one DataFrame per parameter
+/// row, or the plan the session kept for the statement.
 pub struct Pending {
     /// The frames to stream, in order; all of one schema.
     pub frames: Vec<DataFrame>,
@@ -27,6 +28,12 @@ pub struct Pending {
     pub schema: SchemaRef,
     /// The statement, as `SHOW QUERIES` shows it.
     pub sql: String,
+    /// A statement without parameters: what planning it saw, so its plan
+    /// may be kept for the next time it runs.
+    pub seen: Option<crate::sql::PlansSeen>,
+    /// The plan the session kept for the statement (then `frames` is
+    /// empty).
+    pub kept: Option<crate::sql::KeptPlan>,
 }
 
 /// A prepared statement.

@@ -149,6 +149,18 @@ impl CellarFlightSql {
     /// once, whether or not the client fetches the result (ADBC's
     /// `cursor.execute` does not); queries run when streamed.
     async fn frames(&self, sql: &str, parameters: Option<&RecordBatch>) -> Result<Pending, Status> {
+        let plain = parameters.is_none_or(|b| b.num_columns() == 0);
+        if plain && let Some(kept) = self.session.kept_plan(sql).map_err(|e| status(&e))? {
+            // Run before: its plan is kept, and it only reads.
+            return Ok(Pending {
+                frames: Vec::new(),
+                schema: kept.0.schema(),
+                sql: sql.to_string(),
+                seen: None,
+                kept: Some(kept),
+            });
+        }
+        let seen = plain.then(|| self.session.plans_seen()).flatten();
         let mut frames = Vec::new();
         for row in params::parameter_rows(parameters)? {
             // Writes run here, once, whether or not the client fetches.
@@ -175,6 +187,8 @@ impl CellarFlightSql {
             frames,
             schema,
             sql: sql.to_string(),
+            seen,
+            kept: None,
         })
     }
 
@@ -185,14 +199,24 @@ impl CellarFlightSql {
             frames,
             schema,
             sql,
+            seen,
+            kept,
         } = pending;
         let session = self.session.clone();
+        let kept_run = {
+            let (session, sql) = (session.clone(), sql.clone());
+            futures::stream::iter(kept).then(move |kept| {
+                let (session, sql) = (session.clone(), sql.clone());
+                async move { session.run_kept(&sql, kept).await }
+            })
+        };
         let batches = futures::stream::iter(frames)
             .then(move |df| {
                 let session = session.clone();
                 let sql = sql.clone();
-                async move { session.execute_stream(&sql, df).await }
+                async move { session.execute_stream_keeping(&sql, df, seen).await }
             })
+            .chain(kept_run)
             .map_ok(|s| s.map_err(|e| FlightError::Tonic(Box::new(status(&e)))))
             .map_err(|e| FlightError::Tonic(Box::new(status(&e))))
             .try_flatten();

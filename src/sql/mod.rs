@@ -13,6 +13,7 @@ mod relayout;
 mod running;
 
 pub use limits::MAX_EXPR_DEPTH;
+pub(crate) use plans::{Ready as KeptPlan, Seen as PlansSeen};
 
 pub use ddl::{
     CellarStatement, FamilyDecl, ProtoSource, parse as parse_cellar_statement,
@@ -199,6 +200,39 @@ impl SqlSession {
         self.stream_frame(sql, df, None).await
     }
 
+    /// What planning sees now, read before a statement without
+    /// parameters is planned, for [`SqlSession::execute_stream_keeping`].
+    pub(crate) fn plans_seen(&self) -> Option<PlansSeen> {
+        self.plans.seen(self.store.catalog_generation())
+    }
+
+    /// The plan kept for `sql` if one holds (a read without parameters
+    /// run before), ready for [`SqlSession::run_kept`].
+    pub(crate) fn kept_plan(&self, sql: &str) -> DfResult<Option<KeptPlan>> {
+        self.plans.get(sql, self.store.catalog_generation())
+    }
+
+    /// Runs a kept plan as query `sql`.
+    pub(crate) async fn run_kept(
+        &self,
+        sql: &str,
+        (plan, task): KeptPlan,
+    ) -> DfResult<datafusion::physical_plan::SendableRecordBatchStream> {
+        self.running.execute(sql, plan, task).await
+    }
+
+    /// [`SqlSession::execute_stream`] of a statement without parameters
+    /// planned having seen `seen` (`None`: with parameters): its plan is
+    /// kept when it may be.
+    pub(crate) async fn execute_stream_keeping(
+        &self,
+        sql: &str,
+        df: DataFrame,
+        seen: Option<PlansSeen>,
+    ) -> DfResult<datafusion::physical_plan::SendableRecordBatchStream> {
+        self.stream_frame(sql, df, seen).await
+    }
+
     /// Runs `sql`, from the plan kept for it if one holds, else planned
     /// (and kept when it may be, see [`plans`]).
     async fn stream_text(
@@ -206,8 +240,8 @@ impl SqlSession {
         sql: &str,
     ) -> DfResult<datafusion::physical_plan::SendableRecordBatchStream> {
         let generation = self.store.catalog_generation();
-        if let Some((plan, task)) = self.plans.get(sql, generation)? {
-            return self.running.execute(sql, plan, task).await;
+        if let Some(kept) = self.plans.get(sql, generation)? {
+            return self.run_kept(sql, kept).await;
         }
         let seen = self.plans.seen(generation);
         let df = self.sql(sql).await?;
@@ -220,7 +254,7 @@ impl SqlSession {
         &self,
         sql: &str,
         df: DataFrame,
-        seen: Option<plans::Seen>,
+        seen: Option<PlansSeen>,
     ) -> DfResult<datafusion::physical_plan::SendableRecordBatchStream> {
         let keep = seen.filter(|_| plans::keepable(df.logical_plan()));
         let context = Arc::new(df.task_ctx());
