@@ -199,12 +199,19 @@ async fn selective_queries_read_their_result_not_the_table() {
         assert!(text.contains(expected), "{sql}:\n{text}");
     }
 
-    // EXPLAIN ANALYZE shows the counters next to the rows returned.
+    // A range of a few rows of the large table is read by one partition,
+    // on no thread of its own: nothing spreads ten rows over threads. A
+    // range of many rows is still cut.
     let plan = analyze(
         &session,
         "SELECT v FROM large WHERE host = 'h42' AND n < 10",
     )
     .await;
+    assert!(!plan.contains("RepartitionExec"), "{plan}");
+    assert!(!plan.contains("partitions=2"), "{plan}");
+    let wide = analyze(&session, "SELECT count(v) FROM large WHERE host = 'h42'").await;
+    assert!(wide.contains("partitions=2"), "{wide}");
+    // EXPLAIN ANALYZE shows the counters next to the rows returned.
     for metric in [
         "rows_scanned=10",
         "cells_scanned=10",

@@ -390,6 +390,7 @@ impl CellarPhysicalCodec {
             proto_masks: w.proto_masks,
             map_keys: w.map_keys,
             splits: w.splits,
+            few_rows: None,
             residual,
             residual_text: w.residual_text,
             residual_in_time: w.residual_in_time,

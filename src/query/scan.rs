@@ -55,6 +55,9 @@ pub(crate) struct ScanSpec {
     /// A single large range cut into pieces for parallel partitions
     /// (unused when a LIMIT asks for an early stop).
     pub splits: Option<Vec<RowRange>>,
+    /// The rows a small range held when planned: the estimate DataFusion
+    /// is given, so that it does not spread so few rows over threads.
+    pub few_rows: Option<usize>,
     pub residual: Option<Arc<dyn PhysicalExpr>>,
     pub residual_text: Vec<String>,
     /// Every re-checked filter is a time predicate the cell time range
@@ -234,17 +237,44 @@ fn map_keys_read(
 /// too because a PACKED pair may hold thousands of cells.
 const SPLIT_MIN_CELLS: u64 = 200_000;
 const SPLIT_MIN_BYTES: u64 = 4 << 20;
+/// A range of fewer rows than this is read by one partition: handing
+/// rows between threads would cost more than reading them (one series'
+/// hour or day).
+const SPLIT_MIN_ROWS: usize = 256;
 
 /// Cuts a single range of a large table into up to `n` ranges of about
 /// equal key space between its first and last row, so that several
-/// partitions read it in parallel. Reads two rows; `None` when there is
-/// nothing worth splitting.
+/// partitions read it in parallel. Reads the keys of the range's first
+/// [`SPLIT_MIN_ROWS`] rows and of its last; `None` when there is nothing
+/// worth splitting.
 pub(crate) fn split_ranges(
     store: &Store,
     table: &str,
     families: &[String],
     ranges: Option<&Vec<RowRange>>,
     n: usize,
+) -> Split {
+    let mut rows = None;
+    let pieces = cut_range(store, table, families, ranges, n, &mut rows);
+    Split { pieces, rows }
+}
+
+/// How a scan reads its one range: in pieces, or whole.
+pub(crate) struct Split {
+    /// The pieces, when it is worth cutting.
+    pub pieces: Option<Vec<RowRange>>,
+    /// Rows the range held when planned, when it was counted (fewer than
+    /// [`SPLIT_MIN_ROWS`]).
+    pub rows: Option<usize>,
+}
+
+fn cut_range(
+    store: &Store,
+    table: &str,
+    families: &[String],
+    ranges: Option<&Vec<RowRange>>,
+    n: usize,
+    counted: &mut Option<usize>,
 ) -> Option<Vec<RowRange>> {
     use std::ops::Bound;
     let range = match ranges {
@@ -265,15 +295,41 @@ pub(crate) fn split_ranges(
     if n < 2 || single_key || small {
         return None;
     }
-    let edge = |reverse: bool| -> Option<Vec<u8>> {
-        let mut request = ReadRequest::rows(RowSet::range(range.clone()))
-            .filter(ReadFilter::latest().families(families.iter().take(1).cloned()))
-            .limit(1);
-        request.reverse = reverse;
-        let row = store.read_rows(table, request).ok()?.next()?.ok()?;
-        Some(row.key)
+    // The first rows of the range, keys only: a range that ends within
+    // them is read by one partition.
+    let family = families.first()?;
+    let keys_only = || {
+        ReadFilter::latest()
+            .families([family.clone()])
+            .values_only(family.clone(), Vec::<Vec<u8>>::new())
     };
-    let (first, last) = (edge(false)?, edge(true)?);
+    let request = ReadRequest::rows(RowSet::range(range.clone()))
+        .filter(keys_only())
+        .limit(SPLIT_MIN_ROWS);
+    let mut rows = store.read_rows(table, request).ok()?;
+    let Some(first) = rows.next_view().ok()?.map(|row| row.key().to_vec()) else {
+        *counted = Some(0);
+        return None;
+    };
+    let mut probed = 1;
+    while rows.next_view().ok()?.is_some() {
+        probed += 1;
+    }
+    if probed < SPLIT_MIN_ROWS {
+        *counted = Some(probed);
+        return None;
+    }
+    let request = ReadRequest::rows(RowSet::range(range.clone()))
+        .filter(keys_only())
+        .limit(1)
+        .reverse();
+    let last = store
+        .read_rows(table, request)
+        .ok()?
+        .next_view()
+        .ok()??
+        .key()
+        .to_vec();
     let points = interpolate(&first, &last, n);
     if points.is_empty() {
         return None;
@@ -786,6 +842,31 @@ impl ExecutionPlan for KeyScanExec {
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
     ) -> DfResult<TreeNodeRecursion> {
         self.spec.apply_residual(f)
+    }
+
+    /// An estimate of the rows read when the scan knows it is small (a
+    /// range counted when planned, a LIMIT, a few keys): DataFusion then
+    /// leaves the read in one partition rather than spread it over
+    /// threads.
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<datafusion::common::Statistics>],
+        args: &datafusion::physical_plan::StatisticsArgs,
+    ) -> DfResult<Arc<datafusion::common::Statistics>> {
+        use datafusion::common::stats::Precision;
+        let mut stats = datafusion::common::Statistics::new_unknown(&self.schema);
+        let whole = args.partition().is_none() || self.partitions.len() == 1;
+        let keys = self
+            .spec
+            .ranges
+            .as_ref()
+            .filter(|_| self.single_keys(BOUNDED_ROWS))
+            .map(Vec::len);
+        if let Some(rows) = self.spec.few_rows.or(keys).filter(|_| whole) {
+            let rows = self.spec.limit.map_or(rows, |limit| rows.min(limit));
+            stats.num_rows = Precision::Inexact(rows);
+        }
+        Ok(Arc::new(stats))
     }
 
     fn with_new_children(

@@ -470,8 +470,11 @@ pub(crate) fn scan_spec(
             Some(state.create_physical_expr(e, &df_schema)?)
         }
     };
-    let splits = match limit {
-        Some(_) => None,
+    let split = match limit {
+        Some(_) => super::scan::Split {
+            pieces: None,
+            rows: None,
+        },
         None => super::scan::split_ranges(
             store,
             &layout.table,
@@ -484,7 +487,8 @@ pub(crate) fn scan_spec(
         .iter()
         .all(|f| pushdown::time_exact(f, time_column) && time_used.contains(&f.to_string()));
     Ok(ScanSpec {
-        splits,
+        splits: split.pieces,
+        few_rows: split.rows,
         store: store.clone(),
         layout: Arc::clone(layout),
         projection,

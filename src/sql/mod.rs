@@ -934,7 +934,13 @@ fn nested_as_json(df: DataFrame) -> DfResult<DataFrame> {
 /// A DataFusion context with cellar's settings, rules and functions, and
 /// no tables yet.
 fn bare_context(options: &SessionOptions) -> SessionContext {
+    // Scans that know they read few rows say so (an estimate), and stay
+    // in one partition.
     let config = SessionConfig::new()
+        .set_bool(
+            "datafusion.execution.use_row_number_estimates_to_optimize_partitioning",
+            true,
+        )
         .with_information_schema(true)
         .with_default_catalog_and_schema("cellar", "public")
         .with_create_default_catalog_and_schema(true);
