@@ -151,8 +151,10 @@ impl Report {
 
     pub fn print(&self) {
         println!(
-            "\n{} readings; query times are medians in ms (planning included); \
-             (×) = cellar / best peer, lower is better\n",
+            "\n{} readings; query times are medians in ms of a statement run again (cellar \
+             runs it from the plan it kept for its text, SQLite from its Python module's \
+             statement cache; DuckDB and DataFusion plan each time); (×) = cellar / best \
+             peer, lower is better\n",
             self.rows
         );
         let mut head = format!("{:<20}", "");

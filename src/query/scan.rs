@@ -639,10 +639,13 @@ fn key_ranges(
 }
 
 impl KeyScanExec {
-    /// Whether the scan reads a bounded number of rows: a small LIMIT, or
-    /// a short list of single keys (what a point lookup is).
+    /// Whether the scan reads a bounded number of rows: a small LIMIT, a
+    /// short list of single keys (what a point lookup is), or a range that
+    /// held few rows when planned.
     pub(crate) fn is_bounded(&self) -> bool {
-        self.spec.limit.is_some_and(|n| n <= BOUNDED_ROWS) || self.single_keys(BOUNDED_ROWS)
+        self.spec.limit.is_some_and(|n| n <= BOUNDED_ROWS)
+            || self.single_keys(BOUNDED_ROWS)
+            || self.spec.few_rows.is_some()
     }
 
     /// Whether the scan reads at most `most` ranges, each a single key.

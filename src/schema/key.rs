@@ -858,6 +858,72 @@ fn parse_value(kind: &SegmentKind, part: &str) -> Option<KeyValue> {
 /// out read as the start of its period (a month `%Y%m` is its first day at
 /// midnight, a year `%Y` its first of January).
 fn parse_pattern(pattern: &str, text: &str) -> Option<i64> {
+    if let Some(t) = parse_compiled(pattern, text) {
+        return Some(t);
+    }
+    parse_pattern_slowly(pattern, text)
+}
+
+/// [`parse_pattern`] with the pattern compiled once per thread (a key is
+/// parsed per row read) and missing trailing fields (a bucket's `%Y%m%d`
+/// has no hour, minute or second) set to their start; `None` where the
+/// slow path decides (a pattern that leaves out a field in the middle,
+/// text that does not parse).
+fn parse_compiled(pattern: &str, text: &str) -> Option<i64> {
+    use chrono::format::{Item, Parsed, StrftimeItems, parse};
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::rc::Rc;
+    thread_local! {
+        static COMPILED: RefCell<HashMap<String, Option<Rc<Vec<Item<'static>>>>>> =
+            RefCell::new(HashMap::new());
+    }
+    let items = COMPILED.with(|compiled| {
+        let mut compiled = compiled.borrow_mut();
+        if let Some(items) = compiled.get(pattern) {
+            return items.clone();
+        }
+        let items = StrftimeItems::new(pattern)
+            .parse_to_owned()
+            .ok()
+            .map(Rc::new);
+        // A store has few patterns; a runaway map would mean a bug.
+        if compiled.len() < 1024 {
+            compiled.insert(pattern.to_string(), items.clone());
+        }
+        items
+    })?;
+    let mut parsed = Parsed::new();
+    parse(&mut parsed, text, items.iter()).ok()?;
+    let present = [
+        parsed.month().is_some(),
+        parsed.day().is_some(),
+        parsed.hour_div_12().is_some() && parsed.hour_mod_12().is_some(),
+        parsed.minute().is_some(),
+        parsed.second().is_some(),
+    ];
+    // Only a missing tail (what the slow path appends) is filled.
+    let first_missing = present.iter().position(|p| !p).unwrap_or(present.len());
+    if present[first_missing..].iter().any(|p| *p) {
+        return None;
+    }
+    let defaults: [fn(&mut Parsed) -> chrono::format::ParseResult<()>; 5] = [
+        |p| p.set_month(1),
+        |p| p.set_day(1),
+        |p| p.set_hour(0),
+        |p| p.set_minute(0),
+        |p| p.set_second(0),
+    ];
+    for set in &defaults[first_missing..] {
+        set(&mut parsed).ok()?;
+    }
+    let t = parsed.to_naive_datetime_with_offset(0).ok()?;
+    Some(t.and_utc().timestamp_micros())
+}
+
+/// [`parse_pattern`] by chrono's own parser, completing the missing
+/// fields by appending them to the pattern and the text.
+fn parse_pattern_slowly(pattern: &str, text: &str) -> Option<i64> {
     if let Ok(t) = NaiveDateTime::parse_from_str(text, pattern) {
         return Some(t.and_utc().timestamp_micros());
     }
@@ -952,6 +1018,16 @@ mod tests {
         assert_eq!(parse_pattern("%Y", "2015"), at("2015-01-01 00:00:00"));
         assert_eq!(parse_pattern("%Y-%m", "2015-12"), at("2015-12-01 00:00:00"));
         assert!(check_pattern("%Y%m").is_ok() && check_pattern("%Y").is_ok());
+        // The compiled path answers these itself.
+        assert_eq!(
+            parse_compiled("%Y-%m-%dT%H", "2015-03-07T05"),
+            at("2015-03-07 05:00:00")
+        );
+        assert_eq!(parse_compiled("%Y%m", "201503"), at("2015-03-01 00:00:00"));
+        assert_eq!(
+            parse_compiled("%Y-%m-%dT%H:%M:%S%.6f", "2015-03-07T05:06:07.000000"),
+            at("2015-03-07 05:06:07")
+        );
         // A time of day without a date cannot be read back.
         assert!(check_pattern("%H%M").is_err());
     }
@@ -1275,6 +1351,30 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The compiled parse of a key's time answers what chrono's own
+        /// parse (with the missing fields appended) answers, for the
+        /// patterns keys use, coarse ones included, and for text that is
+        /// not of the pattern.
+        #[test]
+        fn compiled_patterns_parse_as_chrono_does(
+            pattern in proptest::sample::select(vec![
+                "%Y-%m-%dT%H:%M:%S%.6f", "%Y%m%d%H%M%S%3f", "%Y-%m-%dT%H", "%Y%m%d",
+                "%Y-%m", "%Y", "%Y-%m-%d %H:%M", "%Y%m%d%H%M%S", "%Y-%j", "%G-W%V",
+                "%d/%m/%Y", "%Y-%m-%d %M",
+            ]),
+            micros in 0i64..4_102_444_800_000_000,
+            noise in proptest::option::of("[0-9T:-]{0,12}"),
+        ) {
+            let format = TimeFormat::Pattern(pattern.to_string());
+            let written = format_time("t", &format, false, micros).unwrap_or_default();
+            let text = noise.unwrap_or(written);
+            let compiled = parse_compiled(pattern, &text);
+            if compiled.is_some() {
+                proptest::prop_assert_eq!(compiled, parse_pattern_slowly(pattern, &text), "{} {}", pattern, text);
+            }
+            proptest::prop_assert_eq!(parse_pattern(pattern, &text), parse_pattern_slowly(pattern, &text));
+        }
+
         /// Every key whose segments satisfy the constraints lies in one of
         /// the ranges, and for integer and exact-time segments no other
         /// key of the schema does.

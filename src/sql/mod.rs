@@ -197,7 +197,7 @@ impl SqlSession {
         sql: &str,
         df: DataFrame,
     ) -> DfResult<datafusion::physical_plan::SendableRecordBatchStream> {
-        self.stream_frame(sql, df, None).await
+        self.execute_stream_keeping(sql, df, None).await
     }
 
     /// What planning sees now, read before a statement without
@@ -221,18 +221,6 @@ impl SqlSession {
         self.running.execute(sql, plan, task).await
     }
 
-    /// [`SqlSession::execute_stream`] of a statement without parameters
-    /// planned having seen `seen` (`None`: with parameters): its plan is
-    /// kept when it may be.
-    pub(crate) async fn execute_stream_keeping(
-        &self,
-        sql: &str,
-        df: DataFrame,
-        seen: Option<PlansSeen>,
-    ) -> DfResult<datafusion::physical_plan::SendableRecordBatchStream> {
-        self.stream_frame(sql, df, seen).await
-    }
-
     /// Runs `sql`, from the plan kept for it if one holds, else planned
     /// (and kept when it may be, see [`plans`]).
     async fn stream_text(
@@ -245,12 +233,13 @@ impl SqlSession {
         }
         let seen = self.plans.seen(generation);
         let df = self.sql(sql).await?;
-        self.stream_frame(sql, df, seen).await
+        self.execute_stream_keeping(sql, df, seen).await
     }
 
-    /// [`SqlSession::execute_stream`], keeping the plan for `sql` when
-    /// planning saw `seen` and the plan may be kept.
-    async fn stream_frame(
+    /// [`SqlSession::execute_stream`] of a statement planned having seen
+    /// `seen` (`None`: with parameters, or not known): its plan is kept
+    /// for its text when it may be.
+    pub(crate) async fn execute_stream_keeping(
         &self,
         sql: &str,
         df: DataFrame,

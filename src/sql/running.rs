@@ -2,7 +2,8 @@
 //! the per-query timeout, and the bound on heavy queries running at once.
 //!
 //! A query is heavy unless each of its scans reads a bounded number of
-//! rows (point lookups, short key lists, a small LIMIT). At most
+//! rows (point lookups, short key lists, a small LIMIT, a range that held
+//! fewer than 256 rows when planned). At most
 //! `heavy_queries` heavy ones run at a time, the others wait their turn
 //! (shown as `queued`): a dozen whole-table aggregates then share the
 //! cores in turn instead of all at once, and the point lookups that skip
