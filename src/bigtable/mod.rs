@@ -460,7 +460,10 @@ fn wait<T: Send + 'static>(
     call: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
     let task = runtime.spawn(call);
-    futures::executor::block_on(task)
+    // Unconstrained: on a tokio worker whose task ran out of its budget,
+    // a constrained poll would defer its wake-up to a scheduler this
+    // thread never returns to while it blocks here.
+    futures::executor::block_on(tokio::task::coop::unconstrained(task))
         .map_err(|e| Error::Internal(format!("a Bigtable call did not finish: {e}")))?
 }
 

@@ -366,7 +366,10 @@ impl BigtableRows {
             if self.remaining == Some(0) {
                 return Ok(false);
             }
-            let Some(raw) = futures::executor::block_on(self.rows.recv()) else {
+            // Unconstrained, as in `wait`: a tokio worker's spent budget
+            // would otherwise park this thread for good.
+            let recv = tokio::task::coop::unconstrained(self.rows.recv());
+            let Some(raw) = futures::executor::block_on(recv) else {
                 return Ok(false);
             };
             let raw = raw?;

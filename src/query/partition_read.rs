@@ -2,8 +2,9 @@
 //! rows from the store into view batches, re-checked, projected and cut
 //! at the LIMIT.
 //!
-//! A partition starts on the task that polls it and reads its first rows
-//! there; only if more remain does the rest move to a blocking thread. A
+//! On the embedded store a partition starts on the task that polls it
+//! and reads its first rows there; only if more remain does the rest move
+//! to a blocking thread (a remote backend's reads all go there). A
 //! selective read (a series' latest value, one hour of one series, a
 //! short range) then costs no hand-off between threads, which costs more
 //! than the read; a large one still keeps the async threads free.
@@ -73,10 +74,16 @@ pub(crate) fn execute(
     let rest_schema = Arc::clone(&schema);
     let read = futures::stream::once(async move {
         let mut first: Vec<RecordBatch> = Vec::new();
+        // Only the embedded store reads without waiting on a network.
+        let inline = if spec.store.local().is_some() {
+            INLINE_ROWS
+        } else {
+            0
+        };
         let Some(mut read) = PartitionRead::open(spec, ranges, counters)? else {
             return Ok(futures::stream::empty().boxed());
         };
-        let done = read.read(INLINE_ROWS, &mut |batch| {
+        let done = read.read(inline, &mut |batch| {
             first.push(batch);
             true
         })?;

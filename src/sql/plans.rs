@@ -66,6 +66,8 @@ struct Kept {
     seen: Seen,
     made: Instant,
     used: u64,
+    /// Some operator of the plan keeps state from a run.
+    reset: bool,
 }
 
 #[derive(Default)]
@@ -124,12 +126,17 @@ impl Plans {
             return Ok(None);
         }
         kept.used = clock;
-        let (plan, task) = (Arc::clone(&kept.plan), Arc::clone(&kept.task));
+        let (plan, task, reset) = (Arc::clone(&kept.plan), Arc::clone(&kept.task), kept.reset);
         drop(entries);
         self.reused.fetch_add(1, Ordering::Relaxed);
         // Operators that hold state from a run (a repartition's channels,
         // a join's built side, a top-k's heap) get fresh state.
-        Ok(Some((reset_plan_states(plan)?, task)))
+        let plan = if reset {
+            reset_plan_states(plan)?
+        } else {
+            plan
+        };
+        Ok(Some((plan, task)))
     }
 
     /// Keeps the plan of `sql`, planned having seen `seen` from a
@@ -165,6 +172,7 @@ impl Plans {
                 seen,
                 made: Instant::now(),
                 used,
+                reset: keeps_state(plan.as_ref()),
             },
         );
     }
@@ -173,6 +181,27 @@ impl Plans {
     pub fn reused(&self) -> u64 {
         self.reused.load(Ordering::Relaxed)
     }
+}
+
+/// Whether some operator of `plan` may keep state from one run to the
+/// next: any but those known to start afresh at each `execute` (what a
+/// selective read's plan is made of).
+fn keeps_state(plan: &dyn ExecutionPlan) -> bool {
+    use datafusion::physical_plan::coop::CooperativeExec;
+    use datafusion::physical_plan::empty::EmptyExec;
+    use datafusion::physical_plan::filter::FilterExec;
+    use datafusion::physical_plan::limit::{GlobalLimitExec, LocalLimitExec};
+    use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
+    use datafusion::physical_plan::projection::ProjectionExec;
+    let fresh = plan.is::<ProjectionExec>()
+        || plan.is::<FilterExec>()
+        || plan.is::<GlobalLimitExec>()
+        || plan.is::<LocalLimitExec>()
+        || plan.is::<CooperativeExec>()
+        || plan.is::<EmptyExec>()
+        || plan.is::<PlaceholderRowExec>()
+        || plan.is::<crate::query::KeyScanExec>();
+    !fresh || plan.children().into_iter().any(|c| keeps_state(c.as_ref()))
 }
 
 /// Whether a statement's plan (as planned from its text, before
