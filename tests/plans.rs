@@ -132,6 +132,12 @@ async fn settings_and_time_are_planned_each_time() {
     let b = text(&session, now).await;
     assert_ne!(a, b, "now() moves");
     assert_eq!(reused(&session).await, before);
+    // After forget_plans, a statement run before is planned again.
+    text(&session, q).await;
+    let kept = reused(&session).await;
+    session.forget_plans();
+    text(&session, q).await;
+    assert_eq!(reused(&session).await, kept);
 }
 
 #[tokio::test]

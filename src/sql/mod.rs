@@ -303,9 +303,17 @@ impl SqlSession {
         }
     }
 
-    /// The DataFusion context, for registering more sources or functions.
+    /// The DataFusion context, for registering more sources or functions
+    /// (then [`SqlSession::forget_plans`]).
     pub fn context(&self) -> &SessionContext {
         &self.ctx
+    }
+
+    /// Forgets the plans kept for statements run again: after a function
+    /// is registered or replaced on [`SqlSession::context`] directly,
+    /// which the session does not see.
+    pub fn forget_plans(&self) {
+        self.plans.forget();
     }
 
     /// The store.
