@@ -189,17 +189,18 @@ impl PartitionRead {
             self.flush(send)?;
         }
         self.report();
+        Ok(())
+    }
+
+    /// Adds the store's and the batch builder's counters since the last
+    /// report.
+    fn report(&mut self) {
         self.counters
             .misfits
             .add(std::mem::take(&mut self.wide.misfits));
         self.counters
             .decoded
             .add(std::mem::take(&mut self.wide.values_decoded));
-        Ok(())
-    }
-
-    /// Adds the store's counters since the last report.
-    fn report(&mut self) {
         let stats = self.stream.stats();
         let reported = std::mem::replace(&mut self.reported, stats);
         self.counters
@@ -250,12 +251,6 @@ impl PartitionRead {
         // end the query, and EXPLAIN ANALYZE read the counters, before
         // this partition gets another turn.
         self.report();
-        self.counters
-            .misfits
-            .add(std::mem::take(&mut self.wide.misfits));
-        self.counters
-            .decoded
-            .add(std::mem::take(&mut self.wide.values_decoded));
         if batch.num_rows() > 0 && !send(batch) {
             return Ok(false); // the consumer went away (LIMIT, cancel)
         }

@@ -239,18 +239,10 @@ pub(crate) fn keepable(plan: &LogicalPlan) -> bool {
         if keep {
             let _ = node.apply_expressions(|e| {
                 keep &= immutable(e);
-                Ok(if keep {
-                    TreeNodeRecursion::Continue
-                } else {
-                    TreeNodeRecursion::Stop
-                })
+                Ok(go_on(keep))
             });
         }
-        Ok(if keep {
-            TreeNodeRecursion::Continue
-        } else {
-            TreeNodeRecursion::Stop
-        })
+        Ok(go_on(keep))
     });
     keep
 }
@@ -266,11 +258,16 @@ fn immutable(expr: &Expr) -> bool {
             Expr::Placeholder(_) | Expr::ScalarVariable(..) => false,
             _ => true,
         };
-        Ok(if immutable {
-            TreeNodeRecursion::Continue
-        } else {
-            TreeNodeRecursion::Stop
-        })
+        Ok(go_on(immutable))
     });
     immutable
+}
+
+/// A walk goes on while what it checks still holds.
+fn go_on(holds: bool) -> TreeNodeRecursion {
+    if holds {
+        TreeNodeRecursion::Continue
+    } else {
+        TreeNodeRecursion::Stop
+    }
 }
