@@ -221,6 +221,24 @@ fn buffered_writes_survive_sigkill_whole() {
 /// the load run again completes the table.
 #[test]
 fn copy_from_killed_leaves_whole_rows() {
+    copy_killed(
+        "CREATE TABLE t (FAMILY a FORMAT CELLS, FAMILY b FORMAT PACKED, \
+         x BIGINT IN a, y BIGINT IN b, z TEXT IN b)",
+        "a",
+    );
+}
+
+/// The same for a load into one family, which the store ingests (writes
+/// as sorted tables, no journal): a kill leaves whole batches.
+#[test]
+fn ingesting_copy_from_killed_leaves_whole_rows() {
+    copy_killed(
+        "CREATE TABLE t (FAMILY b FORMAT PACKED, x BIGINT IN b, y BIGINT IN b, z TEXT IN b)",
+        "b",
+    );
+}
+
+fn copy_killed(create: &str, x_family: &str) {
     const ROWS: u64 = 200_000;
     let dir = tempfile::tempdir().expect("tempdir");
     let csv = dir.path().join("rows.csv");
@@ -240,12 +258,7 @@ fn copy_from_killed_leaves_whole_rows() {
             .spawn()
             .expect("spawn cellar")
     };
-    let created = cellar(
-        "CREATE TABLE t (FAMILY a FORMAT CELLS, FAMILY b FORMAT PACKED, \
-         x BIGINT IN a, y BIGINT IN b, z TEXT IN b)",
-    )
-    .wait()
-    .expect("create");
+    let created = cellar(create).wait().expect("create");
     assert!(created.success());
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -267,11 +280,11 @@ fn copy_from_killed_leaves_whole_rows() {
         std::thread::sleep(Duration::from_millis(rng.next(800)));
         let _ = child.kill();
         child.wait().expect("reap child");
-        seen.push(verify_copied(&store_dir));
+        seen.push(verify_copied(&store_dir, x_family));
     }
     let finished = cellar(&copy).wait().expect("last copy");
     assert!(finished.success());
-    assert_eq!(verify_copied(&store_dir), ROWS);
+    assert_eq!(verify_copied(&store_dir, x_family), ROWS);
     eprintln!("copy crash: rows after each kill {seen:?}, then all {ROWS}");
 }
 
@@ -291,7 +304,7 @@ fn dir_size(dir: &std::path::Path) -> u64 {
 }
 
 /// Checks every row of the copied table is whole; the number of rows.
-fn verify_copied(dir: &std::path::Path) -> u64 {
+fn verify_copied(dir: &std::path::Path, x_family: &str) -> u64 {
     let store = Store::open(dir).expect("reopen after the kill");
     let int = |v: Option<&[u8]>| i64::from_be_bytes(v.unwrap().try_into().unwrap());
     let mut rows = 0;
@@ -299,7 +312,7 @@ fn verify_copied(dir: &std::path::Path) -> u64 {
         let row = row.expect("row");
         let key = String::from_utf8(row.key.clone()).expect("utf8 key");
         let i: i64 = key.trim_start_matches('k').parse().expect("row number");
-        assert_eq!(int(row.latest("a", b"x")), i, "row {key}: x");
+        assert_eq!(int(row.latest(x_family, b"x")), i, "row {key}: x");
         assert_eq!(int(row.latest("b", b"y")), 2 * i, "row {key}: y");
         assert_eq!(
             row.latest("b", b"z"),

@@ -1293,6 +1293,91 @@ fn a_cell_batch_stops_at_a_bad_row_or_skips_it() {
     ));
 }
 
+/// A large batch of rows new to a one-family table is ingested (written
+/// as sorted tables, no journal); a batch whose rows are stored already,
+/// or that spans two families, goes through the journal and merges; what
+/// reads back is the same either way.
+#[test]
+fn large_batches_of_new_rows_are_ingested_and_read_as_written() {
+    use cellar::{BadRows, CellBatch, INGEST_MIN_ROWS};
+    let (_dir, store) = store();
+    for (name, format) in [("p", FamilyFormat::Packed), ("c", FamilyFormat::Cells)] {
+        store
+            .create_table(TableSpec::new(name).family(FamilySpec::new("m").format(format)))
+            .unwrap();
+    }
+    two_family_table(&store, "two");
+    let rows = INGEST_MIN_ROWS as u64;
+    let ingested = || store.local().unwrap().rows_ingested();
+    // Keys in reverse: the batch sorts them.
+    let batch = |from: u64, qualifier: &[u8], families: &[&str]| {
+        let mut batch = CellBatch::new();
+        let families: Vec<_> = families.iter().map(|f| batch.family(f)).collect();
+        for i in (from..from + rows).rev() {
+            batch.begin_row(format!("k{i:08}").as_bytes());
+            for &f in &families {
+                batch.set(f, qualifier, 7, &i.to_be_bytes());
+            }
+        }
+        batch
+    };
+    let value = |row: &cellar::Row, family: &str, q: &[u8]| {
+        row.latest(family, q)
+            .map(|v| u64::from_be_bytes(v.try_into().unwrap()))
+    };
+    for table in ["p", "c"] {
+        let before = ingested();
+        let failed = store
+            .write_batch(table, &batch(0, b"x", &["m"]), BadRows::Stop)
+            .unwrap();
+        assert!(failed.is_empty());
+        assert_eq!(ingested() - before, rows, "{table}: new rows are ingested");
+        // The same rows again, another column: a PACKED row's pair holds
+        // the row, so stored rows merge through the journal; CELLS pairs
+        // are cells, and new cells are ingested beside the stored ones.
+        store
+            .write_batch(table, &batch(0, b"y", &["m"]), BadRows::Stop)
+            .unwrap();
+        let again = if table == "p" { 0 } else { rows };
+        assert_eq!(ingested() - before, rows + again, "{table}: stored rows");
+        // Rows after them are new.
+        store
+            .write_batch(table, &batch(rows, b"x", &["m"]), BadRows::Stop)
+            .unwrap();
+        assert_eq!(ingested() - before, 2 * rows + again, "{table}");
+        let mut n = 0;
+        for row in store.read_rows(table, ReadRequest::all()).unwrap() {
+            let row = row.unwrap();
+            let i: u64 = std::str::from_utf8(&row.key[1..]).unwrap().parse().unwrap();
+            assert_eq!(i, n, "{table}: rows in key order");
+            assert_eq!(value(&row, "m", b"x"), Some(i), "{table}");
+            assert_eq!(
+                value(&row, "m", b"y"),
+                (i < rows).then_some(i),
+                "{table}: merged"
+            );
+            n += 1;
+        }
+        assert_eq!(n, 2 * rows, "{table}");
+    }
+    // Rows across two families are written through the journal, whole.
+    let before = ingested();
+    store
+        .write_batch("two", &batch(0, b"x", &["a", "b"]), BadRows::Stop)
+        .unwrap();
+    assert_eq!(ingested(), before);
+    let read: Vec<_> = store
+        .read_rows("two", ReadRequest::all())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(read.len() as u64, rows);
+    assert!(
+        read.iter()
+            .all(|r| value(r, "a", b"x").is_some() && value(r, "b", b"x").is_some())
+    );
+}
+
 #[test]
 fn sample_row_keys_split_a_table_into_pieces_in_key_order() {
     let (_dir, store) = store();

@@ -8,9 +8,10 @@
 
 use std::ops::Bound;
 
-use chrono::{DateTime, NaiveDateTime};
+use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 
+use super::time_pattern::{format_pattern, parse_pattern};
 use crate::error::{Error, Result};
 use crate::store::RowRange;
 
@@ -796,12 +797,11 @@ fn format_padded(name: &str, n: i64, width: usize) -> Result<String> {
 
 fn format_time(name: &str, format: &TimeFormat, reversed: bool, micros: i64) -> Result<String> {
     if let TimeFormat::Pattern(p) = format {
-        let t = DateTime::from_timestamp_micros(micros).ok_or_else(|| {
+        return format_pattern(p, micros).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "row key segment {name:?}: timestamp {micros} µs is out of range"
             ))
-        })?;
-        return Ok(t.naive_utc().format(p).to_string());
+        });
     }
     let n = micros.div_euclid(format.unit_micros());
     if reversed {
@@ -852,96 +852,6 @@ fn parse_value(kind: &SegmentKind, part: &str) -> Option<KeyValue> {
             n.checked_mul(format.unit_micros()).map(KeyValue::Time)
         }
     }
-}
-
-/// Parses text written with `pattern`; the fields a coarse pattern leaves
-/// out read as the start of its period (a month `%Y%m` is its first day at
-/// midnight, a year `%Y` its first of January).
-fn parse_pattern(pattern: &str, text: &str) -> Option<i64> {
-    if let Some(t) = parse_compiled(pattern, text) {
-        return Some(t);
-    }
-    parse_pattern_slowly(pattern, text)
-}
-
-/// [`parse_pattern`] with the pattern compiled once per thread (a key is
-/// parsed per row read) and missing trailing fields (a bucket's `%Y%m%d`
-/// has no hour, minute or second) set to their start; `None` where the
-/// slow path decides (a pattern that leaves out a field in the middle,
-/// text that does not parse).
-fn parse_compiled(pattern: &str, text: &str) -> Option<i64> {
-    use chrono::format::{Item, Parsed, StrftimeItems, parse};
-    use std::cell::RefCell;
-    use std::collections::HashMap;
-    use std::rc::Rc;
-    thread_local! {
-        static COMPILED: RefCell<HashMap<String, Option<Rc<Vec<Item<'static>>>>>> =
-            RefCell::new(HashMap::new());
-    }
-    let items = COMPILED.with(|compiled| {
-        let mut compiled = compiled.borrow_mut();
-        if let Some(items) = compiled.get(pattern) {
-            return items.clone();
-        }
-        let items = StrftimeItems::new(pattern)
-            .parse_to_owned()
-            .ok()
-            .map(Rc::new);
-        // A store has few patterns; a runaway map would mean a bug.
-        if compiled.len() < 1024 {
-            compiled.insert(pattern.to_string(), items.clone());
-        }
-        items
-    })?;
-    let mut parsed = Parsed::new();
-    parse(&mut parsed, text, items.iter()).ok()?;
-    let present = [
-        parsed.month().is_some(),
-        parsed.day().is_some(),
-        parsed.hour_div_12().is_some() && parsed.hour_mod_12().is_some(),
-        parsed.minute().is_some(),
-        parsed.second().is_some(),
-    ];
-    // Only a missing tail (what the slow path appends) is filled.
-    let first_missing = present.iter().position(|p| !p).unwrap_or(present.len());
-    if present[first_missing..].iter().any(|p| *p) {
-        return None;
-    }
-    let defaults: [fn(&mut Parsed) -> chrono::format::ParseResult<()>; 5] = [
-        |p| p.set_month(1),
-        |p| p.set_day(1),
-        |p| p.set_hour(0),
-        |p| p.set_minute(0),
-        |p| p.set_second(0),
-    ];
-    for set in &defaults[first_missing..] {
-        set(&mut parsed).ok()?;
-    }
-    let t = parsed.to_naive_datetime_with_offset(0).ok()?;
-    Some(t.and_utc().timestamp_micros())
-}
-
-/// [`parse_pattern`] by chrono's own parser, completing the missing
-/// fields by appending them to the pattern and the text.
-fn parse_pattern_slowly(pattern: &str, text: &str) -> Option<i64> {
-    if let Ok(t) = NaiveDateTime::parse_from_str(text, pattern) {
-        return Some(t.and_utc().timestamp_micros());
-    }
-    // Chrono needs the missing fields.
-    for (extra_pattern, extra_text) in [
-        ("%S", "00"),
-        ("%M%S", "0000"),
-        ("%H%M%S", "000000"),
-        ("%d%H%M%S", "01000000"),
-        ("%m%d%H%M%S", "0101000000"),
-    ] {
-        let p = format!("{pattern}|{extra_pattern}");
-        let s = format!("{text}|{extra_text}");
-        if let Ok(t) = NaiveDateTime::parse_from_str(&s, &p) {
-            return Some(t.and_utc().timestamp_micros());
-        }
-    }
-    None
 }
 
 fn check_pattern(pattern: &str) -> std::result::Result<(), String> {
@@ -1008,26 +918,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn coarse_patterns_read_as_the_start_of_their_period() {
-        let at = |text: &str| {
-            NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
-                .map(|t| t.and_utc().timestamp_micros())
-                .ok()
-        };
-        assert_eq!(parse_pattern("%Y%m", "201503"), at("2015-03-01 00:00:00"));
-        assert_eq!(parse_pattern("%Y", "2015"), at("2015-01-01 00:00:00"));
-        assert_eq!(parse_pattern("%Y-%m", "2015-12"), at("2015-12-01 00:00:00"));
+    fn coarse_patterns_are_accepted() {
         assert!(check_pattern("%Y%m").is_ok() && check_pattern("%Y").is_ok());
-        // The compiled path answers these itself.
-        assert_eq!(
-            parse_compiled("%Y-%m-%dT%H", "2015-03-07T05"),
-            at("2015-03-07 05:00:00")
-        );
-        assert_eq!(parse_compiled("%Y%m", "201503"), at("2015-03-01 00:00:00"));
-        assert_eq!(
-            parse_compiled("%Y-%m-%dT%H:%M:%S%.6f", "2015-03-07T05:06:07.000000"),
-            at("2015-03-07 05:06:07")
-        );
         // A time of day without a date cannot be read back.
         assert!(check_pattern("%H%M").is_err());
     }
@@ -1056,7 +948,7 @@ mod tests {
     }
 
     fn micros(s: &str) -> i64 {
-        NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.3f")
+        chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.3f")
             .unwrap()
             .and_utc()
             .timestamp_micros()
@@ -1351,30 +1243,6 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The compiled parse of a key's time answers what chrono's own
-        /// parse (with the missing fields appended) answers, for the
-        /// patterns keys use, coarse ones included, and for text that is
-        /// not of the pattern.
-        #[test]
-        fn compiled_patterns_parse_as_chrono_does(
-            pattern in proptest::sample::select(vec![
-                "%Y-%m-%dT%H:%M:%S%.6f", "%Y%m%d%H%M%S%3f", "%Y-%m-%dT%H", "%Y%m%d",
-                "%Y-%m", "%Y", "%Y-%m-%d %H:%M", "%Y%m%d%H%M%S", "%Y-%j", "%G-W%V",
-                "%d/%m/%Y", "%Y-%m-%d %M",
-            ]),
-            micros in 0i64..4_102_444_800_000_000,
-            noise in proptest::option::of("[0-9T:-]{0,12}"),
-        ) {
-            let format = TimeFormat::Pattern(pattern.to_string());
-            let written = format_time("t", &format, false, micros).unwrap_or_default();
-            let text = noise.unwrap_or(written);
-            let compiled = parse_compiled(pattern, &text);
-            if compiled.is_some() {
-                proptest::prop_assert_eq!(compiled, parse_pattern_slowly(pattern, &text), "{} {}", pattern, text);
-            }
-            proptest::prop_assert_eq!(parse_pattern(pattern, &text), parse_pattern_slowly(pattern, &text));
-        }
-
         /// Every key whose segments satisfy the constraints lies in one of
         /// the ranges, and for integer and exact-time segments no other
         /// key of the schema does.

@@ -4,6 +4,7 @@
 
 mod key;
 mod series;
+mod time_pattern;
 
 pub use key::{Constraint, KeyOrder, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat};
 pub(crate) use series::WEEK_ORIGIN;

@@ -24,7 +24,8 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::TableProvider;
 use datafusion::common::Result as DfResult;
 use datafusion::datasource::file_format::options::{ArrowReadOptions, JsonReadOptions};
-use datafusion::prelude::{CsvReadOptions, DataFrame, ParquetReadOptions};
+use datafusion::execution::SessionStateBuilder;
+use datafusion::prelude::{CsvReadOptions, DataFrame, ParquetReadOptions, SessionContext};
 use futures::StreamExt;
 
 use super::SqlSession;
@@ -308,6 +309,20 @@ fn stopped(
     }
 }
 
+/// A context like `ctx` that reads a file as one stream, in the file's
+/// order: a file split across partitions would arrive interleaved, naming
+/// rows in errors wrongly and handing the store batches whose key ranges
+/// overlap (so a load in key order could not be ingested).
+fn in_file_order(ctx: &SessionContext) -> SessionContext {
+    let state = ctx.state();
+    let config = state.config().clone().with_target_partitions(1);
+    SessionContext::new_with_state(
+        SessionStateBuilder::new_from_existing(state)
+            .with_config(config)
+            .build(),
+    )
+}
+
 /// A DataFrame reading one file, and how its rows are named in errors.
 async fn read(
     session: &SqlSession,
@@ -316,7 +331,7 @@ async fn read(
     o: &Options,
     view: Option<&Schema>,
 ) -> DfResult<(DataFrame, RowNames)> {
-    let ctx = session.context();
+    let ctx = &in_file_order(session.context());
     let path = file.display().to_string();
     let ext = file
         .extension()

@@ -811,6 +811,7 @@ impl SqlSession {
             CellarStatement::ShowStats => {
                 let planned = self.planned.load(std::sync::atomic::Ordering::Relaxed);
                 let reused = self.plans.reused();
+                let ingested = store.local().map_or(0, |s| s.rows_ingested());
                 let schema = Schema::new(vec![
                     Field::new("name", DataType::Utf8, false),
                     Field::new("value", DataType::UInt64, false),
@@ -821,9 +822,10 @@ impl SqlSession {
                         Arc::new(datafusion::arrow::array::StringArray::from(vec![
                             "statements_planned",
                             "plans_reused",
+                            "rows_ingested",
                         ])),
                         Arc::new(datafusion::arrow::array::UInt64Array::from(vec![
-                            planned, reused,
+                            planned, reused, ingested,
                         ])),
                     ],
                 )?);

@@ -264,30 +264,24 @@ impl FjallStore {
             (Some(&a), Some(&b)) => Some((batch.key(a).to_vec(), batch.key(b).to_vec())),
             _ => None,
         };
-        let mut fresh = Fresh {
+        let fresh = Fresh {
             snapshot: &snapshot,
             table: &handle,
             batch,
             families: &resolved,
-            vacant: Vacant {
-                span,
-                slots: vec![None; handle.keyspaces.len()],
-            },
-            order: Vec::new(),
+            span,
         };
         let mut overlay = Overlay::default();
         let mut direct: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
-        for &row in &valid {
-            // A row new to the store goes straight into pairs; any other
-            // (a repeated key, an add, stored cells) through the overlay.
-            let before = direct.len();
-            let written = match repeated[row] {
-                true => Ok(false),
-                false => encode_new_row(&mut fresh, row, &mut direct),
-            };
-            if !matches!(written, Ok(true)) {
-                direct.truncate(before);
-            }
+        let mut outcomes = Vec::with_capacity(valid.len());
+        for part in encode_new_rows(&fresh, &valid, &repeated) {
+            direct.extend(part.pairs);
+            outcomes.extend(part.outcomes);
+        }
+        for (&row, written) in valid.iter().zip(outcomes) {
+            // A row new to the store went straight into pairs; any other
+            // (a repeated key, an add, stored cells) goes through the
+            // overlay.
             let outcome = written.and_then(|done| match done {
                 true => Ok(()),
                 false => mutation::apply(
@@ -305,10 +299,40 @@ impl FjallStore {
                 failed.push((row, e));
             }
         }
-        self.commit_pairs(&handle, overlay, direct)?;
+        let written = valid.len() - failed.len();
+        match ingestible(&overlay, &direct, written) {
+            Some(slot) => self.ingest_pairs(&handle, slot, direct, written)?,
+            None => self.commit_pairs(&handle, overlay, direct)?,
+        }
         failed.sort_by_key(|(row, _)| *row);
         Ok(failed)
     }
+}
+
+/// Rows of new data in a batch from which the batch is written by
+/// ingestion (as sorted tables straight into the LSM) rather than through
+/// the journal and memtable: enough to outweigh the fsyncs that make
+/// ingested tables durable, so bulk loads take it and small writes do not.
+pub const INGEST_MIN_ROWS: usize = 16_384;
+
+/// The slot a batch's pairs can be ingested into: when every row went
+/// straight into pairs (nothing stored to merge with, nothing through the
+/// overlay), there are at least [`INGEST_MIN_ROWS`] of them, all in one
+/// slot (ingestion is atomic per keyspace, so a row across two could be
+/// half written by a crash) and in strictly ascending key order (what
+/// ingestion requires).
+fn ingestible(
+    overlay: &Overlay,
+    direct: &[(usize, Vec<u8>, Vec<u8>)],
+    rows: usize,
+) -> Option<usize> {
+    if rows < INGEST_MIN_ROWS || !overlay.is_empty() {
+        return None;
+    }
+    let slot = direct.first()?.0;
+    let one_slot = direct.iter().all(|(s, _, _)| *s == slot);
+    let ascending = direct.windows(2).all(|w| w[0].1 < w[1].1);
+    (one_slot && ascending).then_some(slot)
 }
 
 fn resolve(table: &TableHandle, batch: &CellBatch) -> Result<Vec<Resolved>> {
@@ -367,9 +391,73 @@ struct Fresh<'a> {
     table: &'a TableHandle,
     batch: &'a CellBatch,
     families: &'a [Resolved],
-    vacant: Vacant,
-    /// Scratch: a row's cells in write order.
-    order: Vec<(usize, usize)>,
+    /// The batch's first and last keys (none when it is empty).
+    span: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Rows of a batch from which their encoding is shared among the cores.
+const PARALLEL_MIN_ROWS: usize = 4096;
+
+/// Consecutive rows of a batch encoded: per row whether it went straight
+/// into pairs (`Ok(true)`), needs the general path (`Ok(false)`) or
+/// failed; the pairs of those that went straight in, in row order.
+#[derive(Default)]
+struct Part {
+    outcomes: Vec<Result<bool>>,
+    pairs: Vec<(usize, Vec<u8>, Vec<u8>)>,
+}
+
+/// Encodes the new rows among `rows` (in key order) into pairs, in parts
+/// of consecutive rows spread over the cores when there are many; the
+/// parts in order.
+fn encode_new_rows(fresh: &Fresh<'_>, rows: &[usize], repeated: &[bool]) -> Vec<Part> {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let parts = cores.min(rows.len() / PARALLEL_MIN_ROWS).max(1);
+    if parts == 1 {
+        return vec![encode_part(fresh, rows, repeated)];
+    }
+    let chunk = rows.len().div_ceil(parts);
+    std::thread::scope(|scope| {
+        let mut chunks = rows.chunks(chunk);
+        let first = chunks.next().unwrap_or_default();
+        let others: Vec<_> = chunks
+            .map(|rows| scope.spawn(move || encode_part(fresh, rows, repeated)))
+            .collect();
+        let mut done = vec![encode_part(fresh, first, repeated)];
+        for other in others {
+            done.push(
+                other
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
+        }
+        done
+    })
+}
+
+fn encode_part(fresh: &Fresh<'_>, rows: &[usize], repeated: &[bool]) -> Part {
+    let mut vacant = Vacant {
+        span: fresh.span.clone(),
+        slots: vec![None; fresh.table.keyspaces.len()],
+    };
+    let mut order = Vec::new();
+    let mut part = Part {
+        outcomes: Vec::with_capacity(rows.len()),
+        pairs: Vec::new(),
+    };
+    for &row in rows {
+        let before = part.pairs.len();
+        let written = match repeated[row] {
+            true => Ok(false),
+            false => encode_new_row(fresh, &mut vacant, &mut order, row, &mut part.pairs),
+        };
+        if !matches!(written, Ok(true)) {
+            part.pairs.truncate(before);
+        }
+        part.outcomes.push(written);
+    }
+    part
 }
 
 /// Whether a slot holds no pairs at all between the batch's first and
@@ -420,7 +508,9 @@ fn repeated_keys(batch: &CellBatch, valid: &[usize]) -> Vec<bool> {
 /// straight into `out` as (slot, key, value); `false` (with `out` to be
 /// cut back by the caller) when the row needs the general path.
 fn encode_new_row(
-    fresh: &mut Fresh<'_>,
+    fresh: &Fresh<'_>,
+    vacant: &mut Vacant,
+    order: &mut Vec<(usize, usize)>,
     row: usize,
     out: &mut Vec<(usize, Vec<u8>, Vec<u8>)>,
 ) -> Result<bool> {
@@ -429,10 +519,8 @@ fn encode_new_row(
         table,
         batch,
         families,
-        vacant,
-        order,
-    } = fresh;
-    let (snapshot, table, batch, families) = (*snapshot, *table, *batch, *families);
+        ..
+    } = *fresh;
     let key = batch.key(row);
     let cells = batch.row_cells(row);
     if cells.iter().any(|c| c.add) {

@@ -24,7 +24,7 @@ mod write;
 
 pub use aggregate::hll_estimate;
 pub use backend::{Backend, Pinned, RowChange, RowSource, RowStream, Store};
-pub use bulk::{BadRows, BatchFamily, CellBatch};
+pub use bulk::{BadRows, BatchFamily, CellBatch, INGEST_MIN_ROWS};
 #[cfg_attr(
     not(feature = "bigtable"),
     allow(unused_imports, reason = "used by the Bigtable backend")
@@ -297,6 +297,8 @@ struct Inner {
     /// Moves on with every change to the open tables (see
     /// [`FjallStore::catalog_generation`]).
     generation: std::sync::atomic::AtomicU64,
+    /// Rows written by ingestion (see [`FjallStore::rows_ingested`]).
+    ingested: std::sync::atomic::AtomicU64,
 }
 
 /// An open store. Cheap to clone; all clones share one database.
@@ -419,6 +421,7 @@ impl FjallStore {
             changes: Mutex::default(),
             gates: Mutex::default(),
             generation: std::sync::atomic::AtomicU64::new(0),
+            ingested: std::sync::atomic::AtomicU64::new(0),
         };
         let store = FjallStore {
             inner: Arc::new(inner),
@@ -646,6 +649,14 @@ impl FjallStore {
             }
         }
         Ok((pairs, bytes))
+    }
+
+    /// How many rows bulk writes have put straight into sorted tables
+    /// (ingestion) since the store opened.
+    pub fn rows_ingested(&self) -> u64 {
+        self.inner
+            .ingested
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many fsyncs synced mode has run (group commit shares them).

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{AsArray, RecordBatch};
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::{cast, concat_batches};
 use datafusion::arrow::datatypes::{DataType, SchemaRef, TimestampMicrosecondType};
 use datafusion::common::Result as DfResult;
 use datafusion::datasource::sink::DataSink;
@@ -37,8 +37,10 @@ use crate::store::{
     BadRows, CellBatch, Entered, Mutation, RowMutation, Store, TimeRange, now_micros,
 };
 
-/// Rows per store write: the unit that a bad row stops.
-pub(crate) const WRITE_BATCH_ROWS: usize = 8192;
+/// Rows per store write: the unit that a bad row stops. Large enough for
+/// the store to write a bulk load's batches by ingestion (see
+/// `INGEST_MIN_ROWS`).
+pub(crate) const WRITE_BATCH_ROWS: usize = 65_536;
 
 /// How a write names the rows of its input in errors.
 #[derive(Debug, Clone)]
@@ -182,11 +184,42 @@ impl TableSink {
             written: 0,
             columns: None,
         });
-        while let Some(batch) = data.next().await {
-            let batch = batch?;
+        let schema = data.schema();
+        // Input batches gather into units of WRITE_BATCH_ROWS (a file
+        // reader's batches are smaller), so a bulk load hands the store
+        // batches large enough to ingest.
+        let (mut pending, mut pending_rows) = (Vec::new(), 0);
+        loop {
+            let next = data.next().await.transpose()?;
+            let end = next.is_none();
+            if let Some(batch) = next {
+                pending_rows += batch.num_rows();
+                pending.push(batch);
+            }
+            if pending_rows == 0 || (!end && pending_rows < WRITE_BATCH_ROWS) {
+                if end {
+                    break;
+                }
+                continue;
+            }
+            let batch = match pending.len() {
+                1 => pending
+                    .pop()
+                    .unwrap_or_else(|| RecordBatch::new_empty(schema.clone())),
+                _ => concat_batches(&schema, &std::mem::take(&mut pending))?,
+            };
+            pending.clear();
+            pending_rows = 0;
             let mut at = 0;
             while at < batch.num_rows() {
-                let len = (batch.num_rows() - at).min(WRITE_BATCH_ROWS);
+                let len = batch.num_rows() - at;
+                if len < WRITE_BATCH_ROWS && !end {
+                    // Held back to fill the next unit.
+                    pending.push(batch.slice(at, len));
+                    pending_rows = len;
+                    break;
+                }
+                let len = len.min(WRITE_BATCH_ROWS);
                 let slice = batch.slice(at, len);
                 at += len;
                 let mut state = writer.ready().await?;
@@ -199,6 +232,9 @@ impl TableSink {
                     state.write(&store, &layout, &options, &slice)?;
                     Ok(state)
                 }));
+            }
+            if end {
+                break;
             }
         }
         Ok(writer.ready().await?.written)

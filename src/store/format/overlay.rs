@@ -303,6 +303,11 @@ impl Overlay {
         Ok(())
     }
 
+    /// Whether nothing is pending.
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.packed.is_empty()
+    }
+
     /// Encodes the PACKED rows being edited into pair writes, checking
     /// each against the packed size limit.
     pub fn seal(&mut self, table: &TableHandle) -> Result<()> {

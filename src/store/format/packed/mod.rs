@@ -111,50 +111,83 @@ pub(crate) fn encode_sorted(
         return Err(too_large(row, family, total));
     }
     let n = cells.len();
-    let mut qualifiers: Vec<&[u8]> = Vec::new();
-    let (mut counts, mut firsts) = (Vec::new(), Vec::new());
-    let mut gaps = Vec::with_capacity(n);
-    let mut lengths = Vec::with_capacity(n);
-    let mut values: Vec<&[u8]> = Vec::with_capacity(n);
-    let mut previous = 0i64;
-    for &(qualifier, ts, value) in cells {
-        match counts.last_mut() {
-            Some(count) if qualifiers.last() == Some(&qualifier) => {
-                *count += 1;
-                gaps.push(previous - ts);
+    SCRATCH.with(|scratch| {
+        let mut scratch = scratch.borrow_mut();
+        let Scratch {
+            starts,
+            counts,
+            firsts,
+            gaps,
+            lengths,
+        } = &mut *scratch;
+        starts.clear();
+        counts.clear();
+        firsts.clear();
+        gaps.clear();
+        lengths.clear();
+        let mut previous = 0i64;
+        for (i, &(qualifier, ts, value)) in cells.iter().enumerate() {
+            match counts.last_mut() {
+                Some(count) if starts.last().is_some_and(|&s| cells[s].0 == qualifier) => {
+                    *count += 1;
+                    gaps.push(previous - ts);
+                }
+                _ => {
+                    starts.push(i);
+                    counts.push(1);
+                    firsts.push(ts);
+                }
             }
-            _ => {
-                qualifiers.push(qualifier);
-                counts.push(1);
-                firsts.push(ts);
+            previous = ts;
+            lengths.push(value.len() as i64);
+        }
+        let value_bytes: usize = cells.iter().map(|c| c.2.len()).sum();
+        let mut out = Vec::with_capacity(64 + n * 2 + value_bytes);
+        out.push(VERSION);
+        out.extend_from_slice(&newest.to_be_bytes());
+        put_varint(&mut out, starts.len() as u64);
+        put_varint(&mut out, n as u64);
+        for &start in starts.iter() {
+            let qualifier = cells[start].0;
+            put_varint(&mut out, qualifier.len() as u64);
+            out.extend_from_slice(qualifier);
+        }
+        for run in [&*counts, &*firsts, &*gaps, &*lengths] {
+            Plan::write_run(run, &mut out);
+        }
+        // Segments of whole columns: cut at a column's end.
+        let (mut start, mut end) = (0, 0);
+        for &count in counts.iter() {
+            end += count as usize;
+            if end - start >= SEGMENT_CELLS || end == n {
+                values::write_segment(&cells[start..end], &mut out);
+                start = end;
             }
         }
-        previous = ts;
-        lengths.push(value.len() as i64);
-        values.push(value);
-    }
-    let mut out = Vec::with_capacity(64 + n * 2 + values.iter().map(|v| v.len()).sum::<usize>());
-    out.push(VERSION);
-    out.extend_from_slice(&newest.to_be_bytes());
-    put_varint(&mut out, qualifiers.len() as u64);
-    put_varint(&mut out, n as u64);
-    for qualifier in &qualifiers {
-        put_varint(&mut out, qualifier.len() as u64);
-        out.extend_from_slice(qualifier);
-    }
-    for run in [&counts, &firsts, &gaps, &lengths] {
-        Plan::write_run(run, &mut out);
-    }
-    // Segments of whole columns: cut at a column's end.
-    let (mut start, mut end) = (0, 0);
-    for count in counts {
-        end += count as usize;
-        if end - start >= SEGMENT_CELLS || end == n {
-            values::write_segment(&values[start..end], &mut out);
-            start = end;
+        if lengths.capacity() > SCRATCH_KEPT {
+            *scratch = Scratch::default();
         }
-    }
-    Ok(Some(out))
+        Ok(Some(out))
+    })
+}
+
+/// Cells whose room the scratch keeps after a row: a larger row's goes.
+const SCRATCH_KEPT: usize = 1 << 16;
+
+/// What [`encode_sorted`] builds a row's runs in, kept per thread so that
+/// encoding a row allocates only its value.
+#[derive(Default)]
+struct Scratch {
+    /// Each column's first cell.
+    starts: Vec<usize>,
+    counts: Vec<i64>,
+    firsts: Vec<i64>,
+    gaps: Vec<i64>,
+    lengths: Vec<i64>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
 }
 
 /// The newest timestamp of a packed value (its header).

@@ -48,11 +48,31 @@ fn unzigzag(n: u64) -> i64 {
     ((n >> 1) as i64) ^ -((n & 1) as i64)
 }
 
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
+/// The greatest common divisor; `gcd(0, b)` is `b`. One division brings
+/// the larger down below the smaller (a run's step is soon small, and
+/// each further number then costs that division and a few steps), then
+/// the binary algorithm (shifts and subtractions) finishes.
+fn gcd(a: u64, b: u64) -> u64 {
+    if a == 0 || b == 0 {
+        return a | b;
     }
-    a
+    let (small, large) = if a < b { (a, b) } else { (b, a) };
+    let (mut a, mut b) = (small, large % small);
+    if b == 0 {
+        return a;
+    }
+    let shift = (a | b).trailing_zeros();
+    a >>= a.trailing_zeros();
+    loop {
+        b >>= b.trailing_zeros();
+        if a > b {
+            std::mem::swap(&mut a, &mut b);
+        }
+        b -= a;
+        if b == 0 {
+            return a << shift;
+        }
+    }
 }
 
 /// How a run of numbers is stored: chosen from the numbers, then written.
@@ -66,16 +86,17 @@ pub(super) struct Plan {
 impl Plan {
     /// The plan for `numbers`.
     pub fn of(numbers: &[i64]) -> Plan {
-        let base = numbers.iter().copied().min().unwrap_or(0);
-        let (mut step, mut top) = (0u64, 0u64);
-        for &n in numbers {
-            let offset = n.wrapping_sub(base) as u64;
-            step = gcd(step, offset);
-            top = top.max(offset);
-        }
-        let step = step.max(1);
-        let width = (64 - (top / step).leading_zeros()) as u8;
-        Plan { base, step, width }
+        Plan::of_iter(numbers.iter().copied())
+    }
+
+    /// The plan for the numbers `numbers` yields, in one pass: the base is
+    /// the smallest, the step the greatest common divisor of the
+    /// differences (from the first, which divides those from the base
+    /// alike), the width what the largest multiple needs.
+    pub fn of_iter(numbers: impl Iterator<Item = i64>) -> Plan {
+        let mut planning = Planning::default();
+        numbers.for_each(|n| planning.push(n));
+        planning.plan()
     }
 
     /// How many bytes the run of `n` numbers takes.
@@ -92,14 +113,24 @@ impl Plan {
 
     /// Writes `numbers` (those the plan was made for) as a run.
     pub fn write(&self, numbers: &[i64], out: &mut Vec<u8>) {
+        self.write_iter(numbers.iter().copied(), out);
+    }
+
+    /// [`Plan::write`] of the numbers an iterator yields.
+    pub fn write_iter(&self, numbers: impl Iterator<Item = i64>, out: &mut Vec<u8>) {
         self.write_header(out);
         if self.width == 0 {
             return;
         }
         let width = u32::from(self.width);
         let (mut acc, mut filled) = (0u128, 0u32);
-        for &n in numbers {
-            let k = n.wrapping_sub(self.base) as u64 / self.step;
+        for n in numbers {
+            let offset = n.wrapping_sub(self.base) as u64;
+            let k = if self.step == 1 {
+                offset
+            } else {
+                offset / self.step
+            };
             acc |= u128::from(k) << filled;
             filled += width;
             while filled >= 8 {
@@ -116,6 +147,51 @@ impl Plan {
     /// Writes `numbers` as a run with the plan that suits them.
     pub fn write_run(numbers: &[i64], out: &mut Vec<u8>) {
         Plan::of(numbers).write(numbers, out);
+    }
+}
+
+/// A [`Plan`] being made, a number at a time.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Planning {
+    first: Option<i64>,
+    min: i64,
+    max: i64,
+    step: u64,
+}
+
+impl Planning {
+    pub fn push(&mut self, n: i64) {
+        let Some(first) = self.first else {
+            *self = Planning {
+                first: Some(n),
+                min: n,
+                max: n,
+                step: 0,
+            };
+            return;
+        };
+        self.min = self.min.min(n);
+        self.max = self.max.max(n);
+        if self.step != 1 {
+            self.step = gcd(self.step, n.abs_diff(first));
+        }
+    }
+
+    pub fn plan(&self) -> Plan {
+        if self.first.is_none() {
+            return Plan {
+                base: 0,
+                step: 1,
+                width: 0,
+            };
+        }
+        let step = self.step.max(1);
+        let width = (64 - (self.max.abs_diff(self.min) / step).leading_zeros()) as u8;
+        Plan {
+            base: self.min,
+            step,
+            width,
+        }
     }
 }
 
@@ -227,6 +303,27 @@ mod tests {
         assert_eq!(Plan::of(&[8; 240]).size(240), 3, "equal numbers: a header");
     }
 
+    /// The plan as first written: base, then the divisor of the offsets
+    /// from it by Euclid's algorithm.
+    fn plan_slowly(numbers: &[i64]) -> Plan {
+        fn euclid(mut a: u64, mut b: u64) -> u64 {
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            a
+        }
+        let base = numbers.iter().copied().min().unwrap_or(0);
+        let (mut step, mut top) = (0u64, 0u64);
+        for &n in numbers {
+            let offset = n.wrapping_sub(base) as u64;
+            step = euclid(step, offset);
+            top = top.max(offset);
+        }
+        let step = step.max(1);
+        let width = (64 - (top / step).leading_zeros()) as u8;
+        Plan { base, step, width }
+    }
+
     #[test]
     fn varint_lengths() {
         for n in [0, 1, 127, 128, 16_383, 16_384, u64::MAX] {
@@ -249,6 +346,13 @@ mod tests {
                            spread in 0u32..64) {
             let numbers: Vec<i64> = numbers.iter().map(|n| n >> spread).collect();
             prop_assert_eq!(round_trip(&numbers), numbers);
+        }
+
+        #[test]
+        fn plans_are_those_of_two_passes(numbers in prop::collection::vec(any::<i64>(), 0..40),
+                                         spread in 0u32..64, scale in 1i64..1000) {
+            let numbers: Vec<i64> = numbers.iter().map(|n| (n >> spread).wrapping_mul(scale)).collect();
+            prop_assert_eq!(Plan::of(&numbers), plan_slowly(&numbers));
         }
 
         #[test]

@@ -26,7 +26,7 @@
 //! make some value exact; the smallest segment wins. Integer does the same
 //! for BIGINT columns and counters.
 
-use super::runs::{Plan, Run, put_varint, varint};
+use super::runs::{Plan, Planning, Run, put_varint, varint};
 
 const RAW: u8 = 0;
 const DECIMAL: u8 = 1;
@@ -48,48 +48,120 @@ fn scaled(v: f64, e: usize) -> Option<i64> {
     (decoded(n, e).to_bits() == v.to_bits()).then_some(n)
 }
 
+/// The smallest exponent at which `v` is exact ([`scaled`]), found in a
+/// few tries: while `v · 10^e` stays below 2^50, a value exact at `e` is
+/// exact at `e + 1` too (its number times ten, which the product finds
+/// within a quarter, over a power of ten: the same fraction, rounded
+/// once), so the exponents below 2^50 are searched by halves from the
+/// largest; above it lies at most one more, tried alone.
+fn smallest_exact(v: f64) -> Option<usize> {
+    const MONOTONE: f64 = 1_125_899_906_842_624.0;
+    let exact = |e: usize| scaled(v, e).is_some();
+    let Some(top) = (0..POW10.len())
+        .rev()
+        .find(|&e| (v * POW10[e]).abs() < MONOTONE)
+    else {
+        return (0..POW10.len()).find(|&e| exact(e));
+    };
+    if !exact(top) {
+        return (top + 1..POW10.len()).find(|&e| exact(e));
+    }
+    let (mut low, mut high) = (0, top);
+    while low < high {
+        let middle = (low + high) / 2;
+        if exact(middle) {
+            high = middle;
+        } else {
+            low = middle + 1;
+        }
+    }
+    Some(high)
+}
+
 /// The integer nearest `v · 10^e`, if it is below 2^53 (where every
 /// integer is exact and the division back rounds once).
 fn nearest(v: f64, e: usize) -> Option<i64> {
-    let x = (v * POW10[e]).round();
-    (x.abs() < 9_007_199_254_740_992.0).then_some(x as i64)
+    const LIMIT: f64 = 9_007_199_254_740_992.0;
+    let x = v * POW10[e];
+    // Also false for NaN.
+    if x.abs().partial_cmp(&LIMIT) != Some(std::cmp::Ordering::Less) {
+        return None;
+    }
+    // `x.round()` (halves away from zero) without the library call: below
+    // 2^53 the integer part is exact and so is the fraction left.
+    let whole = x as i64;
+    let fraction = x - whole as f64;
+    let n = if fraction >= 0.5 {
+        whole + 1
+    } else if fraction <= -0.5 {
+        whole - 1
+    } else {
+        whole
+    };
+    (n.unsigned_abs() < 1 << 53).then_some(n)
 }
 
 fn decoded(n: i64, e: usize) -> f64 {
     (n as f64) / POW10[e]
 }
 
+/// What a segment is written from: anything that holds a value's bytes
+/// (the values themselves, or a row's cells).
+pub(super) trait Value {
+    fn bytes(&self) -> &[u8];
+}
+
+impl Value for &[u8] {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+impl Value for (&[u8], i64, &[u8]) {
+    fn bytes(&self) -> &[u8] {
+        self.2
+    }
+}
+
+/// The f64 a value holds, if it is 8 bytes.
+fn float(v: &[u8]) -> Option<f64> {
+    Some(f64::from_be_bytes(v.try_into().ok()?))
+}
+
+/// The correction of `v` written as `n / 10^e`: the difference of bits.
+fn correction(v: f64, n: i64, e: usize) -> i64 {
+    (v.to_bits() as i64).wrapping_sub(decoded(n, e).to_bits() as i64)
+}
+
 /// A segment's values as decimal numbers and bit corrections, at the
-/// exponent that takes least room; `None` when no value has a decimal
-/// form.
-fn decimal(values: &[&[u8]]) -> Option<Decimal> {
-    let floats: Vec<f64> = values
-        .iter()
-        .map(|v| Some(f64::from_be_bytes((*v).try_into().ok()?)))
-        .collect::<Option<_>>()?;
+/// exponent that takes least room; `None` when a value is not 8 bytes or
+/// none has a decimal form. The values are all 8 bytes when it is `Some`.
+fn decimal(values: &[impl Value]) -> Option<Decimal> {
+    if values.iter().any(|v| v.bytes().len() != 8) {
+        return None;
+    }
+    let floats = || values.iter().map(|v| float(v.bytes()).unwrap_or_default());
     // The exponents worth trying: each value's smallest exact one.
     let mut tried = [false; POW10.len()];
-    for &v in &floats {
-        if let Some(e) = (0..POW10.len()).find(|&e| scaled(v, e).is_some()) {
+    for v in floats() {
+        if let Some(e) = smallest_exact(v) {
             tried[e] = true;
         }
     }
     let mut best: Option<Decimal> = None;
     for e in (0..POW10.len()).filter(|&e| tried[e]) {
-        let numbers: Vec<i64> = floats.iter().map(|&v| nearest(v, e).unwrap_or(0)).collect();
-        let corrections: Vec<i64> = floats
-            .iter()
-            .zip(&numbers)
-            .map(|(v, &n)| (v.to_bits() as i64).wrapping_sub(decoded(n, e).to_bits() as i64))
-            .collect();
-        let plans = (Plan::of(&numbers), Plan::of(&corrections));
-        let size = 1 + plans.0.size(numbers.len()) + plans.1.size(corrections.len());
+        let (mut numbers, mut corrections) = (Planning::default(), Planning::default());
+        for v in floats() {
+            let n = nearest(v, e).unwrap_or(0);
+            numbers.push(n);
+            corrections.push(correction(v, n, e));
+        }
+        let plans = (numbers.plan(), corrections.plan());
+        let size = 1 + plans.0.size(values.len()) + plans.1.size(values.len());
         if best.as_ref().is_none_or(|b| size < b.size) {
             best = Some(Decimal {
                 size,
                 exponent: e as u8,
-                numbers,
-                corrections,
                 plans,
             });
         }
@@ -102,39 +174,45 @@ struct Decimal {
     /// How many bytes the segment takes, its count and kind aside.
     size: usize,
     exponent: u8,
-    numbers: Vec<i64>,
-    corrections: Vec<i64>,
     plans: (Plan, Plan),
 }
 
 /// The values of a segment as big-endian integers, if all are 8 bytes.
-fn integers(values: &[&[u8]]) -> Option<Vec<i64>> {
-    values
-        .iter()
-        .map(|v| Some(i64::from_be_bytes((*v).try_into().ok()?)))
-        .collect()
+fn integers<V: Value>(values: &[V]) -> Option<impl Iterator<Item = i64> + Clone + '_> {
+    values.iter().all(|v| v.bytes().len() == 8).then(|| {
+        values
+            .iter()
+            .map(|v| i64::from_be_bytes(v.bytes().try_into().unwrap_or_default()))
+    })
 }
 
 /// Appends a segment holding `values`, in the kind that takes least room.
-pub(super) fn write_segment(values: &[&[u8]], out: &mut Vec<u8>) {
+pub(super) fn write_segment<V: Value>(values: &[V], out: &mut Vec<u8>) {
     put_varint(out, values.len() as u64);
-    let raw: usize = values.iter().map(|v| v.len()).sum();
+    let raw: usize = values.iter().map(|v| v.bytes().len()).sum();
     let decimal = decimal(values).filter(|d| d.size < raw);
     let integer = integers(values)
-        .map(|n| (Plan::of(&n), n))
-        .filter(|(plan, n)| plan.size(n.len()) < decimal.as_ref().map_or(raw, |d| d.size));
+        .map(|n| (Plan::of_iter(n.clone()), n))
+        .filter(|(plan, _)| plan.size(values.len()) < decimal.as_ref().map_or(raw, |d| d.size));
     if let Some((plan, numbers)) = integer {
         out.push(INTEGER);
-        plan.write(&numbers, out);
+        plan.write_iter(numbers, out);
     } else if let Some(d) = decimal {
+        let e = usize::from(d.exponent);
+        let floats = || values.iter().map(|v| float(v.bytes()).unwrap_or_default());
         out.push(DECIMAL);
         out.push(d.exponent);
-        d.plans.0.write(&d.numbers, out);
-        d.plans.1.write(&d.corrections, out);
+        d.plans
+            .0
+            .write_iter(floats().map(|v| nearest(v, e).unwrap_or(0)), out);
+        d.plans.1.write_iter(
+            floats().map(|v| correction(v, nearest(v, e).unwrap_or(0), e)),
+            out,
+        );
     } else {
         out.push(RAW);
         for v in values {
-            out.extend_from_slice(v);
+            out.extend_from_slice(v.bytes());
         }
     }
 }
@@ -396,6 +474,105 @@ mod tests {
             .collect();
         assert_eq!(segments.end(), Some(out.len()));
         (got, out.len())
+    }
+
+    use proptest::strategy::Strategy;
+
+    /// The segment as first written, with every number collected.
+    fn segment_slowly(values: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        put_varint(&mut out, values.len() as u64);
+        let raw: usize = values.iter().map(|v| v.len()).sum();
+        let floats: Option<Vec<f64>> = values.iter().map(|v| float(v)).collect();
+        let mut best: Option<(usize, usize, Vec<i64>, Vec<i64>)> = None;
+        if let Some(floats) = &floats {
+            let mut tried = [false; POW10.len()];
+            for &v in floats {
+                if let Some(e) = (0..POW10.len()).find(|&e| scaled(v, e).is_some()) {
+                    tried[e] = true;
+                }
+            }
+            for e in (0..POW10.len()).filter(|&e| tried[e]) {
+                let numbers: Vec<i64> =
+                    floats.iter().map(|&v| nearest(v, e).unwrap_or(0)).collect();
+                let corrections: Vec<i64> = floats
+                    .iter()
+                    .zip(&numbers)
+                    .map(|(&v, &n)| correction(v, n, e))
+                    .collect();
+                let size = 1
+                    + Plan::of(&numbers).size(numbers.len())
+                    + Plan::of(&corrections).size(corrections.len());
+                if best.as_ref().is_none_or(|b| size < b.0) {
+                    best = Some((size, e, numbers, corrections));
+                }
+            }
+        }
+        let best = best.filter(|b| b.0 < raw);
+        let integers: Option<Vec<i64>> = values
+            .iter()
+            .map(|v| Some(i64::from_be_bytes((*v).try_into().ok()?)))
+            .collect();
+        let integer =
+            integers.filter(|n| Plan::of(n).size(n.len()) < best.as_ref().map_or(raw, |b| b.0));
+        if let Some(n) = integer {
+            out.push(INTEGER);
+            Plan::of(&n).write(&n, &mut out);
+        } else if let Some((_, e, numbers, corrections)) = best {
+            out.push(DECIMAL);
+            out.push(e as u8);
+            Plan::of(&numbers).write(&numbers, &mut out);
+            Plan::of(&corrections).write(&corrections, &mut out);
+        } else {
+            out.push(RAW);
+            for v in values {
+                out.extend_from_slice(v);
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn smallest_exact_exponents_are_found_by_halves(
+            v in proptest::prop_oneof![
+                proptest::num::f64::ANY,
+                (-10_000_000_000i64..10_000_000_000, 0i32..16).prop_map(|(n, e)| n as f64 / 10f64.powi(e)),
+                (-1000i64..1000, 0i32..4, 0i64..100).prop_map(|(n, e, k)| n as f64 / 10f64.powi(e) + k as f64 * 0.07),
+            ],
+        ) {
+            let linear = (0..POW10.len()).find(|&e| scaled(v, e).is_some());
+            proptest::prop_assert_eq!(smallest_exact(v), linear);
+        }
+
+        #[test]
+        fn nearest_rounds_as_round_does(v in proptest::num::f64::ANY, e in 0usize..16) {
+            let x = (v * POW10[e]).round();
+            let expected = (x.abs() < 9_007_199_254_740_992.0).then_some(x as i64);
+            proptest::prop_assert_eq!(nearest(v, e), expected);
+        }
+
+        #[test]
+        fn segments_are_those_written_slowly(
+            decimals in proptest::collection::vec((-100_000i64..100_000, 0u32..4), 1..40),
+            odd in proptest::collection::vec(proptest::num::u64::ANY, 0..3),
+            kind in 0u8..3,
+        ) {
+            let mut owned: Vec<Vec<u8>> = decimals
+                .iter()
+                .map(|&(n, e)| match kind {
+                    0 => (n as f64 / 10f64.powi(e as i32)).to_be_bytes().to_vec(),
+                    1 => (n * 7).to_be_bytes().to_vec(),
+                    _ => n.to_string().into_bytes(),
+                })
+                .collect();
+            owned.extend(odd.iter().map(|b| b.to_be_bytes().to_vec()));
+            let values: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+            let mut out = Vec::new();
+            write_segment(&values, &mut out);
+            proptest::prop_assert_eq!(&out, &segment_slowly(&values));
+            proptest::prop_assert_eq!(read_back(&values).0, owned);
+        }
     }
 
     #[test]

@@ -1,0 +1,288 @@
+//! Time key segments written with a strftime pattern: each pattern is
+//! compiled once per thread (keys are formatted per row written and parsed
+//! per row read), formatted by a direct digit writer where the pattern is
+//! only numeric date and time fields, and otherwise by chrono with the
+//! compiled items. Parsing fills a coarse pattern's missing trailing
+//! fields with their start.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use chrono::format::{Item, StrftimeItems};
+use chrono::{DateTime, Datelike, NaiveDateTime, Timelike};
+
+/// A field the direct writer writes: zero-padded digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Digits {
+    /// `%Y`, four digits (years 0 to 9999; others go to chrono).
+    Year,
+    /// `%m`
+    Month,
+    /// `%d`
+    Day,
+    /// `%H`
+    Hour,
+    /// `%M`
+    Minute,
+    /// `%S`
+    Second,
+    /// `%j`, three digits.
+    DayOfYear,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Field(Digits),
+}
+
+/// A pattern compiled: chrono's items (none when chrono rejects the
+/// pattern) and, when it is only numeric fields and text, the direct
+/// writer's pieces.
+struct Compiled {
+    items: Option<Rc<Vec<Item<'static>>>>,
+    pieces: Option<Rc<Vec<Piece>>>,
+}
+
+thread_local! {
+    static COMPILED: RefCell<HashMap<String, Rc<Compiled>>> = RefCell::new(HashMap::new());
+}
+
+/// The compiled form of `pattern`, made once per thread.
+fn compiled(pattern: &str) -> Rc<Compiled> {
+    COMPILED.with(|map| {
+        let mut map = map.borrow_mut();
+        if let Some(c) = map.get(pattern) {
+            return Rc::clone(c);
+        }
+        let items = StrftimeItems::new(pattern)
+            .parse_to_owned()
+            .ok()
+            .map(Rc::new);
+        let pieces = items.as_ref().and_then(|_| pieces(pattern)).map(Rc::new);
+        let c = Rc::new(Compiled { items, pieces });
+        // A store has few patterns; a runaway map would mean a bug.
+        if map.len() < 1024 {
+            map.insert(pattern.to_string(), Rc::clone(&c));
+        }
+        c
+    })
+}
+
+/// The direct writer's pieces of `pattern`, if it is only text and the
+/// numeric fields [`Digits`] names.
+fn pieces(pattern: &str) -> Option<Vec<Piece>> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            text.push(c);
+            continue;
+        }
+        let field = match chars.next()? {
+            'Y' => Digits::Year,
+            'm' => Digits::Month,
+            'd' => Digits::Day,
+            'H' => Digits::Hour,
+            'M' => Digits::Minute,
+            'S' => Digits::Second,
+            'j' => Digits::DayOfYear,
+            '%' => {
+                text.push('%');
+                continue;
+            }
+            _ => return None,
+        };
+        if !text.is_empty() {
+            out.push(Piece::Text(std::mem::take(&mut text)));
+        }
+        out.push(Piece::Field(field));
+    }
+    if !text.is_empty() {
+        out.push(Piece::Text(text));
+    }
+    Some(out)
+}
+
+/// `micros` (since the epoch, UTC) written with `pattern`, as chrono
+/// writes it; `None` when the time is out of chrono's range or the
+/// pattern is not one chrono accepts.
+pub(super) fn format_pattern(pattern: &str, micros: i64) -> Option<String> {
+    let t = DateTime::from_timestamp_micros(micros)?.naive_utc();
+    let compiled = compiled(pattern);
+    if let Some(pieces) = &compiled.pieces
+        && (0..=9999).contains(&t.year())
+    {
+        return Some(write_digits(pieces, &t));
+    }
+    let items = compiled.items.as_ref()?;
+    Some(t.format_with_items(items.iter()).to_string())
+}
+
+fn write_digits(pieces: &[Piece], t: &NaiveDateTime) -> String {
+    let mut out = String::with_capacity(24);
+    for piece in pieces {
+        let (n, width) = match piece {
+            Piece::Text(text) => {
+                out.push_str(text);
+                continue;
+            }
+            Piece::Field(Digits::Year) => (t.year() as u32, 4),
+            Piece::Field(Digits::Month) => (t.month(), 2),
+            Piece::Field(Digits::Day) => (t.day(), 2),
+            Piece::Field(Digits::Hour) => (t.hour(), 2),
+            Piece::Field(Digits::Minute) => (t.minute(), 2),
+            Piece::Field(Digits::Second) => (t.second(), 2),
+            Piece::Field(Digits::DayOfYear) => (t.ordinal(), 3),
+        };
+        let mut divisor = 10u32.pow(width - 1);
+        while divisor > 0 {
+            out.push(char::from(b'0' + ((n / divisor) % 10) as u8));
+            divisor /= 10;
+        }
+    }
+    out
+}
+
+/// Parses text written with `pattern`; the fields a coarse pattern leaves
+/// out read as the start of its period (a month `%Y%m` is its first day at
+/// midnight, a year `%Y` its first of January).
+pub(super) fn parse_pattern(pattern: &str, text: &str) -> Option<i64> {
+    if let Some(t) = parse_compiled(pattern, text) {
+        return Some(t);
+    }
+    parse_pattern_slowly(pattern, text)
+}
+
+/// [`parse_pattern`] with the pattern compiled once per thread (a key is
+/// parsed per row read) and missing trailing fields (a bucket's `%Y%m%d`
+/// has no hour, minute or second) set to their start; `None` where the
+/// slow path decides (a pattern that leaves out a field in the middle,
+/// text that does not parse).
+fn parse_compiled(pattern: &str, text: &str) -> Option<i64> {
+    use chrono::format::{Parsed, parse};
+    let items = compiled(pattern).items.clone()?;
+    let mut parsed = Parsed::new();
+    parse(&mut parsed, text, items.iter()).ok()?;
+    let present = [
+        parsed.month().is_some(),
+        parsed.day().is_some(),
+        parsed.hour_div_12().is_some() && parsed.hour_mod_12().is_some(),
+        parsed.minute().is_some(),
+        parsed.second().is_some(),
+    ];
+    // Only a missing tail (what the slow path appends) is filled.
+    let first_missing = present.iter().position(|p| !p).unwrap_or(present.len());
+    if present[first_missing..].iter().any(|p| *p) {
+        return None;
+    }
+    let defaults: [fn(&mut Parsed) -> chrono::format::ParseResult<()>; 5] = [
+        |p| p.set_month(1),
+        |p| p.set_day(1),
+        |p| p.set_hour(0),
+        |p| p.set_minute(0),
+        |p| p.set_second(0),
+    ];
+    for set in &defaults[first_missing..] {
+        set(&mut parsed).ok()?;
+    }
+    let t = parsed.to_naive_datetime_with_offset(0).ok()?;
+    Some(t.and_utc().timestamp_micros())
+}
+
+/// [`parse_pattern`] by chrono's own parser, completing the missing
+/// fields by appending them to the pattern and the text.
+fn parse_pattern_slowly(pattern: &str, text: &str) -> Option<i64> {
+    if let Ok(t) = NaiveDateTime::parse_from_str(text, pattern) {
+        return Some(t.and_utc().timestamp_micros());
+    }
+    // Chrono needs the missing fields.
+    for (extra_pattern, extra_text) in [
+        ("%S", "00"),
+        ("%M%S", "0000"),
+        ("%H%M%S", "000000"),
+        ("%d%H%M%S", "01000000"),
+        ("%m%d%H%M%S", "0101000000"),
+    ] {
+        let p = format!("{pattern}|{extra_pattern}");
+        let s = format!("{text}|{extra_text}");
+        if let Ok(t) = NaiveDateTime::parse_from_str(&s, &p) {
+            return Some(t.and_utc().timestamp_micros());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// chrono's own formatting, re-reading the pattern.
+    fn format_slowly(pattern: &str, micros: i64) -> Option<String> {
+        let t = DateTime::from_timestamp_micros(micros)?.naive_utc();
+        Some(t.format(pattern).to_string())
+    }
+
+    #[test]
+    fn only_numeric_patterns_are_written_directly() {
+        assert!(pieces("%Y-%m-%dT%H:%M:%S").is_some());
+        assert!(pieces("%Y%j 100%%").is_some());
+        assert!(pieces("%Y-%m-%d %H:%M:%S%.6f").is_none());
+        assert!(pieces("%b %e").is_none());
+        assert!(pieces("%Y%").is_none());
+    }
+
+    #[test]
+    fn coarse_patterns_read_as_the_start_of_their_period() {
+        let at = |text: &str| {
+            NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
+                .map(|t| t.and_utc().timestamp_micros())
+                .ok()
+        };
+        assert_eq!(parse_pattern("%Y%m", "201503"), at("2015-03-01 00:00:00"));
+        assert_eq!(parse_pattern("%Y", "2015"), at("2015-01-01 00:00:00"));
+        assert_eq!(parse_pattern("%Y-%m", "2015-12"), at("2015-12-01 00:00:00"));
+        // The compiled path answers these itself.
+        assert_eq!(
+            parse_compiled("%Y-%m-%dT%H", "2015-03-07T05"),
+            at("2015-03-07 05:00:00")
+        );
+        assert_eq!(parse_compiled("%Y%m", "201503"), at("2015-03-01 00:00:00"));
+        assert_eq!(
+            parse_compiled("%Y-%m-%dT%H:%M:%S%.6f", "2015-03-07T05:06:07.000000"),
+            at("2015-03-07 05:06:07")
+        );
+    }
+
+    proptest::proptest! {
+        /// The compiled parse of a key's time answers what chrono's own
+        /// parse (with the missing fields appended) answers, for the
+        /// patterns keys use, coarse ones included, and for text that is
+        /// not of the pattern; the compiled writer writes what chrono
+        /// writes, years beyond four digits and before the epoch included.
+        #[test]
+        fn compiled_patterns_read_and_write_as_chrono_does(
+            pattern in proptest::sample::select(vec![
+                "%Y-%m-%dT%H:%M:%S%.6f", "%Y%m%d%H%M%S%3f", "%Y-%m-%dT%H", "%Y%m%d",
+                "%Y-%m", "%Y", "%Y-%m-%d %H:%M", "%Y%m%d%H%M%S", "%Y-%j", "%G-W%V",
+                "%d/%m/%Y", "%Y-%m-%d %M", "%Y-%m-%d-%H%M", "%H%%%S",
+            ]),
+            micros in proptest::prop_oneof![
+                0i64..4_102_444_800_000_000,
+                -70_000_000_000_000_000i64..400_000_000_000_000_000,
+            ],
+            noise in proptest::option::of("[0-9T:-]{0,12}"),
+        ) {
+            let written = format_pattern(pattern, micros);
+            proptest::prop_assert_eq!(&written, &format_slowly(pattern, micros), "{}", pattern);
+            let text = noise.or(written).unwrap_or_default();
+            let compiled = parse_compiled(pattern, &text);
+            if compiled.is_some() {
+                proptest::prop_assert_eq!(compiled, parse_pattern_slowly(pattern, &text), "{} {}", pattern, text);
+            }
+            proptest::prop_assert_eq!(parse_pattern(pattern, &text), parse_pattern_slowly(pattern, &text));
+        }
+    }
+}
