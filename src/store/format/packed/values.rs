@@ -149,14 +149,29 @@ fn decimal(values: &[impl Value]) -> Option<Decimal> {
         }
     }
     let mut best: Option<Decimal> = None;
-    for e in (0..POW10.len()).filter(|&e| tried[e]) {
-        let (mut numbers, mut corrections) = (Planning::default(), Planning::default());
+    'exponents: for e in (0..POW10.len()).filter(|&e| tried[e]) {
+        // An exponent that takes a finite value past 2^53 is not tried:
+        // that value would be all correction (one of 4.909999999999997,
+        // exact only at 10^15, beside a pressure of 90753.5).
+        let mut numbers = Planning::default();
         for v in floats() {
-            let n = nearest(v, e).unwrap_or(0);
-            numbers.push(n);
-            corrections.push(correction(v, n, e));
+            match nearest(v, e) {
+                Some(n) => numbers.push(n),
+                None if v.is_finite() => continue 'exponents,
+                None => numbers.push(0),
+            }
         }
-        let plans = (numbers.plan(), corrections.plan());
+        let numbers = numbers.plan();
+        // A run of corrections takes at least its 3-byte header.
+        let floor = 1 + numbers.size(values.len()) + 3;
+        if best.as_ref().is_some_and(|b| floor >= b.size) {
+            continue;
+        }
+        let mut corrections = Planning::default();
+        for v in floats() {
+            corrections.push(correction(v, nearest(v, e).unwrap_or(0), e));
+        }
+        let plans = (numbers, corrections.plan());
         let size = 1 + plans.0.size(values.len()) + plans.1.size(values.len());
         if best.as_ref().is_none_or(|b| size < b.size) {
             best = Some(Decimal {
@@ -493,6 +508,9 @@ mod tests {
                 }
             }
             for e in (0..POW10.len()).filter(|&e| tried[e]) {
+                if floats.iter().any(|&v| v.is_finite() && nearest(v, e).is_none()) {
+                    continue;
+                }
                 let numbers: Vec<i64> =
                     floats.iter().map(|&v| nearest(v, e).unwrap_or(0)).collect();
                 let corrections: Vec<i64> = floats
@@ -561,6 +579,7 @@ mod tests {
             let mut owned: Vec<Vec<u8>> = decimals
                 .iter()
                 .map(|&(n, e)| match kind {
+                    0 if n % 3 == 0 => (n as f64 * 0.07 - 4.0).to_be_bytes().to_vec(),
                     0 => (n as f64 / 10f64.powi(e as i32)).to_be_bytes().to_vec(),
                     1 => (n * 7).to_be_bytes().to_vec(),
                     _ => n.to_string().into_bytes(),
