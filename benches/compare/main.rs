@@ -28,7 +28,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::catalog::MemorySchemaProvider;
 use datafusion::dataframe::DataFrameWriteOptions;
 use datafusion::datasource::MemTable;
-use datafusion::prelude::{ParquetReadOptions, SessionContext};
+use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 use tonic::transport::Channel;
 
@@ -247,6 +247,30 @@ fn run_job(python: &Path, dir: &Path, job: &serde_json::Value) -> serde_json::Va
 /// value the size of a packed row of four doubles) in batches of 8192, the
 /// journal buffered, then flushed: the floor of any load into a PACKED
 /// table. Seconds and pairs.
+/// fjall's ingestion of as many pairs in key order (sorted tables straight
+/// into the LSM, what a load in key order takes): the floor of such loads.
+fn fjall_ingest_floor(dir: &Path, rows: u64) -> (f64, u64) {
+    let db = fjall::Database::builder(dir.join("fjall-ingest-floor"))
+        .open()
+        .unwrap();
+    let ks = db
+        .keyspace("pairs", fjall::KeyspaceCreateOptions::default)
+        .unwrap();
+    let value = [7u8; 48];
+    let started = Instant::now();
+    let mut i = 0u64;
+    while i < rows {
+        let mut ingestion = ks.start_ingestion().unwrap();
+        for j in i..(i + 65_536).min(rows) {
+            let key = format!("europe-west1\x00\x01#{:04}#2024-01-01-{:08}", j / 16_000, j);
+            ingestion.write(key.into_bytes(), value.to_vec()).unwrap();
+        }
+        ingestion.finish().unwrap();
+        i += 65_536;
+    }
+    (started.elapsed().as_secs_f64(), rows)
+}
+
 fn fjall_write_floor(dir: &Path, rows: u64) -> (f64, u64) {
     let db = fjall::Database::builder(dir.join("fjall-floor"))
         .max_journaling_size(64 * 1024 * 1024)
@@ -306,7 +330,8 @@ async fn flight_loads(
     use arrow_flight::sql::{
         CommandStatementIngest, TableDefinitionOptions, TableExistsOption, TableNotExistOption,
     };
-    let ctx = SessionContext::new();
+    // Read as a client sends a file: in its order (one partition).
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(1));
     let batches = ctx
         .read_parquet(keyed.to_str().unwrap(), ParquetReadOptions::default())
         .await
@@ -557,6 +582,12 @@ fn main() {
         );
         let (seconds, pairs) = fjall_write_floor(dir.path(), rows);
         report.load("fjall alone: as many pairs, no SQL", seconds, pairs);
+        let (seconds, pairs) = fjall_ingest_floor(dir.path(), rows);
+        report.load(
+            "fjall ingestion alone: as many pairs in key order",
+            seconds,
+            pairs,
+        );
 
         if args.flight {
             eprintln!("cellar over Flight SQL ...");

@@ -300,6 +300,11 @@ impl Report {
             if what.starts_with("fjall alone")
                 && let Some(d) = duck
             {
+                line += &format!("  {:.2}× DuckDB CTAS: the journal's floor", per_s / d);
+            }
+            if what.starts_with("fjall ingestion alone")
+                && let Some(d) = duck
+            {
                 line += &format!(
                     "  {:.2}× DuckDB CTAS: a load target above it is out of reach",
                     per_s / d

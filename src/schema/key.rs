@@ -11,7 +11,7 @@ use std::ops::Bound;
 use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 
-use super::time_pattern::{format_pattern, parse_pattern};
+use super::time_pattern::{parse_pattern, write_pattern};
 use crate::error::{Error, Result};
 use crate::store::RowRange;
 
@@ -101,6 +101,28 @@ pub enum Segment {
 pub enum KeyValue {
     /// Text.
     Text(String),
+    /// Integers and salt buckets.
+    Int(i64),
+    /// Microseconds since the epoch.
+    Time(i64),
+}
+
+impl KeyValue {
+    /// The value borrowed.
+    pub fn borrowed(&self) -> KeyRef<'_> {
+        match self {
+            KeyValue::Text(t) => KeyRef::Text(t),
+            KeyValue::Int(n) => KeyRef::Int(*n),
+            KeyValue::Time(t) => KeyRef::Time(*t),
+        }
+    }
+}
+
+/// A [`KeyValue`] borrowed: what [`KeySchema::encode_into`] takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRef<'a> {
+    /// Text.
+    Text(&'a str),
     /// Integers and salt buckets.
     Int(i64),
     /// Microseconds since the epoch.
@@ -242,50 +264,96 @@ impl KeySchema {
     /// Builds a row key from field values (by field index). Salt fields are
     /// computed and need no value.
     pub fn encode(&self, values: &[Option<KeyValue>]) -> Result<Vec<u8>> {
-        let mut texts: Vec<Option<String>> = vec![None; values.len()];
-        for (i, name, kind) in self.fields() {
-            if matches!(kind, SegmentKind::Salt { .. }) {
-                continue;
-            }
-            let value = values.get(i).and_then(Option::as_ref).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "row key segment {name:?} has no value (it is part of the key)"
-                ))
-            })?;
-            texts[i] = Some(self.format_value(name, kind, value)?);
-        }
-        let mut key = String::new();
-        let mut field = 0;
-        for (n, segment) in self.segments.iter().enumerate() {
-            if n > 0 {
-                key.push(self.delimiter);
-            }
-            match segment {
-                Segment::Literal(text) => key.push_str(text),
-                Segment::Field {
-                    kind: SegmentKind::Salt { buckets, of },
-                    ..
-                } => {
-                    let bucket = self.salt_of(*buckets, of, &texts)?;
-                    key.push_str(&format_salt(bucket, *buckets));
-                    field += 1;
-                }
-                Segment::Field { .. } => {
-                    key.push_str(texts[field].as_deref().unwrap_or_default());
-                    field += 1;
-                }
-            }
-        }
-        Ok(key.into_bytes())
+        let values: Vec<Option<KeyRef<'_>>> = values
+            .iter()
+            .map(|v| v.as_ref().map(KeyValue::borrowed))
+            .collect();
+        let mut key = Vec::new();
+        self.encode_into(&values, &mut key)?;
+        Ok(key)
     }
 
-    fn salt_of(&self, buckets: u32, of: &[String], texts: &[Option<String>]) -> Result<u32> {
+    /// [`KeySchema::encode`] of borrowed values, appended to `out` (left
+    /// as it was on an error). Writes a row's key with no allocation of
+    /// its own: what a bulk write does per row.
+    pub fn encode_into(&self, values: &[Option<KeyRef<'_>>], out: &mut Vec<u8>) -> Result<()> {
+        thread_local! {
+            /// The fields' texts, and where each is in them.
+            static TEXTS: std::cell::RefCell<(String, Vec<Option<std::ops::Range<usize>>>)> =
+                std::cell::RefCell::default();
+        }
+        TEXTS.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let (texts, spans) = &mut *scratch;
+            texts.clear();
+            spans.clear();
+            spans.resize(values.len(), None);
+            for (i, name, kind) in self.fields() {
+                if matches!(kind, SegmentKind::Salt { .. }) {
+                    continue;
+                }
+                let value = values.get(i).copied().flatten().ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "row key segment {name:?} has no value (it is part of the key)"
+                    ))
+                })?;
+                let start = texts.len();
+                self.write_value(name, kind, value, texts)?;
+                spans[i] = Some(start..texts.len());
+            }
+            let text = |i: usize| {
+                spans
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .map_or("", |span| &texts[span])
+            };
+            let start = out.len();
+            let mut field = 0;
+            let mut delimiter = [0u8; 4];
+            let delimiter = self.delimiter.encode_utf8(&mut delimiter).as_bytes();
+            for (n, segment) in self.segments.iter().enumerate() {
+                if n > 0 {
+                    out.extend_from_slice(delimiter);
+                }
+                match segment {
+                    Segment::Literal(literal) => out.extend_from_slice(literal.as_bytes()),
+                    Segment::Field {
+                        kind: SegmentKind::Salt { buckets, of },
+                        ..
+                    } => {
+                        let bucket = match self.salt_of(*buckets, of, &text) {
+                            Ok(bucket) => bucket,
+                            Err(e) => {
+                                out.truncate(start);
+                                return Err(e);
+                            }
+                        };
+                        out.extend_from_slice(format_salt(bucket, *buckets).as_bytes());
+                        field += 1;
+                    }
+                    Segment::Field { .. } => {
+                        out.extend_from_slice(text(field).as_bytes());
+                        field += 1;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn salt_of<'t>(
+        &self,
+        buckets: u32,
+        of: &[String],
+        text: &impl Fn(usize) -> &'t str,
+    ) -> Result<u32> {
         let mut joined = String::new();
         for source in of {
             let i = self
                 .field_index(source)
                 .ok_or_else(|| Error::InvalidArgument(format!("no segment {source:?}")))?;
-            joined.push_str(texts.get(i).and_then(Option::as_deref).unwrap_or_default());
+            joined.push_str(text(i));
             joined.push(self.delimiter);
         }
         Ok((xxhash_rust::xxh3::xxh3_64(joined.as_bytes()) % u64::from(buckets)) as u32)
@@ -304,19 +372,32 @@ impl KeySchema {
     }
 
     fn format_value(&self, name: &str, kind: &SegmentKind, value: &KeyValue) -> Result<String> {
+        let mut text = String::new();
+        self.write_value(name, kind, value.borrowed(), &mut text)?;
+        Ok(text)
+    }
+
+    /// Appends a field's text for `value` to `out`.
+    fn write_value(
+        &self,
+        name: &str,
+        kind: &SegmentKind,
+        value: KeyRef<'_>,
+        out: &mut String,
+    ) -> Result<()> {
         let mismatch =
             || Error::InvalidArgument(format!("row key segment {name:?} cannot hold {value:?}"));
-        let text = match (kind, value) {
-            (SegmentKind::Text, KeyValue::Text(t)) => {
+        match (kind, value) {
+            (SegmentKind::Text, KeyRef::Text(t)) => {
                 if t.contains(self.delimiter) && self.free_tail() != self.field_index(name) {
                     return Err(Error::InvalidArgument(format!(
                         "row key segment {name:?} value {t:?} contains the delimiter {:?}",
                         self.delimiter
                     )));
                 }
-                t.clone()
+                out.push_str(t);
             }
-            (SegmentKind::Padded { width, pad }, KeyValue::Text(t)) => {
+            (SegmentKind::Padded { width, pad }, KeyRef::Text(t)) => {
                 let bad = |why: String| {
                     Err(Error::InvalidArgument(format!(
                         "row key segment {name:?} value {t:?} {why}"
@@ -334,19 +415,18 @@ impl KeySchema {
                         "ends with the pad character {pad:?}, which reading trims"
                     ));
                 }
-                let mut text = t.clone();
-                text.extend(std::iter::repeat_n(*pad, usize::from(*width) - chars));
-                text
+                out.push_str(t);
+                out.extend(std::iter::repeat_n(*pad, usize::from(*width) - chars));
             }
-            (SegmentKind::Int { width }, KeyValue::Int(n)) => {
-                format_padded(name, *n, usize::from(*width))?
+            (SegmentKind::Int { width }, KeyRef::Int(n)) => {
+                write_padded(name, n, usize::from(*width), out)?
             }
-            (SegmentKind::Time { format, reversed }, KeyValue::Time(micros)) => {
-                format_time(name, format, *reversed, *micros)?
+            (SegmentKind::Time { format, reversed }, KeyRef::Time(micros)) => {
+                write_time(name, format, *reversed, micros, out)?
             }
             _ => return Err(mismatch()),
-        };
-        Ok(text)
+        }
+        Ok(())
     }
 
     /// Splits a row key into field values (by field index). `None` when the
@@ -626,7 +706,10 @@ impl KeySchema {
         }
         let mut out: Vec<u32> = combos
             .iter()
-            .filter_map(|c| self.salt_of(buckets, of, c).ok())
+            .filter_map(|c| {
+                let text = |i: usize| c.get(i).and_then(Option::as_deref).unwrap_or_default();
+                self.salt_of(buckets, of, &text).ok()
+            })
             .collect();
         out.sort_unstable();
         out.dedup();
@@ -780,24 +863,40 @@ fn format_salt(bucket: u32, buckets: u32) -> String {
     format!("{bucket:0width$}")
 }
 
-fn format_padded(name: &str, n: i64, width: usize) -> Result<String> {
+fn write_padded(name: &str, n: i64, width: usize, out: &mut String) -> Result<()> {
+    use std::fmt::Write;
     if n < 0 {
         return Err(Error::InvalidArgument(format!(
             "row key segment {name:?} is a zero-padded integer and cannot hold {n}"
         )));
     }
-    let text = format!("{n:0width$}");
-    if width > 0 && text.len() > width {
+    let start = out.len();
+    let _ = write!(out, "{n:0width$}");
+    if width > 0 && out.len() - start > width {
+        out.truncate(start);
         return Err(Error::InvalidArgument(format!(
             "row key segment {name:?} value {n} has more than {width} digits"
         )));
     }
-    Ok(text)
+    Ok(())
 }
 
 fn format_time(name: &str, format: &TimeFormat, reversed: bool, micros: i64) -> Result<String> {
+    let mut text = String::new();
+    write_time(name, format, reversed, micros, &mut text)?;
+    Ok(text)
+}
+
+fn write_time(
+    name: &str,
+    format: &TimeFormat,
+    reversed: bool,
+    micros: i64,
+    out: &mut String,
+) -> Result<()> {
+    use std::fmt::Write;
     if let TimeFormat::Pattern(p) = format {
-        return format_pattern(p, micros).ok_or_else(|| {
+        return write_pattern(p, micros, out).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "row key segment {name:?}: timestamp {micros} µs is out of range"
             ))
@@ -810,9 +909,10 @@ fn format_time(name: &str, format: &TimeFormat, reversed: bool, micros: i64) -> 
                 "row key segment {name:?}: negative timestamp {micros}"
             )));
         }
-        return Ok(format!("{:019}", i64::MAX - n));
+        let _ = write!(out, "{:019}", i64::MAX - n);
+        return Ok(());
     }
-    format_padded(name, n, format.width())
+    write_padded(name, n, format.width(), out)
 }
 
 fn parse_value(kind: &SegmentKind, part: &str) -> Option<KeyValue> {

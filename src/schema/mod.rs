@@ -6,7 +6,9 @@ mod key;
 mod series;
 mod time_pattern;
 
-pub use key::{Constraint, KeyOrder, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat};
+pub use key::{
+    Constraint, KeyOrder, KeyRef, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat,
+};
 pub(crate) use series::WEEK_ORIGIN;
 pub use series::{SeriesDecl, SeriesDef, SeriesLayout, Shape};
 

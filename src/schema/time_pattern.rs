@@ -109,20 +109,35 @@ fn pieces(pattern: &str) -> Option<Vec<Piece>> {
 /// `micros` (since the epoch, UTC) written with `pattern`, as chrono
 /// writes it; `None` when the time is out of chrono's range or the
 /// pattern is not one chrono accepts.
-pub(super) fn format_pattern(pattern: &str, micros: i64) -> Option<String> {
+#[cfg(test)]
+fn format_pattern(pattern: &str, micros: i64) -> Option<String> {
+    let mut out = String::new();
+    write_pattern(pattern, micros, &mut out)?;
+    Some(out)
+}
+
+/// Appends `micros` written with `pattern` to `out` (see
+/// `format_pattern`); `None`, with `out` as it was, when it cannot be.
+pub(super) fn write_pattern(pattern: &str, micros: i64, out: &mut String) -> Option<()> {
+    use std::fmt::Write;
     let t = DateTime::from_timestamp_micros(micros)?.naive_utc();
     let compiled = compiled(pattern);
     if let Some(pieces) = &compiled.pieces
         && (0..=9999).contains(&t.year())
     {
-        return Some(write_digits(pieces, &t));
+        write_digits(pieces, &t, out);
+        return Some(());
     }
     let items = compiled.items.as_ref()?;
-    Some(t.format_with_items(items.iter()).to_string())
+    let start = out.len();
+    if write!(out, "{}", t.format_with_items(items.iter())).is_err() {
+        out.truncate(start);
+        return None;
+    }
+    Some(())
 }
 
-fn write_digits(pieces: &[Piece], t: &NaiveDateTime) -> String {
-    let mut out = String::with_capacity(24);
+fn write_digits(pieces: &[Piece], t: &NaiveDateTime, out: &mut String) {
     for piece in pieces {
         let (n, width) = match piece {
             Piece::Text(text) => {
@@ -143,7 +158,6 @@ fn write_digits(pieces: &[Piece], t: &NaiveDateTime) -> String {
             divisor /= 10;
         }
     }
-    out
 }
 
 /// Parses text written with `pattern`; the fields a coarse pattern leaves

@@ -20,7 +20,7 @@ use datafusion::arrow::datatypes::DataType;
 
 use crate::Error;
 use crate::query::wide::{ColumnSource, Layout, ProtoDecl};
-use crate::schema::{ColumnDef, Encoding, KeyValue, SeriesLayout, ValueType, format_decimal};
+use crate::schema::{ColumnDef, Encoding, KeyRef, SeriesLayout, ValueType, format_decimal};
 use crate::store::{BatchFamily, CellBatch, MAX_QUALIFIER_LEN};
 
 /// A row of the input that cannot be written, and why.
@@ -187,16 +187,16 @@ impl Segment<'_> {
         }
     }
 
-    fn value(&self, row: usize) -> Option<KeyValue> {
+    fn value(&self, row: usize) -> Option<KeyRef<'_>> {
         if !self.is_valid(row) {
             return None;
         }
         Some(match self {
-            Segment::Int(a) => KeyValue::Int(a.value(row)),
-            Segment::Time(a) => KeyValue::Time(a.value(row)),
-            Segment::Text(a) => KeyValue::Text(a.value(row).to_string()),
-            Segment::Bucket(a, layout) => KeyValue::Time(layout.bucket_start(a.value(row))),
-            Segment::Fixed(text) => KeyValue::Text((*text).to_string()),
+            Segment::Int(a) => KeyRef::Int(a.value(row)),
+            Segment::Time(a) => KeyRef::Time(a.value(row)),
+            Segment::Text(a) => KeyRef::Text(a.value(row)),
+            Segment::Bucket(a, layout) => KeyRef::Time(layout.bucket_start(a.value(row))),
+            Segment::Fixed(text) => KeyRef::Text(text),
         })
     }
 }
@@ -623,7 +623,7 @@ impl<'l> Encoder<'l> {
             .segments
             .iter()
             .any(|s| s.as_ref().is_some_and(|s| s.is_valid(row)));
-        let segments = || -> Vec<Option<KeyValue>> {
+        let segments = || -> Vec<Option<KeyRef<'_>>> {
             columns
                 .segments
                 .iter()
@@ -633,7 +633,8 @@ impl<'l> Encoder<'l> {
         match (given, &layout.key) {
             (Some(k), Some(schema)) if any_segment => {
                 // Both _key and segments given: they must agree.
-                let built = schema.encode(&segments())?;
+                let mut built = Vec::new();
+                schema.encode_into(&segments(), &mut built)?;
                 if built != k {
                     return Err(Error::InvalidArgument(format!(
                         "_key {} does not match its segments, which build {}",
@@ -644,7 +645,7 @@ impl<'l> Encoder<'l> {
                 keys.extend_from_slice(k);
             }
             (Some(k), _) => keys.extend_from_slice(k),
-            (None, Some(schema)) => keys.extend_from_slice(&schema.encode(&segments())?),
+            (None, Some(schema)) => schema.encode_into(&segments(), keys)?,
             (None, None) => {
                 return Err(Error::InvalidArgument(format!(
                     "INSERT INTO {} needs a value for _key",

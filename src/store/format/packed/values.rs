@@ -508,7 +508,10 @@ mod tests {
                 }
             }
             for e in (0..POW10.len()).filter(|&e| tried[e]) {
-                if floats.iter().any(|&v| v.is_finite() && nearest(v, e).is_none()) {
+                if floats
+                    .iter()
+                    .any(|&v| v.is_finite() && nearest(v, e).is_none())
+                {
                     continue;
                 }
                 let numbers: Vec<i64> =
