@@ -198,3 +198,57 @@ async fn key_only_queries_decode_no_values() {
     let scan = analyzed_scan(&session, "SELECT b, c FROM w WHERE region = 'us'").await;
     assert!(scan.contains("values_decoded=2"), "{scan}");
 }
+
+/// A load larger than one write unit: the units before a bad row are
+/// written (in order, while the next is encoded), nothing of the bad
+/// row's unit is, and the error names the row's line and what was
+/// written; loaded again with `ON_ERROR skip` everything else arrives.
+#[tokio::test]
+async fn a_bad_row_in_a_later_unit_stops_after_the_units_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("store")).unwrap();
+    let session = SqlSession::new(store);
+    session
+        .query("CREATE TABLE t (FAMILY m FORMAT PACKED, v BIGINT IN m)")
+        .await
+        .unwrap();
+    let rows = 150_000;
+    let bad = 140_000;
+    let mut csv = String::from("_key,v\n");
+    for i in 0..rows {
+        if i == bad {
+            csv.push_str(&format!("k{i:07},lots\n"));
+        } else {
+            csv.push_str(&format!("k{i:07},{i}\n"));
+        }
+    }
+    let path = dir.path().join("rows.csv");
+    std::fs::write(&path, csv).unwrap();
+    let err = session
+        .query(&format!("COPY t FROM '{}'", path.display()))
+        .await
+        .unwrap_err()
+        .to_string();
+    let line = bad + 2;
+    assert!(err.contains(&format!("line {line} of")), "{err}");
+    assert!(
+        err.contains("the 131072 rows before that batch were"),
+        "{err}"
+    );
+    let count = |batches: Vec<datafusion::arrow::array::RecordBatch>| {
+        batches[0]
+            .column(0)
+            .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+            .value(0)
+    };
+    let written = session.query("SELECT count(*) FROM t").await.unwrap();
+    assert_eq!(count(written), 131_072);
+    let max = session.query("SELECT max(v) FROM t").await.unwrap();
+    assert_eq!(count(max), 131_071, "whole units, in order");
+    session
+        .query(&format!("COPY t FROM '{}' (ON_ERROR skip)", path.display()))
+        .await
+        .unwrap();
+    let written = session.query("SELECT count(*) FROM t").await.unwrap();
+    assert_eq!(count(written), rows as i64 - 1);
+}

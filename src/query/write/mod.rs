@@ -12,6 +12,7 @@
 
 pub(crate) mod conform;
 pub(crate) mod encode;
+mod insert;
 pub(crate) mod update;
 
 use std::fmt;
@@ -20,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{AsArray, RecordBatch};
-use datafusion::arrow::compute::{cast, concat_batches};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, SchemaRef, TimestampMicrosecondType};
 use datafusion::common::Result as DfResult;
 use datafusion::datasource::sink::DataSink;
@@ -28,14 +29,12 @@ use datafusion::execution::TaskContext;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, SendableRecordBatchStream};
 use futures::StreamExt;
 
-use self::encode::{Encoder, StatementClock};
+use self::encode::Encoder;
 use self::update::RowUpdate;
 use super::to_df;
 use super::wide::Layout;
 use crate::Error;
-use crate::store::{
-    BadRows, CellBatch, Entered, Mutation, RowMutation, Store, TimeRange, now_micros,
-};
+use crate::store::{BadRows, Entered, Mutation, RowMutation, Store, TimeRange};
 
 /// Rows per store write: the unit that a bad row stops. Large enough for
 /// the store to write a bulk load's batches by ingestion (see
@@ -174,70 +173,10 @@ impl TableSink {
     /// Inserts a stream of batches of the view's columns; rows written.
     pub async fn insert(
         &self,
-        mut data: SendableRecordBatchStream,
+        data: SendableRecordBatchStream,
         options: &WriteOptions,
     ) -> DfResult<u64> {
-        let mut writer = Writer::Idle(InsertState {
-            clock: StatementClock::new(now_micros(), self.store.timestamp_granularity()),
-            cells: CellBatch::new(),
-            seen: 0,
-            written: 0,
-            columns: None,
-        });
-        let schema = data.schema();
-        // Input batches gather into units of WRITE_BATCH_ROWS (a file
-        // reader's batches are smaller), so a bulk load hands the store
-        // batches large enough to ingest.
-        let (mut pending, mut pending_rows) = (Vec::new(), 0);
-        loop {
-            let next = data.next().await.transpose()?;
-            let end = next.is_none();
-            if let Some(batch) = next {
-                pending_rows += batch.num_rows();
-                pending.push(batch);
-            }
-            if pending_rows == 0 || (!end && pending_rows < WRITE_BATCH_ROWS) {
-                if end {
-                    break;
-                }
-                continue;
-            }
-            let batch = match pending.len() {
-                1 => pending
-                    .pop()
-                    .unwrap_or_else(|| RecordBatch::new_empty(schema.clone())),
-                _ => concat_batches(&schema, &std::mem::take(&mut pending))?,
-            };
-            pending.clear();
-            pending_rows = 0;
-            let mut at = 0;
-            while at < batch.num_rows() {
-                let len = batch.num_rows() - at;
-                if len < WRITE_BATCH_ROWS && !end {
-                    // Held back to fill the next unit.
-                    pending.push(batch.slice(at, len));
-                    pending_rows = len;
-                    break;
-                }
-                let len = len.min(WRITE_BATCH_ROWS);
-                let slice = batch.slice(at, len);
-                at += len;
-                let mut state = writer.ready().await?;
-                let (store, layout, options) = (
-                    self.store.clone(),
-                    Arc::clone(&self.layout),
-                    options.clone(),
-                );
-                writer = Writer::Busy(tokio::task::spawn_blocking(move || {
-                    state.write(&store, &layout, &options, &slice)?;
-                    Ok(state)
-                }));
-            }
-            if end {
-                break;
-            }
-        }
-        Ok(writer.ready().await?.written)
+        insert::insert(&self.store, &self.layout, data, options).await
     }
 
     async fn delete(&self, mut data: SendableRecordBatchStream) -> DfResult<u64> {
@@ -364,105 +303,6 @@ fn keys_of(batch: &RecordBatch) -> DfResult<Vec<Vec<u8>>> {
         .flatten()
         .map(|k| k.as_bytes().to_vec())
         .collect())
-}
-
-/// An insert's writer: idle with its state, or writing a batch on the
-/// blocking pool (which hands the state back).
-enum Writer {
-    Idle(InsertState),
-    Busy(tokio::task::JoinHandle<crate::Result<InsertState>>),
-}
-
-impl Writer {
-    /// The state, once the batch being written (if any) is written.
-    async fn ready(self) -> DfResult<InsertState> {
-        match self {
-            Writer::Idle(state) => Ok(state),
-            Writer::Busy(task) => joined(task).await,
-        }
-    }
-}
-
-/// What an insert carries from one batch to the next.
-struct InsertState {
-    clock: StatementClock,
-    /// Reused for every batch.
-    cells: CellBatch,
-    /// Input rows before this batch.
-    seen: u64,
-    /// Rows written so far.
-    written: u64,
-    /// For input matched by name: its schema and where each view column
-    /// comes from in it.
-    columns: Option<(SchemaRef, Vec<Option<usize>>)>,
-}
-
-impl InsertState {
-    /// Encodes and writes one batch (at most [`WRITE_BATCH_ROWS`] rows).
-    fn write(
-        &mut self,
-        store: &Store,
-        layout: &Layout,
-        options: &WriteOptions,
-        batch: &RecordBatch,
-    ) -> crate::Result<()> {
-        let at = |row: usize, error: Error| Error::AtRow {
-            at: options.names.name(self.seen + row as u64),
-            error: Box::new(error),
-        };
-        let (batch, bad) = match &options.by_name {
-            None => (batch.clone(), Vec::new()),
-            Some(source) => {
-                let schema = batch.schema();
-                if self.columns.as_ref().is_none_or(|(s, _)| *s != schema) {
-                    let map = conform::column_map(layout, &schema, source)?;
-                    self.columns = Some((schema, map));
-                }
-                let map = self.columns.as_ref().map_or(&[][..], |(_, m)| m.as_slice());
-                conform::conform(layout, batch, map)?
-            }
-        };
-        let batch = &batch;
-        if layout.series.as_ref().is_some_and(|s| s.column_per_event()) {
-            let written = write_event_columns(store, layout, options, batch, bad, &at)?;
-            self.count(options, batch, written);
-            return Ok(());
-        }
-        let (rows, mut bad) =
-            Encoder::new(layout).encode(batch, &mut self.clock, &mut self.cells, bad)?;
-        if options.bad == BadRows::Stop
-            && let Some((row, e)) = bad.drain(..).next()
-        {
-            return Err(at(row, e));
-        }
-        let entered = series_gate(store, layout)?;
-        let mut failed = store.write_batch(&layout.table, &self.cells, options.bad)?;
-        drop(entered);
-        if options.bad == BadRows::Stop
-            && let Some((i, e)) = failed.drain(..).next()
-        {
-            return Err(at(rows[i], e));
-        }
-        let written = (rows.len() - failed.len()) as u64;
-        bad.extend(failed.into_iter().map(|(i, e)| (rows[i], e)));
-        bad.sort_by_key(|(row, _)| *row);
-        for (row, e) in bad {
-            options.progress.skipped_row(&at(row, e));
-        }
-        self.count(options, batch, written);
-        Ok(())
-    }
-
-    /// Counts a batch handled, `written` of its rows written.
-    fn count(&mut self, options: &WriteOptions, batch: &RecordBatch, written: u64) {
-        self.written += written;
-        let progress = &options.progress;
-        progress.written.fetch_add(written, Ordering::Relaxed);
-        progress
-            .rows
-            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
-        self.seen += batch.num_rows() as u64;
-    }
 }
 
 /// Writes a batch of events into a series kept a column per event; the

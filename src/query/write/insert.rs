@@ -1,0 +1,244 @@
+//! INSERT's pipeline. Input batches gather into units of
+//! [`WRITE_BATCH_ROWS`] (a file reader's batches are smaller, and a bulk
+//! load needs units large enough for the store to ingest); each unit is
+//! encoded (typed once, keys built, cells laid out) on one blocking thread
+//! while the unit before it is written by the store on another, and the
+//! next is read meanwhile. Units are written in order, one at a time, so
+//! a bad row stops the insert with every unit before its own written and
+//! nothing of its own.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::compute::concat_batches;
+use datafusion::common::Result as DfResult;
+use datafusion::physical_plan::SendableRecordBatchStream;
+use futures::StreamExt;
+use tokio::task::JoinHandle;
+
+use super::encode::{BadRow, Encoder, StatementClock};
+use super::{WRITE_BATCH_ROWS, WriteOptions, conform, joined, series_gate, write_event_columns};
+use crate::Error;
+use crate::query::to_df;
+use crate::query::wide::Layout;
+use crate::store::{BadRows, CellBatch, Store, now_micros};
+
+/// Inserts a stream of batches of the view's columns (or, with
+/// `options.by_name`, columns matched by name); rows written.
+pub(super) async fn insert(
+    store: &Store,
+    layout: &Arc<Layout>,
+    mut data: SendableRecordBatchStream,
+    options: &WriteOptions,
+) -> DfResult<u64> {
+    let mut encoding = Some(Encoding {
+        clock: StatementClock::new(now_micros(), store.timestamp_granularity()),
+        seen: 0,
+        columns: None,
+        spare: Vec::new(),
+    });
+    let mut writing: Option<JoinHandle<crate::Result<Written>>> = None;
+    let mut written = 0;
+    let schema = data.schema();
+    let (mut pending, mut pending_rows) = (Vec::new(), 0);
+    loop {
+        let next = data.next().await.transpose()?;
+        let end = next.is_none();
+        if let Some(batch) = next {
+            pending_rows += batch.num_rows();
+            pending.push(batch);
+        }
+        if pending_rows == 0 || (!end && pending_rows < WRITE_BATCH_ROWS) {
+            if end {
+                break;
+            }
+            continue;
+        }
+        let batch = match pending.len() {
+            1 => pending
+                .pop()
+                .unwrap_or_else(|| RecordBatch::new_empty(schema.clone())),
+            _ => concat_batches(&schema, &std::mem::take(&mut pending))?,
+        };
+        pending.clear();
+        pending_rows = 0;
+        let mut at = 0;
+        while at < batch.num_rows() {
+            let len = batch.num_rows() - at;
+            if len < WRITE_BATCH_ROWS && !end {
+                // Held back to fill the next unit.
+                pending.push(batch.slice(at, len));
+                pending_rows = len;
+                break;
+            }
+            let len = len.min(WRITE_BATCH_ROWS);
+            let unit = batch.slice(at, len);
+            at += len;
+            let mut state = encoding
+                .take()
+                .ok_or_else(|| to_df(Error::Internal("insert lost its state".into())))?;
+            let (layout_, options_) = (Arc::clone(layout), options.clone());
+            let (state, prepared) = joined(tokio::task::spawn_blocking(move || {
+                let prepared = state.prepare(&layout_, &options_, &unit);
+                Ok((state, prepared))
+            }))
+            .await?;
+            let state = encoding.insert(state);
+            // The unit before is written first: its rows come first.
+            if let Some(task) = writing.take() {
+                let done = joined(task).await?;
+                written += done.rows;
+                state.spare.extend(done.cells);
+            }
+            let prepared = prepared.map_err(to_df)?;
+            let (store_, layout_, options_) = (store.clone(), Arc::clone(layout), options.clone());
+            writing = Some(tokio::task::spawn_blocking(move || {
+                write(&store_, &layout_, &options_, prepared)
+            }));
+        }
+        if end {
+            break;
+        }
+    }
+    if let Some(task) = writing.take() {
+        written += joined(task).await?.rows;
+    }
+    Ok(written)
+}
+
+/// What encoding carries from one unit to the next.
+struct Encoding {
+    clock: StatementClock,
+    /// Input rows before the next unit.
+    seen: u64,
+    /// For input matched by name: its schema and where each view column
+    /// comes from in it.
+    columns: Option<(datafusion::arrow::datatypes::SchemaRef, Vec<Option<usize>>)>,
+    /// Cell batches written and handed back, for reuse.
+    spare: Vec<CellBatch>,
+}
+
+/// A unit ready for the store.
+enum Prepared {
+    /// Cells of rows (`rows`: each one's input row in the unit).
+    Cells {
+        cells: CellBatch,
+        rows: Vec<usize>,
+        bad: Vec<BadRow>,
+        seen: u64,
+        input_rows: usize,
+    },
+    /// A series kept a column per event, written event by event.
+    Events {
+        batch: RecordBatch,
+        bad: Vec<BadRow>,
+        seen: u64,
+    },
+}
+
+/// A unit written: its rows written, and its cell batch for reuse.
+struct Written {
+    rows: u64,
+    cells: Option<CellBatch>,
+}
+
+/// Names input row `row` of a unit whose first row is input row `seen`.
+fn at(options: &WriteOptions, seen: u64, row: usize, error: Error) -> Error {
+    Error::AtRow {
+        at: options.names.name(seen + row as u64),
+        error: Box::new(error),
+    }
+}
+
+impl Encoding {
+    /// Types and encodes one unit (at most [`WRITE_BATCH_ROWS`] rows). A
+    /// bad row is an error here when bad rows stop the insert.
+    fn prepare(
+        &mut self,
+        layout: &Layout,
+        options: &WriteOptions,
+        unit: &RecordBatch,
+    ) -> crate::Result<Prepared> {
+        let seen = self.seen;
+        self.seen += unit.num_rows() as u64;
+        let (batch, bad) = match &options.by_name {
+            None => (unit.clone(), Vec::new()),
+            Some(source) => {
+                let schema = unit.schema();
+                if self.columns.as_ref().is_none_or(|(s, _)| *s != schema) {
+                    let map = conform::column_map(layout, &schema, source)?;
+                    self.columns = Some((schema, map));
+                }
+                let map = self.columns.as_ref().map_or(&[][..], |(_, m)| m.as_slice());
+                conform::conform(layout, unit, map)?
+            }
+        };
+        if layout.series.as_ref().is_some_and(|s| s.column_per_event()) {
+            return Ok(Prepared::Events { batch, bad, seen });
+        }
+        let mut cells = self.spare.pop().unwrap_or_default();
+        let (rows, mut bad) =
+            Encoder::new(layout).encode(&batch, &mut self.clock, &mut cells, bad)?;
+        if options.bad == BadRows::Stop
+            && let Some((row, e)) = bad.drain(..).next()
+        {
+            return Err(at(options, seen, row, e));
+        }
+        Ok(Prepared::Cells {
+            cells,
+            rows,
+            bad,
+            seen,
+            input_rows: batch.num_rows(),
+        })
+    }
+}
+
+/// Writes one prepared unit and counts it in the progress.
+fn write(
+    store: &Store,
+    layout: &Layout,
+    options: &WriteOptions,
+    prepared: Prepared,
+) -> crate::Result<Written> {
+    let progress = &options.progress;
+    let (written, input_rows, cells) = match prepared {
+        Prepared::Events { batch, bad, seen } => {
+            let name = |row: usize, e: Error| at(options, seen, row, e);
+            let written = write_event_columns(store, layout, options, &batch, bad, &name)?;
+            (written, batch.num_rows(), None)
+        }
+        Prepared::Cells {
+            cells,
+            rows,
+            mut bad,
+            seen,
+            input_rows,
+        } => {
+            let entered = series_gate(store, layout)?;
+            let mut failed = store.write_batch(&layout.table, &cells, options.bad)?;
+            drop(entered);
+            if options.bad == BadRows::Stop
+                && let Some((i, e)) = failed.drain(..).next()
+            {
+                return Err(at(options, seen, rows[i], e));
+            }
+            let written = (rows.len() - failed.len()) as u64;
+            bad.extend(failed.into_iter().map(|(i, e)| (rows[i], e)));
+            bad.sort_by_key(|(row, _)| *row);
+            for (row, e) in bad {
+                progress.skipped_row(&at(options, seen, row, e));
+            }
+            (written, input_rows, Some(cells))
+        }
+    };
+    progress.written.fetch_add(written, Ordering::Relaxed);
+    progress
+        .rows
+        .fetch_add(input_rows as u64, Ordering::Relaxed);
+    Ok(Written {
+        rows: written,
+        cells,
+    })
+}
