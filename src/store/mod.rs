@@ -284,7 +284,8 @@ struct Inner {
     damaged: RwLock<BTreeMap<String, String>>,
     ddl: Mutex<()>,
     row_locks: Box<[Mutex<()>]>,
-    hasher: RandomState,
+    /// Seeds the hash that spreads row keys over the lock stripes.
+    lock_seed: u64,
     sync: GroupSync,
     durability: Durability,
     age_rules: AgeRules,
@@ -413,7 +414,10 @@ impl FjallStore {
             damaged: RwLock::default(),
             ddl: Mutex::default(),
             row_locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
-            hasher: RandomState::new(),
+            lock_seed: {
+                use std::hash::BuildHasher;
+                RandomState::new().hash_one(LOCK_STRIPES)
+            },
             sync: GroupSync::default(),
             durability: options.durability,
             age_rules,

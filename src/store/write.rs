@@ -15,12 +15,13 @@ use super::{
 use crate::error::{Error, Result};
 use fjall::PersistMode;
 use std::collections::BTreeMap;
-use std::hash::BuildHasher;
 use std::sync::{Arc, MutexGuard};
 
 impl FjallStore {
     fn stripe(&self, table: &TableHandle, key: &[u8]) -> usize {
-        (self.inner.hasher.hash_one((table.def.id, key)) as usize) % LOCK_STRIPES
+        // xxh3 seeded per store and table: a bulk write hashes every key.
+        let seed = self.inner.lock_seed ^ table.def.id;
+        (xxhash_rust::xxh3::xxh3_64_with_seed(key, seed) as usize) % LOCK_STRIPES
     }
 
     pub(super) fn lock_rows<'a>(
@@ -29,9 +30,20 @@ impl FjallStore {
         keys: impl Iterator<Item = &'a [u8]>,
     ) -> Vec<MutexGuard<'a, ()>> {
         let mut stripes: Vec<usize> = keys.map(|k| self.stripe(table, k)).collect();
-        // A fixed order across callers rules out deadlock.
-        stripes.sort_unstable();
-        stripes.dedup();
+        // A fixed order across callers rules out deadlock: ascending. Many
+        // keys (a bulk write's) are marked in a map of the stripes rather
+        // than sorted.
+        if stripes.len() > LOCK_STRIPES / 8 {
+            let mut marked = vec![false; LOCK_STRIPES];
+            for &s in &stripes {
+                marked[s] = true;
+            }
+            stripes.clear();
+            stripes.extend((0..LOCK_STRIPES).filter(|&s| marked[s]));
+        } else {
+            stripes.sort_unstable();
+            stripes.dedup();
+        }
         stripes
             .into_iter()
             .map(|s| lock(&self.inner.row_locks[s]))
