@@ -909,15 +909,23 @@ impl ScanAggregateExec {
             .groups
             .iter()
             .filter(|g| !matches!(g, Group::Time { .. }));
-        let decode =
-            self.spec.drop_misfits || self.groups.iter().any(|g| matches!(g, Group::Segment(_)));
+        let decode = self.groups.iter().any(|g| matches!(g, Group::Segment(_)));
         let decoded = if decode {
             self.spec.layout.key.as_ref().and_then(|k| k.decode(key))
         } else {
             None
         };
-        if decoded.is_none() && self.spec.drop_misfits {
-            return false;
+        if self.spec.drop_misfits {
+            // Whether the key fits, without building its values when no
+            // group needs them.
+            let fits = match (&decoded, &self.spec.layout.key) {
+                (Some(_), _) => true,
+                (None, Some(k)) => !decode && k.fits(key),
+                (None, None) => false,
+            };
+            if !fits {
+                return false;
+            }
         }
         for g in wanted {
             segments.push(match g {

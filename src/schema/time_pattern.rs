@@ -164,10 +164,65 @@ fn write_digits(pieces: &[Piece], t: &NaiveDateTime, out: &mut String) {
 /// out read as the start of its period (a month `%Y%m` is its first day at
 /// midnight, a year `%Y` its first of January).
 pub(super) fn parse_pattern(pattern: &str, text: &str) -> Option<i64> {
+    let compiled = compiled(pattern);
+    if let Some(pieces) = &compiled.pieces
+        && let Some(t) = parse_digits(pieces, text)
+    {
+        return Some(t);
+    }
     if let Some(t) = parse_compiled(pattern, text) {
         return Some(t);
     }
     parse_pattern_slowly(pattern, text)
+}
+
+/// Reads text the direct writer would write: every field in its full
+/// width of digits, the text between as written, the fields a prefix of
+/// year, month, day, hour, minute, second (the rest at their start).
+/// `None` for anything else, which chrono then reads (a shorter field, a
+/// leap second, a day of the year): what this answers, chrono answers.
+fn parse_digits(pieces: &[Piece], text: &str) -> Option<i64> {
+    // Year, month, day, hour, minute, second; which are present.
+    let mut fields = [0u32, 1, 1, 0, 0, 0];
+    let mut present = 0;
+    let mut rest = text.as_bytes();
+    for piece in pieces {
+        match piece {
+            Piece::Text(t) => rest = rest.strip_prefix(t.as_bytes())?,
+            Piece::Field(field) => {
+                let (at, width) = match field {
+                    Digits::Year => (0, 4),
+                    Digits::Month => (1, 2),
+                    Digits::Day => (2, 2),
+                    Digits::Hour => (3, 2),
+                    Digits::Minute => (4, 2),
+                    Digits::Second => (5, 2),
+                    Digits::DayOfYear => return None,
+                };
+                if at != present {
+                    return None;
+                }
+                let digits = rest.get(..width)?;
+                rest = &rest[width..];
+                let mut n = 0u32;
+                for &d in digits {
+                    if !d.is_ascii_digit() {
+                        return None;
+                    }
+                    n = n * 10 + u32::from(d - b'0');
+                }
+                fields[at] = n;
+                present += 1;
+            }
+        }
+    }
+    if !rest.is_empty() || present == 0 {
+        return None;
+    }
+    let [year, month, day, hour, minute, second] = fields;
+    let date = chrono::NaiveDate::from_ymd_opt(i32::try_from(year).ok()?, month, day)?;
+    let time = chrono::NaiveTime::from_hms_opt(hour, minute, second)?;
+    Some(date.and_time(time).and_utc().timestamp_micros())
 }
 
 /// [`parse_pattern`] with the pattern compiled once per thread (a key is
@@ -287,7 +342,7 @@ mod tests {
                 0i64..4_102_444_800_000_000,
                 -70_000_000_000_000_000i64..400_000_000_000_000_000,
             ],
-            noise in proptest::option::of("[0-9T:-]{0,12}"),
+            noise in proptest::option::of("[0-9T:-]{0,12}|[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{4}|[0-9]{8}"),
         ) {
             let written = format_pattern(pattern, micros);
             proptest::prop_assert_eq!(&written, &format_slowly(pattern, micros), "{}", pattern);
