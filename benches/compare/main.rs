@@ -243,56 +243,60 @@ fn run_job(python: &Path, dir: &Path, job: &serde_json::Value) -> serde_json::Va
     serde_json::from_str(&std::fs::read_to_string(out_path).unwrap()).unwrap()
 }
 
-/// fjall alone writing one pair per reading (a key like the readings', a
-/// value the size of a packed row of four doubles) in batches of 8192, the
-/// journal buffered, then flushed: the floor of any load into a PACKED
-/// table. Seconds and pairs.
-/// fjall's ingestion of as many pairs in key order (sorted tables straight
-/// into the LSM, what a load in key order takes): the floor of such loads.
-fn fjall_ingest_floor(dir: &Path, rows: u64) -> (f64, u64) {
-    let db = fjall::Database::builder(dir.join("fjall-ingest-floor"))
-        .open()
-        .unwrap();
-    let ks = db
-        .keyspace("pairs", fjall::KeyspaceCreateOptions::default)
-        .unwrap();
-    let value = [7u8; 48];
-    let started = Instant::now();
-    let mut i = 0u64;
-    while i < rows {
-        let mut ingestion = ks.start_ingestion().unwrap();
-        for j in i..(i + 65_536).min(rows) {
-            let key = format!("europe-west1\x00\x01#{:04}#2024-01-01-{:08}", j / 16_000, j);
-            ingestion.write(key.into_bytes(), value.to_vec()).unwrap();
-        }
-        ingestion.finish().unwrap();
-        i += 65_536;
-    }
-    (started.elapsed().as_secs_f64(), rows)
+/// How fjall writes in a floor of the load paths.
+#[derive(Clone, Copy)]
+enum Floor {
+    /// Batches of 8192 through the journal (buffered), then flushed: the
+    /// floor of a load that takes the journal.
+    Journal,
+    /// Ingestion of units of 65 536 pairs in key order (sorted tables
+    /// straight into the LSM): the floor of a load in key order.
+    Ingestion,
 }
 
-fn fjall_write_floor(dir: &Path, rows: u64) -> (f64, u64) {
-    let db = fjall::Database::builder(dir.join("fjall-floor"))
-        .max_journaling_size(64 * 1024 * 1024)
-        .open()
-        .unwrap();
+/// fjall alone writing one pair per reading (a key like the readings', a
+/// value the size of a packed row of four doubles), as `floor` says.
+/// Seconds and pairs.
+fn fjall_floor(dir: &Path, rows: u64, floor: Floor) -> (f64, u64) {
+    let db = fjall::Database::builder(dir.join(match floor {
+        Floor::Journal => "fjall-floor",
+        Floor::Ingestion => "fjall-ingest-floor",
+    }))
+    .max_journaling_size(64 * 1024 * 1024)
+    .open()
+    .unwrap();
     let ks = db
         .keyspace("pairs", fjall::KeyspaceCreateOptions::default)
         .unwrap();
     let value = [7u8; 48];
     let started = Instant::now();
     let mut i = 0u64;
-    while i < rows {
-        let mut batch = db.batch().durability(Some(fjall::PersistMode::Buffer));
-        for j in i..(i + 8192).min(rows) {
-            let key = format!("europe-west1\x00\x01#{:04}#2024-01-01-{:08}", j % 1000, j);
-            batch.insert(&ks, key.into_bytes(), value.to_vec());
+    match floor {
+        Floor::Journal => {
+            while i < rows {
+                let mut batch = db.batch().durability(Some(fjall::PersistMode::Buffer));
+                for j in i..(i + 8192).min(rows) {
+                    let key = format!("europe-west1\x00\x01#{:04}#2024-01-01-{:08}", j % 1000, j);
+                    batch.insert(&ks, key.into_bytes(), value.to_vec());
+                }
+                batch.commit().unwrap();
+                i += 8192;
+            }
+            db.persist(fjall::PersistMode::SyncAll).unwrap();
+            ks.rotate_memtable_and_wait().unwrap();
         }
-        batch.commit().unwrap();
-        i += 8192;
+        Floor::Ingestion => {
+            while i < rows {
+                let mut ingestion = ks.start_ingestion().unwrap();
+                for j in i..(i + 65_536).min(rows) {
+                    let key = format!("europe-west1\x00\x01#{:04}#2024-01-01-{:08}", j / 16_000, j);
+                    ingestion.write(key.into_bytes(), value.to_vec()).unwrap();
+                }
+                ingestion.finish().unwrap();
+                i += 65_536;
+            }
+        }
     }
-    db.persist(fjall::PersistMode::SyncAll).unwrap();
-    ks.rotate_memtable_and_wait().unwrap();
     (started.elapsed().as_secs_f64(), rows)
 }
 
@@ -580,9 +584,9 @@ fn main() {
             started.elapsed().as_secs_f64(),
             count_rows(&session, "load_copy").await,
         );
-        let (seconds, pairs) = fjall_write_floor(dir.path(), rows);
+        let (seconds, pairs) = fjall_floor(dir.path(), rows, Floor::Journal);
         report.load("fjall alone: as many pairs, no SQL", seconds, pairs);
-        let (seconds, pairs) = fjall_ingest_floor(dir.path(), rows);
+        let (seconds, pairs) = fjall_floor(dir.path(), rows, Floor::Ingestion);
         report.load(
             "fjall ingestion alone: as many pairs in key order",
             seconds,

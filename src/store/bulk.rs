@@ -421,16 +421,22 @@ fn encode_new_rows(fresh: &Fresh<'_>, rows: &[usize], repeated: &[bool]) -> Vec<
     std::thread::scope(|scope| {
         let mut chunks = rows.chunks(chunk);
         let first = chunks.next().unwrap_or_default();
+        // A part whose thread cannot be started is encoded here, after.
         let others: Vec<_> = chunks
-            .map(|rows| scope.spawn(move || encode_part(fresh, rows, repeated)))
+            .map(|rows| {
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, move || encode_part(fresh, rows, repeated))
+                    .map_err(|_| rows)
+            })
             .collect();
         let mut done = vec![encode_part(fresh, first, repeated)];
         for other in others {
-            done.push(
-                other
+            done.push(match other {
+                Ok(thread) => thread
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            );
+                Err(rows) => encode_part(fresh, rows, repeated),
+            });
         }
         done
     })
