@@ -17,12 +17,12 @@ use datafusion::arrow::array::{
     ArrayBuilder, ArrayRef, BinaryBuilder, Float64Builder, Int64Builder, MapBuilder, StringBuilder,
     TimestampMicrosecondBuilder, make_builder, new_null_array,
 };
-use datafusion::arrow::datatypes::{DataType, TimeUnit};
-use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::Result as DfResult;
 
 use super::to_df;
-use super::wide::{ColumnSource, Layout, View, value_type};
+use super::wide::{ColumnSource, FamilyIndex, Layout, View, value_type};
 use crate::codec::show_bytes;
 use crate::proto::{FieldMask, PValue};
 use crate::schema::{Encoding, KeyValue, Value, ValueType, decode_as};
@@ -202,17 +202,25 @@ fn append_run<'v, T: datafusion::arrow::datatypes::ArrowPrimitiveType>(
 
 impl Appender {
     pub(crate) fn for_type(data_type: &DataType) -> Option<Appender> {
+        Self::with_capacity(data_type, 1024)
+    }
+
+    /// An appender with room for `rows` values before it grows: a read
+    /// that wants one row should not allocate (and fault in) a thousand.
+    pub(crate) fn with_capacity(data_type: &DataType, rows: usize) -> Option<Appender> {
+        use datafusion::arrow::array::{BooleanBuilder, Decimal128Builder};
+        // Text and bytes: a guess of 16 bytes a value.
         Some(match data_type {
-            DataType::Utf8 => Appender::Text(StringBuilder::new()),
-            DataType::Int64 => Appender::Int(Int64Builder::new()),
-            DataType::Float64 => Appender::Float(Float64Builder::new()),
-            DataType::Binary => Appender::Bytes(BinaryBuilder::new()),
-            DataType::Boolean => Appender::Bool(datafusion::arrow::array::BooleanBuilder::new()),
+            DataType::Utf8 => Appender::Text(StringBuilder::with_capacity(rows, rows * 16)),
+            DataType::Int64 => Appender::Int(Int64Builder::with_capacity(rows)),
+            DataType::Float64 => Appender::Float(Float64Builder::with_capacity(rows)),
+            DataType::Binary => Appender::Bytes(BinaryBuilder::with_capacity(rows, rows * 16)),
+            DataType::Boolean => Appender::Bool(BooleanBuilder::with_capacity(rows)),
             DataType::Decimal128(precision, scale) => {
                 let precision_u8 = *precision;
                 let scale_u8 = u8::try_from(*scale).ok()?;
                 Appender::Decimal(
-                    datafusion::arrow::array::Decimal128Builder::new()
+                    Decimal128Builder::with_capacity(rows)
                         .with_precision_and_scale(*precision, *scale)
                         .ok()?,
                     ValueType::Decimal {
@@ -222,7 +230,7 @@ impl Appender {
                 )
             }
             DataType::Timestamp(TimeUnit::Microsecond, None) => {
-                Appender::Time(TimestampMicrosecondBuilder::new())
+                Appender::Time(TimestampMicrosecondBuilder::with_capacity(rows))
             }
             _ => return None,
         })
@@ -334,7 +342,8 @@ pub(crate) struct ViewBatchBuilder {
     /// Whether any declared column or family map is wanted (else a wide
     /// row's cells are not walked).
     cells_needed: bool,
-    family_index: Arc<HashMap<String, usize>>,
+    /// The layout's families by name, and their declared qualifiers.
+    families: Arc<FamilyIndex>,
     /// Decoded protobuf values of needed proto columns, and their masks.
     proto_values: HashMap<usize, Vec<PValue>>,
     proto_masks: HashMap<usize, FieldMask>,
@@ -351,9 +360,6 @@ pub(crate) struct ViewBatchBuilder {
     pub misfits: usize,
     /// Cell values decoded into columns (EXPLAIN ANALYZE `values_decoded`).
     pub values_decoded: usize,
-    /// Per family (declaration order): its declared qualifiers, sorted,
-    /// with their declared column.
-    declared_by_family: Vec<Vec<(Vec<u8>, usize)>>,
     /// The families a scan reads, as their declaration index (see `bind`).
     read_families: Vec<usize>,
     read_names: Vec<Arc<str>>,
@@ -373,13 +379,16 @@ pub(crate) struct ViewBatchBuilder {
 }
 
 impl ViewBatchBuilder {
+    /// A builder of the `needed` columns of `layout`, with room for
+    /// `capacity` rows before its columns grow.
     pub fn new(
         layout: Arc<Layout>,
         needed: Vec<bool>,
         proto_masks: &HashMap<usize, FieldMask>,
         map_keys: &HashMap<usize, BTreeSet<String>>,
+        capacity: usize,
     ) -> Self {
-        let mut builders = Vec::new();
+        let mut builders = Vec::with_capacity(layout.sources.len());
         let mut proto_values = HashMap::new();
         let mut masks = HashMap::new();
         let mut maps = Vec::new();
@@ -430,7 +439,9 @@ impl ViewBatchBuilder {
                 maps.push(None);
                 builders.push(
                     needed[i]
-                        .then(|| Appender::for_type(layout.arrow.field(i).data_type()))
+                        .then(|| {
+                            Appender::with_capacity(layout.arrow.field(i).data_type(), capacity)
+                        })
                         .flatten(),
                 );
             }
@@ -443,24 +454,8 @@ impl ViewBatchBuilder {
             .sources
             .iter()
             .position(|s| matches!(s, ColumnSource::Timestamp));
-        let family_index = layout
-            .def
-            .families
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.name.clone(), i))
-            .collect();
-        let mut declared_by_family: Vec<Vec<(Vec<u8>, usize)>> =
-            vec![Vec::new(); layout.def.families.len()];
-        for (d, c) in layout.columns.iter().enumerate() {
-            if let Some(f) = layout.def.families.iter().position(|f| f.name == c.family) {
-                declared_by_family[f].push((c.qualifier.clone().into_bytes(), d));
-            }
-        }
-        for declared in &mut declared_by_family {
-            declared.sort();
-        }
         let layout_columns = layout.columns.len();
+        let families = Arc::clone(&layout.families);
         let map_keys = map_columns
             .iter()
             .map(|c| map_keys.get(c).cloned())
@@ -490,7 +485,7 @@ impl ViewBatchBuilder {
             builders,
             maps,
             ts_column,
-            family_index: Arc::new(family_index),
+            families,
             proto_values,
             proto_masks: masks,
             cell_columns,
@@ -500,7 +495,6 @@ impl ViewBatchBuilder {
             rows: 0,
             misfits: 0,
             values_decoded: 0,
-            declared_by_family,
             read_families: Vec::new(),
             read_names: Vec::new(),
             set_in: vec![0; layout_columns],
@@ -534,7 +528,7 @@ impl ViewBatchBuilder {
                     .is_none_or(|&c| self.maps[c].is_none())
             })
             .map(|(f, family)| {
-                let used = self.declared_by_family[f]
+                let used = self.families.declared[f]
                     .iter()
                     .filter(|(_, d)| self.declared_needed(*d))
                     .map(|(q, _)| q.clone())
@@ -551,7 +545,8 @@ impl ViewBatchBuilder {
         self.read_families = families
             .iter()
             .map(|name| {
-                self.family_index
+                self.families
+                    .by_name
                     .get(&**name)
                     .copied()
                     .unwrap_or(usize::MAX)
@@ -698,7 +693,7 @@ impl ViewBatchBuilder {
                 continue;
             }
             last = Some(qualifier);
-            let Some(declared) = self.declared_by_family.get(f) else {
+            let Some(declared) = self.families.declared.get(f) else {
                 continue;
             };
             while next < declared.len() && declared[next].0.as_slice() < qualifier {
@@ -715,7 +710,7 @@ impl ViewBatchBuilder {
 
     /// Where a column of family `f` goes (`f` in declaration order).
     fn target(&self, f: usize, qualifier: &[u8]) -> Target {
-        let Some(declared) = self.declared_by_family.get(f) else {
+        let Some(declared) = self.families.declared.get(f) else {
             return Target::Nowhere;
         };
         match declared.binary_search_by(|(q, _)| q.as_slice().cmp(qualifier)) {
@@ -945,7 +940,8 @@ impl ViewBatchBuilder {
         if self.misfit_dropped(&row.key) {
             return Ok(());
         }
-        let index = Arc::clone(&self.family_index);
+        let families = Arc::clone(&self.families);
+        let index = &families.by_name;
         let cells = row
             .cells
             .iter()
@@ -1134,8 +1130,51 @@ impl ViewBatchBuilder {
     /// The rows so far as a batch of the full view schema; columns not
     /// needed are all-null.
     pub fn finish(&mut self) -> DfResult<RecordBatch> {
-        let rows = std::mem::take(&mut self.rows);
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.layout.sources.len());
+        let rows = self.rows;
+        let columns = self
+            .finish_columns()?
+            .into_iter()
+            .enumerate()
+            .map(|(i, column)| {
+                column
+                    .unwrap_or_else(|| new_null_array(self.layout.arrow.field(i).data_type(), rows))
+            })
+            .collect();
+        Ok(RecordBatch::try_new(
+            Arc::clone(&self.layout.arrow),
+            columns,
+        )?)
+    }
+
+    /// The rows so far as a batch of the view's columns `projection`
+    /// (`schema`), with no all-null arrays built for the other columns.
+    pub fn finish_projected(
+        &mut self,
+        projection: &[usize],
+        schema: &SchemaRef,
+    ) -> DfResult<RecordBatch> {
+        let rows = self.rows;
+        let built = self.finish_columns()?;
+        let columns = projection
+            .iter()
+            .map(|&i| match built.get(i) {
+                Some(Some(column)) => Arc::clone(column),
+                _ => new_null_array(self.layout.arrow.field(i).data_type(), rows),
+            })
+            .collect();
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        Ok(RecordBatch::try_new_with_options(
+            Arc::clone(schema),
+            columns,
+            &options,
+        )?)
+    }
+
+    /// Per view column, the array of the rows so far, `None` where the
+    /// column is not built; the builder starts afresh.
+    fn finish_columns(&mut self) -> DfResult<Vec<Option<ArrayRef>>> {
+        self.rows = 0;
+        let mut columns: Vec<Option<ArrayRef>> = Vec::with_capacity(self.layout.sources.len());
         // A serialized series' messages, whose fields its measures are.
         let hidden = self.layout.sources.len();
         let messages = match self.proto_values.get_mut(&hidden) {
@@ -1156,17 +1195,16 @@ impl ViewBatchBuilder {
         };
         for i in 0..self.layout.sources.len() {
             if let ColumnSource::ProtoField(_, f) = self.layout.sources[i] {
-                let field = messages
-                    .as_ref()
-                    .filter(|_| self.needed[i])
-                    .and_then(|m| datafusion::arrow::array::AsArray::as_struct_opt(m.as_ref()))
-                    .map(|m| Arc::clone(m.column(f)));
-                columns.push(field.unwrap_or_else(|| {
-                    new_null_array(self.layout.arrow.field(i).data_type(), rows)
-                }));
+                columns.push(
+                    messages
+                        .as_ref()
+                        .filter(|_| self.needed[i])
+                        .and_then(|m| datafusion::arrow::array::AsArray::as_struct_opt(m.as_ref()))
+                        .map(|m| Arc::clone(m.column(f))),
+                );
                 continue;
             }
-            let array: Option<ArrayRef> = match (&mut self.builders[i], &mut self.maps[i]) {
+            columns.push(match (&mut self.builders[i], &mut self.maps[i]) {
                 (Some(b), _) => Some(b.finish()),
                 (None, Some(m)) => Some(Arc::new(m.finish())),
                 (None, None) => match self.proto_values.get_mut(&i) {
@@ -1179,16 +1217,8 @@ impl ViewBatchBuilder {
                     ),
                     None => None,
                 },
-            };
-            columns.push(
-                array.unwrap_or_else(|| {
-                    new_null_array(self.layout.arrow.field(i).data_type(), rows)
-                }),
-            );
+            });
         }
-        Ok(RecordBatch::try_new(
-            Arc::clone(&self.layout.arrow),
-            columns,
-        )?)
+        Ok(columns)
     }
 }

@@ -43,7 +43,9 @@ struct Counters {
 
 /// One partition's read under way.
 struct PartitionRead {
-    spec: ScanSpec,
+    spec: Arc<ScanSpec>,
+    /// The scan's output: the view's columns of `spec.projection`.
+    schema: SchemaRef,
     stream: RowStream,
     wide: ViewBatchBuilder,
     counters: Counters,
@@ -58,7 +60,7 @@ struct PartitionRead {
 
 /// The stream of one partition reading `ranges`.
 pub(crate) fn execute(
-    spec: ScanSpec,
+    spec: Arc<ScanSpec>,
     ranges: Vec<RowRange>,
     schema: SchemaRef,
     metrics: &ExecutionPlanMetricsSet,
@@ -72,6 +74,7 @@ pub(crate) fn execute(
         output_rows: MetricBuilder::new(metrics).output_rows(partition),
     };
     let rest_schema = Arc::clone(&schema);
+    let read_schema = Arc::clone(&schema);
     let read = futures::stream::once(async move {
         let mut first: Vec<RecordBatch> = Vec::new();
         // Only the embedded store reads without waiting on a network.
@@ -80,7 +83,7 @@ pub(crate) fn execute(
         } else {
             0
         };
-        let Some(mut read) = PartitionRead::open(spec, ranges, counters)? else {
+        let Some(mut read) = PartitionRead::open(spec, ranges, read_schema, counters)? else {
             return Ok(futures::stream::empty().boxed());
         };
         let done = read.read(inline, &mut |batch| {
@@ -105,7 +108,12 @@ pub(crate) fn execute(
 
 impl PartitionRead {
     /// Opens the read of `ranges`; `None` when there are none.
-    fn open(spec: ScanSpec, ranges: Vec<RowRange>, counters: Counters) -> DfResult<Option<Self>> {
+    fn open(
+        spec: Arc<ScanSpec>,
+        ranges: Vec<RowRange>,
+        schema: SchemaRef,
+        counters: Counters,
+    ) -> DfResult<Option<Self>> {
         if ranges.is_empty() {
             return Ok(None);
         }
@@ -119,6 +127,7 @@ impl PartitionRead {
             spec.needed.clone(),
             &spec.proto_masks,
             &spec.map_keys,
+            spec.capacity(),
         );
         wide.drop_misfits = spec.drop_misfits;
         // Values no output column uses need not be decoded.
@@ -135,6 +144,7 @@ impl PartitionRead {
         wide.bind(&stream.family_names());
         Ok(Some(PartitionRead {
             spec,
+            schema,
             stream,
             wide,
             counters,
@@ -214,16 +224,18 @@ impl PartitionRead {
     /// Sends the rows built so far (re-checked, projected, cut at the
     /// LIMIT); false when no more are wanted.
     fn flush(&mut self, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<bool> {
-        let batch = self.wide.finish()?;
         let errors = std::mem::take(&mut self.wide.errors);
-        let batch = match &self.spec.residual {
+        let mut batch = match &self.spec.residual {
+            // Nothing to re-check: only the projected columns are built.
             None => {
                 if let Some((_, e)) = errors.into_iter().next() {
                     return Err(to_df(e));
                 }
-                batch
+                self.wide
+                    .finish_projected(&self.spec.projection, &self.schema)?
             }
             Some(predicate) => {
+                let batch = self.wide.finish()?;
                 let mask = predicate.evaluate(&batch)?.into_array(batch.num_rows())?;
                 let mask = mask
                     .as_any()
@@ -238,10 +250,9 @@ impl PartitionRead {
                 {
                     return Err(to_df(e));
                 }
-                filter_record_batch(&batch, &mask)?
+                filter_record_batch(&batch, &mask)?.project(&self.spec.projection)?
             }
         };
-        let mut batch = batch.project(&self.spec.projection)?;
         if let Some(limit) = self.spec.limit {
             batch = batch.slice(0, batch.num_rows().min(limit.saturating_sub(self.emitted)));
         }

@@ -79,6 +79,17 @@ pub(crate) struct ScanSpec {
 }
 
 impl ScanSpec {
+    /// Rows a partition's batch builder starts with room for: what a
+    /// LIMIT or the planned size of a small range says, at most 1024
+    /// (builders grow past it).
+    pub(crate) fn capacity(&self) -> usize {
+        [self.limit, self.few_rows, Some(self.batch_size)]
+            .into_iter()
+            .flatten()
+            .fold(1024, usize::min)
+            .max(1)
+    }
+
     /// Visits the predicate the scan re-checks per row, if any: the one
     /// expression a scan (or a split scan) holds.
     pub(crate) fn apply_residual(
@@ -97,9 +108,11 @@ pub(crate) const BOUNDED_ROWS: usize = 10_000;
 
 /// The physical scan of a cellar table.
 pub struct KeyScanExec {
-    spec: ScanSpec,
+    /// Shared by the partitions' reads and by the copies `reset_state`
+    /// makes of a kept plan.
+    spec: Arc<ScanSpec>,
     /// Ranges per partition, in key order within each.
-    partitions: Vec<Vec<RowRange>>,
+    partitions: Arc<Vec<Vec<RowRange>>>,
     schema: SchemaRef,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
@@ -734,8 +747,8 @@ impl KeyScanExec {
             Boundedness::Bounded,
         );
         KeyScanExec {
-            spec,
-            partitions,
+            spec: Arc::new(spec),
+            partitions: Arc::new(partitions),
             schema,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -879,8 +892,20 @@ impl ExecutionPlan for KeyScanExec {
         Ok(self)
     }
 
+    /// The same scan with fresh metrics, for a kept plan run again (its
+    /// runs' metrics would pile up in one set otherwise).
+    fn reset_state(self: Arc<Self>) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(KeyScanExec {
+            spec: Arc::clone(&self.spec),
+            partitions: Arc::clone(&self.partitions),
+            schema: Arc::clone(&self.schema),
+            properties: Arc::clone(&self.properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }))
+    }
+
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
-        let mut spec = self.spec.clone();
+        let mut spec = ScanSpec::clone(&self.spec);
         spec.limit = limit;
         Some(Arc::new(KeyScanExec::new(spec)))
     }
@@ -935,7 +960,7 @@ impl ExecutionPlan for KeyScanExec {
         {
             return Ok(None);
         }
-        let mut spec = self.spec.clone();
+        let mut spec = ScanSpec::clone(&self.spec);
         if !masks.is_empty() {
             spec.proto_masks = masks;
         }
@@ -961,7 +986,7 @@ impl ExecutionPlan for KeyScanExec {
         let Some(names) = order.iter().map(name_of).collect::<Option<Vec<_>>>() else {
             return Ok(SortOrderPushdownResult::Unsupported);
         };
-        let mut spec = self.spec.clone();
+        let mut spec = ScanSpec::clone(&self.spec);
         if let [only] = order
             && names[0] == "_key"
         {
@@ -1049,7 +1074,7 @@ impl ExecutionPlan for KeyScanExec {
     ) -> DfResult<SendableRecordBatchStream> {
         let ranges = self.partitions.get(partition).cloned().unwrap_or_default();
         Ok(super::partition_read::execute(
-            self.spec.clone(),
+            Arc::clone(&self.spec),
             ranges,
             Arc::clone(&self.schema),
             &self.metrics,

@@ -98,6 +98,9 @@ pub(crate) struct Layout {
     pub arrow: SchemaRef,
     /// family -> qualifier -> declared column.
     pub(crate) declared_at: HashMap<String, HashMap<Vec<u8>, usize>>,
+    /// Families by name and their declared qualifiers: what every batch
+    /// builder of this layout looks up, made once.
+    pub(crate) families: Arc<FamilyIndex>,
     /// Set when the view is a time series' events (the table's default
     /// view when it holds one).
     pub series: Option<SeriesView>,
@@ -253,6 +256,7 @@ impl Layout {
         let declared_at = declared_at(&schema.columns);
         Ok(Layout {
             declared_at,
+            families: FamilyIndex::of(&def, &schema.columns),
             table: def.name.clone(),
             view,
             key: schema.key,
@@ -340,6 +344,37 @@ impl Layout {
 }
 
 /// Family -> qualifier -> the declared column holding it.
+/// A table's families by name, and per family its declared qualifiers.
+#[derive(Debug, Default)]
+pub(crate) struct FamilyIndex {
+    /// Family name -> declaration index.
+    pub by_name: HashMap<String, usize>,
+    /// Per family (declaration order): its declared qualifiers, sorted,
+    /// with their declared column.
+    pub declared: Vec<Vec<(Vec<u8>, usize)>>,
+}
+
+impl FamilyIndex {
+    pub fn of(def: &TableDef, columns: &[ColumnDef]) -> Arc<FamilyIndex> {
+        let by_name = def
+            .families
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.name.clone(), i))
+            .collect();
+        let mut declared: Vec<Vec<(Vec<u8>, usize)>> = vec![Vec::new(); def.families.len()];
+        for (d, c) in columns.iter().enumerate() {
+            if let Some(f) = def.families.iter().position(|f| f.name == c.family) {
+                declared[f].push((c.qualifier.clone().into_bytes(), d));
+            }
+        }
+        for qualifiers in &mut declared {
+            qualifiers.sort();
+        }
+        Arc::new(FamilyIndex { by_name, declared })
+    }
+}
+
 pub(crate) fn declared_at(columns: &[ColumnDef]) -> HashMap<String, HashMap<Vec<u8>, usize>> {
     let mut out: HashMap<String, HashMap<Vec<u8>, usize>> = HashMap::new();
     for (i, c) in columns.iter().enumerate() {

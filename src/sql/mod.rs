@@ -983,6 +983,7 @@ type PhysicalRules =
 fn portable_rules() -> PhysicalRules {
     use datafusion::physical_optimizer::limit_pushdown::LimitPushdown;
     use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
+    use datafusion::physical_optimizer::projection_pushdown::ProjectionPushdown;
     let mut rules = PhysicalOptimizer::new().rules;
     let at = rules
         .iter()
@@ -990,6 +991,8 @@ fn portable_rules() -> PhysicalRules {
         .map_or(rules.len().saturating_sub(1), |i| i + 1);
     rules.insert(at, Arc::new(LimitPushdown::new()));
     rules.insert(at + 1, Arc::new(crate::query::MergeOfOne));
+    // The projections a limit that went kept apart merge.
+    rules.insert(at + 2, Arc::new(ProjectionPushdown::new()));
     rules
 }
 

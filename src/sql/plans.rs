@@ -45,6 +45,9 @@ const CAPACITY: usize = 256;
 /// Statements longer than this are planned each time (a long VALUES list
 /// or IN list makes a large plan).
 const MAX_TEXT: usize = 8 * 1024;
+/// Runs of a kept plan after which its operators are made afresh
+/// (their metrics sets grow with each run).
+const RENEW_EVERY: u32 = 64;
 /// How long a plan is kept.
 pub(crate) const KEEP_FOR: Duration = Duration::from_secs(30);
 
@@ -66,6 +69,8 @@ struct Kept {
     seen: Seen,
     made: Instant,
     used: u64,
+    /// Runs since the plan was made or renewed.
+    runs: u32,
     /// Some operator of the plan keeps state from a run.
     reset: bool,
 }
@@ -126,6 +131,13 @@ impl Plans {
             return Ok(None);
         }
         kept.used = clock;
+        // Each run adds its operators' metrics to the plan's sets; the kept
+        // plan is renewed now and then so that they do not pile up.
+        kept.runs += 1;
+        if kept.runs >= RENEW_EVERY {
+            kept.plan = reset_plan_states(Arc::clone(&kept.plan))?;
+            kept.runs = 0;
+        }
         let (plan, task, reset) = (Arc::clone(&kept.plan), Arc::clone(&kept.task), kept.reset);
         drop(entries);
         self.reused.fetch_add(1, Ordering::Relaxed);
@@ -172,6 +184,7 @@ impl Plans {
                 seen,
                 made: Instant::now(),
                 used,
+                runs: 0,
                 reset: keeps_state(plan.as_ref()),
             },
         );
@@ -269,5 +282,49 @@ fn go_on(holds: bool) -> TreeNodeRecursion {
         TreeNodeRecursion::Continue
     } else {
         TreeNodeRecursion::Stop
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::physical_plan::collect;
+    use datafusion::prelude::SessionContext;
+
+    /// Metrics of every operator of `plan`.
+    fn metrics(plan: &Arc<dyn ExecutionPlan>) -> usize {
+        let own = plan.metrics().map_or(0, |m| m.iter().count());
+        own + plan.children().into_iter().map(metrics).sum::<usize>()
+    }
+
+    #[tokio::test]
+    async fn a_kept_plan_run_again_and_again_keeps_its_metrics_bounded() {
+        let ctx = SessionContext::new();
+        // Operators that start afresh at each run: the kept plan itself runs.
+        let sql = "SELECT 1 + 1 AS b";
+        let df = ctx.sql(sql).await.unwrap();
+        let plan = df.create_physical_plan().await.unwrap();
+        let task = Arc::new(ctx.task_ctx());
+        let plans = Plans::default();
+        let seen = plans.seen(Some(0)).unwrap();
+        plans.keep(sql, seen, &plan, &task);
+        assert!(!keeps_state(plan.as_ref()), "{plan:?}");
+        let mut most = 0;
+        for _ in 0..5 * RENEW_EVERY {
+            let (plan, task) = plans.get(sql, Some(0)).unwrap().unwrap();
+            let batches = collect(Arc::clone(&plan), task).await.unwrap();
+            assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+            most = most.max(metrics(&plan));
+        }
+        // One run's metrics, times the runs between renewals, at most.
+        let (plan, task) = plans.get(sql, Some(0)).unwrap().unwrap();
+        let before = metrics(&plan);
+        collect(Arc::clone(&plan), task).await.unwrap();
+        let per_run = metrics(&plan) - before;
+        assert!(per_run > 0, "the operators count their runs");
+        assert!(
+            most <= per_run * RENEW_EVERY as usize,
+            "{most} metrics kept, {per_run} a run"
+        );
     }
 }

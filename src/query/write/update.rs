@@ -422,6 +422,7 @@ impl RowUpdate {
             self.needed.clone(),
             &Default::default(),
             &Default::default(),
+            keys.len(),
         );
         for (key, row) in keys.iter().zip(rows) {
             let empty;
