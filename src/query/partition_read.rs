@@ -121,7 +121,7 @@ impl PartitionRead {
             .families(spec.families.clone())
             .time_range(spec.time)
             .qualifiers(spec.qualifiers.clone());
-        filter.cells_per_column = spec.cells_per_column;
+        filter.cells_per_column = spec.cells_read();
         let mut wide = ViewBatchBuilder::new(
             Arc::clone(&spec.layout),
             spec.needed.clone(),

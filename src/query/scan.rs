@@ -79,6 +79,20 @@ pub(crate) struct ScanSpec {
 }
 
 impl ScanSpec {
+    /// Cells per column the read keeps: the view's own count, and with a
+    /// LIMIT of the versions view that nothing re-checks, at most the
+    /// LIMIT. The view gives a row's timestamps newest first, so its first
+    /// L rows are made of each column's newest L cells at most (a column
+    /// has a cell at only some of those timestamps); the rows after them,
+    /// which fewer cells may leave incomplete, are past the LIMIT.
+    pub(crate) fn cells_read(&self) -> Option<usize> {
+        let limited = match (&self.layout.view, &self.residual) {
+            (View::Versions { .. }, None) => self.limit,
+            _ => None,
+        };
+        [self.cells_per_column, limited].into_iter().flatten().min()
+    }
+
     /// Rows a partition's batch builder starts with room for: what a
     /// LIMIT or the planned size of a small range says, at most 1024
     /// (builders grow past it).

@@ -632,12 +632,21 @@ impl FjallRows {
                     }
                 }
                 let values = self.values_of[family].as_deref();
+                // A column's newest cells are all the read can keep when it
+                // keeps the newest N with no upper time bound (GC drops a
+                // column's oldest cells first, so its newest N hold every
+                // cell `select` would keep).
+                let newest = self
+                    .filter
+                    .cells_per_column
+                    .filter(|_| self.filter.time_range.end.is_none());
                 format.decode(
                     family as u32,
                     &mut self.buf,
                     from_pair,
                     values,
                     &self.filter.qualifiers,
+                    newest,
                 )?;
                 if self
                     .cursors

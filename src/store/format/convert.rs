@@ -23,7 +23,7 @@ pub(crate) fn reencode(
     };
     let escaped = from.row_of(first)?.to_vec();
     buf.pairs.extend(pairs.iter().cloned());
-    from.decode(0, buf, 0, None, &crate::store::QualifierFilter::All)?;
+    from.decode(0, buf, 0, None, &crate::store::QualifierFilter::All, None)?;
     set_key(buf, &escaped)?;
     let view = buf.view();
     let row = view.key();

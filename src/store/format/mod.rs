@@ -281,7 +281,8 @@ impl FamilyFormat {
     /// newest first. With `values`, sorted qualifiers, other columns'
     /// values may come empty (a format skips what it would decode).
     /// Columns `columns` turns away may be left out (a format skips those
-    /// it can; the read's filter drops the rest).
+    /// it can; the read's filter drops the rest), and so may all but the
+    /// `newest` cells of each column when given.
     pub(crate) fn decode(
         self,
         family: u32,
@@ -289,10 +290,11 @@ impl FamilyFormat {
         from: usize,
         values: Option<&[Vec<u8>]>,
         columns: &QualifierFilter,
+        newest: Option<usize>,
     ) -> Result<()> {
         match self {
             FamilyFormat::Cells => cells::decode(family, buf, from),
-            FamilyFormat::Packed => packed::decode(family, buf, from, values, columns),
+            FamilyFormat::Packed => packed::decode(family, buf, from, values, columns, newest),
         }
     }
 

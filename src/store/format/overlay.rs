@@ -109,7 +109,7 @@ impl Overlay {
         for (k, v) in self.pairs_in(snapshot, table, family, &range)? {
             buf.pairs.push((k.into(), v.into()));
         }
-        FamilyFormat::Cells.decode(0, buf, 0, None, &crate::store::QualifierFilter::All)
+        FamilyFormat::Cells.decode(0, buf, 0, None, &crate::store::QualifierFilter::All, None)
     }
 
     /// Writes a cell.

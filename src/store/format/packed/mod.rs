@@ -213,14 +213,20 @@ pub(crate) fn decode(
     from: usize,
     values: Option<&[Vec<u8>]>,
     columns: &QualifierFilter,
+    newest: Option<usize>,
 ) -> Result<()> {
     let RowBuf { pairs, cells, .. } = buf;
+    let wanted = Wanted {
+        values,
+        columns,
+        newest,
+    };
     for (pair, (key, value)) in pairs.iter().enumerate().skip(from) {
         let index = u32::try_from(pair).map_err(|_| corrupt("too many pairs", key))?;
         let decoded = match value.first() {
             _ if value.len() < 9 => None,
             Some(1) => v1::decode(family, index, value, cells),
-            Some(&VERSION) => decode_value(family, index, value, cells, values, columns),
+            Some(&VERSION) => decode_value(family, index, value, cells, &wanted),
             _ => None,
         };
         if decoded.is_none() {
@@ -275,19 +281,31 @@ impl<'a> Header<'a> {
     }
 }
 
+/// What a read wants of a row's cells (see [`decode_value`]).
+struct Wanted<'a> {
+    values: Option<&'a [Vec<u8>]>,
+    columns: &'a QualifierFilter,
+    newest: Option<usize>,
+}
+
 /// Decodes a version 2 value (pair `index` of the row); `None` when it is
-/// malformed. Columns whose qualifier is not among `values` (sorted) get
-/// empty values: their numbers are skipped, not computed. Columns that
-/// `columns` turns away yield no cells: only their value lengths are read,
-/// to find the next column's values.
+/// malformed. Columns whose qualifier is not among `wanted.values`
+/// (sorted) get empty values: their numbers are skipped, not computed.
+/// Columns that `wanted.columns` turns away yield no cells: only their
+/// value lengths are read, to find the next column's values. With
+/// `wanted.newest`, a column yields only its newest that many cells.
 fn decode_value(
     family: u32,
     index: u32,
     value: &[u8],
     cells: &mut Vec<CellPos>,
-    values: Option<&[Vec<u8>]>,
-    columns_read: &QualifierFilter,
+    wanted: &Wanted,
 ) -> Option<()> {
+    let Wanted {
+        values,
+        columns: columns_read,
+        newest,
+    } = *wanted;
     let Header {
         columns,
         n,
@@ -335,7 +353,15 @@ fn decode_value(
         if timestamp < 0 {
             return None;
         }
+        let keep = newest.map_or(count, |k| k.min(count));
         for i in 0..count {
+            if i >= keep {
+                // Older than the read wants: only stepped over.
+                segments.skip(usize::try_from(lengths.get(cell)).ok()?)?;
+                cell += 1;
+                gap += usize::from(i > 0);
+                continue;
+            }
             if i > 0 {
                 let step = gaps.get(gap);
                 gap += 1;
@@ -374,7 +400,7 @@ fn decode_value(
 pub(crate) fn cells_of(key: &[u8], value: &[u8]) -> Result<Cells> {
     let mut buf = RowBuf::default();
     buf.pairs.push((key.into(), value.into()));
-    decode(0, &mut buf, 0, None, &QualifierFilter::All)?;
+    decode(0, &mut buf, 0, None, &QualifierFilter::All, None)?;
     Ok(buf
         .view()
         .cells()
@@ -426,7 +452,7 @@ mod tests {
                 .collect();
             let mut buf = RowBuf::default();
             buf.pairs.push((key.into(), value.into()));
-            decode(0, &mut buf, 0, None, &QualifierFilter::Set(kept.clone())).unwrap();
+            decode(0, &mut buf, 0, None, &QualifierFilter::Set(kept.clone()), None).unwrap();
             let got: Cells = buf
                 .view()
                 .cells()
@@ -436,6 +462,33 @@ mod tests {
                 .into_iter()
                 .filter(|((q, _), _)| kept.contains(q))
                 .collect();
+            prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn only_the_newest_cells_of_each_column(cells in any_cells(0..40), k in 0usize..4) {
+            let key = codec::escape(b"row");
+            let Some(value) = encode(b"row", "f", &cells).unwrap() else {
+                return Ok(());
+            };
+            let mut buf = RowBuf::default();
+            buf.pairs.push((key.into(), value.into()));
+            decode(0, &mut buf, 0, None, &QualifierFilter::All, Some(k)).unwrap();
+            let got: Vec<_> = buf
+                .view()
+                .cells()
+                .map(|c| ((c.qualifier.to_vec(), Reverse(c.timestamp)), c.value.to_vec()))
+                .collect();
+            // Cells come by qualifier, newest first: a column's first k.
+            let mut want = Vec::new();
+            let mut taken: std::collections::BTreeMap<Vec<u8>, usize> = Default::default();
+            for ((q, t), v) in cells {
+                let n = taken.entry(q.clone()).or_default();
+                if *n < k {
+                    *n += 1;
+                    want.push(((q, t), v));
+                }
+            }
             prop_assert_eq!(got, want);
         }
 

@@ -225,7 +225,7 @@ mod tests {
 
             let mut buf = RowBuf::default();
             buf.pairs.push((key.clone().into(), value.clone().into()));
-            crate::store::format::packed::decode(0, &mut buf, 0, None, &QualifierFilter::All).unwrap();
+            crate::store::format::packed::decode(0, &mut buf, 0, None, &QualifierFilter::All, None).unwrap();
             select(&gc, &filter, now, &mut buf, 0);
             let wanted: Vec<(usize, Vec<u8>)> = names.iter().map(|q| (0, q.clone())).collect();
             let mut want = NumberRow::default();
