@@ -342,10 +342,8 @@ fn decode_value(
             return None;
         }
         if !read {
-            for _ in 0..count {
-                segments.skip(usize::try_from(lengths.get(cell)).ok()?)?;
-                cell += 1;
-            }
+            segments.skip_many(&lengths, cell, count)?;
+            cell += count;
             gap += count - 1;
             continue;
         }
@@ -354,14 +352,7 @@ fn decode_value(
             return None;
         }
         let keep = newest.map_or(count, |k| k.min(count));
-        for i in 0..count {
-            if i >= keep {
-                // Older than the read wants: only stepped over.
-                segments.skip(usize::try_from(lengths.get(cell)).ok()?)?;
-                cell += 1;
-                gap += usize::from(i > 0);
-                continue;
-            }
+        for i in 0..keep {
             if i > 0 {
                 let step = gaps.get(gap);
                 gap += 1;
@@ -391,6 +382,12 @@ fn decode_value(
                 value,
             });
             cell += 1;
+        }
+        if keep < count {
+            // Older than the read wants: only stepped over.
+            segments.skip_many(&lengths, cell, count - keep)?;
+            cell += count - keep;
+            gap += count - keep - usize::from(keep == 0);
         }
     }
     (cell == n && segments.end()? == value.len()).then_some(())
