@@ -47,10 +47,29 @@ struct Compiled {
 
 thread_local! {
     static COMPILED: RefCell<HashMap<String, Rc<Compiled>>> = RefCell::new(HashMap::new());
+    /// The pattern asked for last: a scan asks for the same one per row,
+    /// and comparing it is cheaper than hashing it.
+    static LAST: RefCell<Option<(String, Rc<Compiled>)>> = const { RefCell::new(None) };
 }
 
 /// The compiled form of `pattern`, made once per thread.
 fn compiled(pattern: &str) -> Rc<Compiled> {
+    let last = LAST.with(|last| {
+        last.borrow()
+            .as_ref()
+            .filter(|(p, _)| p == pattern)
+            .map(|(_, c)| Rc::clone(c))
+    });
+    if let Some(c) = last {
+        return c;
+    }
+    let c = compiled_in_map(pattern);
+    LAST.with(|last| *last.borrow_mut() = Some((pattern.to_string(), Rc::clone(&c))));
+    c
+}
+
+/// [`compiled`] from the thread's map of every pattern it has used.
+fn compiled_in_map(pattern: &str) -> Rc<Compiled> {
     COMPILED.with(|map| {
         let mut map = map.borrow_mut();
         if let Some(c) = map.get(pattern) {
