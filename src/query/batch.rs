@@ -940,8 +940,7 @@ impl ViewBatchBuilder {
         if self.misfit_dropped(&row.key) {
             return Ok(());
         }
-        let families = Arc::clone(&self.families);
-        let index = &families.by_name;
+        let index = &self.families.by_name;
         let cells = row
             .cells
             .iter()

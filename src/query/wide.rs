@@ -96,10 +96,8 @@ pub(crate) struct Layout {
     pub protos: Vec<Option<ProtoDecl>>,
     pub sources: Vec<ColumnSource>,
     pub arrow: SchemaRef,
-    /// family -> qualifier -> declared column.
-    pub(crate) declared_at: HashMap<String, HashMap<Vec<u8>, usize>>,
     /// Families by name and their declared qualifiers: what every batch
-    /// builder of this layout looks up, made once.
+    /// builder and writer of this layout looks up, made once.
     pub(crate) families: Arc<FamilyIndex>,
     /// Set when the view is a time series' events (the table's default
     /// view when it holds one).
@@ -253,9 +251,7 @@ impl Layout {
                 sources.push(ColumnSource::FamilyMap(i));
             }
         }
-        let declared_at = declared_at(&schema.columns);
         Ok(Layout {
-            declared_at,
             families: FamilyIndex::of(&def, &schema.columns),
             table: def.name.clone(),
             view,
@@ -274,7 +270,11 @@ impl Layout {
 
     /// The declared column holding `qualifier` of `family`, if any.
     pub fn declared_at(&self, family: &str, qualifier: &[u8]) -> Option<usize> {
-        self.declared_at.get(family)?.get(qualifier).copied()
+        let declared = &self.families.declared[*self.families.by_name.get(family)?];
+        let at = declared
+            .binary_search_by(|(q, _)| q.as_slice().cmp(qualifier))
+            .ok()?;
+        Some(declared[at].1)
     }
 
     /// The kind of a family (normal when there is no such family).
@@ -343,7 +343,6 @@ impl Layout {
     }
 }
 
-/// Family -> qualifier -> the declared column holding it.
 /// A table's families by name, and per family its declared qualifiers.
 #[derive(Debug, Default)]
 pub(crate) struct FamilyIndex {
@@ -373,16 +372,6 @@ impl FamilyIndex {
         }
         Arc::new(FamilyIndex { by_name, declared })
     }
-}
-
-pub(crate) fn declared_at(columns: &[ColumnDef]) -> HashMap<String, HashMap<Vec<u8>, usize>> {
-    let mut out: HashMap<String, HashMap<Vec<u8>, usize>> = HashMap::new();
-    for (i, c) in columns.iter().enumerate() {
-        out.entry(c.family.clone())
-            .or_default()
-            .insert(c.qualifier.clone().into_bytes(), i);
-    }
-    out
 }
 
 /// Plans a scan: key ranges from the filters, the columns to build, the

@@ -19,8 +19,7 @@ use datafusion::common::{Column, Result as DfResult};
 use datafusion::logical_expr::{Expr, col, lit};
 
 use super::wide::{
-    ColumnSource, FamilyIndex, Layout, ProtoDecl, View, declared_at, segment_type, timestamp_type,
-    value_type,
+    ColumnSource, FamilyIndex, Layout, ProtoDecl, View, segment_type, timestamp_type, value_type,
 };
 use crate::schema::{FamilyTypes, SeriesDef, Shape, TableSchema};
 use crate::store::{Store, TableDef, TimeRange};
@@ -154,9 +153,7 @@ impl Layout {
                 sources.push(ColumnSource::Declared(i));
             }
         }
-        let declared_at = declared_at(&schema.columns);
         Ok(Layout {
-            declared_at,
             families: FamilyIndex::of(&def, &schema.columns),
             table: def.name.clone(),
             view,
