@@ -43,6 +43,9 @@ async fn load(session: &SqlSession, files: &std::path::Path) {
         "INSERT INTO hourly VALUES ('us-west2', 3698, TIMESTAMP '2021-03-05 12:00:00', 94558), \
          ('us-west2', 3698, TIMESTAMP '2021-03-05 12:01:00', 94122), \
          ('us-east1', 7, TIMESTAMP '2021-03-05 13:30:00', 93000)",
+        "CREATE SERIES columns (KEY (location TEXT, balloon INT(5)), TIME ts, pressure BIGINT) \
+         LAYOUT BUCKET '1 hour' COLUMN PER EVENT FORMAT CELLS",
+        "INSERT INTO columns SELECT * FROM hourly",
         "CREATE TABLE big (FAMILY f, n BIGINT IN f)",
         "INSERT INTO big (_key, n) VALUES ('a', 9000000000000000000), ('b', 9000000000000000000)",
     ] {
@@ -77,6 +80,11 @@ const QUERIES: &[&str] = &[
     // A series' events, read from its hour buckets.
     "SELECT location, ts, pressure FROM hourly WHERE ts >= TIMESTAMP '2021-03-05 12:01:00' \
      ORDER BY location, ts",
+    // ... and gathered from a column per event, the latest of one series.
+    "SELECT location, ts, pressure FROM columns WHERE ts >= TIMESTAMP '2021-03-05 12:01:00' \
+     ORDER BY location, ts",
+    "SELECT ts, pressure FROM columns WHERE location = 'us-west2' AND balloon = 3698 \
+     ORDER BY ts DESC LIMIT 1",
 ];
 
 /// `split`: whether the table is large enough for its scan to split (on

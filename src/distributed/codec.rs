@@ -26,13 +26,17 @@ use serde::{Deserialize, Serialize};
 
 use super::split::{self, SplitScan};
 use crate::proto::FieldMask;
-use crate::query::{CellarTable, KeyScanExec, Layout, ScanSpec, View};
+use crate::query::{
+    CellarTable, GatherExec, GatherParts, GatherPlan, KeyScanExec, Layout, ScanSpec, View,
+};
 use crate::schema::KeyOrder;
 use crate::store::{QualifierFilter, RowRange, Store, TableDef, TimeRange};
 
 /// Marks cellar's own encodings, so that bytes of Ballista's (protobuf,
 /// which never starts with these) go to Ballista's codec.
 const MAGIC: &[u8] = b"CELLAR1\0";
+/// Marks a column-per-event series' gather (`GatherWire`).
+const GATHER_MAGIC: &[u8] = b"CELLAR1G";
 
 /// The stores a process has open, by address: the session's own (so
 /// in-process executors share its handle, and an embedded store its
@@ -151,6 +155,19 @@ impl QualifiersWire {
             ),
         })
     }
+}
+
+/// A column-per-event series' gather as it travels to an executor.
+#[derive(Serialize, Deserialize)]
+struct GatherWire {
+    table: TableWire,
+    time: TimeRange,
+    columns: Vec<usize>,
+    partitions: Vec<Vec<RowRange>>,
+    reverse: bool,
+    one_series: bool,
+    fetch: Option<usize>,
+    batch_size: usize,
 }
 
 /// A scan as it travels to an executor: `ScanSpec` field by field.
@@ -357,6 +374,44 @@ impl CellarPhysicalCodec {
         encode_json(&wire, buf)
     }
 
+    fn encode_gather(&self, gather: &GatherExec, buf: &mut Vec<u8>) -> DfResult<()> {
+        let parts = gather.parts();
+        let wire = GatherWire {
+            table: TableWire::of(&parts.plan.store, &parts.plan.layout),
+            time: parts.plan.time,
+            columns: parts.plan.columns.clone(),
+            partitions: parts.partitions,
+            reverse: parts.reverse,
+            one_series: parts.one_series,
+            fetch: parts.fetch,
+            batch_size: parts.batch_size,
+        };
+        buf.extend_from_slice(GATHER_MAGIC);
+        serde_json::to_writer(buf, &wire).map_err(|e| wire_error("gather", e))
+    }
+
+    fn decode_gather(&self, json: &[u8]) -> DfResult<GatherExec> {
+        let w: GatherWire = serde_json::from_slice(json).map_err(|e| wire_error("gather", e))?;
+        let store = self.stores.get(&w.table.address)?;
+        let layout = Arc::new(layout_of(&store, w.table.def, w.table.view)?);
+        let schema = Arc::new(layout.arrow.project(&w.columns)?);
+        let plan = Arc::new(GatherPlan {
+            store,
+            layout,
+            time: w.time,
+            columns: w.columns,
+            schema,
+        });
+        Ok(GatherExec::from_parts(GatherParts {
+            plan,
+            partitions: w.partitions,
+            reverse: w.reverse,
+            one_series: w.one_series,
+            fetch: w.fetch,
+            batch_size: w.batch_size,
+        }))
+    }
+
     fn decode_scan(&self, json: &[u8], ctx: &TaskContext) -> DfResult<KeyScanExec> {
         let w: ScanWire = serde_json::from_slice(json).map_err(|e| wire_error("scan", e))?;
         let store = self.stores.get(&w.table.address)?;
@@ -414,6 +469,9 @@ impl PhysicalExtensionCodec for CellarPhysicalCodec {
         ctx: &TaskContext,
         proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        if let Some(json) = buf.strip_prefix(GATHER_MAGIC) {
+            return Ok(Arc::new(self.decode_gather(json)?));
+        }
         match buf.strip_prefix(MAGIC) {
             Some(json) => Ok(Arc::new(self.decode_scan(json, ctx)?)),
             None => self.inner.try_decode(buf, inputs, ctx, proto_converter),
@@ -428,6 +486,9 @@ impl PhysicalExtensionCodec for CellarPhysicalCodec {
     ) -> DfResult<()> {
         if let Some(scan) = node.downcast_ref::<KeyScanExec>() {
             return self.encode_scan(scan.spec(), scan.partition_ranges().to_vec(), buf);
+        }
+        if let Some(gather) = node.downcast_ref::<GatherExec>() {
+            return self.encode_gather(gather, buf);
         }
         // A split scan, with the partitions of the task it was given to.
         if let Some(files) = node

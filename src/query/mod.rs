@@ -22,6 +22,10 @@ pub use merge_of_one::MergeOfOne;
 pub use pushdown::{KeyPlan, plan as plan_key_ranges};
 pub(crate) use scan::{BOUNDED_ROWS, KeyScanExec};
 pub(crate) use scan_aggregate::ScanAggregate;
+#[cfg(feature = "ballista")]
+pub(crate) use series::gather::GatherPlan;
+#[cfg(feature = "ballista")]
+pub(crate) use series::gather_exec::{GatherExec, GatherParts};
 pub use wide::{CellarTable, View};
 pub use write::WriteProgress;
 pub(crate) use write::{RowNames, WriteOptions};

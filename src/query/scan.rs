@@ -459,7 +459,7 @@ fn interpolate(a: &[u8], b: &[u8], n: usize) -> Vec<Vec<u8>> {
 }
 
 /// A cell timestamp as an ISO time (UTC), or microseconds when out of range.
-fn show_time(micros: i64) -> String {
+pub(crate) fn show_time(micros: i64) -> String {
     chrono::DateTime::from_timestamp_micros(micros).map_or_else(
         || format!("{micros}µs"),
         |t| t.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string(),

@@ -732,9 +732,20 @@ impl TableProvider for CellarTable {
         // Filters over key columns (and timestamps, families, qualifiers)
         // narrow the read and are re-checked row by row inside the scan:
         // Exact. Others DataFusion applies. Events kept a column per event
-        // are gathered from several rows: DataFusion checks them all.
-        if self.column_events().is_some() {
-            return Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()]);
+        // are gathered from several rows: filters on the series key and
+        // time narrow the gather, which checks them on the events; those
+        // on measures DataFusion checks.
+        if let Some(events) = self.column_events() {
+            return Ok(filters
+                .iter()
+                .map(|f| {
+                    if events.per_cell(f) {
+                        TableProviderFilterPushDown::Exact
+                    } else {
+                        TableProviderFilterPushDown::Inexact
+                    }
+                })
+                .collect());
         }
         Ok(filters
             .iter()

@@ -20,10 +20,20 @@ use datafusion::functions_aggregate::expr_fn::max;
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder, cast, col, lit, when};
 use datafusion::physical_plan::ExecutionPlan;
 
+use datafusion::common::DFSchema;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column as PhysicalColumn;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::limit::GlobalLimitExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+
+use super::gather::GatherPlan;
+use super::gather_exec::GatherExec;
 use super::{SeriesView, physical_filters};
+use crate::query::scan::{KeyScanExec, ScanSpec};
 use crate::query::to_df;
-use crate::query::wide::{CellarTable, Layout, View, value_type};
-use crate::store::Store;
+use crate::query::wide::{CellarTable, Layout, View, scan_spec, value_type};
+use crate::store::{RowRange, Store};
 
 /// The cells view's columns a scan of events reads.
 const TIMESTAMP: &str = "_timestamp";
@@ -32,7 +42,7 @@ const QUALIFIER: &str = "qualifier";
 /// Reads a column-per-event series' events.
 pub(crate) struct ColumnEvents<'a> {
     store: &'a Store,
-    layout: &'a Layout,
+    layout: &'a Arc<Layout>,
     series: &'a SeriesView,
 }
 
@@ -41,7 +51,7 @@ fn unqualified(name: &str) -> Expr {
 }
 
 impl<'a> ColumnEvents<'a> {
-    pub fn new(store: &'a Store, layout: &'a Layout, series: &'a SeriesView) -> Self {
+    pub fn new(store: &'a Store, layout: &'a Arc<Layout>, series: &'a SeriesView) -> Self {
         ColumnEvents {
             store,
             layout,
@@ -66,17 +76,7 @@ impl<'a> ColumnEvents<'a> {
     /// to the buckets the time range falls in.
     fn cells(&self, filters: &[&Expr]) -> DfResult<LogicalPlanBuilder> {
         let def = &self.series.def;
-        let mut cells = Layout::new(
-            self.store,
-            self.layout.def.clone(),
-            View::Cells {
-                family: Some(def.family.clone()),
-            },
-        )
-        .map_err(to_df)?;
-        // The table the series was planned against, even if a change of
-        // layout replaces it before the scan runs.
-        cells.pinned = self.layout.pinned.clone();
+        let cells = self.cells_layout()?;
         let source = provider_as_source(Arc::new(CellarTable::from_layout(
             self.store.clone(),
             cells,
@@ -139,7 +139,10 @@ impl<'a> ColumnEvents<'a> {
     }
 
     /// The scan of the events `filters` select: `projection` of the
-    /// series' columns, at most `limit` rows.
+    /// series' columns, at most `limit` rows. A [`GatherExec`] reads them;
+    /// filters on the series key and time narrow its reads, and those
+    /// its ranges do not answer exactly it checks on the events (the
+    /// rest DataFusion checks: they are pushed down inexactly).
     pub async fn scan(
         &self,
         state: &dyn Session,
@@ -147,17 +150,113 @@ impl<'a> ColumnEvents<'a> {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let mut plan = self.events(filters)?;
-        if let Some(projection) = projection {
-            let names = projection
-                .iter()
-                .map(|&i| unqualified(self.layout.arrow.field(i).name()));
-            plan = plan.project(names)?;
+        let per_cell: Vec<Expr> = filters
+            .iter()
+            .filter(|f| self.per_cell(f))
+            .cloned()
+            .collect();
+        let cells = Arc::new(self.cells_layout()?);
+        let on_cells = physical_filters(self.series, &per_cell)?;
+        // Series are searched for in the ranges of the series key; each
+        // measure's read of a series is narrowed to the buckets and cell
+        // times of the time range.
+        let search = scan_spec(self.store, &cells, state, None, &on_cells, None, false)?;
+        let one_series = self.pins_series(&search);
+        let time = search.time;
+        // A filter is answered by the reads when the ranges answer it
+        // (every row of a series found in them is of a matching series),
+        // or it is a time bound the cell time range holds exactly.
+        let mut checks = Vec::new();
+        for (f, on_cell) in per_cell.iter().zip(&on_cells) {
+            let text = on_cell.to_string();
+            let by_ranges = !search.residual_text.contains(&text);
+            let by_time = crate::query::pushdown::time_exact(on_cell, "_timestamp")
+                && search.time_used.contains(&text);
+            if !by_ranges && !by_time {
+                checks.push(f.clone());
+            }
+        }
+        let partitions = KeyScanExec::new(search).partition_ranges().to_vec();
+        let all: Vec<usize> = (0..self.layout.arrow.fields().len()).collect();
+        let wanted = projection.cloned().unwrap_or(all);
+        let checks = checks.into_iter().reduce(Expr::and);
+        let mut columns = wanted.clone();
+        if let Some(check) = &checks {
+            for c in check.column_refs() {
+                if let Ok(i) = self.layout.arrow.index_of(&c.name)
+                    && !columns.contains(&i)
+                {
+                    columns.push(i);
+                }
+            }
+        }
+        let schema = Arc::new(self.layout.arrow.project(&columns)?);
+        let plan = Arc::new(GatherPlan {
+            store: self.store.clone(),
+            layout: Arc::clone(self.layout),
+            time,
+            columns: columns.clone(),
+            schema: Arc::clone(&schema),
+        });
+        let batch_size = state.config().batch_size();
+        let Some(check) = checks else {
+            return Ok(Arc::new(GatherExec::new(
+                plan, partitions, one_series, limit, batch_size,
+            )));
+        };
+        // Filters the ranges do not answer exactly, checked per event.
+        let gather: Arc<dyn ExecutionPlan> = Arc::new(GatherExec::new(
+            plan, partitions, one_series, None, batch_size,
+        ));
+        let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
+        let predicate = state.create_physical_expr(check, &df_schema)?;
+        let mut out: Arc<dyn ExecutionPlan> = Arc::new(FilterExec::try_new(predicate, gather)?);
+        if columns.len() != wanted.len() {
+            let exprs: Vec<(Arc<dyn PhysicalExpr>, String)> = (0..wanted.len())
+                .map(|i| {
+                    let name = schema.field(i).name().clone();
+                    (Arc::new(PhysicalColumn::new(&name, i)) as _, name)
+                })
+                .collect();
+            out = Arc::new(ProjectionExec::try_new(exprs, out)?);
         }
         if let Some(n) = limit {
-            plan = plan.limit(0, Some(n))?;
+            out = Arc::new(GlobalLimitExec::new(out, 0, Some(n)));
         }
-        state.create_physical_plan(&plan.build()?).await
+        Ok(out)
+    }
+
+    /// Whether the ranges of a scan hold one series: one range, the
+    /// rows starting with a whole series key (and its salt), as the key's
+    /// text up to the measure.
+    fn pins_series(&self, spec: &ScanSpec) -> bool {
+        let (Some([range]), Some(key)) = (spec.ranges.as_deref(), &self.layout.key) else {
+            return false;
+        };
+        let std::ops::Bound::Included(prefix) = &range.start else {
+            return false;
+        };
+        let delimiter = key.delimiter as u8;
+        let fields = key.segments.len();
+        prefix.last() == Some(&delimiter)
+            && prefix.iter().filter(|b| **b == delimiter).count() + 2 == fields
+            && *range == RowRange::prefix(prefix.clone())
+    }
+
+    /// The series table's cells view of its family, on the table the
+    /// series was planned against (even if a change of layout replaces
+    /// it before the scan runs).
+    fn cells_layout(&self) -> DfResult<Layout> {
+        let mut cells = Layout::new(
+            self.store,
+            self.layout.def.clone(),
+            View::Cells {
+                family: Some(self.series.def.family.clone()),
+            },
+        )
+        .map_err(to_df)?;
+        cells.pinned = self.layout.pinned.clone();
+        Ok(cells)
     }
 
     /// The cells of the events `filters` select, as (`_key`, `_timestamp`,

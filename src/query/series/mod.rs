@@ -9,6 +9,8 @@
 //! a row per measure: [`columns`] reads it back as events.
 
 pub(crate) mod columns;
+pub(crate) mod gather;
+pub(crate) mod gather_exec;
 
 use std::sync::Arc;
 

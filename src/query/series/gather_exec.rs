@@ -1,0 +1,532 @@
+//! The operator that reads a column-per-event series' events
+//! ([`super::gather`]), its partitions and order as DataFusion sees them.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::Result as DfResult;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalSortExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::stream::{
+    RecordBatchReceiverStreamBuilder, RecordBatchStreamAdapter,
+};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream, SortOrderPushdownResult,
+};
+use futures::{StreamExt, TryStreamExt};
+
+use super::gather::{Gather, GatherPlan, GatherStats};
+use crate::query::scan::{describe_range, show_time};
+use crate::query::to_df;
+use crate::store::{RowRange, TimeRange};
+
+/// Events a partition gathers on the polling task before it moves to a
+/// blocking thread (as a key scan's first rows, `partition_read`).
+const INLINE_EVENTS: usize = 64;
+
+/// Reads a column-per-event series' events: one tall row per event.
+pub(crate) struct GatherExec {
+    plan: Arc<GatherPlan>,
+    /// Per partition, the ranges whose series it owns, in key order.
+    partitions: Arc<Vec<Vec<RowRange>>>,
+    /// Rows read in descending key order.
+    reverse: bool,
+    /// Every event is of one series (its key pinned): they come in time
+    /// order.
+    one_series: bool,
+    fetch: Option<usize>,
+    batch_size: usize,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl fmt::Debug for GatherExec {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "GatherExec({})", self.plan.layout.table)
+    }
+}
+
+impl GatherExec {
+    pub fn new(
+        plan: Arc<GatherPlan>,
+        partitions: Vec<Vec<RowRange>>,
+        one_series: bool,
+        fetch: Option<usize>,
+        batch_size: usize,
+    ) -> Self {
+        // One series' events are one ordered stream.
+        let partitions = if one_series && partitions.len() > 1 {
+            vec![partitions.into_iter().flatten().collect()]
+        } else {
+            partitions
+        };
+        Self::with(
+            plan,
+            Arc::new(partitions),
+            false,
+            one_series,
+            fetch,
+            batch_size,
+        )
+    }
+
+    fn with(
+        plan: Arc<GatherPlan>,
+        partitions: Arc<Vec<Vec<RowRange>>>,
+        reverse: bool,
+        one_series: bool,
+        fetch: Option<usize>,
+        batch_size: usize,
+    ) -> Self {
+        let schema = Arc::clone(&plan.schema);
+        let mut eq = EquivalenceProperties::new(Arc::clone(&schema));
+        let time = plan.series().time_column;
+        if one_series
+            && partitions.len() == 1
+            && let Some(at) = plan.columns.iter().position(|c| *c == time)
+        {
+            let descending = plan.newest_first(reverse);
+            let column = Arc::new(Column::new(schema.field(at).name(), at));
+            // Times are never NULL, so either NULLS option holds.
+            for nulls_first in [true, false] {
+                let options = datafusion::arrow::compute::SortOptions {
+                    descending,
+                    nulls_first,
+                };
+                let sort = PhysicalSortExpr::new(Arc::clone(&column) as _, options);
+                if let Some(ordering) = LexOrdering::new(vec![sort]) {
+                    eq.add_ordering(ordering);
+                }
+            }
+        }
+        let properties = PlanProperties::new(
+            eq,
+            Partitioning::UnknownPartitioning(partitions.len().max(1)),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        GatherExec {
+            plan,
+            partitions,
+            reverse,
+            one_series,
+            fetch,
+            batch_size,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }
+    }
+
+    fn again(&self, reverse: bool, fetch: Option<usize>) -> Self {
+        Self::with(
+            Arc::clone(&self.plan),
+            Arc::clone(&self.partitions),
+            reverse,
+            self.one_series,
+            fetch,
+            self.batch_size,
+        )
+    }
+}
+
+/// A gather's parts, as a plan sent to another process carries them.
+#[cfg_attr(not(feature = "ballista"), allow(dead_code))]
+pub(crate) struct GatherParts {
+    pub plan: Arc<GatherPlan>,
+    pub partitions: Vec<Vec<RowRange>>,
+    pub reverse: bool,
+    pub one_series: bool,
+    pub fetch: Option<usize>,
+    pub batch_size: usize,
+}
+
+#[cfg_attr(not(feature = "ballista"), allow(dead_code))]
+impl GatherExec {
+    /// What the gather is made of.
+    pub(crate) fn parts(&self) -> GatherParts {
+        GatherParts {
+            plan: Arc::clone(&self.plan),
+            partitions: self.partitions.as_ref().clone(),
+            reverse: self.reverse,
+            one_series: self.one_series,
+            fetch: self.fetch,
+            batch_size: self.batch_size,
+        }
+    }
+
+    /// The gather of `parts`, as planned.
+    pub(crate) fn from_parts(parts: GatherParts) -> Self {
+        Self::with(
+            parts.plan,
+            Arc::new(parts.partitions),
+            parts.reverse,
+            parts.one_series,
+            parts.fetch,
+            parts.batch_size,
+        )
+    }
+}
+
+impl DisplayAs for GatherExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let plan = &self.plan;
+        let def = &plan.series().def;
+        write!(
+            f,
+            "GatherExec: series={}, measures=[{}]",
+            plan.layout.table,
+            def.measures.join(", ")
+        )?;
+        let ranges: Vec<&RowRange> = self.partitions.iter().flatten().collect();
+        if !(ranges.len() == 1 && ranges[0] == &RowRange::all()) {
+            let shown: Vec<String> = ranges.iter().take(8).map(|r| describe_range(r)).collect();
+            write!(f, ", series_ranges({})=[{}", ranges.len(), shown.join(", "))?;
+            if ranges.len() > 8 {
+                write!(f, ", ...")?;
+            }
+            write!(f, "]")?;
+        } else {
+            write!(f, ", series_ranges=FULL TABLE SCAN")?;
+        }
+        if self.partitions.len() > 1 {
+            write!(f, ", partitions={}", self.partitions.len())?;
+        }
+        if plan.time != TimeRange::ALL {
+            let end = plan.time.end.map_or("+inf".to_string(), show_time);
+            write!(f, ", time=[{}, {end})", show_time(plan.time.start))?;
+            // Each measure's rows of a series are read over these buckets.
+            let layout = &def.layout;
+            let first =
+                (plan.time.start > 0).then(|| show_time(layout.bucket_start(plan.time.start)));
+            let last = plan
+                .time
+                .end
+                .map(|e| show_time(layout.bucket_start(e.saturating_sub(1))));
+            write!(
+                f,
+                ", buckets=[{}, {}]",
+                first.as_deref().unwrap_or("first"),
+                last.as_deref().unwrap_or("last")
+            )?;
+        }
+        if self.one_series {
+            let order = if plan.newest_first(self.reverse) {
+                "DESC"
+            } else {
+                "ASC"
+            };
+            write!(f, ", order={} {order}", def.time)?;
+        }
+        if let Some(n) = self.fetch {
+            write!(f, ", limit={n}")?;
+        }
+        if self.reverse {
+            write!(f, " (reverse scan)")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for GatherExec {
+    fn name(&self) -> &str {
+        "GatherExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(
+            &Arc<dyn datafusion::physical_expr::PhysicalExpr>,
+        ) -> DfResult<datafusion::common::tree_node::TreeNodeRecursion>,
+    ) -> DfResult<datafusion::common::tree_node::TreeNodeRecursion> {
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    /// Fresh metrics, for a kept plan run again.
+    fn reset_state(self: Arc<Self>) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(Arc::new(self.again(self.reverse, self.fetch)))
+    }
+
+    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
+        Some(Arc::new(self.again(self.reverse, limit)))
+    }
+
+    fn fetch(&self) -> Option<usize> {
+        self.fetch
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    /// One series' events in time order, either way: its rows read
+    /// forwards or backwards. Its key columns are one value each, so an
+    /// order that names them before the time holds too.
+    fn try_pushdown_sort(
+        &self,
+        order: &[PhysicalSortExpr],
+    ) -> DfResult<SortOrderPushdownResult<Arc<dyn ExecutionPlan>>> {
+        if !self.one_series || self.partitions.len() != 1 {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        }
+        let series = self.plan.series();
+        let column_of = |e: &PhysicalSortExpr| {
+            (e.expr.as_ref() as &dyn Any)
+                .downcast_ref::<Column>()
+                .and_then(|c| self.plan.columns.get(c.index()).copied())
+        };
+        let Some(columns) = order.iter().map(column_of).collect::<Option<Vec<_>>>() else {
+            return Ok(SortOrderPushdownResult::Unsupported);
+        };
+        let mut descending = None;
+        for (sort, column) in order.iter().zip(&columns) {
+            if *column == series.time_column {
+                descending = Some(sort.options.descending);
+                break;
+            }
+            if *column > series.time_column {
+                return Ok(SortOrderPushdownResult::Unsupported);
+            }
+        }
+        // Columns after the time do not matter: no two events share it.
+        let reverse = match descending {
+            Some(d) => d != series.def.layout.reversed,
+            None => self.reverse,
+        };
+        Ok(SortOrderPushdownResult::Exact {
+            inner: Arc::new(self.again(reverse, self.fetch)),
+        })
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let ranges = self.partitions.get(partition).cloned().unwrap_or_default();
+        let counter =
+            |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
+        let mut counters = Counters {
+            series: counter("series_read"),
+            rows: counter("rows_scanned"),
+            cells: counter("cells_scanned"),
+            output: MetricBuilder::new(&self.metrics).output_rows(partition),
+            reported: GatherStats::default(),
+            emitted: 0,
+        };
+        let schema = Arc::clone(&self.plan.schema);
+        let mut gather = Gather::new(
+            Arc::clone(&self.plan),
+            ranges,
+            self.reverse,
+            self.fetch,
+            self.fetch.unwrap_or(self.batch_size).clamp(1, 1024),
+        );
+        let batch = self.batch_size;
+        let first_batch = self.fetch.unwrap_or(INLINE_EVENTS).min(batch);
+        let local = self.plan.store.local().is_some();
+        let rest_schema = Arc::clone(&schema);
+        let read = futures::stream::once(async move {
+            let mut first: Vec<RecordBatch> = Vec::new();
+            let inline = if local { INLINE_EVENTS } else { 0 };
+            let done = gather
+                .read(inline, first_batch, &mut |b| {
+                    first.push(b);
+                    true
+                })
+                .map_err(to_df);
+            let done = match done {
+                Ok(done) => done,
+                Err(e) => {
+                    counters.report(&mut gather);
+                    return Err(e);
+                }
+            };
+            counters.report(&mut gather);
+            let first = futures::stream::iter(first.into_iter().map(Ok));
+            if done {
+                return Ok(first.boxed());
+            }
+            let mut builder = RecordBatchReceiverStreamBuilder::new(rest_schema, 2);
+            let tx = builder.tx();
+            builder.spawn_blocking(move || {
+                let result = gather
+                    .read(usize::MAX, batch, &mut |b| tx.blocking_send(Ok(b)).is_ok())
+                    .map(|_| ())
+                    .map_err(to_df);
+                counters.report(&mut gather);
+                result
+            });
+            Ok::<_, datafusion::error::DataFusionError>(first.chain(builder.build()).boxed())
+        })
+        .try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, read)))
+    }
+}
+
+/// A partition's counters.
+struct Counters {
+    series: datafusion::physical_plan::metrics::Count,
+    rows: datafusion::physical_plan::metrics::Count,
+    cells: datafusion::physical_plan::metrics::Count,
+    output: datafusion::physical_plan::metrics::Count,
+    reported: GatherStats,
+    emitted: usize,
+}
+
+impl Counters {
+    /// Adds what the gather read since the last report.
+    fn report(&mut self, gather: &mut Gather) {
+        let now = gather.stats;
+        self.series.add(now.series - self.reported.series);
+        self.rows.add((now.rows - self.reported.rows) as usize);
+        self.cells.add((now.cells - self.reported.cells) as usize);
+        self.output.add(gather.emitted - self.emitted);
+        self.reported = now;
+        self.emitted = gather.emitted;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::Bound;
+
+    use datafusion::arrow::util::pretty::pretty_format_batches;
+    use datafusion::physical_plan::collect_partitioned;
+
+    use super::*;
+    use crate::sql::SqlSession;
+    use crate::store::{ReadRequest, Store};
+
+    fn the_gather(plan: &Arc<dyn ExecutionPlan>) -> Option<&GatherExec> {
+        if let Some(g) = plan.downcast_ref::<GatherExec>() {
+            return Some(g);
+        }
+        plan.children().into_iter().find_map(the_gather)
+    }
+
+    /// The events of every partition, as sorted lines.
+    async fn events(exec: GatherExec, session: &SqlSession) -> Vec<String> {
+        let task = session.context().task_ctx();
+        let parts = collect_partitioned(Arc::new(exec), task).await.unwrap();
+        let batches: Vec<RecordBatch> = parts.into_iter().flatten().collect();
+        let text = pretty_format_batches(&batches).unwrap().to_string();
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.contains("| dev"))
+            .map(String::from)
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    /// However the ranges are cut into partitions (between two series,
+    /// between a series' measures, inside a key), every event is gathered
+    /// once, by the partition its series starts in, read either way.
+    #[tokio::test]
+    async fn partitions_cut_anywhere_gather_each_event_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let session = SqlSession::new(store.clone());
+        session
+            .query(
+                "CREATE SERIES s (KEY (dev TEXT, n INT(2)), TIME ts, a BIGINT, b DOUBLE) \
+                 LAYOUT BUCKET '1 hour' COLUMN PER EVENT",
+            )
+            .await
+            .unwrap();
+        let mut values = Vec::new();
+        for (d, dev) in ["a", "ab", "b"].iter().enumerate() {
+            for n in 0..2 {
+                for m in 0..6i64 {
+                    let a = if (m + n) % 3 == 0 {
+                        "NULL".into()
+                    } else {
+                        (m * 10 + n).to_string()
+                    };
+                    let b = if m % 4 == 1 && a != "NULL" {
+                        "NULL".into()
+                    } else {
+                        format!("{d}.5")
+                    };
+                    values.push(format!(
+                        "('{dev}', {n}, TIMESTAMP '2024-01-01 00:00:00' + INTERVAL '{} minutes', {a}, {b})",
+                        m * 25
+                    ));
+                }
+            }
+        }
+        session
+            .query(&format!("INSERT INTO s VALUES {}", values.join(", ")))
+            .await
+            .unwrap();
+        let df = session.sql("SELECT * FROM s").await.unwrap();
+        let plan = df.create_physical_plan().await.unwrap();
+        let gather = the_gather(&plan).expect("a gather");
+        let whole = events(gather.again(false, None), &session).await;
+        assert_eq!(whole.len(), 36, "{whole:#?}");
+        assert_eq!(events(gather.again(true, None), &session).await, whole);
+        let keys: Vec<Vec<u8>> = store
+            .read_rows("s", ReadRequest::all())
+            .unwrap()
+            .map(|row| row.unwrap().key)
+            .collect();
+        let mut cuts: Vec<Vec<u8>> = Vec::new();
+        for key in &keys {
+            cuts.push(key.clone());
+            cuts.push(key[..key.len() / 2].to_vec());
+            let mut after = key.clone();
+            after.push(0);
+            cuts.push(after);
+        }
+        for cut in cuts {
+            let parts = vec![
+                vec![RowRange::between(
+                    Bound::Unbounded,
+                    Bound::Excluded(cut.clone()),
+                )],
+                vec![RowRange::between(
+                    Bound::Included(cut.clone()),
+                    Bound::Unbounded,
+                )],
+            ];
+            for reverse in [false, true] {
+                let exec = GatherExec::with(
+                    Arc::clone(&gather.plan),
+                    Arc::new(parts.clone()),
+                    reverse,
+                    false,
+                    None,
+                    8192,
+                );
+                let got = events(exec, &session).await;
+                assert_eq!(
+                    got,
+                    whole,
+                    "cut at {:?}, reverse {reverse}",
+                    String::from_utf8_lossy(&cut)
+                );
+            }
+        }
+    }
+}
