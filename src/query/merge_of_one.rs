@@ -1,7 +1,8 @@
 //! A physical optimizer rule: a sort-preserving merge of one partition is
 //! that partition, a limit over a read that stops at the limit itself is
-//! nothing, and the rows a LIMIT keeps of one partition are not spread
-//! over others first.
+//! nothing, and the rows a LIMIT keeps of one partition, or a bounded
+//! gather of a column-per-event series gives, are not spread over others
+//! first.
 //!
 //! DataFusion spreads one partition's rows round-robin over the cores
 //! when an expression is computed over them (`CAST(ts AS BIGINT)`), and
@@ -34,6 +35,8 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning};
+
+use super::GatherExec;
 
 /// The rule (see the module documentation).
 #[derive(Debug, Default)]
@@ -72,6 +75,13 @@ impl PhysicalOptimizerRule for MergeOfOne {
                         .unwrap_or_else(|| Arc::new(LocalLimitExec::new(input, fetch))),
                 ));
             }
+            if let Some(repartition) = node.downcast_ref::<RepartitionExec>()
+                && matches!(repartition.partitioning(), Partitioning::RoundRobinBatch(_))
+                && repartition.input().output_partitioning().partition_count() == 1
+                && bounded_gather(repartition.input().as_ref())
+            {
+                return Ok(Transformed::yes(Arc::clone(repartition.input())));
+            }
             if let Some(limit) = node.downcast_ref::<GlobalLimitExec>()
                 && limit.skip() == 0
                 && let Some(fetch) = limit.fetch()
@@ -91,6 +101,22 @@ impl PhysicalOptimizerRule for MergeOfOne {
     fn schema_check(&self) -> bool {
         true
     }
+}
+
+/// Whether `plan` is a column-per-event gather that reads few rows (under
+/// operators that keep its partition), which DataFusion, not knowing how
+/// many events it gives, would spread over threads.
+fn bounded_gather(plan: &dyn ExecutionPlan) -> bool {
+    if let Some(gather) = plan.downcast_ref::<GatherExec>() {
+        return gather.is_bounded();
+    }
+    if plan.is::<ProjectionExec>() || plan.is::<CooperativeExec>() {
+        let [child] = plan.children()[..] else {
+            return false;
+        };
+        return bounded_gather(child.as_ref());
+    }
+    false
 }
 
 /// `input` cut at `fetch` rows, unless it returns no more than that.

@@ -24,8 +24,9 @@ pub(crate) use scan::{BOUNDED_ROWS, KeyScanExec};
 pub(crate) use scan_aggregate::ScanAggregate;
 #[cfg(feature = "ballista")]
 pub(crate) use series::gather::GatherPlan;
+pub(crate) use series::gather_exec::GatherExec;
 #[cfg(feature = "ballista")]
-pub(crate) use series::gather_exec::{GatherExec, GatherParts};
+pub(crate) use series::gather_exec::GatherParts;
 pub use wide::{CellarTable, View};
 pub use write::WriteProgress;
 pub(crate) use write::{RowNames, WriteOptions};

@@ -261,6 +261,18 @@ impl KeySchema {
             .map(|(i, _, _)| i)
     }
 
+    /// The text field `field` holds in a key for `value` (what
+    /// [`KeySchema::encode`] writes there).
+    pub fn field_text(&self, field: usize, value: KeyRef<'_>) -> Result<String> {
+        let (_, name, kind) = self
+            .fields()
+            .nth(field)
+            .ok_or_else(|| Error::Internal(format!("the row key has no field {field}")))?;
+        let mut out = String::new();
+        self.write_value(name, kind, value, &mut out)?;
+        Ok(out)
+    }
+
     /// Builds a row key from field values (by field index). Salt fields are
     /// computed and need no value.
     pub fn encode(&self, values: &[Option<KeyValue>]) -> Result<Vec<u8>> {

@@ -213,7 +213,8 @@ fn keeps_state(plan: &dyn ExecutionPlan) -> bool {
         || plan.is::<CooperativeExec>()
         || plan.is::<EmptyExec>()
         || plan.is::<PlaceholderRowExec>()
-        || plan.is::<crate::query::KeyScanExec>();
+        || plan.is::<crate::query::KeyScanExec>()
+        || plan.is::<crate::query::GatherExec>();
     !fresh || plan.children().into_iter().any(|c| keeps_state(c.as_ref()))
 }
 

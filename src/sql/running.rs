@@ -24,7 +24,7 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 use tokio::sync::{Semaphore, watch};
 
-use crate::query::{BOUNDED_ROWS, KeyScanExec, to_df};
+use crate::query::{BOUNDED_ROWS, GatherExec, KeyScanExec, to_df};
 
 /// One registered query.
 struct Entry {
@@ -298,6 +298,9 @@ fn bounded(plan: &dyn ExecutionPlan) -> bool {
     let children = plan.children();
     if let Some(scan) = plan.downcast_ref::<KeyScanExec>() {
         return scan.is_bounded();
+    }
+    if let Some(gather) = plan.downcast_ref::<GatherExec>() {
+        return gather.is_bounded();
     }
     if children.is_empty() {
         // Other leaves (constants, in-memory batches, files) are light

@@ -30,7 +30,7 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use super::gather::GatherPlan;
 use super::gather_exec::GatherExec;
 use super::{SeriesView, physical_filters};
-use crate::query::scan::{KeyScanExec, ScanSpec};
+use crate::query::scan::{KeyScanExec, ScanSpec, split_ranges};
 use crate::query::to_df;
 use crate::query::wide::{CellarTable, Layout, View, scan_spec, value_type};
 use crate::store::{RowRange, Store};
@@ -160,7 +160,8 @@ impl<'a> ColumnEvents<'a> {
         // Series are searched for in the ranges of the series key; each
         // measure's read of a series is narrowed to the buckets and cell
         // times of the time range.
-        let search = scan_spec(self.store, &cells, state, None, &on_cells, None, false)?;
+        // (Planned as for a LIMIT, so not yet cut into pieces.)
+        let search = scan_spec(self.store, &cells, state, None, &on_cells, Some(1), false)?;
         let one_series = self.pins_series(&search);
         let time = search.time;
         // A filter is answered by the reads when the ranges answer it
@@ -176,7 +177,24 @@ impl<'a> ColumnEvents<'a> {
                 checks.push(f.clone());
             }
         }
-        let partitions = KeyScanExec::new(search).partition_ranges().to_vec();
+        // One series is one ordered read; many are cut into partitions as
+        // a scan of their ranges would be.
+        let (partitions, few_rows) = if one_series {
+            (vec![search.ranges.clone().unwrap_or_default()], None)
+        } else {
+            let split = split_ranges(
+                self.store,
+                &cells.table,
+                &search.families,
+                search.ranges.as_ref(),
+                state.config().target_partitions(),
+            );
+            let mut whole = search.clone();
+            whole.limit = None;
+            whole.splits = split.pieces;
+            let partitions = KeyScanExec::new(whole).partition_ranges().to_vec();
+            (partitions, split.rows)
+        };
         let all: Vec<usize> = (0..self.layout.arrow.fields().len()).collect();
         let wanted = projection.cloned().unwrap_or(all);
         let checks = checks.into_iter().reduce(Expr::and);
@@ -201,12 +219,12 @@ impl<'a> ColumnEvents<'a> {
         let batch_size = state.config().batch_size();
         let Some(check) = checks else {
             return Ok(Arc::new(GatherExec::new(
-                plan, partitions, one_series, limit, batch_size,
+                plan, partitions, one_series, limit, batch_size, few_rows,
             )));
         };
         // Filters the ranges do not answer exactly, checked per event.
         let gather: Arc<dyn ExecutionPlan> = Arc::new(GatherExec::new(
-            plan, partitions, one_series, None, batch_size,
+            plan, partitions, one_series, None, batch_size, few_rows,
         ));
         let df_schema = DFSchema::try_from(schema.as_ref().clone())?;
         let predicate = state.create_physical_expr(check, &df_schema)?;

@@ -31,7 +31,7 @@ use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use super::SeriesView;
 use crate::query::wide::{Layout, value_type};
-use crate::schema::{KeySchema, KeyValue, SegmentKind, ValueType};
+use crate::schema::{KeyRef, KeySchema, KeyValue, SegmentKind, ValueType};
 use crate::store::{
     ReadFilter, ReadRequest, RowRange, RowSet, RowStream, ScanStats, Store, TimeRange,
 };
@@ -100,6 +100,8 @@ pub(crate) struct Gather {
     plan: Arc<GatherPlan>,
     reverse: bool,
     newest_first: bool,
+    /// The ranges hold one series, whose key they start with.
+    one_series: bool,
     /// The ranges whose series this partition owns, in read order.
     ranges: Vec<RowRange>,
     next_range: usize,
@@ -116,8 +118,9 @@ pub(crate) struct Gather {
 
 /// The series being merged.
 struct Series {
-    /// Its row key's fields (measure and bucket those of the row found).
-    values: Vec<KeyValue>,
+    /// Its row key's fields (measure and bucket those of a row read),
+    /// once a row is.
+    values: Option<Vec<KeyValue>>,
     measures: Vec<Cursor>,
     /// Each measure's next event time.
     heads: Vec<Option<i64>>,
@@ -126,6 +129,11 @@ struct Series {
 /// One measure's rows of a series, a row's cells at a time.
 struct Cursor {
     rows: RowStream,
+    /// The row key schema, to skip rows that do not fit it (another
+    /// tool's).
+    schema: KeySchema,
+    /// The row's key.
+    key: Vec<u8>,
     /// The row's cells in event order: time, and the qualifier's place
     /// in `qualifiers`.
     cells: Vec<(i64, u32, u32)>,
@@ -146,6 +154,11 @@ impl Cursor {
                 self.done = true;
                 return Ok(None);
             };
+            if !self.schema.fits(row.key()) {
+                continue;
+            }
+            self.key.clear();
+            self.key.extend_from_slice(row.key());
             self.cells.clear();
             self.qualifiers.clear();
             self.pos = 0;
@@ -262,6 +275,7 @@ impl Gather {
         plan: Arc<GatherPlan>,
         mut ranges: Vec<RowRange>,
         reverse: bool,
+        one_series: bool,
         fetch: Option<usize>,
         capacity: usize,
     ) -> Self {
@@ -273,6 +287,7 @@ impl Gather {
             newest_first: plan.newest_first(reverse),
             plan,
             reverse,
+            one_series: one_series && ranges.len() == 1,
             ranges,
             next_range: 0,
             searching: None,
@@ -363,7 +378,12 @@ impl Gather {
                 continue;
             };
             let def = &self.plan.series().def;
-            self.out.event(&series.values, time);
+            if series.values.is_none() {
+                let read = series.heads.iter().position(|h| h.is_some()).unwrap_or(0);
+                series.values = self.plan.key().decode(&series.measures[read].key);
+            }
+            self.out
+                .event(series.values.as_deref().unwrap_or_default(), time);
             for (m, c) in series.measures.iter_mut().enumerate() {
                 let value =
                     (series.heads[m] == Some(time)).then(|| c.take(time, def.measure_types[m]));
@@ -380,6 +400,20 @@ impl Gather {
         let key = plan.key();
         let delimiter = key.delimiter as u8;
         let family = plan.series().def.family.clone();
+        if self.one_series {
+            // The ranges hold one series: its key is the range's start.
+            self.one_series = false;
+            self.next_range = self.ranges.len();
+            if let Some(RowRange {
+                start: Bound::Included(prefix),
+                ..
+            }) = self.ranges.first()
+            {
+                let prefix = prefix.clone();
+                self.stats.series += 1;
+                return self.open_series(&prefix).map(Some);
+            }
+        }
         loop {
             let Some((range, began)) = self.searching.as_mut() else {
                 let Some(range) = self.ranges.get(self.next_range) else {
@@ -411,9 +445,7 @@ impl Gather {
                 self.searching = None;
                 continue;
             };
-            let (Some(prefix), Some(values)) =
-                (series_prefix(&found, delimiter), key.decode(&found))
-            else {
+            let (Some(prefix), true) = (series_prefix(&found, delimiter), key.fits(&found)) else {
                 // Not a row of the series (another tool's): step past it.
                 if self.reverse {
                     range.end = Bound::Excluded(found);
@@ -447,7 +479,7 @@ impl Gather {
                 }
             }
             self.stats.series += 1;
-            return self.open_series(&prefix, values).map(Some);
+            return self.open_series(&prefix).map(Some);
         }
     }
 
@@ -476,46 +508,41 @@ impl Gather {
 
     /// The reads of a series' measures: each over that measure's rows of
     /// the series, narrowed to the buckets of the time range.
-    fn open_series(&self, prefix: &[u8], mut values: Vec<KeyValue>) -> crate::Result<Series> {
+    fn open_series(&self, prefix: &[u8]) -> crate::Result<Series> {
         let plan = &self.plan;
         let series = plan.series();
         let def = &series.def;
         let key = plan.key();
-        let (Some(metric), bucket) = (series.metric_segment, series.time_segment) else {
-            return Err(crate::Error::Internal(
-                "a column-per-event series without its measure segment".into(),
-            ));
-        };
+        let bucket = series.time_segment;
         let time = plan.time;
         let first = (time.start > 0).then(|| def.layout.bucket_start(time.start));
         let last = time
             .end
             .map(|end| def.layout.bucket_start(end.saturating_sub(1)));
+        // A reversed layout's keys run from the newest bucket.
+        let (low, high) = if def.layout.reversed {
+            (last, first)
+        } else {
+            (first, last)
+        };
         let mut measures = Vec::with_capacity(def.measures.len());
         for name in &def.measures {
-            values[metric] = KeyValue::Text(name.clone());
-            let mut whole = prefix.to_vec();
-            whole.extend_from_slice(name.as_bytes());
-            whole.push(key.delimiter as u8);
-            let whole = RowRange::prefix(whole);
-            let mut at = |micros: i64| -> crate::Result<Vec<u8>> {
-                values[bucket] = KeyValue::Time(micros);
-                let fields: Vec<Option<KeyValue>> = values.iter().cloned().map(Some).collect();
-                key.encode(&fields)
+            let mut rows = prefix.to_vec();
+            rows.extend_from_slice(name.as_bytes());
+            rows.push(key.delimiter as u8);
+            let at = |micros: i64| -> crate::Result<Vec<u8>> {
+                let mut k = rows.clone();
+                k.extend_from_slice(key.field_text(bucket, KeyRef::Time(micros))?.as_bytes());
+                Ok(k)
             };
-            // A reversed layout's keys run from the newest bucket.
-            let (low, high) = if def.layout.reversed {
-                (last, first)
-            } else {
-                (first, last)
-            };
+            let whole = RowRange::prefix(rows.clone());
             let start = match low {
                 Some(t) => Bound::Included(at(t)?),
-                None => whole.start.clone(),
+                None => whole.start,
             };
             let end = match high {
                 Some(t) => Bound::Included(at(t)?),
-                None => whole.end.clone(),
+                None => whole.end,
             };
             let filter = ReadFilter::all()
                 .families([def.family.as_str()])
@@ -528,15 +555,17 @@ impl Gather {
             request.reverse = self.reverse;
             measures.push(Cursor {
                 rows: plan.read(request)?,
-                cells: Vec::new(),
-                qualifiers: Vec::new(),
+                schema: key.clone(),
+                key: Vec::new(),
+                cells: Vec::with_capacity(64),
+                qualifiers: Vec::with_capacity(512),
                 pos: 0,
                 done: time.end.is_some_and(|end| end <= time.start),
             });
         }
         Ok(Series {
             heads: vec![None; measures.len()],
-            values,
+            values: None,
             measures,
         })
     }

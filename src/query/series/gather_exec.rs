@@ -22,7 +22,7 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 
 use super::gather::{Gather, GatherPlan, GatherStats};
-use crate::query::scan::{describe_range, show_time};
+use crate::query::scan::{BOUNDED_ROWS, describe_range, show_time};
 use crate::query::to_df;
 use crate::store::{RowRange, TimeRange};
 
@@ -42,6 +42,8 @@ pub(crate) struct GatherExec {
     one_series: bool,
     fetch: Option<usize>,
     batch_size: usize,
+    /// The rows the series' ranges held when planned, when few.
+    few_rows: Option<usize>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -59,6 +61,7 @@ impl GatherExec {
         one_series: bool,
         fetch: Option<usize>,
         batch_size: usize,
+        few_rows: Option<usize>,
     ) -> Self {
         // One series' events are one ordered stream.
         let partitions = if one_series && partitions.len() > 1 {
@@ -66,14 +69,37 @@ impl GatherExec {
         } else {
             partitions
         };
-        Self::with(
+        let mut gather = Self::with(
             plan,
             Arc::new(partitions),
             false,
             one_series,
             fetch,
             batch_size,
-        )
+        );
+        gather.few_rows = few_rows;
+        gather
+    }
+
+    /// Whether the gather reads a bounded number of rows: a LIMIT, few
+    /// rows in its ranges, or one series over a few buckets (a row per
+    /// measure and bucket).
+    pub(crate) fn is_bounded(&self) -> bool {
+        let def = &self.plan.series().def;
+        let time = self.plan.time;
+        let buckets = match (def.layout.bucket, time.end) {
+            (Some(len), Some(end)) if self.one_series && len > 0 => {
+                let first = def.layout.bucket_start(time.start);
+                let last = def
+                    .layout
+                    .bucket_start(end.saturating_sub(1).max(time.start));
+                Some(((last - first) / len + 1) as usize)
+            }
+            _ => None,
+        };
+        self.fetch.is_some_and(|n| n <= BOUNDED_ROWS)
+            || self.few_rows.is_some()
+            || buckets.is_some_and(|b| b.saturating_mul(def.measures.len()) <= BOUNDED_ROWS)
     }
 
     fn with(
@@ -118,20 +144,23 @@ impl GatherExec {
             one_series,
             fetch,
             batch_size,
+            few_rows: None,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
         }
     }
 
     fn again(&self, reverse: bool, fetch: Option<usize>) -> Self {
-        Self::with(
+        let mut again = Self::with(
             Arc::clone(&self.plan),
             Arc::clone(&self.partitions),
             reverse,
             self.one_series,
             fetch,
             self.batch_size,
-        )
+        );
+        again.few_rows = self.few_rows;
+        again
     }
 }
 
@@ -275,6 +304,21 @@ impl ExecutionPlan for GatherExec {
         self.fetch
     }
 
+    /// A LIMIT's rows, when there is one: DataFusion then leaves so few
+    /// rows in one partition.
+    fn statistics_from_inputs(
+        &self,
+        _input_stats: &[Arc<datafusion::common::Statistics>],
+        _args: &datafusion::physical_plan::StatisticsArgs,
+    ) -> DfResult<Arc<datafusion::common::Statistics>> {
+        use datafusion::common::stats::Precision;
+        let mut stats = datafusion::common::Statistics::new_unknown(&self.plan.schema);
+        if let Some(n) = self.fetch {
+            stats.num_rows = Precision::Inexact(n);
+        }
+        Ok(Arc::new(stats))
+    }
+
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
     }
@@ -339,6 +383,7 @@ impl ExecutionPlan for GatherExec {
             Arc::clone(&self.plan),
             ranges,
             self.reverse,
+            self.one_series,
             self.fetch,
             self.fetch.unwrap_or(self.batch_size).clamp(1, 1024),
         );
