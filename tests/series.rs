@@ -618,3 +618,87 @@ fn undecodable_measures_fail_the_queries_that_read_them() {
         assert_eq!(ok, vec![vec!["5".to_string()]]);
     });
 }
+
+/// What other tools leave in a column-per-event series' rows: a value
+/// that is not of its measure's type fails only the queries that read
+/// that measure (saying which), two values at one time read as the
+/// greatest (as numbers), and a row whose key does not fit is no event.
+#[test]
+fn foreign_cells_of_a_column_per_event_series() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let session = SqlSession::new(Store::open(dir.path()).unwrap());
+        session
+            .query(
+                "CREATE SERIES s (KEY (dev TEXT), TIME ts, pressure BIGINT, temperature BIGINT) \
+                 LAYOUT BUCKET '1 day' COLUMN PER EVENT",
+            )
+            .await
+            .unwrap();
+        session
+            .query("INSERT INTO s VALUES ('a', TIMESTAMP '2024-12-30T10:00:00', 5, 6)")
+            .await
+            .unwrap();
+        let at = |minute: i64| Some(1_735_552_800_000_000 + minute * 60_000_000);
+        let cell = |qualifier: &str, minute: i64| cellar::Mutation::SetCell {
+            family: "measurements".into(),
+            qualifier: qualifier.as_bytes().to_vec(),
+            timestamp: at(minute),
+            value: Vec::new(),
+        };
+        let rows = vec![
+            // Two values at 10:01: 12 is the greater number (not "5").
+            cellar::RowMutation::new(
+                b"a#pressure#2024-12-30".to_vec(),
+                vec![cell("12", 1), cell("5", 1), cell("high", 2)],
+            ),
+            cellar::RowMutation::new(
+                b"a#temperature#2024-12-30".to_vec(),
+                vec![cell("7", 1), cell("8", 2)],
+            ),
+            // Not a bucket: no event of the series.
+            cellar::RowMutation::new(b"a#temperature#soon".to_vec(), vec![cell("9", 3)]),
+        ];
+        for r in session.store().mutate_rows("s", rows).unwrap() {
+            r.unwrap();
+        }
+        let temperatures = texts(
+            &session
+                .query("SELECT CAST(ts AS BIGINT), temperature FROM s ORDER BY 1")
+                .await
+                .unwrap(),
+        );
+        let minute = |m: i64| at(m).unwrap().to_string();
+        assert_eq!(
+            temperatures,
+            vec![
+                vec![minute(0), "6".to_string()],
+                vec![minute(1), "7".to_string()],
+                vec![minute(2), "8".to_string()],
+            ]
+        );
+        let e = session
+            .query("SELECT pressure FROM s")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("measure pressure") && e.contains("not a BIGINT") && e.contains("high"),
+            "{e}"
+        );
+        let early = texts(
+            &session
+                .query(
+                    "SELECT pressure FROM s WHERE dev = 'a' AND ts < TIMESTAMP '2024-12-30T10:02:00' \
+                     ORDER BY ts DESC LIMIT 1",
+                )
+                .await
+                .unwrap(),
+        );
+        assert_eq!(early, vec![vec!["12".to_string()]]);
+    });
+}
