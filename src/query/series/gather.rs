@@ -313,6 +313,22 @@ impl Gather {
         batch: usize,
         send: &mut dyn FnMut(RecordBatch) -> bool,
     ) -> crate::Result<bool> {
+        self.read_events(events, batch, send).map_err(|e| match e {
+            // Name what the damage is in, as a scan does.
+            crate::Error::Storage(inner) => crate::Error::DamagedData {
+                table: self.plan.layout.table.clone(),
+                reason: format!("{inner:?}"),
+            },
+            other => other,
+        })
+    }
+
+    fn read_events(
+        &mut self,
+        events: usize,
+        batch: usize,
+        send: &mut dyn FnMut(RecordBatch) -> bool,
+    ) -> crate::Result<bool> {
         let batch = batch.max(1);
         for _ in 0..events {
             if self.wanted() == 0 || !self.step()? {
