@@ -5,6 +5,7 @@ mod batch;
 mod checked;
 mod checked_sum;
 mod functions;
+mod inline_read;
 mod merge_of_one;
 mod partition_read;
 mod pushdown;

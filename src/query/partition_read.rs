@@ -1,13 +1,7 @@
 //! One partition of a [`KeyScanExec`](super::KeyScanExec) as it reads:
 //! rows from the store into view batches, re-checked, projected and cut
-//! at the LIMIT.
-//!
-//! On the embedded store a partition starts on the task that polls it
-//! and reads its first rows there; only if more remain does the rest move
-//! to a blocking thread (a remote backend's reads all go there). A
-//! selective read (a series' latest value, one hour of one series, a
-//! short range) then costs no hand-off between threads, which costs more
-//! than the read; a large one still keeps the async threads free.
+//! at the LIMIT. Its first rows are read where the stream is polled
+//! ([`super::inline_read`]).
 
 use std::sync::Arc;
 
@@ -18,10 +12,6 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::Result as DfResult;
 use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
-use datafusion::physical_plan::stream::{
-    RecordBatchReceiverStreamBuilder, RecordBatchStreamAdapter,
-};
-use futures::{StreamExt, TryStreamExt};
 
 use super::batch::ViewBatchBuilder;
 use super::scan::ScanSpec;
@@ -73,37 +63,22 @@ pub(crate) fn execute(
         decoded: MetricBuilder::new(metrics).counter("values_decoded", partition),
         output_rows: MetricBuilder::new(metrics).output_rows(partition),
     };
-    let rest_schema = Arc::clone(&schema);
+    // Only the embedded store reads without waiting on a network.
+    let inline = if spec.store.local().is_some() {
+        INLINE_ROWS
+    } else {
+        0
+    };
     let read_schema = Arc::clone(&schema);
-    let read = futures::stream::once(async move {
-        let mut first: Vec<RecordBatch> = Vec::new();
-        // Only the embedded store reads without waiting on a network.
-        let inline = if spec.store.local().is_some() {
-            INLINE_ROWS
-        } else {
-            0
-        };
-        let Some(mut read) = PartitionRead::open(spec, ranges, read_schema, counters)? else {
-            return Ok(futures::stream::empty().boxed());
-        };
-        let done = read.read(inline, &mut |batch| {
-            first.push(batch);
-            true
-        })?;
-        let first = futures::stream::iter(first.into_iter().map(Ok));
-        if done {
-            return Ok(first.boxed());
-        }
-        let mut builder = RecordBatchReceiverStreamBuilder::new(rest_schema, 2);
-        let tx = builder.tx();
-        builder.spawn_blocking(move || {
-            read.read(usize::MAX, &mut |batch| tx.blocking_send(Ok(batch)).is_ok())
-                .map(|_| ())
-        });
-        Ok::<_, datafusion::error::DataFusionError>(first.chain(builder.build()).boxed())
+    super::inline_read::stream(schema, inline, move || {
+        PartitionRead::open(spec, ranges, read_schema, counters)
     })
-    .try_flatten();
-    Box::pin(RecordBatchStreamAdapter::new(schema, read))
+}
+
+impl super::inline_read::PartRead for PartitionRead {
+    fn read(&mut self, rows: usize, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<bool> {
+        PartitionRead::read(self, rows, send)
+    }
 }
 
 impl PartitionRead {

@@ -12,16 +12,13 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalSortExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
-use datafusion::physical_plan::stream::{
-    RecordBatchReceiverStreamBuilder, RecordBatchStreamAdapter,
-};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream, SortOrderPushdownResult,
 };
-use futures::{StreamExt, TryStreamExt};
 
 use super::gather::{Gather, GatherPlan, GatherStats};
+use crate::query::inline_read::{self, PartRead};
 use crate::query::scan::{BOUNDED_ROWS, describe_range, show_time};
 use crate::query::to_df;
 use crate::store::{RowRange, TimeRange};
@@ -370,7 +367,7 @@ impl ExecutionPlan for GatherExec {
         let ranges = self.partitions.get(partition).cloned().unwrap_or_default();
         let counter =
             |name: &'static str| MetricBuilder::new(&self.metrics).counter(name, partition);
-        let mut counters = Counters {
+        let counters = Counters {
             series: counter("series_read"),
             rows: counter("rows_scanned"),
             cells: counter("cells_scanned"),
@@ -379,7 +376,7 @@ impl ExecutionPlan for GatherExec {
             emitted: 0,
         };
         let schema = Arc::clone(&self.plan.schema);
-        let mut gather = Gather::new(
+        let gather = Gather::new(
             Arc::clone(&self.plan),
             ranges,
             self.reverse,
@@ -387,45 +384,43 @@ impl ExecutionPlan for GatherExec {
             self.fetch,
             self.fetch.unwrap_or(self.batch_size).clamp(1, 1024),
         );
-        let batch = self.batch_size;
-        let first_batch = self.fetch.unwrap_or(INLINE_EVENTS).min(batch);
-        let local = self.plan.store.local().is_some();
-        let rest_schema = Arc::clone(&schema);
-        let read = futures::stream::once(async move {
-            let mut first: Vec<RecordBatch> = Vec::new();
-            let inline = if local { INLINE_EVENTS } else { 0 };
-            let done = gather
-                .read(inline, first_batch, &mut |b| {
-                    first.push(b);
-                    true
-                })
-                .map_err(to_df);
-            let done = match done {
-                Ok(done) => done,
-                Err(e) => {
-                    counters.report(&mut gather);
-                    return Err(e);
-                }
-            };
-            counters.report(&mut gather);
-            let first = futures::stream::iter(first.into_iter().map(Ok));
-            if done {
-                return Ok(first.boxed());
-            }
-            let mut builder = RecordBatchReceiverStreamBuilder::new(rest_schema, 2);
-            let tx = builder.tx();
-            builder.spawn_blocking(move || {
-                let result = gather
-                    .read(usize::MAX, batch, &mut |b| tx.blocking_send(Ok(b)).is_ok())
-                    .map(|_| ())
-                    .map_err(to_df);
-                counters.report(&mut gather);
-                result
-            });
-            Ok::<_, datafusion::error::DataFusionError>(first.chain(builder.build()).boxed())
-        })
-        .try_flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, read)))
+        // The first events in a small batch (a LIMIT's, or a few): a
+        // selective read is answered without waiting for a whole one.
+        let read = CountedGather {
+            gather,
+            counters,
+            first_batch: self.fetch.unwrap_or(INLINE_EVENTS).min(self.batch_size),
+            batch: self.batch_size,
+        };
+        let inline = if self.plan.store.local().is_some() {
+            INLINE_EVENTS
+        } else {
+            0
+        };
+        Ok(inline_read::stream(schema, inline, move || Ok(Some(read))))
+    }
+}
+
+/// A partition's gather, counting what it reads.
+struct CountedGather {
+    gather: Gather,
+    counters: Counters,
+    first_batch: usize,
+    batch: usize,
+}
+
+impl PartRead for CountedGather {
+    fn read(&mut self, rows: usize, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<bool> {
+        // The events read where the stream is polled come in the first
+        // batch's size; those on a blocking thread in whole batches.
+        let batch = if rows == usize::MAX {
+            self.batch
+        } else {
+            self.first_batch
+        };
+        let done = self.gather.read(rows, batch, send).map_err(to_df);
+        self.counters.report(&mut self.gather);
+        done
     }
 }
 
