@@ -394,6 +394,17 @@ impl CellarPhysicalCodec {
         let w: GatherWire = serde_json::from_slice(json).map_err(|e| wire_error("gather", e))?;
         let store = self.stores.get(&w.table.address)?;
         let layout = Arc::new(layout_of(&store, w.table.def, w.table.view)?);
+        // A gather reads a column-per-event series, whose table has a
+        // row-key schema: anything else on the wire is refused here, not
+        // met by the reader.
+        let gathers =
+            layout.key.is_some() && layout.series.as_ref().is_some_and(|s| s.column_per_event());
+        if !gathers {
+            return Err(wire_error(
+                "gather",
+                format!("table {} is not a column-per-event series", layout.table),
+            ));
+        }
         let schema = Arc::new(layout.arrow.project(&w.columns)?);
         let plan = Arc::new(GatherPlan {
             store,

@@ -129,9 +129,6 @@ struct Series {
 /// One measure's rows of a series, a row's cells at a time.
 struct Cursor {
     rows: RowStream,
-    /// The row key schema, to skip rows that do not fit it (another
-    /// tool's).
-    schema: KeySchema,
     /// The row's key.
     key: Vec<u8>,
     /// The row's cells in event order: time, and the qualifier's place
@@ -144,8 +141,9 @@ struct Cursor {
 
 impl Cursor {
     /// The time of the next cell, reading the next row when this one is
-    /// used up.
-    fn head(&mut self, newest_first: bool) -> crate::Result<Option<i64>> {
+    /// used up (skipping rows whose key does not fit `key`: another
+    /// tool's).
+    fn head(&mut self, newest_first: bool, key: &KeySchema) -> crate::Result<Option<i64>> {
         while self.pos == self.cells.len() {
             if self.done {
                 return Ok(None);
@@ -154,7 +152,7 @@ impl Cursor {
                 self.done = true;
                 return Ok(None);
             };
-            if !self.schema.fits(row.key()) {
+            if !key.fits(row.key()) {
                 continue;
             }
             self.key.clear();
@@ -375,12 +373,13 @@ impl Gather {
                 }
             }
             let newest_first = self.newest_first;
+            let key = self.plan.key();
             let Some(series) = self.series.as_mut() else {
                 continue;
             };
             let mut at: Option<i64> = None;
             for (c, head) in series.measures.iter_mut().zip(&mut series.heads) {
-                *head = c.head(newest_first)?;
+                *head = c.head(newest_first, key)?;
                 if let Some(t) = *head {
                     at = Some(match at {
                         None => t,
@@ -571,7 +570,6 @@ impl Gather {
             request.reverse = self.reverse;
             measures.push(Cursor {
                 rows: plan.read(request)?,
-                schema: key.clone(),
                 key: Vec::new(),
                 cells: Vec::with_capacity(64),
                 qualifiers: Vec::with_capacity(512),
