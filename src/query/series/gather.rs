@@ -26,12 +26,12 @@ use datafusion::arrow::array::{
     ArrayRef, Int64Builder, StringBuilder, TimestampMicrosecondBuilder, new_null_array,
 };
 use datafusion::arrow::compute::{CastOptions, cast_with_options};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
 use super::SeriesView;
-use crate::query::wide::{Layout, value_type};
-use crate::schema::{KeyRef, KeySchema, KeyValue, SegmentKind, ValueType};
+use crate::query::wide::{ColumnSource, Layout, value_type};
+use crate::schema::{KeyRef, KeySchema, KeyValue, ValueType};
 use crate::store::{
     ReadFilter, ReadRequest, RowRange, RowSet, RowStream, ScanStats, Store, TimeRange,
 };
@@ -202,41 +202,36 @@ impl Cursor {
 /// does not parse counts as greater, so that reading it fails as it would
 /// alone.
 fn greater(a: &[u8], b: &[u8], value_type: ValueType) -> bool {
-    fn text(v: &[u8]) -> Option<&str> {
-        std::str::from_utf8(v).ok().map(str::trim)
+    use std::cmp::Ordering;
+    fn by<T>(
+        a: &[u8],
+        b: &[u8],
+        parse: impl Fn(&str) -> Option<T>,
+        cmp: impl Fn(&T, &T) -> Ordering,
+    ) -> bool {
+        let parsed = |v: &[u8]| std::str::from_utf8(v).ok().and_then(|t| parse(t.trim()));
+        match (parsed(a), parsed(b)) {
+            (Some(x), Some(y)) => cmp(&x, &y).is_gt(),
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+            (None, None) => a > b,
+        }
     }
-    let parsed = |v: &[u8]| -> Option<f64> {
-        let t = text(v)?;
-        match value_type {
-            ValueType::Int64 => t.parse::<i64>().ok().map(|n| n as f64),
-            ValueType::Float64 => t.parse::<f64>().ok(),
-            ValueType::Boolean => match t.to_ascii_lowercase().as_str() {
-                "true" | "t" | "1" | "yes" | "y" | "on" => Some(1.0),
-                "false" | "f" | "0" | "no" | "n" | "off" => Some(0.0),
+    match value_type {
+        ValueType::Int64 => by(a, b, |t| t.parse::<i64>().ok(), i64::cmp),
+        ValueType::Float64 => by(a, b, |t| t.parse::<f64>().ok(), f64::total_cmp),
+        ValueType::Boolean => by(
+            a,
+            b,
+            |t| match t.to_ascii_lowercase().as_str() {
+                "true" | "t" | "1" | "yes" | "y" | "on" => Some(true),
+                "false" | "f" | "0" | "no" | "n" | "off" => Some(false),
                 _ => None,
             },
-            _ => None,
-        }
-    };
-    if !matches!(
-        value_type,
-        ValueType::Int64 | ValueType::Float64 | ValueType::Boolean
-    ) {
-        return a > b;
-    }
-    if value_type == ValueType::Int64
-        && let (Some(x), Some(y)) = (
-            text(a).and_then(|t| t.parse::<i64>().ok()),
-            text(b).and_then(|t| t.parse::<i64>().ok()),
-        )
-    {
-        return x > y;
-    }
-    match (parsed(a), parsed(b)) {
-        (Some(x), Some(y)) => x.total_cmp(&y).is_gt(),
-        (None, Some(_)) => true,
-        (Some(_), None) => false,
-        (None, None) => a > b,
+            bool::cmp,
+        ),
+        // Text compares as its bytes, as Utf8 does.
+        _ => a > b,
     }
 }
 
@@ -605,21 +600,17 @@ struct Out {
 impl Out {
     fn new(plan: &GatherPlan, capacity: usize) -> Self {
         let series = plan.series();
-        let key = plan.key();
         let produced = |column: usize| plan.columns.contains(&column);
-        let keys = series
-            .def
-            .key
-            .iter()
-            .enumerate()
-            .map(|(c, name)| {
-                let field = key.field_index(name).unwrap_or(0);
-                let kind = key.fields().find(|(i, _, _)| *i == field).map(|f| f.2);
-                let column = produced(c).then(|| match kind {
-                    Some(SegmentKind::Int { .. } | SegmentKind::Salt { .. }) => {
-                        KeyColumn::Int(Int64Builder::with_capacity(capacity))
-                    }
-                    Some(SegmentKind::Time { .. }) => {
+        // The series key's columns are the view's first, each a key
+        // field of the type the view gives it.
+        let keys = (0..series.time_column)
+            .map(|c| {
+                let ColumnSource::Segment(field) = plan.layout.sources[c] else {
+                    return (usize::MAX, None);
+                };
+                let column = produced(c).then(|| match plan.layout.arrow.field(c).data_type() {
+                    DataType::Int64 => KeyColumn::Int(Int64Builder::with_capacity(capacity)),
+                    DataType::Timestamp(..) => {
                         KeyColumn::Time(TimestampMicrosecondBuilder::with_capacity(capacity))
                     }
                     _ => KeyColumn::Text(StringBuilder::with_capacity(capacity, capacity * 8)),
