@@ -1,8 +1,8 @@
 //! Time key segments written with a strftime pattern: each pattern is
 //! compiled once per thread (keys are formatted per row written and parsed
 //! per row read), formatted by a direct digit writer where the pattern is
-//! only numeric date and time fields, and otherwise by chrono with the
-//! compiled items. Parsing fills a coarse pattern's missing trailing
+//! only numeric date and time fields (fractions of a second included), and
+//! otherwise by chrono with the compiled items. Parsing fills a coarse pattern's missing trailing
 //! fields with their start.
 
 use std::cell::RefCell;
@@ -29,6 +29,9 @@ enum Digits {
     Second,
     /// `%j`, three digits.
     DayOfYear,
+    /// The fraction of the second: `%.3f`, `%.6f`, `%.9f` (a dot, then
+    /// 3, 6 or 9 digits) and `%3f`, `%6f`, `%9f` (the digits alone).
+    Fraction { width: u8, dot: bool },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +111,8 @@ fn pieces(pattern: &str) -> Option<Vec<Piece>> {
             'M' => Digits::Minute,
             'S' => Digits::Second,
             'j' => Digits::DayOfYear,
+            '.' => fraction(chars.next()?, chars.next()?, true)?,
+            c @ ('3' | '6' | '9') => fraction(c, chars.next()?, false)?,
             '%' => {
                 text.push('%');
                 continue;
@@ -123,6 +128,18 @@ fn pieces(pattern: &str) -> Option<Vec<Piece>> {
         out.push(Piece::Text(text));
     }
     Some(out)
+}
+
+/// The fraction field `%.Nf` (with `dot`) or `%Nf` whose width and
+/// letter are `width` and `f`; `None` for any other.
+fn fraction(width: char, f: char, dot: bool) -> Option<Digits> {
+    let width = match (width, f) {
+        ('3', 'f') => 3,
+        ('6', 'f') => 6,
+        ('9', 'f') => 9,
+        _ => return None,
+    };
+    Some(Digits::Fraction { width, dot })
 }
 
 /// `micros` (since the epoch, UTC) written with `pattern`, as chrono
@@ -170,6 +187,13 @@ fn write_digits(pieces: &[Piece], t: &NaiveDateTime, out: &mut String) {
             Piece::Field(Digits::Minute) => (t.minute(), 2),
             Piece::Field(Digits::Second) => (t.second(), 2),
             Piece::Field(Digits::DayOfYear) => (t.ordinal(), 3),
+            Piece::Field(Digits::Fraction { width, dot }) => {
+                if *dot {
+                    out.push('.');
+                }
+                let width = u32::from(*width);
+                (t.nanosecond() / 10u32.pow(9 - width), width)
+            }
         };
         let mut divisor = 10u32.pow(width - 1);
         while divisor > 0 {
@@ -201,22 +225,30 @@ pub(super) fn parse_pattern(pattern: &str, text: &str) -> Option<i64> {
 /// `None` for anything else, which chrono then reads (a shorter field, a
 /// leap second, a day of the year): what this answers, chrono answers.
 fn parse_digits(pieces: &[Piece], text: &str) -> Option<i64> {
-    // Year, month, day, hour, minute, second; which are present.
-    let mut fields = [0u32, 1, 1, 0, 0, 0];
+    // Year, month, day, hour, minute, second, nanosecond; which are
+    // present.
+    let mut fields = [0u32, 1, 1, 0, 0, 0, 0];
     let mut present = 0;
     let mut rest = text.as_bytes();
     for piece in pieces {
         match piece {
             Piece::Text(t) => rest = rest.strip_prefix(t.as_bytes())?,
             Piece::Field(field) => {
-                let (at, width) = match field {
-                    Digits::Year => (0, 4),
-                    Digits::Month => (1, 2),
-                    Digits::Day => (2, 2),
-                    Digits::Hour => (3, 2),
-                    Digits::Minute => (4, 2),
-                    Digits::Second => (5, 2),
+                let (at, width, scale) = match field {
+                    Digits::Year => (0, 4, 1),
+                    Digits::Month => (1, 2, 1),
+                    Digits::Day => (2, 2, 1),
+                    Digits::Hour => (3, 2, 1),
+                    Digits::Minute => (4, 2, 1),
+                    Digits::Second => (5, 2, 1),
                     Digits::DayOfYear => return None,
+                    Digits::Fraction { width, dot } => {
+                        if *dot {
+                            rest = rest.strip_prefix(b".")?;
+                        }
+                        let width = usize::from(*width);
+                        (6, width, 10u32.pow(9 - width as u32))
+                    }
                 };
                 if at != present {
                     return None;
@@ -230,7 +262,7 @@ fn parse_digits(pieces: &[Piece], text: &str) -> Option<i64> {
                     }
                     n = n * 10 + u32::from(d - b'0');
                 }
-                fields[at] = n;
+                fields[at] = n * scale;
                 present += 1;
             }
         }
@@ -238,9 +270,9 @@ fn parse_digits(pieces: &[Piece], text: &str) -> Option<i64> {
     if !rest.is_empty() || present == 0 {
         return None;
     }
-    let [year, month, day, hour, minute, second] = fields;
+    let [year, month, day, hour, minute, second, nano] = fields;
     let date = chrono::NaiveDate::from_ymd_opt(i32::try_from(year).ok()?, month, day)?;
-    let time = chrono::NaiveTime::from_hms_opt(hour, minute, second)?;
+    let time = chrono::NaiveTime::from_hms_nano_opt(hour, minute, second, nano)?;
     Some(date.and_time(time).and_utc().timestamp_micros())
 }
 
@@ -317,7 +349,10 @@ mod tests {
     fn only_numeric_patterns_are_written_directly() {
         assert!(pieces("%Y-%m-%dT%H:%M:%S").is_some());
         assert!(pieces("%Y%j 100%%").is_some());
-        assert!(pieces("%Y-%m-%d %H:%M:%S%.6f").is_none());
+        assert!(pieces("%Y-%m-%d %H:%M:%S%.6f").is_some());
+        assert!(pieces("%Y%m%d%H%M%S%3f").is_some());
+        assert!(pieces("%S%.4f").is_none());
+        assert!(pieces("%S%.f").is_none());
         assert!(pieces("%b %e").is_none());
         assert!(pieces("%Y%").is_none());
     }
@@ -356,12 +391,17 @@ mod tests {
                 "%Y-%m-%dT%H:%M:%S%.6f", "%Y%m%d%H%M%S%3f", "%Y-%m-%dT%H", "%Y%m%d",
                 "%Y-%m", "%Y", "%Y-%m-%d %H:%M", "%Y%m%d%H%M%S", "%Y-%j", "%G-W%V",
                 "%d/%m/%Y", "%Y-%m-%d %M", "%Y-%m-%d-%H%M", "%H%%%S",
+                "%Y-%m-%dT%H:%M:%S%.3f", "%Y-%m-%dT%H:%M:%S%.9f", "%Y%m%d%H%M%S%6f",
+                "%Y-%m-%d %H:%M%.6f",
             ]),
             micros in proptest::prop_oneof![
                 0i64..4_102_444_800_000_000,
                 -70_000_000_000_000_000i64..400_000_000_000_000_000,
             ],
-            noise in proptest::option::of("[0-9T:-]{0,12}|[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{4}|[0-9]{8}"),
+            noise in proptest::option::of(
+                "[0-9T:-]{0,12}|[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{4}|[0-9]{8}|[0-9]{14,24}\
+                 |[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.?[0-9]{0,11}"
+            ),
         ) {
             let written = format_pattern(pattern, micros);
             proptest::prop_assert_eq!(&written, &format_slowly(pattern, micros), "{}", pattern);
