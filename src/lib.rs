@@ -58,6 +58,6 @@ pub use store::{
     FormatChange, GcPolicy, GcStats, INGEST_MIN_ROWS, MAX_FAMILIES, MAX_GC_DEPTH, MAX_GC_RULES,
     MAX_KEY_LEN, MAX_PACKED_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, Pinned,
     QualifierFilter, ReadFilter, ReadModifyWrite, ReadRequest, Row, RowChange, RowMutation,
-    RowRange, RowSet, RowSource, RowStream, RowView, ScanStats, Store, StoreOptions, TableDef,
-    TableSpec, TimeRange, hll_estimate, machine_memory, now_micros,
+    RowProbe, RowRange, RowSet, RowSource, RowStream, RowView, ScanStats, Store, StoreOptions,
+    TableDef, TableSpec, TimeRange, hll_estimate, machine_memory, now_micros,
 };

@@ -7,8 +7,8 @@
 
 use cellar::{
     AlterOp, Durability, Error, FamilyFormat, FamilyKind, FamilySpec, GcPolicy, Mutation,
-    QualifierFilter, ReadFilter, ReadModifyWrite, ReadRequest, RowMutation, RowRange, RowSet,
-    Store, StoreOptions, TableSpec, TimeRange, hll_estimate, now_micros,
+    QualifierFilter, ReadFilter, ReadModifyWrite, ReadRequest, RowMutation, RowProbe, RowRange,
+    RowSet, Store, StoreOptions, TableSpec, TimeRange, hll_estimate, now_micros,
 };
 use std::ops::Bound;
 
@@ -1414,4 +1414,63 @@ fn sample_row_keys_split_a_table_into_pieces_in_key_order() {
     // Through the trait: one piece for a small table; a missing table errs.
     assert_eq!(store.sample_row_keys("t").unwrap().len(), 1);
     assert!(store.sample_row_keys("nope").is_err());
+}
+
+/// A planner's probe of a row range sees each row once, however many
+/// pairs it holds (a CELLS row with a cell per event is skipped past
+/// after a few pairs), in either format: first and last keys, and rows
+/// counted up to the limit.
+#[test]
+fn a_probe_counts_rows_not_pairs_in_either_format() {
+    for format in [FamilyFormat::Cells, FamilyFormat::Packed] {
+        let (_dir, store) = store();
+        store
+            .create_table(TableSpec::new("t").family(FamilySpec::new("m").format(format)))
+            .unwrap();
+        // Rows r00..r29; even rows are wide (3 columns of 40 cells), odd
+        // rows hold one cell.
+        let mut rows = Vec::new();
+        for r in 0..30 {
+            let key = format!("r{r:02}");
+            let mut cells = Vec::new();
+            let (columns, versions) = if r % 2 == 0 { (3, 40) } else { (1, 1) };
+            for c in 0..columns {
+                for v in 0..versions {
+                    cells.push(Mutation::set_at("m", format!("q{c}"), 1_000 + v, "x"));
+                }
+            }
+            rows.push(RowMutation::new(key.as_bytes(), cells));
+        }
+        for result in store.mutate_rows("t", rows).unwrap() {
+            result.unwrap();
+        }
+        let local = store.local().unwrap();
+        let probe = local.probe_rows("t", "m", &RowRange::all(), 1_000).unwrap();
+        assert_eq!(probe.rows, 30, "{format}");
+        assert_eq!(probe.first.as_deref(), Some(&b"r00"[..]));
+        assert_eq!(probe.last.as_deref(), Some(&b"r29"[..]));
+        let probe = local.probe_rows("t", "m", &RowRange::all(), 7).unwrap();
+        assert_eq!(probe.rows, 7, "{format}");
+        let between = RowRange::between(
+            Bound::Included(b"r04".to_vec()),
+            Bound::Excluded(b"r10".to_vec()),
+        );
+        let probe = local.probe_rows("t", "m", &between, 1_000).unwrap();
+        assert_eq!(
+            (probe.rows, probe.first.as_deref(), probe.last.as_deref()),
+            (6, Some(&b"r04"[..]), Some(&b"r09"[..])),
+            "{format}"
+        );
+        // A range ending inside a wide row's pairs: the seek past the row
+        // stays inside the range.
+        let prefix = local
+            .probe_rows("t", "m", &RowRange::prefix(b"r0".to_vec()), 1_000)
+            .unwrap();
+        assert_eq!(prefix.rows, 10, "{format}");
+        let empty = local
+            .probe_rows("t", "m", &RowRange::prefix(b"s".to_vec()), 1_000)
+            .unwrap();
+        assert_eq!(empty, RowProbe::default());
+        assert!(local.probe_rows("t", "nope", &RowRange::all(), 1).is_err());
+    }
 }

@@ -8,7 +8,7 @@ use super::wide::{ColumnSource, Layout, View};
 use crate::codec::show_bytes;
 use crate::proto::FieldMask;
 use crate::schema::KeyOrder;
-use crate::store::{QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet, Store, TimeRange};
+use crate::store::{QualifierFilter, RowRange, Store, TimeRange};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::common::Result as DfResult;
 use datafusion::common::ScalarValue;
@@ -271,9 +271,9 @@ const SPLIT_MIN_ROWS: usize = 256;
 
 /// Cuts a single range of a large table into up to `n` ranges of about
 /// equal key space between its first and last row, so that several
-/// partitions read it in parallel. Reads the keys of the range's first
-/// [`SPLIT_MIN_ROWS`] rows and of its last; `None` when there is nothing
-/// worth splitting.
+/// partitions read it in parallel. Probes the keys of the range's first
+/// [`SPLIT_MIN_ROWS`] rows and of its last (`FjallStore::probe_rows`);
+/// `None` when there is nothing worth splitting.
 pub(crate) fn split_ranges(
     store: &Store,
     table: &str,
@@ -322,41 +322,21 @@ fn cut_range(
     if n < 2 || single_key || small {
         return None;
     }
-    // The first rows of the range, keys only: a range that ends within
-    // them is read by one partition.
+    // The first rows of the range: a range that ends within them is read
+    // by one partition.
     let family = families.first()?;
-    let keys_only = || {
-        ReadFilter::latest()
-            .families([family.clone()])
-            .values_only(family.clone(), Vec::<Vec<u8>>::new())
-    };
-    let request = ReadRequest::rows(RowSet::range(range.clone()))
-        .filter(keys_only())
-        .limit(SPLIT_MIN_ROWS);
-    let mut rows = store.read_rows(table, request).ok()?;
-    let Some(first) = rows.next_view().ok()?.map(|row| row.key().to_vec()) else {
+    let probe = store
+        .local()?
+        .probe_rows(table, family, &range, SPLIT_MIN_ROWS)
+        .ok()?;
+    let (Some(first), Some(last)) = (probe.first, probe.last) else {
         *counted = Some(0);
         return None;
     };
-    let mut probed = 1;
-    while rows.next_view().ok()?.is_some() {
-        probed += 1;
-    }
-    if probed < SPLIT_MIN_ROWS {
-        *counted = Some(probed);
+    if probe.rows < SPLIT_MIN_ROWS {
+        *counted = Some(probe.rows);
         return None;
     }
-    let request = ReadRequest::rows(RowSet::range(range.clone()))
-        .filter(keys_only())
-        .limit(1)
-        .reverse();
-    let last = store
-        .read_rows(table, request)
-        .ok()?
-        .next_view()
-        .ok()??
-        .key()
-        .to_vec();
     let points = interpolate(&first, &last, n);
     if points.is_empty() {
         return None;

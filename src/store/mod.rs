@@ -18,6 +18,7 @@ mod format;
 mod gc;
 pub mod journal;
 mod mutation;
+mod probe;
 mod read;
 mod replace;
 mod write;
@@ -51,6 +52,7 @@ pub use mutation::{
     allow(unused_imports, reason = "used by the Bigtable backend")
 )]
 pub(crate) use mutation::{check_key, validate as validate_mutation};
+pub use probe::RowProbe;
 pub use read::{
     Cell, QualifierFilter, ReadFilter, ReadRequest, Row, RowRange, RowSet, ScanStats, TimeRange,
 };
