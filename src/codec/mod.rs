@@ -222,8 +222,16 @@ pub struct CellKeyParts<'a> {
 impl<'a> CellKeyParts<'a> {
     /// Splits a cell key.
     pub fn split(key: &'a [u8]) -> Result<Self> {
-        let row_len = escaped_len(key)?;
-        let rest = &key[row_len..];
+        CellKeyParts::split_after(key, escaped_len(key)?)
+    }
+
+    /// Splits a cell key whose escaped row is known to be its first
+    /// `row_len` bytes (the pairs of one row, whose row was delimited
+    /// once).
+    pub fn split_after(key: &'a [u8], row_len: usize) -> Result<Self> {
+        let rest = key
+            .get(row_len..)
+            .ok_or_else(|| corrupt("cell key is shorter than its row", key))?;
         let qualifier_len = escaped_len(rest)?;
         let ts: [u8; 8] = rest[qualifier_len..]
             .try_into()

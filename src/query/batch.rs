@@ -339,6 +339,11 @@ pub(crate) struct ViewBatchBuilder {
     ts_column: Option<usize>,
     /// Whether any segment column is wanted (else keys are not decoded).
     segments_needed: bool,
+    /// A row's key and its segments, decoded by the fit check of a scan
+    /// that drops misfits and reads segments: the decode is the check,
+    /// done once per row.
+    predecoded: Option<Vec<KeyValue>>,
+    predecoded_key: Vec<u8>,
     /// Whether any declared column or family map is wanted (else a wide
     /// row's cells are not walked).
     cells_needed: bool,
@@ -502,6 +507,8 @@ impl ViewBatchBuilder {
             errors: Vec::new(),
             runs: Vec::new(),
             drop_misfits: false,
+            predecoded: None,
+            predecoded_key: Vec::new(),
         }
     }
 
@@ -563,7 +570,15 @@ impl ViewBatchBuilder {
         let Some(schema) = &self.layout.key else {
             return false;
         };
-        if schema.fits(key) {
+        let fits = if self.segments_needed {
+            self.predecoded = schema.decode(key);
+            self.predecoded_key.clear();
+            self.predecoded_key.extend_from_slice(key);
+            self.predecoded.is_some()
+        } else {
+            schema.fits(key)
+        };
+        if fits {
             return false;
         }
         self.misfits += 1;
@@ -904,6 +919,11 @@ impl ViewBatchBuilder {
     /// The key's segments when a segment column is wanted.
     fn segments_of(&mut self, key: &[u8]) -> Option<Vec<KeyValue>> {
         let schema = self.layout.key.as_ref().filter(|_| self.segments_needed)?;
+        if self.predecoded_key == key
+            && let Some(segments) = self.predecoded.take()
+        {
+            return Some(segments);
+        }
         let decoded = schema.decode(key);
         if decoded.is_none() {
             self.misfits += 1;

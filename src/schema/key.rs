@@ -446,12 +446,10 @@ impl KeySchema {
     pub fn decode(&self, key: &[u8]) -> Option<Vec<KeyValue>> {
         let key = std::str::from_utf8(key).ok()?;
         // A text segment at the end keeps any delimiters in it.
-        let parts: Vec<&str> = key.splitn(self.segments.len(), self.delimiter).collect();
-        if parts.len() != self.segments.len() {
-            return None;
-        }
-        let mut out = Vec::new();
-        for (part, segment) in parts.iter().zip(&self.segments) {
+        let mut parts = key.splitn(self.segments.len(), self.delimiter);
+        let mut out = Vec::with_capacity(self.segments.len());
+        for segment in &self.segments {
+            let part = parts.next()?;
             match segment {
                 Segment::Literal(text) => {
                     if part != text {

@@ -407,6 +407,13 @@ struct Cursor {
 
 impl Cursor {
     fn advance(&mut self, reverse: bool) -> Result<()> {
+        self.advance_in(reverse, &[])
+    }
+
+    /// [`Cursor::advance`] while reading the escaped row `row`: a pair
+    /// of the same row starts with it (escaped rows are prefix free), so
+    /// its row is found without delimiting the key again.
+    fn advance_in(&mut self, reverse: bool, row: &[u8]) -> Result<()> {
         let next = if reverse {
             self.iter.next_back()
         } else {
@@ -414,7 +421,11 @@ impl Cursor {
         };
         self.head = next.map(|g| g.into_inner()).transpose()?;
         if let Some((key, _)) = &self.head {
-            self.head_row_len = self.format.row_of(key)?.len();
+            self.head_row_len = if !row.is_empty() && key.starts_with(row) {
+                row.len()
+            } else {
+                self.format.row_of(key)?.len()
+            };
         }
         Ok(())
     }
@@ -605,7 +616,7 @@ impl FjallRows {
                         break;
                     }
                     self.buf.pairs.extend(cursor.head.take());
-                    cursor.advance(self.reverse)?;
+                    cursor.advance_in(self.reverse, &self.escaped_row)?;
                 }
                 self.stats.cells_scanned += (self.buf.pairs.len() - from_pair) as u64;
                 if self.reverse {

@@ -48,9 +48,21 @@ pub(crate) fn decode(family: u32, buf: &mut RowBuf, from: usize) -> Result<()> {
     // The previous pair's escaped qualifier (escaping is one to one, so
     // equal escaped means equal qualifiers).
     let mut previous: Option<(usize, usize, usize)> = None;
+    // The row is delimited once: the pairs after the first share its
+    // escaped row (checked by comparing bytes, cheaper than delimiting).
+    let mut row: Option<(usize, usize)> = None;
     for pair in from..buf.pairs.len() {
         let (key, value) = &buf.pairs[pair];
-        let parts = CellKeyParts::split(key)?;
+        let parts = match row {
+            Some((first, len)) if key.get(..len) == buf.pairs[first].0.get(..len) => {
+                CellKeyParts::split_after(key, len)?
+            }
+            _ => {
+                let parts = CellKeyParts::split(key)?;
+                row = Some((pair, parts.escaped_row.len()));
+                parts
+            }
+        };
         let span = (
             parts.escaped_row.len(),
             parts.escaped_row.len() + parts.escaped_qualifier.len(),
