@@ -1471,6 +1471,12 @@ fn a_probe_counts_rows_not_pairs_in_either_format() {
             .probe_rows("t", "m", &RowRange::prefix(b"s".to_vec()), 1_000)
             .unwrap();
         assert_eq!(empty, RowProbe::default());
+        let backwards = RowRange::between(
+            Bound::Included(b"r09".to_vec()),
+            Bound::Excluded(b"r04".to_vec()),
+        );
+        let none = local.probe_rows("t", "m", &backwards, 1_000).unwrap();
+        assert_eq!(none, RowProbe::default());
         assert!(local.probe_rows("t", "nope", &RowRange::all(), 1).is_err());
     }
 }

@@ -410,9 +410,11 @@ impl Cursor {
         self.advance_in(reverse, &[])
     }
 
-    /// [`Cursor::advance`] while reading the escaped row `row`: a pair
-    /// of the same row starts with it (escaped rows are prefix free), so
-    /// its row is found without delimiting the key again.
+    /// [`Cursor::advance`] while reading the escaped row `row`: a CELLS
+    /// pair of the same row starts with it (escaped rows are prefix free),
+    /// so its row is found without delimiting the key again. (A PACKED
+    /// row has one pair: a second one starting with the row is damage,
+    /// which `row_of` names.)
     fn advance_in(&mut self, reverse: bool, row: &[u8]) -> Result<()> {
         let next = if reverse {
             self.iter.next_back()
@@ -421,11 +423,12 @@ impl Cursor {
         };
         self.head = next.map(|g| g.into_inner()).transpose()?;
         if let Some((key, _)) = &self.head {
-            self.head_row_len = if !row.is_empty() && key.starts_with(row) {
-                row.len()
-            } else {
-                self.format.row_of(key)?.len()
-            };
+            self.head_row_len =
+                if self.format == FamilyFormat::Cells && !row.is_empty() && key.starts_with(row) {
+                    row.len()
+                } else {
+                    self.format.row_of(key)?.len()
+                };
         }
         Ok(())
     }
