@@ -8,10 +8,9 @@
 
 use std::ops::Bound;
 
-use chrono::DateTime;
 use serde::{Deserialize, Serialize};
 
-use super::time_pattern::{parse_pattern, write_pattern};
+use super::time_pattern::{parse_pattern, pattern_traits, write_pattern};
 use crate::error::{Error, Result};
 use crate::store::RowRange;
 
@@ -984,71 +983,13 @@ fn check_pattern(pattern: &str) -> std::result::Result<(), String> {
 /// Whether text written with `pattern` sorts like the time it encodes:
 /// checked on probes an hour, a day, a month and a year apart.
 fn pattern_sorts(pattern: &str) -> bool {
-    pattern_traits(pattern).0
+    pattern_traits(pattern).sorts
 }
 
 /// Whether a pattern writes every time (of years 1000 to 9999) in text
 /// of one length.
 fn pattern_fixed(pattern: &str) -> bool {
-    pattern_traits(pattern).1
-}
-
-/// Whether a pattern's text sorts as its time, and whether it has one
-/// length: found once per pattern (probing formats a hundred times, which
-/// every plan of a key range over the pattern would repeat).
-fn pattern_traits(pattern: &str) -> (bool, bool) {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock, PoisonError};
-    static KNOWN: OnceLock<Mutex<HashMap<String, (bool, bool)>>> = OnceLock::new();
-    let known = KNOWN.get_or_init(Default::default);
-    if let Some(traits) = known
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(pattern)
-    {
-        return *traits;
-    }
-    let texts = pattern_probes(pattern);
-    let traits = (
-        texts.windows(2).all(|w| w[0] <= w[1]),
-        texts.windows(2).all(|w| w[0].len() == w[1].len()),
-    );
-    let mut known = known.lock().unwrap_or_else(PoisonError::into_inner);
-    // Patterns come from table schemas: few. Should a process see very
-    // many, it starts over rather than grow.
-    if known.len() >= 1024 {
-        known.clear();
-    }
-    known.insert(pattern.to_string(), traits);
-    traits
-}
-
-/// `pattern` applied to times spread over every field it may hold, in
-/// time order.
-fn pattern_probes(pattern: &str) -> Vec<String> {
-    let base = 946_684_800_000_000i64; // 2000-01-01
-    let steps = [
-        1_000i64,
-        1_000_000,
-        60_000_000,
-        3_600_000_000,
-        86_400_000_000,
-        2_678_400_000_000,
-        31_622_400_000_000,
-    ];
-    let mut probes: Vec<i64> = Vec::new();
-    for step in steps {
-        for k in 0..14 {
-            probes.push(base + step * k * 7 + step * 13);
-        }
-    }
-    probes.sort_unstable();
-    probes
-        .iter()
-        .filter_map(|p| {
-            DateTime::from_timestamp_micros(*p).map(|t| t.naive_utc().format(pattern).to_string())
-        })
-        .collect()
+    pattern_traits(pattern).fixed
 }
 
 #[cfg(test)]

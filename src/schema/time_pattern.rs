@@ -2,10 +2,12 @@
 //! compiled once per thread (keys are formatted per row written and parsed
 //! per row read), formatted by a direct digit writer where the pattern is
 //! only numeric date and time fields (fractions of a second included), and
-//! otherwise by chrono with the compiled items. Parsing fills a coarse pattern's missing trailing
-//! fields with their start.
+//! otherwise by chrono with the compiled items. Parsing fills a coarse
+//! pattern's missing trailing fields with their start. What a key range
+//! needs to know of a pattern (whether its text sorts as its time, and
+//! has one length) is found once, with the compiled pattern.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -46,6 +48,18 @@ enum Piece {
 struct Compiled {
     items: Option<Rc<Vec<Item<'static>>>>,
     pieces: Option<Rc<Vec<Piece>>>,
+    /// Found on first use (see [`pattern_traits`]).
+    traits: OnceCell<Traits>,
+}
+
+/// What a key range over a pattern's text needs to know of it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Traits {
+    /// Whether its text sorts like the time it encodes.
+    pub sorts: bool,
+    /// Whether it writes every time (of years 1000 to 9999) in text of
+    /// one length.
+    pub fixed: bool,
 }
 
 thread_local! {
@@ -83,7 +97,11 @@ fn compiled_in_map(pattern: &str) -> Rc<Compiled> {
             .ok()
             .map(Rc::new);
         let pieces = items.as_ref().and_then(|_| pieces(pattern)).map(Rc::new);
-        let c = Rc::new(Compiled { items, pieces });
+        let c = Rc::new(Compiled {
+            items,
+            pieces,
+            traits: OnceCell::new(),
+        });
         // A store has few patterns; a runaway map would mean a bug.
         if map.len() < 1024 {
             map.insert(pattern.to_string(), Rc::clone(&c));
@@ -140,6 +158,48 @@ fn fraction(width: char, f: char, dot: bool) -> Option<Digits> {
         _ => return None,
     };
     Some(Digits::Fraction { width, dot })
+}
+
+/// A pattern's [`Traits`], found on probes an hour, a day, a month and a
+/// year apart the first time a thread asks (probing writes a hundred
+/// times, which every plan of a key range over the pattern would repeat).
+pub(super) fn pattern_traits(pattern: &str) -> Traits {
+    *compiled(pattern).traits.get_or_init(|| {
+        let texts = probes(pattern);
+        Traits {
+            sorts: texts.windows(2).all(|w| w[0] <= w[1]),
+            fixed: texts.windows(2).all(|w| w[0].len() == w[1].len()),
+        }
+    })
+}
+
+/// `pattern` applied to times spread over every field it may hold, in
+/// time order.
+fn probes(pattern: &str) -> Vec<String> {
+    let base = 946_684_800_000_000i64; // 2000-01-01
+    let steps = [
+        1_000i64,
+        1_000_000,
+        60_000_000,
+        3_600_000_000,
+        86_400_000_000,
+        2_678_400_000_000,
+        31_622_400_000_000,
+    ];
+    let mut probes: Vec<i64> = Vec::new();
+    for step in steps {
+        for k in 0..14 {
+            probes.push(base + step * k * 7 + step * 13);
+        }
+    }
+    probes.sort_unstable();
+    probes
+        .iter()
+        .filter_map(|&p| {
+            let mut text = String::new();
+            write_pattern(pattern, p, &mut text).map(|()| text)
+        })
+        .collect()
 }
 
 /// `micros` (since the epoch, UTC) written with `pattern`, as chrono

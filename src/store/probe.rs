@@ -62,17 +62,18 @@ impl FjallStore {
                 }
             }
             let mut iter = open(&encoded.start);
-            // The row being stepped through, and its pairs seen so far.
-            let mut row: Option<Vec<u8>> = None;
+            // The escaped row being stepped through (empty before the
+            // first), and its pairs seen so far.
+            let mut row: Vec<u8> = Vec::new();
             let mut steps = 0;
             while probe.rows < limit {
                 let Some(guard) = iter.next() else { break };
                 let key = guard.key()?;
                 let escaped = format.row_of(&key)?;
-                if let Some(current) = row.as_deref().filter(|r| *r == escaped) {
+                if escaped == row.as_slice() {
                     steps += 1;
                     if steps >= STEPS_BEFORE_SEEK {
-                        let Some(next) = codec::prefix_successor(current)
+                        let Some(next) = codec::prefix_successor(&row)
                             .filter(|next| end.is_none_or(|end| next.as_slice() < end))
                         else {
                             break;
@@ -82,13 +83,14 @@ impl FjallStore {
                     }
                     continue;
                 }
-                if row.is_none() {
+                if row.is_empty() {
                     let plain = codec::unescape(escaped)?.0;
                     if probe.first.as_ref().is_none_or(|f| plain < *f) {
                         probe.first = Some(plain);
                     }
                 }
-                row = Some(escaped.to_vec());
+                row.clear();
+                row.extend_from_slice(escaped);
                 steps = 1;
                 probe.rows += 1;
             }
