@@ -404,17 +404,34 @@ fn split_at_samples(
 }
 
 /// `n - 1` keys strictly between `a` and `b` (a < b), evenly spaced over
-/// the eight bytes after their common prefix.
+/// the eight bytes after their common prefix (fewer where they lie too
+/// close). Keys whose bytes there are ASCII are spaced as numbers of
+/// eight base-128 digits, so that every point is ASCII text too: spaced
+/// over whole bytes, a point between `…1083#…` and `…1084#…` has a byte
+/// of 0x80 or more after the `3`, which is not text, and cut back to
+/// text (`…1083`) it fell before `a` and the range was not split.
 fn interpolate(a: &[u8], b: &[u8], n: usize) -> Vec<Vec<u8>> {
     let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let word = |k: &[u8]| {
+    let tail = |k: &[u8]| {
         let mut buf = [0u8; 8];
         for (i, byte) in k.iter().skip(common).take(8).enumerate() {
             buf[i] = *byte;
         }
-        u64::from_be_bytes(buf)
+        buf
     };
-    let (lo, hi) = (word(a), word(b));
+    let (ta, tb) = (tail(a), tail(b));
+    let ascii = ta.iter().chain(&tb).all(|b| b.is_ascii());
+    let radix: u64 = if ascii { 128 } else { 256 };
+    let number = |t: &[u8; 8]| t.iter().fold(0u64, |x, &d| x * radix + u64::from(d));
+    let digits = |mut x: u64| {
+        let mut out = [0u8; 8];
+        for d in out.iter_mut().rev() {
+            *d = (x % radix) as u8;
+            x /= radix;
+        }
+        out
+    };
+    let (lo, hi) = (number(&ta), number(&tb));
     let parts = n as u64;
     if hi <= lo || hi - lo < parts * 2 {
         return Vec::new();
@@ -423,7 +440,7 @@ fn interpolate(a: &[u8], b: &[u8], n: usize) -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = Vec::new();
     for i in 1..parts {
         let mut key = a[..common].to_vec();
-        key.extend((lo + step * i).to_be_bytes());
+        key.extend(digits(lo + step * i));
         while key.len() > common + 1 && key.last() == Some(&0) {
             key.pop();
         }
@@ -1092,6 +1109,29 @@ mod tests {
             last = p;
         }
         assert!(interpolate(b"a", b"a\x00", 4).is_empty());
+        // Neighbouring text keys split into text between them.
+        for (a, b) in [
+            (
+                &b"europe-west1#1083#2026-01-01-0000"[..],
+                &b"europe-west1#1084#2026-01-03-1839"[..],
+            ),
+            (
+                b"europe-west1#1083#2026-01-01-0000",
+                b"europe-west1#1092#2026-01-03-1839",
+            ),
+            (b"a", b"b"),
+        ] {
+            let points = interpolate(a, b, 2);
+            assert_eq!(points.len(), 1, "{a:?} {b:?}");
+            let p = &points[0];
+            assert!(
+                p.as_slice() > a && p.as_slice() <= b && p.is_ascii(),
+                "{p:?}"
+            );
+        }
+        // Bytes that are not text still split, over whole bytes.
+        let points = interpolate(b"\x10\xff", b"\x90\x00", 2);
+        assert_eq!(points.len(), 1);
         assert!(interpolate(b"b", b"a", 2).is_empty());
     }
 }
