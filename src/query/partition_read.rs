@@ -1,7 +1,7 @@
 //! One partition of a [`KeyScanExec`](super::KeyScanExec) as it reads:
 //! rows from the store into view batches, re-checked, projected and cut
-//! at the LIMIT. Its first rows are read where the stream is polled
-//! ([`super::inline_read`]).
+//! at the LIMIT. On the embedded store it reads where the stream is
+//! polled, a batch a poll ([`super::inline_read`]).
 
 use std::sync::Arc;
 
@@ -14,13 +14,10 @@ use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
 
 use super::batch::ViewBatchBuilder;
+use super::inline_read::Reading;
 use super::scan::ScanSpec;
 use super::to_df;
 use crate::store::{ReadFilter, ReadRequest, RowRange, RowSet, RowStream, ScanStats};
-
-/// Rows a partition reads on the polling task before it moves to a
-/// blocking thread.
-const INLINE_ROWS: usize = 128;
 
 /// A scan's counters for one partition (EXPLAIN ANALYZE).
 struct Counters {
@@ -64,13 +61,15 @@ pub(crate) fn execute(
         output_rows: MetricBuilder::new(metrics).output_rows(partition),
     };
     // Only the embedded store reads without waiting on a network.
-    let inline = if spec.store.local().is_some() {
-        INLINE_ROWS
+    let reading = if spec.store.local().is_some() {
+        Reading::Polled {
+            step: spec.batch_size,
+        }
     } else {
-        0
+        Reading::Blocking
     };
     let read_schema = Arc::clone(&schema);
-    super::inline_read::stream(schema, inline, move || {
+    super::inline_read::stream(schema, reading, move || {
         PartitionRead::open(spec, ranges, read_schema, counters)
     })
 }

@@ -55,7 +55,9 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort::sort_batch;
-use datafusion::physical_plan::stream::RecordBatchReceiverStreamBuilder;
+use datafusion::physical_plan::stream::{
+    RecordBatchReceiverStreamBuilder, RecordBatchStreamAdapter,
+};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
@@ -479,6 +481,9 @@ struct Groups<'a> {
     keys: Vec<GroupKey>,
     /// The group found last: runs of one row and hour often meet again.
     last: Option<(GroupKey, usize)>,
+    /// The key values found last (consecutive rows of a series, or of a
+    /// read with no GROUP BY, share them).
+    last_row: Option<usize>,
     pending: Vec<Pending>,
     accumulators: Vec<Box<dyn GroupsAccumulator>>,
     /// Group indices for one run (reused).
@@ -501,6 +506,7 @@ impl<'a> Groups<'a> {
             index: HashMap::default(),
             keys: Vec::new(),
             last: None,
+            last_row: None,
             pending: exec.aggregates.iter().map(|_| Pending::default()).collect(),
             accumulators: exec
                 .aggregates
@@ -658,10 +664,17 @@ impl<'a> Groups<'a> {
     /// The place of a row's key values (row key, key segments, in the
     /// order of the groups) among those seen.
     fn row(&mut self, values: &[Option<KeyValue>]) -> usize {
+        if let Some(i) = self.last_row
+            && self.row_values[i] == values
+        {
+            return i;
+        }
         if let Some(&i) = self.rows.get(values) {
+            self.last_row = Some(i);
             return i;
         }
         let i = self.row_values.len();
+        self.last_row = Some(i);
         self.rows.insert(values.to_vec(), i);
         self.row_values.push(values.to_vec());
         i
@@ -1183,9 +1196,7 @@ impl ExecutionPlan for ScanAggregateExec {
         let scanned = MetricBuilder::new(&self.metrics).counter("rows_scanned", partition);
         let misfits = MetricBuilder::new(&self.metrics).counter("key_misfits", partition);
         let decoded = MetricBuilder::new(&self.metrics).counter("values_decoded", partition);
-        let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&self.schema), 1);
-        let tx = builder.tx();
-        builder.spawn_blocking(move || {
+        let run = move || {
             let mut batch = this.run(ranges, &|c| {
                 scanned.add(c.rows);
                 misfits.add(c.misfits);
@@ -1195,7 +1206,23 @@ impl ExecutionPlan for ScanAggregateExec {
                 batch = sort_batch(&batch, ordering, None)?;
             }
             output_rows.add(batch.num_rows());
-            let _ = tx.blocking_send(Ok(batch));
+            Ok(batch)
+        };
+        // The embedded store is read where the stream is polled (no
+        // hand-off to a blocking thread, which costs more than a short
+        // range's read; see `inline_read`); a remote backend on a
+        // blocking thread, as it waits on a network.
+        if self.spec.store.local().is_some() {
+            let once = futures::stream::once(async move { run() });
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                Arc::clone(&self.schema),
+                once,
+            )));
+        }
+        let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&self.schema), 1);
+        let tx = builder.tx();
+        builder.spawn_blocking(move || {
+            let _ = tx.blocking_send(run());
             Ok(())
         });
         Ok(builder.build())

@@ -23,9 +23,9 @@ use crate::query::scan::{BOUNDED_ROWS, describe_range, show_time};
 use crate::query::to_df;
 use crate::store::{RowRange, TimeRange};
 
-/// Events a partition gathers on the polling task before it moves to a
-/// blocking thread (as a key scan's first rows, `partition_read`).
-const INLINE_EVENTS: usize = 64;
+/// Events in a partition's first batch when no LIMIT says how many: a
+/// selective read is answered without waiting for a whole batch.
+const FIRST_EVENTS: usize = 64;
 
 /// Reads a column-per-event series' events: one tall row per event.
 pub(crate) struct GatherExec {
@@ -389,15 +389,17 @@ impl ExecutionPlan for GatherExec {
         let read = CountedGather {
             gather,
             counters,
-            first_batch: self.fetch.unwrap_or(INLINE_EVENTS).min(self.batch_size),
+            first_batch: Some(self.fetch.unwrap_or(FIRST_EVENTS).min(self.batch_size)),
             batch: self.batch_size,
         };
-        let inline = if self.plan.store.local().is_some() {
-            INLINE_EVENTS
+        let reading = if self.plan.store.local().is_some() {
+            inline_read::Reading::Polled {
+                step: self.batch_size,
+            }
         } else {
-            0
+            inline_read::Reading::Blocking
         };
-        Ok(inline_read::stream(schema, inline, move || Ok(Some(read))))
+        Ok(inline_read::stream(schema, reading, move || Ok(Some(read))))
     }
 }
 
@@ -405,18 +407,17 @@ impl ExecutionPlan for GatherExec {
 struct CountedGather {
     gather: Gather,
     counters: Counters,
-    first_batch: usize,
+    /// The first batch's size, until it is read.
+    first_batch: Option<usize>,
     batch: usize,
 }
 
 impl PartRead for CountedGather {
     fn read(&mut self, rows: usize, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<bool> {
-        // The events read where the stream is polled come in the first
-        // batch's size; those on a blocking thread in whole batches.
-        let batch = if rows == usize::MAX {
-            self.batch
-        } else {
-            self.first_batch
+        // The first events come in a small batch, the rest in whole ones.
+        let (rows, batch) = match self.first_batch.take() {
+            Some(first) => (rows.min(first), first),
+            None => (rows, self.batch),
         };
         let done = self.gather.read(rows, batch, send).map_err(to_df);
         self.counters.report(&mut self.gather);
