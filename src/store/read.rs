@@ -589,7 +589,18 @@ impl FjallRows {
             if self.remaining == Some(0) {
                 return Ok(false);
             }
-            if !self.next_row_key()? {
+            // One PACKED keyspace read: each pair is a row of its own,
+            // its key the escaped row (no row to find among cursors).
+            let lone_packed = matches!(
+                self.cursors.as_slice(),
+                [c] if c.format == FamilyFormat::Packed
+            );
+            let more = if lone_packed {
+                self.cursors[0].head.is_some()
+            } else {
+                self.next_row_key()?
+            };
+            if !more {
                 match self.ranges.pop_front() {
                     Some(range) => {
                         self.open_range(&range)?;
@@ -613,9 +624,14 @@ impl FjallRows {
                     from_cell = self.buf.cells.len();
                 }
                 let from_pair = self.buf.pairs.len();
+                if lone_packed {
+                    let cursor = &mut self.cursors[c];
+                    self.buf.pairs.extend(cursor.head.take());
+                    cursor.advance(self.reverse)?;
+                }
                 loop {
                     let cursor = &mut self.cursors[c];
-                    if cursor.head_row() != Some(self.escaped_row.as_slice()) {
+                    if lone_packed || cursor.head_row() != Some(self.escaped_row.as_slice()) {
                         break;
                     }
                     self.buf.pairs.extend(cursor.head.take());
@@ -679,7 +695,14 @@ impl FjallRows {
             }
             self.stats.rows_returned += 1;
             self.stats.cells_returned += self.buf.cells.len() as u64;
-            format::set_key(&mut self.buf, &self.escaped_row)?;
+            if lone_packed {
+                // (`row_of` found the whole key to be the escaped row.)
+                let RowBuf { pairs, key, .. } = &mut self.buf;
+                key.clear();
+                codec::unescape_into(&pairs[0].0, key)?;
+            } else {
+                format::set_key(&mut self.buf, &self.escaped_row)?;
+            }
             if let (Some(out), Some(plan)) = (numbers.as_mut(), &self.numbers) {
                 out.key.extend_from_slice(&self.buf.key);
                 out.take_cells(&self.buf.view(), &plan.wanted);
