@@ -466,6 +466,8 @@ pub struct FjallRows {
 struct NumbersPlan {
     wanted: Vec<(usize, Vec<u8>)>,
     by_family: Vec<Vec<(Vec<u8>, usize)>>,
+    /// Per family, the last packed header read (see [`format::Shape`]).
+    shapes: Vec<format::Shape>,
 }
 
 impl NumbersPlan {
@@ -483,6 +485,7 @@ impl NumbersPlan {
         }
         NumbersPlan {
             wanted: wanted.to_vec(),
+            shapes: by_family.iter().map(|_| format::Shape::default()).collect(),
             by_family,
         }
     }
@@ -642,7 +645,7 @@ impl FjallRows {
                     self.buf.pairs[from_pair..].reverse();
                 }
                 let format = self.cursors[c].format;
-                if let (Some(out), Some(plan)) = (numbers.as_mut(), &self.numbers)
+                if let (Some(out), Some(plan)) = (numbers.as_mut(), &mut self.numbers)
                     && self.families[family].sources.len() == 1
                     && self.buf.pairs.len() == from_pair + 1
                 {
@@ -655,8 +658,10 @@ impl FjallRows {
                             && filter.cells_per_column != Some(0),
                     };
                     let (key, value) = &self.buf.pairs[from_pair];
-                    let wanted = &plan.by_family[family];
-                    if let Some(any) = format.decode_numbers(key, value, wanted, &selection, out)? {
+                    let (wanted, shape) = (&plan.by_family[family], &mut plan.shapes[family]);
+                    if let Some(any) =
+                        format.decode_numbers(key, value, wanted, &selection, out, shape)?
+                    {
                         selected |= any;
                         continue;
                     }

@@ -26,7 +26,7 @@ pub(crate) use convert::reencode;
 pub(crate) use numbers::window;
 pub use numbers::{NumberColumns, NumberRow};
 pub(crate) use overlay::{CellWrite, Overlay};
-pub(crate) use packed::Selection;
+pub(crate) use packed::{Selection, Shape};
 
 use super::catalog::GcPolicy;
 use super::read::{QualifierFilter, ReadFilter, TimeRange};
@@ -303,7 +303,9 @@ impl FamilyFormat {
     /// `selection` selects; returns whether the pair holds any selected
     /// cell, wanted or not, or `None` when the format cannot (the caller
     /// decodes cells and takes the numbers from them). `wanted`:
-    /// (qualifier, the column's place in `out`), sorted.
+    /// (qualifier, the column's place in `out`), sorted. `shape`: what
+    /// the read kept of the last row's header (PACKED), for the same
+    /// `wanted` and `selection` each time.
     pub(crate) fn decode_numbers(
         self,
         key: &[u8],
@@ -311,10 +313,13 @@ impl FamilyFormat {
         wanted: &[(Vec<u8>, usize)],
         selection: &Selection<'_>,
         out: &mut NumberRow,
+        shape: &mut Shape,
     ) -> Result<Option<bool>> {
         match self {
             FamilyFormat::Cells => Ok(None),
-            FamilyFormat::Packed => packed::decode_numbers(key, value, wanted, selection, out),
+            FamilyFormat::Packed => {
+                packed::decode_numbers(key, value, wanted, selection, out, shape)
+            }
         }
     }
 

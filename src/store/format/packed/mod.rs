@@ -28,7 +28,7 @@ mod runs;
 mod v1;
 mod values;
 
-pub(crate) use numbers::{Selection, decode_numbers};
+pub(crate) use numbers::{Selection, Shape, decode_numbers};
 
 use super::{CellPos, Place, QualifierFilter, RowBuf};
 use crate::codec::{self, show_bytes};

@@ -5,7 +5,8 @@
 use std::ops::Range;
 
 use super::runs::Run;
-use super::{Header, VERSION, corrupt, varint};
+use super::values::Segments;
+use super::{MAX_CELLS, VERSION, corrupt, varint};
 use crate::error::Result;
 use crate::store::format::NumberRow;
 
@@ -18,18 +19,104 @@ pub(crate) struct Selection<'a> {
     pub keeps_all: bool,
 }
 
+/// What a packed value holds before its timestamps: its column and cell
+/// counts, qualifiers and each column's cell count, as a numbers read
+/// decides about them. Rows of a table often share these bytes exactly (a
+/// tall table's rows: the same columns, a cell each), so a read keeps the
+/// last shape it parsed and compares bytes instead of parsing them again.
+/// The header is read front to back, each part delimiting itself, so a
+/// value that starts with the same bytes parses the same way to the same
+/// end.
+#[derive(Default)]
+pub(crate) struct Shape {
+    /// The bytes after the newest timestamp up to the timestamps' run;
+    /// empty before the first parse.
+    bytes: Vec<u8>,
+    n: usize,
+    columns: Vec<ColumnShape>,
+}
+
+struct ColumnShape {
+    count: usize,
+    /// Its place in the read's output, when wanted.
+    place: Option<usize>,
+    /// Whether the read's qualifier filter selects it.
+    selects: bool,
+}
+
+impl Shape {
+    /// Parses `value`'s shape (a version 2 value's), deciding each column
+    /// as `wanted` and `selection` say; `None` when it is malformed (the
+    /// shape is then empty).
+    fn parse(
+        &mut self,
+        value: &[u8],
+        wanted: &[(Vec<u8>, usize)],
+        selection: &Selection<'_>,
+    ) -> Option<()> {
+        self.bytes.clear();
+        self.columns.clear();
+        let mut at = 9;
+        let columns = usize::try_from(varint(value, &mut at)?).ok()?;
+        let n = usize::try_from(varint(value, &mut at)?).ok()?;
+        if columns == 0 || columns > n || n > MAX_CELLS {
+            return None;
+        }
+        let mut qualifiers = Vec::with_capacity(columns);
+        for _ in 0..columns {
+            let len = usize::try_from(varint(value, &mut at)?).ok()?;
+            let end = at.checked_add(len).filter(|end| *end <= value.len())?;
+            qualifiers.push(at..end);
+            at = end;
+        }
+        let counts = Run::read(value, &mut at, columns)?;
+        let mut cells = 0usize;
+        for (column, range) in qualifiers.into_iter().enumerate() {
+            let qualifier = &value[range];
+            let count = usize::try_from(counts.get(column)).ok()?;
+            if count == 0 || count > n - cells {
+                self.columns.clear();
+                return None;
+            }
+            cells += count;
+            self.columns.push(ColumnShape {
+                count,
+                place: wanted
+                    .binary_search_by(|(q, _)| q.as_slice().cmp(qualifier))
+                    .ok()
+                    .map(|i| wanted[i].1),
+                selects: (selection.selects)(qualifier),
+            });
+        }
+        if cells != n {
+            self.columns.clear();
+            return None;
+        }
+        self.n = n;
+        self.bytes.extend_from_slice(&value[9..at]);
+        Some(())
+    }
+
+    /// Whether `value` has this shape.
+    fn fits(&self, value: &[u8]) -> bool {
+        !self.bytes.is_empty() && value.get(9..9 + self.bytes.len()) == Some(self.bytes.as_slice())
+    }
+}
+
 /// Decodes the columns `wanted` of a packed pair into `out`: each as
 /// (qualifier, the column's place in `out`), sorted by qualifier, and
 /// among those `selection` selects. Returns whether the pair holds any
 /// cell the selection selects, wanted or not; `None`, with `out`
 /// untouched, when the value is of an older version (the caller decodes
-/// its cells instead).
+/// its cells instead). `shape` is the read's last (see [`Shape`]): the
+/// same `wanted` and `selection` on every call with it.
 pub(crate) fn decode_numbers(
     key: &[u8],
     value: &[u8],
     wanted: &[(Vec<u8>, usize)],
     selection: &Selection<'_>,
     out: &mut NumberRow,
+    shape: &mut Shape,
 ) -> Result<Option<bool>> {
     if value.len() < 9 || value[0] != VERSION {
         return if value.first() == Some(&1) && value.len() >= 9 {
@@ -38,7 +125,12 @@ pub(crate) fn decode_numbers(
             Err(corrupt("the value is not a packed row", key))
         };
     }
-    decode(value, wanted, selection, out)
+    if !shape.fits(value) {
+        shape
+            .parse(value, wanted, selection)
+            .ok_or_else(|| corrupt("the value is not a packed row", key))?;
+    }
+    decode(value, selection, out, shape)
         .map(Some)
         .ok_or_else(|| corrupt("the value is not a packed row", key))
 }
@@ -68,40 +160,27 @@ fn push_times(
     Some(())
 }
 
+/// Decodes a value of `shape` (which it fits).
 fn decode(
     value: &[u8],
-    wanted: &[(Vec<u8>, usize)],
     selection: &Selection<'_>,
     out: &mut NumberRow,
+    shape: &Shape,
 ) -> Option<bool> {
-    let Header {
-        columns,
-        n,
-        qualifiers: mut next_qualifier,
-        counts,
-        firsts,
-        gaps,
-        lengths,
-        mut segments,
-    } = Header::read(value)?;
+    let (n, columns) = (shape.n, shape.columns.len());
+    let mut at = 9 + shape.bytes.len();
+    let firsts = Run::read(value, &mut at, columns)?;
+    let gaps = Run::read(value, &mut at, n - columns)?;
+    let lengths = Run::read(value, &mut at, n)?;
+    let mut segments = Segments::new(value, at);
     let (mut cell, mut gap) = (0usize, 0usize);
     let mut selected = false;
-    for column in 0..columns {
-        let len = usize::try_from(varint(value, &mut next_qualifier)?).ok()?;
-        let qualifier = value.get(next_qualifier..next_qualifier.checked_add(len)?)?;
-        next_qualifier += len;
-        let count = usize::try_from(counts.get(column)).ok()?;
-        if count == 0 || count > n - cell {
-            return None;
-        }
-        let place = wanted
-            .binary_search_by(|(q, _)| q.as_slice().cmp(qualifier))
-            .ok()
-            .map(|i| wanted[i].1);
-        let Some(place) = place else {
+    for (column, c) in shape.columns.iter().enumerate() {
+        let count = c.count;
+        let Some(place) = c.place else {
             // Whether the row has a selected cell: in a column not
             // wanted, only its timestamps tell.
-            if !selected && (selection.selects)(qualifier) {
+            if !selected && c.selects {
                 if selection.keeps_all {
                     selected = true;
                     gap += count - 1;
@@ -166,20 +245,39 @@ mod tests {
             age in prop::option::of(0i64..40_000),
             range in prop::option::of((0i64..40_000, 0i64..40_000)),
             per_column in prop::option::of(0usize..10),
+            // A row read before this one: of the same columns and cell
+            // counts (its shape then kept), or of its own.
+            before in prop::option::of((any::<bool>(), any::<i64>(), prop::collection::vec(
+                (0u8..6, 1usize..40, any::<i64>(), 0u8..4, 1i64..1000), 1..5))),
         ) {
-            let mut cells = Cells::new();
-            for (q, count, seed, kind, spacing) in columns {
-                for i in 0..count {
-                    let x = seed.wrapping_add(i as i64 * 7919) % 100_000;
-                    let value = match kind {
-                        0 => (x as f64 / 100.0).to_be_bytes().to_vec(),
-                        1 => x.to_be_bytes().to_vec(),
-                        2 if i == count / 2 => b"odd".to_vec(),
-                        _ => seed.wrapping_mul(i as i64).to_be_bytes().to_vec(),
-                    };
-                    cells.insert((vec![b'q', q], Reverse(i as i64 * spacing)), value);
+            let cells_of = |columns: &[(u8, usize, i64, u8, i64)]| {
+                let mut cells = Cells::new();
+                for &(q, count, seed, kind, spacing) in columns {
+                    for i in 0..count {
+                        let x = seed.wrapping_add(i as i64 * 7919) % 100_000;
+                        let value = match kind {
+                            0 => (x as f64 / 100.0).to_be_bytes().to_vec(),
+                            1 => x.to_be_bytes().to_vec(),
+                            2 if i == count / 2 => b"odd".to_vec(),
+                            _ => seed.wrapping_mul(i as i64).to_be_bytes().to_vec(),
+                        };
+                        cells.insert((vec![b'q', q], Reverse(i as i64 * spacing)), value);
+                    }
                 }
-            }
+                cells
+            };
+            let cells = cells_of(&columns);
+            let other = before.map(|(same, seed, own)| {
+                if same {
+                    let shifted: Vec<_> = columns
+                        .iter()
+                        .map(|&(q, count, s, kind, spacing)| (q, count, s ^ seed, kind, spacing + 1))
+                        .collect();
+                    cells_of(&shifted)
+                } else {
+                    cells_of(&own)
+                }
+            });
             let value = encode(b"r", "f", &cells).unwrap().unwrap();
             let gc = match (versions, age) {
                 (Some(v), Some(a)) => GcPolicy::Union(vec![GcPolicy::MaxVersions(v), GcPolicy::MaxAge(a)]),
@@ -219,9 +317,24 @@ mod tests {
                 && filter.cells_per_column != Some(0);
             let selection = Selection { selects: &selects, keep: &keep, keeps_all };
             let key = crate::codec::escape(b"r");
-            let selected = decode_numbers(&key, &value, &sorted, &selection, &mut got)
+            // A shape parsed from another row (or none) and this row's own
+            // decode the same.
+            let mut shape = Shape::default();
+            if let Some(other) = &other {
+                let other = encode(b"o", "f", other).unwrap().unwrap();
+                let mut scratch = NumberRow::default();
+                scratch.reset(names.len());
+                decode_numbers(b"o", &other, &sorted, &selection, &mut scratch, &mut shape).unwrap();
+            }
+            let selected = decode_numbers(&key, &value, &sorted, &selection, &mut got, &mut shape)
                 .unwrap()
                 .expect("a version 2 value");
+            let mut again = NumberRow::default();
+            again.reset(names.len());
+            decode_numbers(&key, &value, &sorted, &selection, &mut again, &mut shape).unwrap();
+            for c in 0..names.len() {
+                prop_assert_eq!(again.column(c), got.column(c), "column {} from the kept shape", c);
+            }
 
             let mut buf = RowBuf::default();
             buf.pairs.push((key.clone().into(), value.clone().into()));
