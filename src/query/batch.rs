@@ -26,7 +26,7 @@ use super::wide::{ColumnSource, FamilyIndex, Layout, View, value_type};
 use crate::codec::show_bytes;
 use crate::proto::{FieldMask, PValue};
 use crate::schema::{Encoding, KeyValue, Value, ValueType, decode_as};
-use crate::store::{Row, RowView};
+use crate::store::{NumberRow, Row, RowView};
 
 /// A cell on its way to the output, borrowed from an owned row or a
 /// lent one: `decl` is its family's declaration index.
@@ -618,6 +618,94 @@ impl ViewBatchBuilder {
         done
     }
 
+    /// The declared columns this builder fills, by declaration index,
+    /// when a read of numbers can fill them all (see
+    /// [`Self::push_numbers`]): a table's wide view as of now, every
+    /// needed declared column an 8-byte BIGINT or DOUBLE, and nothing else
+    /// of a row's cells wanted (no family map, `_timestamp`, protobuf or
+    /// cells column). `None` otherwise: rows then come as cells.
+    pub fn number_columns(&self) -> Option<Vec<usize>> {
+        let plain = self.layout.view == (View::Wide { as_of: None })
+            && self.layout.series.is_none()
+            && self.ts_column.is_none_or(|c| !self.needed[c])
+            && self.maps.iter().all(Option::is_none)
+            && self.proto_values.is_empty()
+            && self.cell_columns.iter().all(Option::is_none);
+        if !plain {
+            return None;
+        }
+        let mut out = Vec::new();
+        for (d, def) in self.layout.columns.iter().enumerate() {
+            if !self.declared_needed(d) {
+                continue;
+            }
+            let typed = matches!(
+                self.builders.get(self.declared_columns[d]),
+                Some(Some(Appender::Int(_) | Appender::Float(_)))
+            );
+            let number = matches!(def.value_type, ValueType::Int64 | ValueType::Float64)
+                && def.encoding == Encoding::Binary;
+            if !(typed && number) {
+                return None;
+            }
+            out.push(d);
+        }
+        Some(out)
+    }
+
+    /// One row of the wide view read as numbers (its columns as
+    /// [`Self::number_columns`] gave them, in that order): what
+    /// [`Self::push_view`] makes of the same row, each column its newest
+    /// value (the read keeps one cell a column) or NULL.
+    pub fn push_numbers(&mut self, row: &NumberRow, declared: &[usize]) {
+        let key = row.key.as_slice();
+        if self.misfit_dropped(key) {
+            return;
+        }
+        let segments = self.segments_of(key);
+        let text = if self.key_column.is_some() {
+            String::from_utf8_lossy(key)
+        } else {
+            std::borrow::Cow::Borrowed("")
+        };
+        self.start_row(&text, segments.as_deref());
+        for (m, &d) in declared.iter().enumerate() {
+            let column = self.declared_columns[d];
+            let word = row.column(m).1.first().copied();
+            match (&mut self.builders[column], word) {
+                (Some(Appender::Float(b)), Some(w)) => b.append_value(f64::from_bits(w)),
+                (Some(Appender::Int(b)), Some(w)) => b.append_value(w as i64),
+                // (Not among `number_columns`: as a cell would.)
+                (Some(b), Some(w)) => {
+                    if b.put_cell(Encoding::Binary, &w.to_be_bytes()).is_err() {
+                        b.put_null();
+                    }
+                }
+                (Some(b), None) => b.put_null(),
+                (None, _) => continue,
+            }
+            if word.is_some() {
+                self.values_decoded += 1;
+                continue;
+            }
+            // A value that is not 8 bytes long: the error the cell would
+            // have made (one a row: enough to fail it if it is output).
+            if let Some((c, bytes)) = row.misfit()
+                && c == m
+            {
+                self.values_decoded += 1;
+                let what = if self.layout.columns[d].value_type == ValueType::Float64 {
+                    "float"
+                } else {
+                    "integer"
+                };
+                let why = format!("is not an 8-byte big-endian {what}");
+                let e = self.bad_value(d, &why, bytes, key);
+                self.errors.push((self.rows - 1, e));
+            }
+        }
+    }
+
     /// One lent row of the versions view: its column runs found from
     /// families and first-of-column flags, no cell's bytes touched but
     /// those placed.
@@ -854,17 +942,23 @@ impl ViewBatchBuilder {
         };
         self.values_decoded += len;
         for (k, why) in bad {
-            let bytes = cells.value(start + k);
-            let def = &self.layout.columns[d];
-            let e = def.failure(&why, bytes);
-            let fix = format!(
-                "{e}; UPDATE {} SET {} = NULL WHERE _key = '{}' removes the bad value",
-                self.layout.table,
-                def.name,
-                String::from_utf8_lossy(key).replace('\'', "''")
-            );
-            self.errors.push((base + k, decode_error(key, fix)));
+            let e = self.bad_value(d, &why, cells.value(start + k), key);
+            self.errors.push((base + k, e));
         }
+    }
+
+    /// The error for a bad value of declared column `d` in row `key`, and
+    /// how to remove it.
+    fn bad_value(&self, d: usize, why: &str, bytes: &[u8], key: &[u8]) -> crate::Error {
+        let def = &self.layout.columns[d];
+        let e = def.failure(why, bytes);
+        let fix = format!(
+            "{e}; UPDATE {} SET {} = NULL WHERE _key = '{}' removes the bad value",
+            self.layout.table,
+            def.name,
+            String::from_utf8_lossy(key).replace('\'', "''")
+        );
+        decode_error(key, fix)
     }
 
     /// [`Self::declared_value`] for output row `row` of the batch.
@@ -902,17 +996,10 @@ impl ViewBatchBuilder {
             return;
         };
         self.values_decoded += 1;
-        let def = &self.layout.columns[d];
-        if let Err(why) = appender.put_cell(def.encoding, bytes) {
+        if let Err(why) = appender.put_cell(self.layout.columns[d].encoding, bytes) {
             appender.put_null();
-            let e = def.failure(why, bytes);
-            let fix = format!(
-                "{e}; UPDATE {} SET {} = NULL WHERE _key = '{}' removes the bad value",
-                self.layout.table,
-                def.name,
-                String::from_utf8_lossy(key).replace('\'', "''")
-            );
-            self.errors.push((row, decode_error(key, fix)));
+            let e = self.bad_value(d, why, bytes, key);
+            self.errors.push((row, e));
         }
     }
 

@@ -17,7 +17,7 @@ use super::batch::ViewBatchBuilder;
 use super::inline_read::Reading;
 use super::scan::ScanSpec;
 use super::to_df;
-use crate::store::{ReadFilter, ReadRequest, RowRange, RowSet, RowStream, ScanStats};
+use crate::store::{NumberRow, ReadFilter, ReadRequest, RowRange, RowSet, RowStream, ScanStats};
 
 /// A scan's counters for one partition (EXPLAIN ANALYZE).
 struct Counters {
@@ -35,6 +35,10 @@ struct PartitionRead {
     schema: SchemaRef,
     stream: RowStream,
     wide: ViewBatchBuilder,
+    /// When every column wanted of a row is a number: rows come as
+    /// numbers, not cells.
+    numbers: Option<NumbersRead>,
+    row: NumberRow,
     counters: Counters,
     /// Rows sent so far.
     emitted: usize,
@@ -43,6 +47,13 @@ struct PartitionRead {
     widen: usize,
     /// Store counters already added to `counters`.
     reported: ScanStats,
+}
+
+/// The columns a partition reads as numbers: as asked of the store
+/// (family among those read, qualifier), and their declaration indexes.
+struct NumbersRead {
+    wanted: Vec<(usize, Vec<u8>)>,
+    declared: Vec<usize>,
 }
 
 /// The stream of one partition reading `ranges`.
@@ -115,12 +126,26 @@ impl PartitionRead {
             None => spec.store.read_rows(&spec.layout.table, request),
         }
         .map_err(to_df)?;
-        wide.bind(&stream.family_names());
+        let families = stream.family_names();
+        wide.bind(&families);
+        let numbers = wide.number_columns().and_then(|declared| {
+            let wanted = declared
+                .iter()
+                .map(|&d| {
+                    let def = &spec.layout.columns[d];
+                    let family = families.iter().position(|f| **f == *def.family)?;
+                    Some((family, def.qualifier.clone().into_bytes()))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(NumbersRead { wanted, declared })
+        });
         Ok(Some(PartitionRead {
             spec,
             schema,
             stream,
             wide,
+            numbers,
+            row: NumberRow::default(),
             counters,
             emitted: 0,
             widen: 1,
@@ -133,19 +158,10 @@ impl PartitionRead {
     /// the consumer gone).
     fn read(&mut self, rows: usize, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<bool> {
         for _ in 0..rows {
-            let row = self.stream.next_view().map_err(|e| match e {
-                // Name what the damage is in, and what to do.
-                crate::Error::Storage(inner) => to_df(crate::Error::DamagedData {
-                    table: self.spec.layout.table.clone(),
-                    reason: format!("{inner:?}"),
-                }),
-                other => to_df(other),
-            })?;
-            let Some(row) = row else {
+            if !self.next_row()? {
                 self.finish(send)?;
                 return Ok(true);
-            };
-            self.wide.push_view(row).map_err(to_df)?;
+            }
             // With a LIMIT, stop reading as soon as enough rows may be in.
             let due = match self.spec.limit {
                 None => self.spec.batch_size,
@@ -165,6 +181,36 @@ impl PartitionRead {
             }
         }
         Ok(false)
+    }
+
+    /// Reads the next row into the batch; false at the end.
+    fn next_row(&mut self) -> DfResult<bool> {
+        let damage = |e: crate::Error| match e {
+            // Name what the damage is in, and what to do.
+            crate::Error::Storage(inner) => to_df(crate::Error::DamagedData {
+                table: self.spec.layout.table.clone(),
+                reason: format!("{inner:?}"),
+            }),
+            other => to_df(other),
+        };
+        if let Some(numbers) = &self.numbers {
+            if !self
+                .stream
+                .next_numbers(&numbers.wanted, &mut self.row)
+                .map_err(damage)?
+            {
+                return Ok(false);
+            }
+            self.wide.push_numbers(&self.row, &numbers.declared);
+            return Ok(true);
+        }
+        match self.stream.next_view().map_err(damage)? {
+            Some(row) => {
+                self.wide.push_view(row).map_err(to_df)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// Sends what is left and counts what the store read.
