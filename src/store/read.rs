@@ -616,8 +616,10 @@ impl FjallRows {
             if let (Some(out), Some(plan)) = (numbers.as_mut(), &self.numbers) {
                 out.reset(plan.wanted.len());
             }
-            // Whether a family decoded as numbers holds a selected cell.
+            // Whether a family decoded as numbers holds a selected cell,
+            // and whether every pair read was decoded as numbers.
             let mut selected = false;
+            let mut all_numbers = true;
             // Cursors of one family are adjacent; its cells are selected
             // once all of its cursors have given theirs.
             let mut from_cell = 0;
@@ -666,6 +668,7 @@ impl FjallRows {
                         continue;
                     }
                 }
+                all_numbers = false;
                 let values = self.values_of[family].as_deref();
                 // A column's newest cells are all the read can keep when it
                 // keeps the newest N with no upper time bound (GC drops a
@@ -700,8 +703,14 @@ impl FjallRows {
             }
             self.stats.rows_returned += 1;
             self.stats.cells_returned += self.buf.cells.len() as u64;
-            if lone_packed {
+            if let (true, Some(out)) = (lone_packed && all_numbers, numbers.as_mut()) {
+                // Its numbers are all in `out`: the key goes there alone.
                 // (`row_of` found the whole key to be the escaped row.)
+                codec::unescape_into(&self.buf.pairs[0].0, &mut out.key)?;
+                self.stats.cells_returned += out.cells() as u64;
+                return Ok(true);
+            }
+            if lone_packed {
                 let RowBuf { pairs, key, .. } = &mut self.buf;
                 key.clear();
                 codec::unescape_into(&pairs[0].0, key)?;

@@ -27,7 +27,15 @@ pub(super) fn varint_len(n: u64) -> usize {
 }
 
 /// Reads a varint at `*at`, advancing it.
+#[inline]
 pub(super) fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    // Counts, lengths and widths: mostly one byte.
+    if let Some(&b) = bytes.get(*at)
+        && b < 0x80
+    {
+        *at += 1;
+        return Some(u64::from(b));
+    }
     let mut n = 0u64;
     for shift in (0..64).step_by(7) {
         let b = *bytes.get(*at)?;
@@ -207,6 +215,7 @@ pub(super) struct Run<'a> {
 impl<'a> Run<'a> {
     /// Reads the header of a run of `n` numbers at `*at`, advancing past
     /// the run; `None` when it is malformed or runs past the end.
+    #[inline]
     pub fn read(bytes: &'a [u8], at: &mut usize, n: usize) -> Option<Run<'a>> {
         let base = unzigzag(varint(bytes, at)?);
         let step = varint(bytes, at)?;
