@@ -619,6 +619,89 @@ fn undecodable_measures_fail_the_queries_that_read_them() {
     });
 }
 
+/// The same in a series kept a row per event, whose measures a scan
+/// reads as numbers: in either format, the bad value fails the queries
+/// that read its measure, naming it, and a row the predicate turns away
+/// raises nothing.
+#[test]
+fn undecodable_measures_of_rows_per_event_fail_the_queries_that_read_them() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        for format in ["PACKED", "CELLS"] {
+            let dir = tempfile::tempdir().unwrap();
+            let session = SqlSession::new(Store::open(dir.path()).unwrap());
+            session
+                .query(&format!(
+                    "CREATE SERIES s (KEY (dev TEXT), TIME ts, pressure BIGINT, temperature DOUBLE) \
+                     LAYOUT ROW PER EVENT FORMAT {format}"
+                ))
+                .await
+                .unwrap();
+            session
+                .query(
+                    "INSERT INTO s VALUES ('a', TIMESTAMP '2024-12-30T10:00:00', 5, 6.5), \
+                     ('a', TIMESTAMP '2024-12-30T10:01:00', 7, 8.5)",
+                )
+                .await
+                .unwrap();
+            // The later event's pressure, overwritten with three bytes.
+            let rows: Vec<cellar::Row> = session
+                .store()
+                .read_rows("s", cellar::ReadRequest::all())
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let last = rows.last().unwrap();
+            let family = last.cells[0].family.to_string();
+            let bad = cellar::RowMutation::new(
+                last.key.clone(),
+                vec![cellar::Mutation::SetCell {
+                    family,
+                    qualifier: b"pressure".to_vec(),
+                    timestamp: Some(last.cells[0].timestamp + 1),
+                    value: vec![1, 2, 3],
+                }],
+            );
+            for r in session.store().mutate_rows("s", vec![bad]).unwrap() {
+                r.unwrap();
+            }
+            let e = session
+                .query("SELECT ts, pressure FROM s")
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("column pressure") && e.contains("not an 8-byte big-endian integer"),
+                "{format}: {e}"
+            );
+            let temperatures = texts(
+                &session
+                    .query("SELECT CAST(ts AS BIGINT), temperature FROM s ORDER BY 1")
+                    .await
+                    .unwrap(),
+            );
+            assert_eq!(
+                temperatures,
+                vec![
+                    vec!["1735552800000000".to_string(), "6.5".to_string()],
+                    vec!["1735552860000000".to_string(), "8.5".to_string()]
+                ],
+                "{format}"
+            );
+            let ok = texts(
+                &session
+                    .query("SELECT pressure FROM s WHERE ts < TIMESTAMP '2024-12-30T10:01:00'")
+                    .await
+                    .unwrap(),
+            );
+            assert_eq!(ok, vec![vec!["5".to_string()]], "{format}");
+        }
+    });
+}
+
 /// What other tools leave in a column-per-event series' rows: a value
 /// that is not of its measure's type fails only the queries that read
 /// that measure (saying which), two values at one time read as the

@@ -620,13 +620,15 @@ impl ViewBatchBuilder {
 
     /// The declared columns this builder fills, by declaration index,
     /// when a read of numbers can fill them all (see
-    /// [`Self::push_numbers`]): a table's wide view as of now, every
+    /// [`Self::push_numbers`]): a table's wide view as of now (or a
+    /// series' kept a row per event), every
     /// needed declared column an 8-byte BIGINT or DOUBLE, and nothing else
     /// of a row's cells wanted (no family map, `_timestamp`, protobuf or
     /// cells column). `None` otherwise: rows then come as cells.
     pub fn number_columns(&self) -> Option<Vec<usize>> {
+        // (A series' events in rows of their own are its wide view, its
+        // time a key segment; a serialized one's measures are protobuf.)
         let plain = self.layout.view == (View::Wide { as_of: None })
-            && self.layout.series.is_none()
             && self.ts_column.is_none_or(|c| !self.needed[c])
             && self.maps.iter().all(Option::is_none)
             && self.proto_values.is_empty()
