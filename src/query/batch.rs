@@ -664,13 +664,7 @@ impl ViewBatchBuilder {
         if self.misfit_dropped(key) {
             return;
         }
-        let segments = self.segments_of(key);
-        let text = if self.key_column.is_some() {
-            String::from_utf8_lossy(key)
-        } else {
-            std::borrow::Cow::Borrowed("")
-        };
-        self.start_row(&text, segments.as_deref());
+        self.start_wide_row(key);
         for (m, &d) in declared.iter().enumerate() {
             let column = self.declared_columns[d];
             let word = row.column(m).1.first().copied();
@@ -749,9 +743,9 @@ impl ViewBatchBuilder {
         runs
     }
 
-    /// One row of the wide view: its newest cells, placed in columns.
-    fn push_wide(&mut self, row: RowView<'_>, read: &[usize]) -> crate::Result<()> {
-        let key = row.key();
+    /// Starts the output row of a wide row keyed `key`: its key and
+    /// segment columns.
+    fn start_wide_row(&mut self, key: &[u8]) {
         let segments = self.segments_of(key);
         let text = if self.key_column.is_some() {
             String::from_utf8_lossy(key)
@@ -759,6 +753,12 @@ impl ViewBatchBuilder {
             std::borrow::Cow::Borrowed("")
         };
         self.start_row(&text, segments.as_deref());
+    }
+
+    /// One row of the wide view: its newest cells, placed in columns.
+    fn push_wide(&mut self, row: RowView<'_>, read: &[usize]) -> crate::Result<()> {
+        let key = row.key();
+        self.start_wide_row(key);
         if let Some(c) = self.ts_column.filter(|c| self.needed[*c]) {
             let newest = row.cells().map(|c| c.timestamp).max();
             self.put(c, newest.map(Datum::Time));
