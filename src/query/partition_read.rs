@@ -128,16 +128,9 @@ impl PartitionRead {
         .map_err(to_df)?;
         let families = stream.family_names();
         wide.bind(&families);
-        let numbers = wide.number_columns().and_then(|declared| {
-            let wanted = declared
-                .iter()
-                .map(|&d| {
-                    let def = &spec.layout.columns[d];
-                    let family = families.iter().position(|f| **f == *def.family)?;
-                    Some((family, def.qualifier.clone().into_bytes()))
-                })
-                .collect::<Option<Vec<_>>>()?;
-            Some(NumbersRead { wanted, declared })
+        let numbers = wide.number_columns().map(|declared| NumbersRead {
+            wanted: spec.layout.numbers_wanted(&families, &declared),
+            declared,
         });
         Ok(Some(PartitionRead {
             spec,

@@ -1130,8 +1130,13 @@ mod tests {
             );
         }
         // Bytes that are not text still split, over whole bytes.
-        let points = interpolate(b"\x10\xff", b"\x90\x00", 2);
+        let (a, b): (&[u8], &[u8]) = (b"\x10\xff", b"\x90\x00");
+        let points = interpolate(a, b, 2);
         assert_eq!(points.len(), 1);
+        assert!(
+            points[0].as_slice() > a && points[0].as_slice() <= b,
+            "{points:?}"
+        );
         assert!(interpolate(b"b", b"a", 2).is_empty());
     }
 }

@@ -960,18 +960,7 @@ impl ScanAggregateExec {
         groups: &mut Groups<'_>,
     ) -> DfResult<Counts> {
         let layout = &self.spec.layout;
-        let families = stream.family_names();
-        let wanted: Vec<(usize, Vec<u8>)> = measures
-            .iter()
-            .map(|&d| {
-                let def = &layout.columns[d];
-                let family = families.iter().position(|f| **f == *def.family);
-                (
-                    family.unwrap_or(usize::MAX),
-                    def.qualifier.clone().into_bytes(),
-                )
-            })
-            .collect();
+        let wanted = layout.numbers_wanted(&stream.family_names(), measures);
         let mut row = NumberRow::default();
         let mut segments: Vec<Option<KeyValue>> = Vec::new();
         let mut runs: Vec<(usize, usize)> = Vec::new();

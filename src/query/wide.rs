@@ -162,6 +162,27 @@ pub(crate) fn timestamp_type() -> DataType {
 }
 
 impl Layout {
+    /// What a read of numbers asks the store for declared columns
+    /// `declared`: each as (its family's place among the `families` read,
+    /// or one no family has when its family is not read; its qualifier).
+    pub(crate) fn numbers_wanted(
+        &self,
+        families: &[Arc<str>],
+        declared: &[usize],
+    ) -> Vec<(usize, Vec<u8>)> {
+        declared
+            .iter()
+            .map(|&d| {
+                let def = &self.columns[d];
+                let family = families.iter().position(|f| **f == *def.family);
+                (
+                    family.unwrap_or(usize::MAX),
+                    def.qualifier.clone().into_bytes(),
+                )
+            })
+            .collect()
+    }
+
     pub fn new(store: &Store, def: TableDef, mut view: View) -> crate::Result<Layout> {
         let schema = TableSchema::of(&def)?;
         if view == (View::Wide { as_of: None })

@@ -633,14 +633,15 @@ impl FjallRows {
                     let cursor = &mut self.cursors[c];
                     self.buf.pairs.extend(cursor.head.take());
                     cursor.advance(self.reverse)?;
-                }
-                loop {
-                    let cursor = &mut self.cursors[c];
-                    if lone_packed || cursor.head_row() != Some(self.escaped_row.as_slice()) {
-                        break;
+                } else {
+                    loop {
+                        let cursor = &mut self.cursors[c];
+                        if cursor.head_row() != Some(self.escaped_row.as_slice()) {
+                            break;
+                        }
+                        self.buf.pairs.extend(cursor.head.take());
+                        cursor.advance_in(self.reverse, &self.escaped_row)?;
                     }
-                    self.buf.pairs.extend(cursor.head.take());
-                    cursor.advance_in(self.reverse, &self.escaped_row)?;
                 }
                 self.stats.cells_scanned += (self.buf.pairs.len() - from_pair) as u64;
                 if self.reverse {
@@ -703,23 +704,27 @@ impl FjallRows {
             }
             self.stats.rows_returned += 1;
             self.stats.cells_returned += self.buf.cells.len() as u64;
-            if let (true, Some(out)) = (lone_packed && all_numbers, numbers.as_mut()) {
-                // Its numbers are all in `out`: the key goes there alone.
-                // (`row_of` found the whole key to be the escaped row.)
-                codec::unescape_into(&self.buf.pairs[0].0, &mut out.key)?;
-                self.stats.cells_returned += out.cells() as u64;
-                return Ok(true);
-            }
-            if lone_packed {
-                let RowBuf { pairs, key, .. } = &mut self.buf;
-                key.clear();
-                codec::unescape_into(&pairs[0].0, key)?;
+            // (A lone PACKED pair's whole key is its escaped row: `row_of`
+            // found it so.)
+            let RowBuf { pairs, key, .. } = &mut self.buf;
+            let escaped = if lone_packed {
+                &pairs[0].0[..]
             } else {
-                format::set_key(&mut self.buf, &self.escaped_row)?;
+                self.escaped_row.as_slice()
+            };
+            match numbers.as_mut() {
+                // Its numbers are all in `out`, no cell: the key goes there.
+                Some(out) if all_numbers => codec::unescape_into(escaped, &mut out.key)?,
+                _ => {
+                    key.clear();
+                    codec::unescape_into(escaped, key)?;
+                }
             }
             if let (Some(out), Some(plan)) = (numbers.as_mut(), &self.numbers) {
-                out.key.extend_from_slice(&self.buf.key);
-                out.take_cells(&self.buf.view(), &plan.wanted);
+                if !all_numbers {
+                    out.key.extend_from_slice(&self.buf.key);
+                    out.take_cells(&self.buf.view(), &plan.wanted);
+                }
                 self.stats.cells_returned += out.cells() as u64;
             }
             return Ok(true);

@@ -47,7 +47,7 @@ struct ColumnShape {
 impl Shape {
     /// Parses `value`'s shape (a version 2 value's), deciding each column
     /// as `wanted` and `selection` say; `None` when it is malformed (the
-    /// shape is then empty).
+    /// shape then fits no value: its bytes are empty).
     fn parse(
         &mut self,
         value: &[u8],
@@ -75,7 +75,6 @@ impl Shape {
             let qualifier = &value[range];
             let count = usize::try_from(counts.get(column)).ok()?;
             if count == 0 || count > n - cells {
-                self.columns.clear();
                 return None;
             }
             cells += count;
@@ -89,7 +88,6 @@ impl Shape {
             });
         }
         if cells != n {
-            self.columns.clear();
             return None;
         }
         self.n = n;
