@@ -359,15 +359,23 @@ impl KeySchema {
         of: &[String],
         text: &impl Fn(usize) -> &'t str,
     ) -> Result<u32> {
-        let mut joined = String::new();
-        for source in of {
-            let i = self
-                .field_index(source)
-                .ok_or_else(|| Error::InvalidArgument(format!("no segment {source:?}")))?;
-            joined.push_str(text(i));
-            joined.push(self.delimiter);
+        thread_local! {
+            /// The sources joined (a key is salted per row written and
+            /// checked per row read).
+            static JOINED: std::cell::RefCell<String> = std::cell::RefCell::default();
         }
-        Ok((xxhash_rust::xxh3::xxh3_64(joined.as_bytes()) % u64::from(buckets)) as u32)
+        JOINED.with(|joined| {
+            let mut joined = joined.borrow_mut();
+            joined.clear();
+            for source in of {
+                let i = self
+                    .field_index(source)
+                    .ok_or_else(|| Error::InvalidArgument(format!("no segment {source:?}")))?;
+                joined.push_str(text(i));
+                joined.push(self.delimiter);
+            }
+            Ok((xxhash_rust::xxh3::xxh3_64(joined.as_bytes()) % u64::from(buckets)) as u32)
+        })
     }
 
     /// The field index of a text segment that ends the key: it may hold
@@ -441,13 +449,62 @@ impl KeySchema {
     }
 
     /// Splits a row key into field values (by field index). `None` when the
-    /// key does not fit the schema.
+    /// key does not fit the schema: a field's text must be what writing its
+    /// value writes (no leniency: a key that decoded to a value it was not
+    /// written from would sort elsewhere than that value, so a key range
+    /// for it would miss the row a full scan shows), and a salt bucket must
+    /// be the one its sources hash to.
     pub fn decode(&self, key: &[u8]) -> Option<Vec<KeyValue>> {
-        let key = std::str::from_utf8(key).ok()?;
-        // A text segment at the end keeps any delimiters in it.
-        let mut parts = key.splitn(self.segments.len(), self.delimiter);
         let mut out = Vec::with_capacity(self.segments.len());
-        for segment in &self.segments {
+        self.walk(key, |_, kind, part| {
+            out.push(parse_value(kind, part)?);
+            Some(())
+        })?;
+        Some(out)
+    }
+
+    /// Whether a row key fits the schema: what [`KeySchema::decode`]
+    /// answers with `Some`, without building the values.
+    pub fn fits(&self, key: &[u8]) -> bool {
+        self.walk(key, |_, kind, part| match kind {
+            SegmentKind::Text => Some(()),
+            SegmentKind::Padded { width, .. } => {
+                (part.chars().count() == usize::from(*width)).then_some(())
+            }
+            _ => parse_value(kind, part).map(|_| ()),
+        })
+        .is_some()
+    }
+
+    /// Splits `key` into its segments, checks the literals, and hands each
+    /// field's text to `field` (field index, kind, text); then checks what
+    /// needs several fields (salt buckets). `None` when anything does not
+    /// fit.
+    fn walk<'k>(
+        &self,
+        key: &'k [u8],
+        mut field: impl FnMut(usize, &SegmentKind, &'k str) -> Option<()>,
+    ) -> Option<()> {
+        let key = std::str::from_utf8(key).ok()?;
+        let salted = self.segments.iter().any(|s| {
+            matches!(
+                s,
+                Segment::Field {
+                    kind: SegmentKind::Salt { .. },
+                    ..
+                }
+            )
+        });
+        // The fields' texts, for the salt check: on the stack for the
+        // first few.
+        let mut few = [""; 8];
+        let mut more: Vec<&str> = Vec::new();
+        // A text segment at the end keeps any delimiters in it; the last
+        // part of any other kind must not hold one.
+        let mut parts = key.splitn(self.segments.len(), self.delimiter);
+        let mut index = 0;
+        let last = self.segments.len().saturating_sub(1);
+        for (n, segment) in self.segments.iter().enumerate() {
             let part = parts.next()?;
             match segment {
                 Segment::Literal(text) => {
@@ -455,34 +512,41 @@ impl KeySchema {
                         return None;
                     }
                 }
-                Segment::Field { kind, .. } => out.push(parse_value(kind, part)?),
+                Segment::Field { kind, .. } => {
+                    if n == last
+                        && !matches!(kind, SegmentKind::Text)
+                        && part.contains(self.delimiter)
+                    {
+                        return None;
+                    }
+                    field(index, kind, part)?;
+                    if salted {
+                        match few.get_mut(index) {
+                            Some(slot) => *slot = part,
+                            None => more.push(part),
+                        }
+                    }
+                    index += 1;
+                }
             }
         }
-        Some(out)
-    }
-
-    /// Whether a row key fits the schema: what [`KeySchema::decode`]
-    /// answers with `Some`, without building the values.
-    pub fn fits(&self, key: &[u8]) -> bool {
-        let Ok(key) = std::str::from_utf8(key) else {
-            return false;
-        };
-        let mut parts = key.splitn(self.segments.len(), self.delimiter);
-        self.segments.iter().all(|segment| {
-            let Some(part) = parts.next() else {
-                return false;
+        if salted {
+            let text = |j: usize| {
+                few.get(j)
+                    .or_else(|| more.get(j - few.len()))
+                    .copied()
+                    .unwrap_or("")
             };
-            match segment {
-                Segment::Literal(text) => part == text,
-                Segment::Field { kind, .. } => match kind {
-                    SegmentKind::Text => true,
-                    SegmentKind::Padded { width, .. } => {
-                        part.chars().count() == usize::from(*width)
+            for (i, _, kind) in self.fields() {
+                if let SegmentKind::Salt { buckets, of } = kind {
+                    let bucket = self.salt_of(*buckets, of, &text).ok()?;
+                    if text(i).parse::<u32>() != Ok(bucket) {
+                        return None;
                     }
-                    _ => parse_value(kind, part).is_some(),
-                },
+                }
             }
-        })
+        }
+        Some(())
     }
 
     /// Key ranges covering every key whose fields satisfy `constraints`
@@ -931,16 +995,23 @@ fn parse_value(kind: &SegmentKind, part: &str) -> Option<KeyValue> {
         SegmentKind::Padded { width, pad } => (part.chars().count() == usize::from(*width))
             .then(|| KeyValue::Text(part.trim_end_matches(*pad).to_string())),
         SegmentKind::Int { width } => {
-            if !digits(part) || (*width > 0 && part.len() != usize::from(*width)) {
+            // Zero-padded to its width, or unpadded without leading zeros.
+            let fits = match *width {
+                0 => part == "0" || !part.starts_with('0'),
+                width => part.len() == usize::from(width),
+            };
+            if !digits(part) || !fits {
                 return None;
             }
             part.parse().ok().map(KeyValue::Int)
         }
-        SegmentKind::Salt { .. } => {
+        SegmentKind::Salt { buckets, .. } => {
             if !digits(part) {
                 return None;
             }
-            part.parse().ok().map(KeyValue::Int)
+            let bucket: u32 = part.parse().ok()?;
+            (bucket < *buckets && format_salt(bucket, *buckets) == part)
+                .then_some(KeyValue::Int(i64::from(bucket)))
         }
         SegmentKind::Time {
             format: TimeFormat::Pattern(p),
@@ -1349,6 +1420,65 @@ mod tests {
                     std::ops::RangeBounds::<Vec<u8>>::contains(&(r.start.clone(), r.end.clone()), &key)
                 });
                 proptest::prop_assert_eq!(found, wanted, "key {:?} ranges {:?}", String::from_utf8_lossy(&key), ranges);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+
+        /// A key decodes only from the text its values write (a mutated
+        /// key either writes back as it is or does not decode), so no row
+        /// is shown with values whose key range would not hold it.
+        #[test]
+        fn keys_decode_only_from_the_text_their_values_write(
+            which in 0usize..5,
+            host in "[a-c]{1,3}",
+            n in 0i64..10_000,
+            micros in 0i64..4_102_444_800_000_000,
+            edit in 0usize..4,
+            at in 0usize..24,
+            c in "[0-3#x ]",
+        ) {
+            let padded = KeySchema {
+                delimiter: '#',
+                segments: vec![
+                    Segment::Field { name: "x".into(), kind: SegmentKind::Padded { width: 3, pad: ' ' } },
+                    Segment::Literal("L".into()),
+                ],
+            };
+            let day_n = KeySchema {
+                delimiter: '#',
+                segments: vec![
+                    Segment::Field { name: "n".into(), kind: SegmentKind::Int { width: 0 } },
+                    Segment::Field {
+                        name: "day".into(),
+                        kind: SegmentKind::Time { format: TimeFormat::Pattern("%Y%m%d".into()), reversed: false },
+                    },
+                ],
+            };
+            let schema = vec![host_n(false), host_n(true), battery(), padded, day_n].swap_remove(which);
+            let values: Vec<Option<KeyValue>> = schema
+                .fields()
+                .map(|(_, _, kind)| match kind {
+                    SegmentKind::Text | SegmentKind::Padded { .. } => Some(KeyValue::Text(host.clone())),
+                    SegmentKind::Int { .. } | SegmentKind::Salt { .. } => Some(KeyValue::Int(n)),
+                    SegmentKind::Time { .. } => Some(KeyValue::Time(micros)),
+                })
+                .collect();
+            let mut key = String::from_utf8(schema.encode(&values).unwrap()).unwrap();
+            let at = at % (key.len() + 1);
+            match edit {
+                1 if at < key.len() => { key.remove(at); }
+                2 => key.insert_str(at, &c),
+                3 if at < key.len() => key.replace_range(at..=at, &c),
+                _ => {}
+            }
+            let decoded = schema.decode(key.as_bytes());
+            proptest::prop_assert_eq!(schema.fits(key.as_bytes()), decoded.is_some(), "{}", key);
+            if let Some(decoded) = decoded {
+                let written = schema.encode(&decoded.into_iter().map(Some).collect::<Vec<_>>()).unwrap();
+                proptest::prop_assert_eq!(String::from_utf8(written).unwrap(), key);
             }
         }
     }
