@@ -1,0 +1,539 @@
+//! Aggregates over time buckets and versions, answered inside the scan.
+//!
+//! `SELECT date_trunc('hour', ts), avg(pressure) FROM weather GROUP BY 1`
+//! over a series kept a cell per event in time buckets: each bucket row
+//! holds a measure's cells as one run, newest first, so the events of one
+//! (row, hour) are a contiguous slice of it. The same holds for any
+//! table read through `versions()` and grouped by its row key, key
+//! segments or `date_trunc` of `_timestamp` (the guide's "new cell per
+//! event" bucket tables), and for a table's rows themselves (its wide
+//! view: `SELECT count(*), avg(pressure) FROM t WHERE _key >= ...`, each
+//! row counted once and its columns' newest cells aggregated, grouped by
+//! `_key`, key segments or not at all). [`ScanAggregate`], a physical
+//! optimizer rule,
+//! replaces the partial `AggregateExec` over such a scan with
+//! [`ScanAggregateExec`], which reads the same rows through the same read
+//! filter and gives the aggregate's own accumulator each slice at once: no
+//! Arrow row per event, no hash lookup per event. Measures of 8-byte
+//! numbers come as runs of numbers (a PACKED family decodes them with no
+//! cell in between, `store::NumberRow`), and `avg`, `sum` and `count` of
+//! them get each slice's count and total as a partial state to merge
+//! ([`Presum`]) rather than its values. Its output is the partial
+//! aggregate's (the accumulators' states), so DataFusion's final aggregate
+//! above is unchanged.
+//!
+//! It applies when every grouping expression is a series key column (a
+//! table's `_key` or key segment) or, but in the wide view, an expression
+//! of `date_trunc(unit, time)` for a unit of fixed length (second to
+//! week), every aggregate takes one measure (maybe cast; in the wide
+//! view a BIGINT or DOUBLE) or is `count(*)` of a series or a wide view,
+//! with no DISTINCT, ORDER BY or FILTER, and the scan re-checks nothing
+//! its key ranges and cell time range do not already answer (the wide
+//! view: nothing at all). Otherwise the plan is left as it was.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Result as DfResult, ScalarValue, config::ConfigOptions};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
+use datafusion::physical_expr::expressions::{CastExpr, Column, Literal, TryCastExpr};
+use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
+use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::sorts::sort::sort_batch;
+use datafusion::physical_plan::stream::{
+    RecordBatchReceiverStreamBuilder, RecordBatchStreamAdapter,
+};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    SendableRecordBatchStream,
+};
+
+mod groups;
+mod part;
+
+use groups::MAX_TIMES;
+use part::is_number;
+
+use super::scan::{KeyScanExec, ScanSpec};
+use super::wide::{ColumnSource, View};
+use crate::schema::{ValueType, WEEK_ORIGIN};
+use crate::store::RowRange;
+
+/// The physical optimizer rule putting partial aggregates into series
+/// scans where they can be.
+#[derive(Debug, Default)]
+pub(crate) struct ScanAggregate;
+
+impl PhysicalOptimizerRule for ScanAggregate {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        plan.transform_up(|node| {
+            let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
+                return Ok(Transformed::no(node));
+            };
+            match ScanAggregateExec::try_new(aggregate)? {
+                Some(exec) => Ok(Transformed::yes(Arc::new(exec) as Arc<dyn ExecutionPlan>)),
+                None => Ok(Transformed::no(node)),
+            }
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "cellar_scan_aggregate"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// A grouping expression the scan computes.
+#[derive(Debug, Clone)]
+enum Group {
+    /// A table's row key (`_key`), as the view shows it.
+    Key,
+    /// A series key column: its key segment.
+    Segment(usize),
+    /// An expression of `date_trunc(unit, time)`: the unit's length and
+    /// origin (a group is a multiple of the length from the origin).
+    Time { len: i64, origin: i64 },
+}
+
+/// What an aggregate takes.
+#[derive(Debug, Clone)]
+enum Input {
+    /// `count(*)`: the events.
+    Events,
+    /// A measure's values (declared column `.0`), cast to `.1` if given.
+    Measure(usize, Option<DataType>),
+}
+
+/// An aggregate whose partial state the scan computes for a run of
+/// values of one group (their count, their total) and merges in, rather
+/// than handing it each value: a run is a bucket row's slice of one
+/// hour, and the accumulator's add per value is the scan's largest cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Presum {
+    /// `avg` of DOUBLE values: state (count, total).
+    Avg,
+    /// `sum` of DOUBLE values: state (total).
+    Sum,
+    /// `count` of a measure: state (count); the runs hold no NULLs.
+    Count,
+}
+
+impl Presum {
+    /// The presum of aggregate `a` (of a measure, or `count(*)`), if its
+    /// state is the one this computes.
+    fn of(a: &AggregateFunctionExpr, input_schema: &SchemaRef) -> Option<Self> {
+        let takes = a.expressions()[0].data_type(input_schema).ok()?;
+        let state: Vec<DataType> = a
+            .state_fields()
+            .ok()?
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let presum = match a.fun().name() {
+            "avg" => Presum::Avg,
+            "sum" => Presum::Sum,
+            "count" => Presum::Count,
+            _ => return None,
+        };
+        let fits = match presum {
+            Presum::Avg => {
+                takes == DataType::Float64 && state == [DataType::UInt64, DataType::Float64]
+            }
+            Presum::Sum => takes == DataType::Float64 && state == [DataType::Float64],
+            Presum::Count => state == [DataType::Int64],
+        };
+        fits.then_some(presum)
+    }
+}
+
+/// The total of `values`, added in four lanes.
+fn total(values: impl ExactSizeIterator<Item = f64>) -> f64 {
+    let mut lanes = [0.0f64; 4];
+    for (i, v) in values.enumerate() {
+        lanes[i % 4] += v;
+    }
+    (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+}
+
+/// A partial aggregate computed by the scan it sits on.
+#[derive(Clone)]
+pub(crate) struct ScanAggregateExec {
+    spec: ScanSpec,
+    partitions: Vec<Vec<RowRange>>,
+    /// The scan's output schema: what the grouping expressions read.
+    input_schema: SchemaRef,
+    /// The partial aggregate's.
+    schema: SchemaRef,
+    group_exprs: Vec<Arc<dyn PhysicalExpr>>,
+    groups: Vec<Group>,
+    aggregates: Vec<Arc<AggregateFunctionExpr>>,
+    inputs: Vec<Input>,
+    /// Per aggregate, the type of the measure it takes as stored.
+    input_types: Vec<Option<ValueType>>,
+    /// Whether the scan reads a table's wide view (a row each).
+    wide: bool,
+    /// Whether the scan gives the aggregates' values (the aggregate it
+    /// replaces was whole) rather than their states.
+    finishes: bool,
+    /// Per aggregate, whether the scan may hand it partial states of
+    /// runs of values rather than the values.
+    presums: Vec<Option<Presum>>,
+    /// The time column in `input_schema`, if the scan has one.
+    time_column: Option<usize>,
+    /// The scan it replaces the input of: what EXPLAIN shows.
+    scan: Arc<dyn ExecutionPlan>,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl fmt::Debug for ScanAggregateExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ScanAggregateExec({})", self.spec.layout.table)
+    }
+}
+
+/// The fixed length and origin of a `date_trunc` unit (weeks start on a
+/// Monday, as series' week buckets do).
+fn unit(name: &str) -> Option<(i64, i64)> {
+    let second = 1_000_000;
+    Some(match name.to_ascii_lowercase().as_str() {
+        "second" => (second, 0),
+        "minute" => (60 * second, 0),
+        "hour" => (3_600 * second, 0),
+        "day" => (86_400 * second, 0),
+        "week" => (7 * 86_400 * second, WEEK_ORIGIN),
+        _ => return None,
+    })
+}
+
+/// `date_trunc(unit, time)` under casts: the unit's length and origin.
+fn time_group(expr: &Arc<dyn PhysicalExpr>, time: usize) -> Option<(i64, i64)> {
+    if let Some(c) = expr.downcast_ref::<CastExpr>() {
+        return time_group(c.expr(), time);
+    }
+    if let Some(c) = expr.downcast_ref::<TryCastExpr>() {
+        return time_group(c.expr(), time);
+    }
+    let f = expr.downcast_ref::<ScalarFunctionExpr>()?;
+    if f.name() != "date_trunc" {
+        return None;
+    }
+    let [granularity, column] = f.args() else {
+        return None;
+    };
+    let column = column.downcast_ref::<Column>()?;
+    if column.index() != time {
+        return None;
+    }
+    let literal = granularity.downcast_ref::<Literal>()?;
+    match literal.value() {
+        ScalarValue::Utf8(Some(u)) | ScalarValue::Utf8View(Some(u)) => unit(u.as_str()),
+        _ => None,
+    }
+}
+
+impl ScanAggregateExec {
+    /// The scan-side partial aggregate of `aggregate`, if it is one of
+    /// the kind this answers: a partial aggregate, or a whole one over
+    /// partitions no group spans (grouped by `_key` over a scan whose
+    /// partitions are key ranges), which the scan then finishes.
+    fn try_new(aggregate: &AggregateExec) -> DfResult<Option<ScanAggregateExec>> {
+        let finishes = match aggregate.mode() {
+            AggregateMode::Partial => false,
+            AggregateMode::Single | AggregateMode::SinglePartitioned => true,
+            _ => return Ok(None),
+        };
+        if aggregate.limit_options().is_some()
+            || !aggregate.group_expr().is_single()
+            || aggregate.filter_expr().iter().any(Option::is_some)
+        {
+            return Ok(None);
+        }
+        let mut input = aggregate.input();
+        loop {
+            if let Some(r) = input.downcast_ref::<RepartitionExec>() {
+                // Rows dealt out round robin may be aggregated in part,
+                // never whole.
+                if finishes || !matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)) {
+                    return Ok(None);
+                }
+                input = r.input();
+            } else if let Some(c) = input.downcast_ref::<CooperativeExec>() {
+                input = c.input();
+            } else {
+                break;
+            }
+        }
+        let Some(scan) = input.downcast_ref::<KeyScanExec>() else {
+            return Ok(None);
+        };
+        let spec = scan.spec();
+        let layout = &spec.layout;
+        let series = layout.series.as_ref();
+        // A table's wide view: a row each, its columns' newest cells. Its
+        // rows hold a few cells each, so what the scan saves is small; a
+        // scan of one partition is left to DataFusion, whose aggregate
+        // then runs beside the scan rather than after it.
+        let wide = series.is_none()
+            && layout.view == (View::Wide { as_of: None })
+            && scan.partition_ranges().len() > 1;
+        if series.is_none() && layout.view == (View::Wide { as_of: None }) && !wide {
+            return Ok(None);
+        }
+        if series.is_some_and(|s| !s.bucketed() || s.column_per_event() || s.def.event.is_some())
+            || !(wide || layout.view == (View::Versions { latest: None }))
+            || spec.limit.is_some()
+            || !spec.residual_in_time
+            || (wide && spec.residual.is_some())
+        {
+            return Ok(None);
+        }
+        let input_schema = scan.schema();
+        let source = |index: usize| {
+            spec.projection
+                .get(index)
+                .and_then(|&c| layout.sources.get(c))
+        };
+        // The time: a series' time column, or a table's `_timestamp`.
+        // (A wide row's `_timestamp` is its newest cell's: no time of
+        // the cells aggregated.)
+        let time_column = match series {
+            Some(series) => match input_schema.index_of(&series.def.time) {
+                Ok(c) => Some(c),
+                Err(_) => return Ok(None),
+            },
+            None if wide => None,
+            None => (0..input_schema.fields().len())
+                .find(|&i| matches!(source(i), Some(ColumnSource::Timestamp))),
+        };
+        let mut group_exprs = Vec::new();
+        let mut groups = Vec::new();
+        for (expr, _) in aggregate.group_expr().expr() {
+            let group = if let Some(c) = expr.downcast_ref::<Column>() {
+                match source(c.index()) {
+                    Some(&ColumnSource::Segment(s))
+                        if series.is_none_or(|series| s != series.time_segment) =>
+                    {
+                        Group::Segment(s)
+                    }
+                    Some(ColumnSource::Key) if series.is_none() => Group::Key,
+                    _ => return Ok(None),
+                }
+            } else if let Some(time_column) = time_column
+                && let Some((len, origin)) = time_group(expr, time_column)
+            {
+                Group::Time { len, origin }
+            } else {
+                return Ok(None);
+            };
+            groups.push(group);
+            group_exprs.push(Arc::clone(expr));
+        }
+        if groups
+            .iter()
+            .filter(|g| matches!(g, Group::Time { .. }))
+            .count()
+            > MAX_TIMES
+        {
+            return Ok(None);
+        }
+        let mut inputs = Vec::new();
+        for a in aggregate.aggr_expr() {
+            if a.is_distinct() || !a.order_bys().is_empty() || !a.groups_accumulator_supported() {
+                return Ok(None);
+            }
+            let args = a.expressions();
+            let [arg] = args.as_slice() else {
+                return Ok(None);
+            };
+            let (column, cast_to) = if let Some(c) = arg.downcast_ref::<CastExpr>() {
+                (c.expr(), Some(c.cast_type().clone()))
+            } else {
+                (arg, None)
+            };
+            let input = if let Some(l) = arg.downcast_ref::<Literal>() {
+                // A series' events and a table's rows are counted here; a
+                // table's versions count what its columns read hold.
+                if a.fun().name() != "count" || l.value().is_null() || !(wide || series.is_some()) {
+                    return Ok(None);
+                }
+                Input::Events
+            } else if let Some(c) = column.downcast_ref::<Column>() {
+                match source(c.index()) {
+                    Some(ColumnSource::Declared(d)) if layout.protos[*d].is_none() => {
+                        Input::Measure(*d, cast_to)
+                    }
+                    _ => return Ok(None),
+                }
+            } else {
+                return Ok(None);
+            };
+            inputs.push(input);
+        }
+        let presums: Vec<Option<Presum>> = aggregate
+            .aggr_expr()
+            .iter()
+            .map(|a| Presum::of(a, &input_schema))
+            .collect();
+        let input_types: Vec<Option<ValueType>> = inputs
+            .iter()
+            .map(|input| match input {
+                Input::Measure(d, _) => Some(layout.columns[*d].value_type),
+                Input::Events => None,
+            })
+            .collect();
+        // The wide view is read as numbers only: its measures must be
+        // 8-byte numbers, and its rows counted as partial states.
+        if wide
+            && inputs
+                .iter()
+                .zip(&presums)
+                .any(|(input, presum)| match input {
+                    Input::Events => presum.is_none(),
+                    Input::Measure(d, _) => !is_number(&layout.columns[*d]),
+                })
+        {
+            return Ok(None);
+        }
+        let partitions = scan.partition_ranges().to_vec();
+        // What the aggregate promised of its output, ordering included
+        // (grouped by `_key` over a scan in key order, its groups come in
+        // key order, and the final aggregate may count on it): each
+        // partition's groups are sorted so before they go.
+        let properties = PlanProperties::new(
+            aggregate.properties().equivalence_properties().clone(),
+            Partitioning::UnknownPartitioning(partitions.len()),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        Ok(Some(ScanAggregateExec {
+            spec: spec.clone(),
+            partitions,
+            input_schema,
+            schema: aggregate.schema(),
+            group_exprs,
+            groups,
+            aggregates: aggregate.aggr_expr().to_vec(),
+            inputs,
+            input_types,
+            wide,
+            finishes,
+            presums,
+            time_column,
+            scan: Arc::clone(input),
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        }))
+    }
+}
+
+impl DisplayAs for ScanAggregateExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let groups: Vec<String> = self.group_exprs.iter().map(|e| e.to_string()).collect();
+        let aggregates: Vec<&str> = self.aggregates.iter().map(|a| a.name()).collect();
+        write!(
+            f,
+            "ScanAggregateExec: {} aggregate in the scan, gby=[{}], aggr=[{}]; ",
+            if self.finishes { "whole" } else { "partial" },
+            groups.join(", "),
+            aggregates.join(", ")
+        )?;
+        self.scan.fmt_as(t, f)
+    }
+}
+
+impl ExecutionPlan for ScanAggregateExec {
+    fn name(&self) -> &str {
+        "ScanAggregateExec"
+    }
+
+    fn apply_expressions(
+        &self,
+        f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
+        for e in &self.group_exprs {
+            if f(e)? == TreeNodeRecursion::Stop {
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DfResult<SendableRecordBatchStream> {
+        let ranges = self.partitions.get(partition).cloned().unwrap_or_default();
+        let this = self.clone();
+        let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let scanned = MetricBuilder::new(&self.metrics).counter("rows_scanned", partition);
+        let misfits = MetricBuilder::new(&self.metrics).counter("key_misfits", partition);
+        let decoded = MetricBuilder::new(&self.metrics).counter("values_decoded", partition);
+        let run = move || {
+            let mut batch = this.run(ranges, &|c| {
+                scanned.add(c.rows);
+                misfits.add(c.misfits);
+                decoded.add(c.values);
+            })?;
+            if let Some(ordering) = this.properties.output_ordering() {
+                batch = sort_batch(&batch, ordering, None)?;
+            }
+            output_rows.add(batch.num_rows());
+            Ok(batch)
+        };
+        // The embedded store is read where the stream is polled (no
+        // hand-off to a blocking thread, which costs more than a short
+        // range's read; see `inline_read`); a remote backend on a
+        // blocking thread, as it waits on a network.
+        if self.spec.store.local().is_some() {
+            let once = futures::stream::once(async move { run() });
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                Arc::clone(&self.schema),
+                once,
+            )));
+        }
+        let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&self.schema), 1);
+        let tx = builder.tx();
+        builder.spawn_blocking(move || {
+            let _ = tx.blocking_send(run());
+            Ok(())
+        });
+        Ok(builder.build())
+    }
+}
