@@ -360,3 +360,69 @@ async fn rows_read_as_numbers_answer_as_rows_read_as_cells() {
         assert!(fine.contains("9.5"), "{format}: {fine}");
     }
 }
+
+/// A scan-side aggregate reads a step of rows a poll and lets its task go
+/// between steps (a cancelled query's task is dropped at such a point),
+/// rather than reading its whole partition in one poll.
+#[tokio::test]
+async fn a_scan_aggregate_yields_between_steps() {
+    use datafusion::physical_plan::ExecutionPlan;
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let session = SqlSession::new(Store::open(dir.path()).unwrap());
+    session
+        .query("CREATE TABLE t (ROW KEY (n INT(4)), FAMILY f FORMAT PACKED, v BIGINT)")
+        .await
+        .unwrap();
+    session
+        .query("INSERT INTO t (n, v) SELECT value AS n, value AS v FROM generate_series(0, 999)")
+        .await
+        .unwrap();
+    session
+        .query("SET datafusion.execution.batch_size = 100")
+        .await
+        .unwrap();
+    let plan = session
+        .sql("SELECT date_trunc('hour', _timestamp), sum(v) FROM versions('t') GROUP BY 1")
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    fn find(plan: &std::sync::Arc<dyn ExecutionPlan>) -> Option<std::sync::Arc<dyn ExecutionPlan>> {
+        if plan.name() == "ScanAggregateExec" {
+            return Some(std::sync::Arc::clone(plan));
+        }
+        plan.children().into_iter().find_map(find)
+    }
+    let aggregate = find(&plan).unwrap_or_else(|| {
+        panic!(
+            "{}",
+            datafusion::physical_plan::displayable(plan.as_ref()).indent(true)
+        )
+    });
+    let (mut pending, mut rows) = (0, 0);
+    for partition in 0..aggregate.properties().partitioning.partition_count() {
+        let mut stream = aggregate
+            .execute(partition, session.context().task_ctx())
+            .unwrap();
+        loop {
+            match futures::poll!(stream.next()) {
+                std::task::Poll::Pending => pending += 1,
+                std::task::Poll::Ready(Some(batch)) => rows += batch.unwrap().num_rows(),
+                std::task::Poll::Ready(None) => break,
+            }
+        }
+    }
+    // 1000 rows in steps of 100: about ten times it let go.
+    assert!(pending >= 8, "yielded {pending} times");
+    assert!(rows >= 1, "each partition sends its groups");
+    let batches = session
+        .query("SELECT sum(s) FROM (SELECT date_trunc('hour', _timestamp), sum(v) AS s FROM versions('t') GROUP BY 1)")
+        .await
+        .unwrap();
+    let sum = batches[0]
+        .column(0)
+        .as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+    assert_eq!(sum.value(0), 999 * 1000 / 2);
+}

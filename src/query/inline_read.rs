@@ -65,7 +65,7 @@ pub(crate) fn stream<R: PartRead>(
     Box::pin(RecordBatchStreamAdapter::new(schema, read))
 }
 
-/// The batches of `read`, `step` rows read a poll until one is sent.
+/// The batches of `read`, `step` rows read a poll, yielding between steps.
 fn polled<R: PartRead>(
     read: R,
     step: usize,
@@ -79,7 +79,10 @@ fn polled<R: PartRead>(
                 true
             }) {
                 Ok(true) => return Some((Ok(out), None)),
-                Ok(false) if out.is_empty() => continue,
+                // A step that sent nothing (an aggregate sends only at its
+                // end; a scan may pass over rows) still lets the task go:
+                // a cancelled query's task is dropped at such a point.
+                Ok(false) if out.is_empty() => tokio::task::yield_now().await,
                 Ok(false) => return Some((Ok(out), Some(read))),
                 Err(e) => return Some((Err(e), None)),
             }

@@ -43,8 +43,8 @@ const PENDING_RUNS: usize = 8192;
 
 /// The groups one partition has seen, with one groups accumulator per
 /// aggregate (what DataFusion's own partial aggregate keeps).
-pub(super) struct Groups<'a> {
-    exec: &'a ScanAggregateExec,
+pub(super) struct Groups {
+    exec: Arc<ScanAggregateExec>,
     /// The key values (row key, key segments) rows had, each once.
     rows: HashMap<Vec<Option<KeyValue>>, usize>,
     row_values: Vec<Vec<Option<KeyValue>>>,
@@ -68,10 +68,9 @@ pub(super) struct Groups<'a> {
     nulls: Vec<ArrayRef>,
 }
 
-impl<'a> Groups<'a> {
-    pub(super) fn new(exec: &'a ScanAggregateExec) -> DfResult<Self> {
+impl Groups {
+    pub(super) fn new(exec: Arc<ScanAggregateExec>) -> DfResult<Self> {
         Ok(Groups {
-            exec,
             rows: HashMap::default(),
             row_values: Vec::new(),
             index: HashMap::default(),
@@ -99,6 +98,7 @@ impl<'a> Groups<'a> {
                     })
                 })
                 .collect::<DfResult<_>>()?,
+            exec,
         })
     }
 
@@ -305,9 +305,9 @@ impl<'a> Groups<'a> {
 
     /// The partial aggregate's rows: the grouping expressions evaluated on
     /// each group's values, then each accumulator's state.
-    pub(super) fn finish(mut self) -> DfResult<RecordBatch> {
+    pub(super) fn finish(&mut self) -> DfResult<RecordBatch> {
         self.flush_all()?;
-        let exec = self.exec;
+        let exec = Arc::clone(&self.exec);
         let n = self.keys.len();
         // A batch of the scan's columns holding each group's series key
         // and time group start (other columns NULL), for the grouping

@@ -47,10 +47,6 @@ use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::repartition::RepartitionExec;
-use datafusion::physical_plan::sorts::sort::sort_batch;
-use datafusion::physical_plan::stream::{
-    RecordBatchReceiverStreamBuilder, RecordBatchStreamAdapter,
-};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
     SendableRecordBatchStream,
@@ -62,6 +58,7 @@ mod part;
 use groups::MAX_TIMES;
 use part::is_number;
 
+use super::inline_read::{self, Reading};
 use super::scan::{KeyScanExec, ScanSpec};
 use super::wide::{ColumnSource, View};
 use crate::schema::{ValueType, WEEK_ORIGIN};
@@ -500,40 +497,32 @@ impl ExecutionPlan for ScanAggregateExec {
         _context: Arc<TaskContext>,
     ) -> DfResult<SendableRecordBatchStream> {
         let ranges = self.partitions.get(partition).cloned().unwrap_or_default();
-        let this = self.clone();
         let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
         let scanned = MetricBuilder::new(&self.metrics).counter("rows_scanned", partition);
         let misfits = MetricBuilder::new(&self.metrics).counter("key_misfits", partition);
         let decoded = MetricBuilder::new(&self.metrics).counter("values_decoded", partition);
-        let run = move || {
-            let mut batch = this.run(ranges, &|c| {
-                scanned.add(c.rows);
-                misfits.add(c.misfits);
-                decoded.add(c.values);
-            })?;
-            if let Some(ordering) = this.properties.output_ordering() {
-                batch = sort_batch(&batch, ordering, None)?;
-            }
-            output_rows.add(batch.num_rows());
-            Ok(batch)
-        };
-        // The embedded store is read where the stream is polled (no
-        // hand-off to a blocking thread, which costs more than a short
-        // range's read; see `inline_read`); a remote backend on a
-        // blocking thread, as it waits on a network.
-        if self.spec.store.local().is_some() {
-            let once = futures::stream::once(async move { run() });
-            return Ok(Box::pin(RecordBatchStreamAdapter::new(
-                Arc::clone(&self.schema),
-                once,
-            )));
-        }
-        let mut builder = RecordBatchReceiverStreamBuilder::new(Arc::clone(&self.schema), 1);
-        let tx = builder.tx();
-        builder.spawn_blocking(move || {
-            let _ = tx.blocking_send(run());
-            Ok(())
+        let report = Box::new(move |c: &part::Counts| {
+            scanned.add(c.rows);
+            misfits.add(c.misfits);
+            decoded.add(c.values);
+            output_rows.add(c.groups);
         });
-        Ok(builder.build())
+        // The embedded store is read where the stream is polled, a batch
+        // of rows a poll (no hand-off to a blocking thread, which costs
+        // more than a short range's read; see `inline_read`); a remote
+        // backend on a blocking thread, as it waits on a network.
+        let reading = if self.spec.store.local().is_some() {
+            Reading::Polled {
+                step: self.spec.batch_size,
+            }
+        } else {
+            Reading::Blocking
+        };
+        let this = Arc::new(self.clone());
+        Ok(inline_read::stream(
+            Arc::clone(&self.schema),
+            reading,
+            move || part::PartAggregate::open(this, ranges, report).map(Some),
+        ))
     }
 }

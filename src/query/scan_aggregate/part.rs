@@ -7,10 +7,12 @@ use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result as DfResult;
+use datafusion::physical_plan::sorts::sort::sort_batch;
 
 use super::groups::Groups;
 use super::{Group, Input, ScanAggregateExec};
 use crate::query::batch::{Appender, decode_error};
+use crate::query::inline_read::PartRead;
 use crate::query::to_df;
 use crate::schema::KeyValue;
 use crate::schema::{Encoding, ValueType};
@@ -26,6 +28,8 @@ pub(super) struct Counts {
     pub(super) misfits: usize,
     /// Values decoded.
     pub(super) values: usize,
+    /// Groups sent (the partition's output rows).
+    pub(super) groups: usize,
 }
 
 /// Whether a declared column holds 8-byte numbers (BIGINT or DOUBLE,
@@ -44,47 +48,95 @@ pub(super) fn appender(data_type: &DataType) -> DfResult<Appender> {
     })
 }
 
-impl ScanAggregateExec {
-    /// Reads partition `ranges` and aggregates its events.
-    pub(super) fn run(
-        &self,
+/// One partition's aggregate in the making: its read, its groups, and
+/// what it has read so far. It reads a step of rows at a time
+/// (`inline_read::PartRead`), and its stream yields between steps, so a
+/// cancelled or timed-out query stops there rather than at the end of
+/// the partition.
+pub(super) struct PartAggregate {
+    exec: Arc<ScanAggregateExec>,
+    groups: Groups,
+    /// None: the partition has no ranges.
+    stream: Option<RowStream>,
+    /// The measures read, each once (declared column).
+    measures: Vec<usize>,
+    /// How they are read.
+    read: Read,
+    counts: Counts,
+    /// Per row, the key values its groups take (reused).
+    segments: Vec<Option<KeyValue>>,
+    /// Per measure, its runs of one group (reused).
+    runs: Vec<(usize, usize)>,
+    /// Given the counts when the partition is done.
+    report: Box<dyn Fn(&Counts) + Send>,
+}
+
+/// How a partition reads its measures.
+enum Read {
+    /// 8-byte numbers, as runs of numbers (a series' events are counted
+    /// from its cells): the store's column of each measure, and the row
+    /// they are read into.
+    Numbers {
+        wanted: Vec<(usize, Vec<u8>)>,
+        row: NumberRow,
+    },
+    /// Cells, through a builder per measure reused from row to row; with
+    /// the events counted when `count(*)` asks.
+    Cells {
+        appenders: Vec<Appender>,
+        counts_events: bool,
+        inputs: Vec<(usize, ArrayRef)>,
+        times: Vec<i64>,
+    },
+}
+
+impl PartAggregate {
+    /// Opens the read of partition `ranges`.
+    pub(super) fn open(
+        exec: Arc<ScanAggregateExec>,
         ranges: Vec<RowRange>,
-        report: &dyn Fn(&Counts),
-    ) -> DfResult<RecordBatch> {
-        let spec = &self.spec;
-        let layout = &spec.layout;
-        let mut groups = Groups::new(self)?;
-        if self.groups.is_empty() {
+        report: Box<dyn Fn(&Counts) + Send>,
+    ) -> DfResult<Self> {
+        let mut groups = Groups::new(Arc::clone(&exec))?;
+        if exec.groups.is_empty() {
             // Without GROUP BY, one group, there even with no rows (as
             // DataFusion's partial aggregate has it).
             let all = groups.row(&[]);
             groups.group(all, 0)?;
         }
-        if ranges.is_empty() {
-            return groups.finish();
-        }
-        // The measures read, each once (declared column), with a builder
-        // of its values reused from row to row.
         let mut measures: Vec<usize> = Vec::new();
-        for input in &self.inputs {
+        for input in &exec.inputs {
             if let Input::Measure(d, _) = input
                 && !measures.contains(d)
             {
                 measures.push(*d);
             }
         }
-        let mut appenders = measures
-            .iter()
-            .map(|&d| {
-                appender(&crate::query::wide::value_type(
-                    layout.columns[d].value_type,
-                ))
-            })
-            .collect::<DfResult<Vec<_>>>()?;
+        let mut part = PartAggregate {
+            groups,
+            stream: None,
+            read: Read::Numbers {
+                wanted: Vec::new(),
+                row: NumberRow::default(),
+            },
+            counts: Counts::default(),
+            segments: Vec::new(),
+            runs: Vec::new(),
+            report,
+            measures,
+            exec,
+        };
+        if ranges.is_empty() {
+            return Ok(part);
+        }
+        let exec = &*part.exec;
+        let spec = &exec.spec;
+        let layout = &spec.layout;
+        let measures = &part.measures;
         // Without count(*), only the aggregated measures' columns are
         // read (a packed row skips the others whole).
-        let counts_events = self.inputs.iter().any(|i| matches!(i, Input::Events));
-        let qualifiers = if counts_events || self.wide {
+        let counts_events = exec.inputs.iter().any(|i| matches!(i, Input::Events));
+        let qualifiers = if counts_events || exec.wide {
             spec.qualifiers.clone()
         } else {
             QualifierFilter::Set(
@@ -98,7 +150,7 @@ impl ScanAggregateExec {
             .families(spec.families.clone())
             .time_range(spec.time)
             .qualifiers(qualifiers);
-        if self.wide {
+        if exec.wide {
             // A wide row holds its columns' newest cells.
             filter = filter.cells_per_column(1);
         }
@@ -111,30 +163,75 @@ impl ScanAggregateExec {
             filter = filter.values_only(family, used);
         }
         let request = ReadRequest::rows(RowSet { ranges }).filter(filter);
-        let mut stream = match &layout.pinned {
+        let stream = match &layout.pinned {
             Some(pinned) => spec.store.read_pinned(pinned, request),
             None => spec.store.read_rows(&layout.table, request),
         }
         .map_err(to_df)?;
-        // Measures of 8-byte numbers are read as runs of numbers (a
-        // series' events are counted from its cells).
-        let numbers = (self.wide || !counts_events)
-            && measures.iter().all(|&d| is_number(&layout.columns[d]));
-        let counts = if numbers {
-            self.aggregate_numbers(&mut stream, &measures, &mut groups)?
+        part.read = if (exec.wide || !counts_events)
+            && measures.iter().all(|&d| is_number(&layout.columns[d]))
+        {
+            Read::Numbers {
+                wanted: layout.numbers_wanted(&stream.family_names(), measures),
+                row: NumberRow::default(),
+            }
         } else {
-            self.aggregate_cells(
-                &mut stream,
-                &measures,
-                &mut appenders,
+            Read::Cells {
+                appenders: measures
+                    .iter()
+                    .map(|&d| {
+                        appender(&crate::query::wide::value_type(
+                            layout.columns[d].value_type,
+                        ))
+                    })
+                    .collect::<DfResult<Vec<_>>>()?,
                 counts_events,
-                &mut groups,
-            )?
+                inputs: Vec::new(),
+                times: Vec::new(),
+            }
         };
-        report(&counts);
-        groups.finish()
+        part.stream = Some(stream);
+        Ok(part)
     }
+}
 
+impl PartRead for PartAggregate {
+    /// Reads up to `rows` more rows into the groups; at the end, sends
+    /// the groups' batch (sorted as the plan says its output is).
+    fn read(&mut self, rows: usize, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<bool> {
+        if self.stream.is_some() {
+            let more = match self.read {
+                // Counted in a local, which the loop keeps in registers.
+                Read::Numbers { .. } => {
+                    let mut counts = std::mem::take(&mut self.counts);
+                    let more = self.aggregate_numbers(rows, &mut counts);
+                    self.counts = counts;
+                    more?
+                }
+                Read::Cells { .. } => {
+                    let mut counts = std::mem::take(&mut self.counts);
+                    let more = self.aggregate_cells(rows, &mut counts);
+                    self.counts = counts;
+                    more?
+                }
+            };
+            if more {
+                return Ok(false);
+            }
+        }
+        self.stream = None;
+        let mut batch = self.groups.finish()?;
+        if let Some(ordering) = self.exec.properties.output_ordering() {
+            batch = sort_batch(&batch, ordering, None)?;
+        }
+        self.counts.groups = batch.num_rows();
+        (self.report)(&self.counts);
+        send(batch);
+        Ok(true)
+    }
+}
+
+impl ScanAggregateExec {
     /// The aggregates taking measure `d`.
     fn aggregates_of(&self, d: usize) -> impl Iterator<Item = usize> + '_ {
         self.inputs
@@ -180,23 +277,32 @@ impl ScanAggregateExec {
         }
         true
     }
+}
 
-    /// Aggregates measures of 8-byte numbers, read as runs: per row and
-    /// measure one array of its values and one call per aggregate.
-    /// Returns the rows read.
-    fn aggregate_numbers(
-        &self,
-        stream: &mut RowStream,
-        measures: &[usize],
-        groups: &mut Groups<'_>,
-    ) -> DfResult<Counts> {
-        let layout = &self.spec.layout;
-        let wanted = layout.numbers_wanted(&stream.family_names(), measures);
-        let mut row = NumberRow::default();
-        let mut segments: Vec<Option<KeyValue>> = Vec::new();
-        let mut runs: Vec<(usize, usize)> = Vec::new();
-        let mut counts = Counts::default();
-        while stream.next_numbers(&wanted, &mut row).map_err(to_df)? {
+impl PartAggregate {
+    /// Aggregates up to `rows` rows of measures of 8-byte numbers, read as
+    /// runs: per row and measure one array of its values and one call per
+    /// aggregate. True while rows remain.
+    fn aggregate_numbers(&mut self, rows: usize, counts: &mut Counts) -> DfResult<bool> {
+        let PartAggregate {
+            exec,
+            groups,
+            stream: Some(stream),
+            measures,
+            read: Read::Numbers { wanted, row },
+            segments,
+            runs,
+            ..
+        } = self
+        else {
+            return Ok(false);
+        };
+        let exec = &**exec;
+        let layout = &exec.spec.layout;
+        for _ in 0..rows {
+            if !stream.next_numbers(wanted, row).map_err(to_df)? {
+                return Ok(false);
+            }
             counts.rows += 1;
             if let Some((m, value)) = row.misfit() {
                 let def = &layout.columns[measures[m]];
@@ -207,28 +313,28 @@ impl ScanAggregateExec {
                     .unwrap_or("is not 8 bytes long");
                 return Err(to_df(decode_error(&row.key, def.failure(why, value))));
             }
-            if !self.segments(&row.key, &mut segments) {
+            if !exec.segments(&row.key, segments) {
                 counts.misfits += 1;
                 continue;
             }
-            let key_values = groups.row(&segments);
-            if self.wide {
+            let key_values = groups.row(segments);
+            if exec.wide {
                 // A row of the wide view: counted once, each measure its
                 // newest value (the read keeps one cell a column).
                 let g = groups.group(key_values, 0)?;
                 runs.clear();
                 runs.push((g, 1));
-                for (a, input) in self.inputs.iter().enumerate() {
+                for (a, input) in exec.inputs.iter().enumerate() {
                     if let Input::Events = input {
-                        groups.push_runs(a, &runs, &[0])?;
+                        groups.push_runs(a, runs, &[0])?;
                     }
                 }
                 for (m, &d) in measures.iter().enumerate() {
                     let (_, words) = row.column(m);
                     if let Some(first) = words.first() {
                         counts.values += 1;
-                        for a in self.aggregates_of(d) {
-                            groups.push_runs(a, &runs, std::slice::from_ref(first))?;
+                        for a in exec.aggregates_of(d) {
+                            groups.push_runs(a, runs, std::slice::from_ref(first))?;
                         }
                     }
                 }
@@ -239,41 +345,52 @@ impl ScanAggregateExec {
                 if times.is_empty() {
                     continue;
                 }
-                groups.runs_of(key_values, times, &mut runs)?;
+                groups.runs_of(key_values, times, runs)?;
                 counts.values += words.len();
-                for a in self.aggregates_of(d) {
-                    groups.push_runs(a, &runs, words)?;
+                for a in exec.aggregates_of(d) {
+                    groups.push_runs(a, runs, words)?;
                 }
             }
         }
-        Ok(counts)
+        Ok(true)
     }
 
-    /// Aggregates measures read as cells, and counts events. Returns the
-    /// rows read.
-    fn aggregate_cells(
-        &self,
-        stream: &mut RowStream,
-        measures: &[usize],
-        appenders: &mut [Appender],
-        counts_events: bool,
-        groups: &mut Groups<'_>,
-    ) -> DfResult<Counts> {
-        let layout = &self.spec.layout;
+    /// Aggregates up to `rows` rows of measures read as cells, and counts
+    /// events. True while rows remain.
+    fn aggregate_cells(&mut self, rows: usize, counts: &mut Counts) -> DfResult<bool> {
+        let PartAggregate {
+            exec,
+            groups,
+            stream: Some(stream),
+            measures,
+            read:
+                Read::Cells {
+                    appenders,
+                    counts_events,
+                    inputs,
+                    times,
+                },
+            segments,
+            runs,
+            ..
+        } = self
+        else {
+            return Ok(false);
+        };
+        let exec = &**exec;
+        let layout = &exec.spec.layout;
         let families = stream.family_names();
-        let mut segments: Vec<Option<KeyValue>> = Vec::new();
-        let mut inputs: Vec<(usize, ArrayRef)> = Vec::new();
-        let mut times: Vec<i64> = Vec::new();
-        let mut runs: Vec<(usize, usize)> = Vec::new();
-        let mut counts = Counts::default();
-        while let Some(row) = stream.next_view().map_err(to_df)? {
+        for _ in 0..rows {
+            let Some(row) = stream.next_view().map_err(to_df)? else {
+                return Ok(false);
+            };
             counts.rows += 1;
             let key = row.key();
-            if !self.segments(key, &mut segments) {
+            if !exec.segments(key, segments) {
                 counts.misfits += 1;
                 continue;
             }
-            let key_values = groups.row(&segments);
+            let key_values = groups.row(segments);
             // Each measure's cells: a run, newest first.
             for (&d, appender) in measures.iter().zip(appenders.iter_mut()) {
                 let def = &layout.columns[d];
@@ -309,7 +426,7 @@ impl ScanAggregateExec {
                 let values = appender.finish();
                 // Each aggregate of this measure: its values, cast once.
                 inputs.clear();
-                for (a, input) in self.inputs.iter().enumerate() {
+                for (a, input) in exec.inputs.iter().enumerate() {
                     if let Input::Measure(m, cast_to) = input
                         && *m == d
                     {
@@ -323,25 +440,25 @@ impl ScanAggregateExec {
                 // Cells come newest first.
                 times.clear();
                 times.extend((start..end).map(|i| row.timestamp(i)));
-                groups.runs_of(key_values, &times, &mut runs)?;
+                groups.runs_of(key_values, times, runs)?;
                 let mut at = 0;
-                for &(g, until) in &runs {
-                    for (a, values) in &inputs {
+                for &(g, until) in runs.iter() {
+                    for (a, values) in inputs.iter() {
                         groups.update(*a, g, Some(values.slice(at, until - at)), until - at)?;
                     }
                     at = until;
                 }
             }
-            if counts_events {
+            if *counts_events {
                 // An event is a time any measure has a cell at.
                 times.clear();
                 times.extend((0..row.len()).map(|i| row.timestamp(i)));
                 times.sort_unstable_by(|a, b| b.cmp(a));
                 times.dedup();
-                groups.runs_of(key_values, &times, &mut runs)?;
+                groups.runs_of(key_values, times, runs)?;
                 let mut at = 0;
-                for &(g, until) in &runs {
-                    for (a, input) in self.inputs.iter().enumerate() {
+                for &(g, until) in runs.iter() {
+                    for (a, input) in exec.inputs.iter().enumerate() {
                         if let Input::Events = input {
                             groups.update(a, g, None, until - at)?;
                         }
@@ -350,6 +467,6 @@ impl ScanAggregateExec {
                 }
             }
         }
-        Ok(counts)
+        Ok(true)
     }
 }
