@@ -486,17 +486,9 @@ impl KeySchema {
         mut field: impl FnMut(usize, &SegmentKind, &'k str) -> Option<()>,
     ) -> Option<()> {
         let key = std::str::from_utf8(key).ok()?;
-        let salted = self.segments.iter().any(|s| {
-            matches!(
-                s,
-                Segment::Field {
-                    kind: SegmentKind::Salt { .. },
-                    ..
-                }
-            )
-        });
-        // A text segment at the end keeps any delimiters in it; the last
-        // part of any other kind must not hold one.
+        // A segment at the end keeps any delimiters in it: text may hold
+        // them, and so may a time pattern's text (`%Y-%m-%d` after a
+        // `-`), which reads only as written; padded text may not.
         let mut parts = key.splitn(self.segments.len(), self.delimiter);
         let mut index = 0;
         let last = self.segments.len().saturating_sub(1);
@@ -510,7 +502,7 @@ impl KeySchema {
                 }
                 Segment::Field { kind, .. } => {
                     if n == last
-                        && !matches!(kind, SegmentKind::Text)
+                        && matches!(kind, SegmentKind::Padded { .. })
                         && part.contains(self.delimiter)
                     {
                         return None;
@@ -520,21 +512,19 @@ impl KeySchema {
                 }
             }
         }
-        if salted {
-            // Field `j`'s text (split again: only salted keys pay).
-            let text = |j: usize| {
-                key.splitn(self.segments.len(), self.delimiter)
-                    .zip(&self.segments)
-                    .filter(|(_, s)| matches!(s, Segment::Field { .. }))
-                    .nth(j)
-                    .map_or("", |(part, _)| part)
-            };
-            for (i, _, kind) in self.fields() {
-                if let SegmentKind::Salt { buckets, of } = kind {
-                    let bucket = self.salt_of(*buckets, of, &text).ok()?;
-                    if text(i).parse::<u32>() != Ok(bucket) {
-                        return None;
-                    }
+        // Field `j`'s text (split again: only salted keys ask).
+        let text = |j: usize| {
+            key.splitn(self.segments.len(), self.delimiter)
+                .zip(&self.segments)
+                .filter(|(_, s)| matches!(s, Segment::Field { .. }))
+                .nth(j)
+                .map_or("", |(part, _)| part)
+        };
+        for (i, _, kind) in self.fields() {
+            if let SegmentKind::Salt { buckets, of } = kind {
+                let bucket = self.salt_of(*buckets, of, &text).ok()?;
+                if text(i).parse::<u32>() != Ok(bucket) {
+                    return None;
                 }
             }
         }
@@ -1253,6 +1243,34 @@ mod tests {
         assert!(pattern_sorts("%Y-%m-%d-%H%M"));
         assert!(pattern_sorts("%Y%m%d%H%M%S%3f"));
         assert!(!pattern_sorts("%d-%m-%Y"));
+    }
+
+    #[test]
+    fn a_last_time_pattern_may_hold_the_delimiter() {
+        let schema = KeySchema {
+            delimiter: '-',
+            segments: vec![
+                Segment::Field {
+                    name: "dev".into(),
+                    kind: SegmentKind::Text,
+                },
+                Segment::Field {
+                    name: "day".into(),
+                    kind: SegmentKind::Time {
+                        format: TimeFormat::Pattern("%Y-%m-%d".into()),
+                        reversed: false,
+                    },
+                },
+            ],
+        };
+        let values = schema.decode(b"d1-2024-02-02").unwrap();
+        assert_eq!(
+            schema
+                .encode(&values.into_iter().map(Some).collect::<Vec<_>>())
+                .unwrap(),
+            b"d1-2024-02-02"
+        );
+        assert!(schema.decode(b"d1-2024-2-2").is_none());
     }
 
     #[test]
