@@ -65,25 +65,34 @@ pub(crate) fn stream<R: PartRead>(
     Box::pin(RecordBatchStreamAdapter::new(schema, read))
 }
 
-/// The batches of `read`, `step` rows read a poll, yielding between steps.
+/// Steps that sent batches between two yields of a read's task.
+const YIELD_EVERY: u32 = 8;
+
+/// The batches of `read`, `step` rows read a poll. The task lets go
+/// between steps now and then (every step that sends nothing, every
+/// [`YIELD_EVERY`] that do): an aggregate or a repartition pulling batches
+/// in a loop would otherwise hold its task for the whole read, and a
+/// cancelled query's task is dropped only where it lets go. A yield costs
+/// about a microsecond; [`YIELD_EVERY`] steps take milliseconds.
 fn polled<R: PartRead>(
     read: R,
     step: usize,
 ) -> impl futures::Stream<Item = DfResult<RecordBatch>> + Send {
-    let batches = futures::stream::unfold(Some(read), move |state| async move {
-        let mut read = state?;
+    let batches = futures::stream::unfold(Some((read, 0u32)), move |state| async move {
+        let (mut read, mut sent) = state?;
         let mut out: Vec<RecordBatch> = Vec::new();
         loop {
+            if sent >= YIELD_EVERY {
+                sent = 0;
+                tokio::task::yield_now().await;
+            }
             match read.read(step, &mut |batch| {
                 out.push(batch);
                 true
             }) {
                 Ok(true) => return Some((Ok(out), None)),
-                // A step that sent nothing (an aggregate sends only at its
-                // end; a scan may pass over rows) still lets the task go:
-                // a cancelled query's task is dropped at such a point.
                 Ok(false) if out.is_empty() => tokio::task::yield_now().await,
-                Ok(false) => return Some((Ok(out), Some(read))),
+                Ok(false) => return Some((Ok(out), Some((read, sent + 1)))),
                 Err(e) => return Some((Err(e), None)),
             }
         }

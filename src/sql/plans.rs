@@ -163,6 +163,20 @@ impl Plans {
         if sql.len() > MAX_TEXT {
             return;
         }
+        // What is kept is a copy with fresh state, never the instance about
+        // to run: a repartition's state holds the tasks it spawns, which
+        // stop when the last holder of that state lets go, so a kept
+        // running instance would keep a cancelled query's tasks reading
+        // until their end (and its channels alive until the plan expires).
+        let reset = keeps_state(plan.as_ref());
+        let plan = if reset {
+            match reset_plan_states(Arc::clone(plan)) {
+                Ok(fresh) => fresh,
+                Err(_) => return,
+            }
+        } else {
+            Arc::clone(plan)
+        };
         let mut entries = self.lock();
         if entries.by_text.len() >= CAPACITY && !entries.by_text.contains_key(sql) {
             let oldest = entries
@@ -179,13 +193,13 @@ impl Plans {
         entries.by_text.insert(
             sql.to_string(),
             Kept {
-                plan: Arc::clone(plan),
+                plan,
                 task: Arc::clone(task),
                 seen,
                 made: Instant::now(),
                 used,
                 runs: 0,
-                reset: keeps_state(plan.as_ref()),
+                reset,
             },
         );
     }
@@ -327,5 +341,33 @@ mod tests {
             most <= per_run * RENEW_EVERY as usize,
             "{most} metrics kept, {per_run} a run"
         );
+    }
+
+    /// A plan whose operators keep state (a repartition's spawned tasks)
+    /// is kept as a fresh copy, never as the instance that runs: dropping
+    /// a cancelled run's instance is what stops its tasks.
+    #[tokio::test]
+    async fn a_plan_with_state_is_kept_as_a_fresh_copy() {
+        let config = datafusion::prelude::SessionConfig::new().with_target_partitions(2);
+        let ctx = SessionContext::new_with_config(config);
+        let sql = "SELECT a % 3 AS k, count(*) FROM generate_series(1, 1000) AS t(a) GROUP BY 1";
+        let plan = ctx
+            .sql(sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        assert!(keeps_state(plan.as_ref()));
+        let task = ctx.task_ctx();
+        let plans = Plans::default();
+        let seen = plans.seen(Some(0)).unwrap();
+        plans.keep(sql, seen, &plan, &task);
+        let kept = Arc::clone(&plans.lock().by_text[sql].plan);
+        assert!(!Arc::ptr_eq(&kept, &plan));
+        // The running instance is held by its run alone.
+        assert_eq!(Arc::strong_count(&plan), 1);
+        let batches = collect(plan, task).await.unwrap();
+        assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 3);
     }
 }
