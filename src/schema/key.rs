@@ -456,7 +456,7 @@ impl KeySchema {
     /// be the one its sources hash to.
     pub fn decode(&self, key: &[u8]) -> Option<Vec<KeyValue>> {
         let mut out = Vec::with_capacity(self.segments.len());
-        self.walk(key, |_, kind, part| {
+        self.walk(key, |kind, part| {
             out.push(parse_value(kind, part)?);
             Some(())
         })?;
@@ -466,7 +466,7 @@ impl KeySchema {
     /// Whether a row key fits the schema: what [`KeySchema::decode`]
     /// answers with `Some`, without building the values.
     pub fn fits(&self, key: &[u8]) -> bool {
-        self.walk(key, |_, kind, part| match kind {
+        self.walk(key, |kind, part| match kind {
             SegmentKind::Text => Some(()),
             SegmentKind::Padded { width, .. } => {
                 (part.chars().count() == usize::from(*width)).then_some(())
@@ -477,20 +477,19 @@ impl KeySchema {
     }
 
     /// Splits `key` into its segments, checks the literals, and hands each
-    /// field's text to `field` (field index, kind, text); then checks what
+    /// field's kind and text to `field`, in order; then checks what
     /// needs several fields (salt buckets). `None` when anything does not
     /// fit.
     fn walk<'k>(
         &self,
         key: &'k [u8],
-        mut field: impl FnMut(usize, &SegmentKind, &'k str) -> Option<()>,
+        mut field: impl FnMut(&SegmentKind, &'k str) -> Option<()>,
     ) -> Option<()> {
         let key = std::str::from_utf8(key).ok()?;
         // A segment at the end keeps any delimiters in it: text may hold
         // them, and so may a time pattern's text (`%Y-%m-%d` after a
         // `-`), which reads only as written; padded text may not.
         let mut parts = key.splitn(self.segments.len(), self.delimiter);
-        let mut index = 0;
         let last = self.segments.len().saturating_sub(1);
         for (n, segment) in self.segments.iter().enumerate() {
             let part = parts.next()?;
@@ -507,8 +506,7 @@ impl KeySchema {
                     {
                         return None;
                     }
-                    field(index, kind, part)?;
-                    index += 1;
+                    field(kind, part)?;
                 }
             }
         }

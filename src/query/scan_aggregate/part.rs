@@ -200,22 +200,14 @@ impl PartRead for PartAggregate {
     /// the groups' batch (sorted as the plan says its output is).
     fn read(&mut self, rows: usize, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<bool> {
         if self.stream.is_some() {
+            // Counted in a local, which the loop may keep in registers.
+            let mut counts = std::mem::take(&mut self.counts);
             let more = match self.read {
-                // Counted in a local, which the loop keeps in registers.
-                Read::Numbers { .. } => {
-                    let mut counts = std::mem::take(&mut self.counts);
-                    let more = self.aggregate_numbers(rows, &mut counts);
-                    self.counts = counts;
-                    more?
-                }
-                Read::Cells { .. } => {
-                    let mut counts = std::mem::take(&mut self.counts);
-                    let more = self.aggregate_cells(rows, &mut counts);
-                    self.counts = counts;
-                    more?
-                }
+                Read::Numbers { .. } => self.aggregate_numbers(rows, &mut counts),
+                Read::Cells { .. } => self.aggregate_cells(rows, &mut counts),
             };
-            if more {
+            self.counts = counts;
+            if more? {
                 return Ok(false);
             }
         }
