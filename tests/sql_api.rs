@@ -361,13 +361,9 @@ async fn rows_read_as_numbers_answer_as_rows_read_as_cells() {
     }
 }
 
-/// A scan-side aggregate reads a step of rows a poll and lets its task go
-/// between steps (a cancelled query's task is dropped at such a point),
-/// rather than reading its whole partition in one poll.
-#[tokio::test]
-async fn a_scan_aggregate_yields_between_steps() {
-    use datafusion::physical_plan::ExecutionPlan;
-    use futures::StreamExt;
+/// A session over a fresh store with table `t` of 1000 rows (`n`, `v`),
+/// reading `batch_size` rows a batch.
+async fn thousand_rows(batch_size: usize) -> (tempfile::TempDir, SqlSession) {
     let dir = tempfile::tempdir().unwrap();
     let session = SqlSession::new(Store::open(dir.path()).unwrap());
     session
@@ -379,41 +375,88 @@ async fn a_scan_aggregate_yields_between_steps() {
         .await
         .unwrap();
     session
-        .query("SET datafusion.execution.batch_size = 100")
+        .query(&format!(
+            "SET datafusion.execution.batch_size = {batch_size}"
+        ))
         .await
         .unwrap();
+    (dir, session)
+}
+
+/// Runs every partition of the operator called `name` in the plan of
+/// `sql`, polling by hand: how often its stream let its task go, and the
+/// batches and rows it gave.
+async fn polled_by_hand(session: &SqlSession, sql: &str, name: &str) -> (usize, usize, usize) {
+    use datafusion::physical_plan::ExecutionPlan;
+    use futures::StreamExt;
+    use std::sync::Arc;
+    fn find(plan: &Arc<dyn ExecutionPlan>, name: &str) -> Option<Arc<dyn ExecutionPlan>> {
+        if plan.name() == name {
+            return Some(Arc::clone(plan));
+        }
+        plan.children().into_iter().find_map(|c| find(c, name))
+    }
     let plan = session
-        .sql("SELECT date_trunc('hour', _timestamp), sum(v) FROM versions('t') GROUP BY 1")
+        .sql(sql)
         .await
         .unwrap()
         .create_physical_plan()
         .await
         .unwrap();
-    fn find(plan: &std::sync::Arc<dyn ExecutionPlan>) -> Option<std::sync::Arc<dyn ExecutionPlan>> {
-        if plan.name() == "ScanAggregateExec" {
-            return Some(std::sync::Arc::clone(plan));
-        }
-        plan.children().into_iter().find_map(find)
-    }
-    let aggregate = find(&plan).unwrap_or_else(|| {
+    let node = find(&plan, name).unwrap_or_else(|| {
         panic!(
-            "{}",
+            "no {name} in {}",
             datafusion::physical_plan::displayable(plan.as_ref()).indent(true)
         )
     });
-    let (mut pending, mut rows) = (0, 0);
-    for partition in 0..aggregate.properties().partitioning.partition_count() {
-        let mut stream = aggregate
+    let (mut pending, mut batches, mut rows) = (0, 0, 0);
+    for partition in 0..node.properties().partitioning.partition_count() {
+        let mut stream = node
             .execute(partition, session.context().task_ctx())
             .unwrap();
         loop {
             match futures::poll!(stream.next()) {
                 std::task::Poll::Pending => pending += 1,
-                std::task::Poll::Ready(Some(batch)) => rows += batch.unwrap().num_rows(),
+                std::task::Poll::Ready(Some(batch)) => {
+                    batches += 1;
+                    rows += batch.unwrap().num_rows();
+                }
                 std::task::Poll::Ready(None) => break,
             }
         }
     }
+    (pending, batches, rows)
+}
+
+/// A scan gives a batch a poll and lets its task go every few batches: an
+/// operator pulling it in a loop (a partial aggregate, a repartition's
+/// input task) does not hold its task for the whole read, so a cancelled
+/// query's task is dropped there.
+#[tokio::test]
+async fn a_scan_lets_its_task_go_every_few_batches() {
+    let (_dir, session) = thousand_rows(10).await;
+    let (pending, batches, rows) = polled_by_hand(&session, "SELECT v FROM t", "KeyScanExec").await;
+    assert_eq!(rows, 1000);
+    assert!(batches >= 100, "{batches} batches");
+    // Every 8 batches, at least.
+    assert!(
+        pending * 9 >= batches - 9,
+        "let go {pending} times in {batches} batches"
+    );
+}
+
+/// A scan-side aggregate reads a step of rows a poll and lets its task go
+/// between steps (a cancelled query's task is dropped at such a point),
+/// rather than reading its whole partition in one poll.
+#[tokio::test]
+async fn a_scan_aggregate_yields_between_steps() {
+    let (_dir, session) = thousand_rows(100).await;
+    let (pending, _, rows) = polled_by_hand(
+        &session,
+        "SELECT date_trunc('hour', _timestamp), sum(v) FROM versions('t') GROUP BY 1",
+        "ScanAggregateExec",
+    )
+    .await;
     // 1000 rows in steps of 100: about ten times it let go.
     assert!(pending >= 8, "yielded {pending} times");
     assert!(rows >= 1, "each partition sends its groups");

@@ -1440,7 +1440,7 @@ mod tests {
         /// is shown with values whose key range would not hold it.
         #[test]
         fn keys_decode_only_from_the_text_their_values_write(
-            which in 0usize..5,
+            which in 0usize..6,
             host in "[a-c]{1,3}",
             n in 0i64..10_000,
             micros in 0i64..4_102_444_800_000_000,
@@ -1455,6 +1455,15 @@ mod tests {
                     Segment::Literal("L".into()),
                 ],
             };
+            // Padded text last may not hold the delimiter, which the
+            // split leaves in it.
+            let padded_last = KeySchema {
+                delimiter: '#',
+                segments: vec![
+                    Segment::Literal("L".into()),
+                    Segment::Field { name: "x".into(), kind: SegmentKind::Padded { width: 3, pad: ' ' } },
+                ],
+            };
             let day_n = KeySchema {
                 delimiter: '#',
                 segments: vec![
@@ -1465,7 +1474,7 @@ mod tests {
                     },
                 ],
             };
-            let schema = vec![host_n(false), host_n(true), battery(), padded, day_n].swap_remove(which);
+            let schema = vec![host_n(false), host_n(true), battery(), padded, day_n, padded_last].swap_remove(which);
             let values: Vec<Option<KeyValue>> = schema
                 .fields()
                 .map(|(_, _, kind)| match kind {

@@ -56,12 +56,11 @@ pub(super) fn appender(data_type: &DataType) -> DfResult<Appender> {
 pub(super) struct PartAggregate {
     exec: Arc<ScanAggregateExec>,
     groups: Groups,
-    /// None: the partition has no ranges.
-    stream: Option<RowStream>,
+    /// The partition's rows and how its measures are read from them;
+    /// none when it has no ranges or has read them all.
+    reading: Option<(RowStream, Read)>,
     /// The measures read, each once (declared column).
     measures: Vec<usize>,
-    /// How they are read.
-    read: Read,
     counts: Counts,
     /// Per row, the key values its groups take (reused).
     segments: Vec<Option<KeyValue>>,
@@ -112,106 +111,111 @@ impl PartAggregate {
                 measures.push(*d);
             }
         }
-        let mut part = PartAggregate {
+        let reading = if ranges.is_empty() {
+            None
+        } else {
+            Some(open_read(&exec, ranges, &measures)?)
+        };
+        Ok(PartAggregate {
+            exec,
             groups,
-            stream: None,
-            read: Read::Numbers {
-                wanted: Vec::new(),
-                row: NumberRow::default(),
-            },
+            reading,
+            measures,
             counts: Counts::default(),
             segments: Vec::new(),
             runs: Vec::new(),
             report,
-            measures,
-            exec,
-        };
-        if ranges.is_empty() {
-            return Ok(part);
-        }
-        let exec = &*part.exec;
-        let spec = &exec.spec;
-        let layout = &spec.layout;
-        let measures = &part.measures;
-        // Without count(*), only the aggregated measures' columns are
-        // read (a packed row skips the others whole).
-        let counts_events = exec.inputs.iter().any(|i| matches!(i, Input::Events));
-        let qualifiers = if counts_events || exec.wide {
-            spec.qualifiers.clone()
-        } else {
-            QualifierFilter::Set(
-                measures
-                    .iter()
-                    .map(|&d| layout.columns[d].qualifier.clone().into_bytes())
-                    .collect(),
-            )
-        };
-        let mut filter = ReadFilter::all()
-            .families(spec.families.clone())
-            .time_range(spec.time)
-            .qualifiers(qualifiers);
-        if exec.wide {
-            // A wide row holds its columns' newest cells.
-            filter = filter.cells_per_column(1);
-        }
-        for family in &spec.families {
-            let used: Vec<Vec<u8>> = measures
-                .iter()
-                .filter(|&&d| layout.columns[d].family == *family)
-                .map(|&d| layout.columns[d].qualifier.clone().into_bytes())
-                .collect();
-            filter = filter.values_only(family, used);
-        }
-        let request = ReadRequest::rows(RowSet { ranges }).filter(filter);
-        let stream = match &layout.pinned {
-            Some(pinned) => spec.store.read_pinned(pinned, request),
-            None => spec.store.read_rows(&layout.table, request),
-        }
-        .map_err(to_df)?;
-        part.read = if (exec.wide || !counts_events)
-            && measures.iter().all(|&d| is_number(&layout.columns[d]))
-        {
-            Read::Numbers {
-                wanted: layout.numbers_wanted(&stream.family_names(), measures),
-                row: NumberRow::default(),
-            }
-        } else {
-            Read::Cells {
-                appenders: measures
-                    .iter()
-                    .map(|&d| {
-                        appender(&crate::query::wide::value_type(
-                            layout.columns[d].value_type,
-                        ))
-                    })
-                    .collect::<DfResult<Vec<_>>>()?,
-                counts_events,
-                inputs: Vec::new(),
-                times: Vec::new(),
-            }
-        };
-        part.stream = Some(stream);
-        Ok(part)
+        })
     }
+}
+
+/// The read of `ranges` for the aggregate's `measures`, and how they are
+/// read from its rows.
+fn open_read(
+    exec: &ScanAggregateExec,
+    ranges: Vec<RowRange>,
+    measures: &[usize],
+) -> DfResult<(RowStream, Read)> {
+    let spec = &exec.spec;
+    let layout = &spec.layout;
+    // Without count(*), only the aggregated measures' columns are read
+    // (a packed row skips the others whole).
+    let counts_events = exec.inputs.iter().any(|i| matches!(i, Input::Events));
+    let qualifiers = if counts_events || exec.wide {
+        spec.qualifiers.clone()
+    } else {
+        QualifierFilter::Set(
+            measures
+                .iter()
+                .map(|&d| layout.columns[d].qualifier.clone().into_bytes())
+                .collect(),
+        )
+    };
+    let mut filter = ReadFilter::all()
+        .families(spec.families.clone())
+        .time_range(spec.time)
+        .qualifiers(qualifiers);
+    if exec.wide {
+        // A wide row holds its columns' newest cells.
+        filter = filter.cells_per_column(1);
+    }
+    for family in &spec.families {
+        let used: Vec<Vec<u8>> = measures
+            .iter()
+            .filter(|&&d| layout.columns[d].family == *family)
+            .map(|&d| layout.columns[d].qualifier.clone().into_bytes())
+            .collect();
+        filter = filter.values_only(family, used);
+    }
+    let request = ReadRequest::rows(RowSet { ranges }).filter(filter);
+    let stream = match &layout.pinned {
+        Some(pinned) => spec.store.read_pinned(pinned, request),
+        None => spec.store.read_rows(&layout.table, request),
+    }
+    .map_err(to_df)?;
+    // Measures of 8-byte numbers are read as runs of numbers (a series'
+    // events are counted from its cells).
+    let read = if (exec.wide || !counts_events)
+        && measures.iter().all(|&d| is_number(&layout.columns[d]))
+    {
+        Read::Numbers {
+            wanted: layout.numbers_wanted(&stream.family_names(), measures),
+            row: NumberRow::default(),
+        }
+    } else {
+        Read::Cells {
+            appenders: measures
+                .iter()
+                .map(|&d| {
+                    appender(&crate::query::wide::value_type(
+                        layout.columns[d].value_type,
+                    ))
+                })
+                .collect::<DfResult<Vec<_>>>()?,
+            counts_events,
+            inputs: Vec::new(),
+            times: Vec::new(),
+        }
+    };
+    Ok((stream, read))
 }
 
 impl PartRead for PartAggregate {
     /// Reads up to `rows` more rows into the groups; at the end, sends
     /// the groups' batch (sorted as the plan says its output is).
     fn read(&mut self, rows: usize, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<bool> {
-        if self.stream.is_some() {
-            // Counted in a local, which the loop may keep in registers.
-            let mut counts = std::mem::take(&mut self.counts);
-            let more = match self.read {
-                Read::Numbers { .. } => self.aggregate_numbers(rows, &mut counts),
-                Read::Cells { .. } => self.aggregate_cells(rows, &mut counts),
-            };
-            self.counts = counts;
-            if more? {
-                return Ok(false);
-            }
+        // Counted in a local, which the loop may keep in registers.
+        let mut counts = std::mem::take(&mut self.counts);
+        let more = match &self.reading {
+            Some((_, Read::Numbers { .. })) => self.aggregate_numbers(rows, &mut counts),
+            Some((_, Read::Cells { .. })) => self.aggregate_cells(rows, &mut counts),
+            None => Ok(false),
+        };
+        self.counts = counts;
+        if more? {
+            return Ok(false);
         }
-        self.stream = None;
+        self.reading = None;
         let mut batch = self.groups.finish()?;
         if let Some(ordering) = self.exec.properties.output_ordering() {
             batch = sort_batch(&batch, ordering, None)?;
@@ -279,9 +283,8 @@ impl PartAggregate {
         let PartAggregate {
             exec,
             groups,
-            stream: Some(stream),
+            reading: Some((stream, Read::Numbers { wanted, row })),
             measures,
-            read: Read::Numbers { wanted, row },
             segments,
             runs,
             ..
@@ -353,15 +356,17 @@ impl PartAggregate {
         let PartAggregate {
             exec,
             groups,
-            stream: Some(stream),
+            reading:
+                Some((
+                    stream,
+                    Read::Cells {
+                        appenders,
+                        counts_events,
+                        inputs,
+                        times,
+                    },
+                )),
             measures,
-            read:
-                Read::Cells {
-                    appenders,
-                    counts_events,
-                    inputs,
-                    times,
-                },
             segments,
             runs,
             ..
