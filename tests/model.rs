@@ -96,9 +96,11 @@ impl Filter {
                 .qualifiers
                 .clone()
                 .map_or(QualifierFilter::All, QualifierFilter::Set),
-            time_range: self
-                .time
-                .map_or(TimeRange::ALL, |(s, e)| TimeRange::new(s, e)),
+            // (An end of i64::MAX stands for none: from `s` on.)
+            time_range: self.time.map_or(TimeRange::ALL, |(s, e)| TimeRange {
+                start: s,
+                end: (e < i64::MAX).then_some(e),
+            }),
             cells_per_column: self.per_column,
             values_of: self
                 .values_of
@@ -128,8 +130,11 @@ fn filter() -> impl Strategy<Value = Filter> {
             1..=3,
         )),
         prop::option::of(prop::collection::btree_set(bytes(1), 1..3)),
-        prop::option::of((0..12i64, 0..12i64)),
-        prop::option::of(1..3usize),
+        prop::option::of(prop_oneof![
+            (0..12i64, 0..12i64),
+            (0..12i64).prop_map(|s| (s, i64::MAX)),
+        ]),
+        prop::option::of(1..4usize),
         // Mostly with a values_only: PACKED skips the others' numbers.
         prop_oneof![
             1 => Just(None),
@@ -154,6 +159,10 @@ fn filter() -> impl Strategy<Value = Filter> {
 #[derive(Debug, Clone)]
 enum Op {
     Set(Vec<u8>, String, Vec<u8>, i64, Vec<u8>),
+    /// Versions of one column at timestamps `from..from + n`, in one row
+    /// mutation: a history long enough that reads keeping a column's
+    /// newest cells seek past the rest.
+    History(Vec<u8>, String, Vec<u8>, i64, u8),
     DeleteCells(Vec<u8>, String, Vec<u8>, i64, i64),
     DeleteFamily(Vec<u8>, String),
     DeleteRow(Vec<u8>),
@@ -198,6 +207,7 @@ fn set_args() -> impl Strategy<Value = SetArgs> {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => set_args().prop_map(|(r, f, q, t, v)| Op::Set(r, f, q, t, v)),
+        1 => (row_key(), normal_family(), bytes(1), 0..12i64, 8..30u8).prop_map(|(r, f, q, t, n)| Op::History(r, f, q, t, n)),
         2 => (row_key(), normal_family(), bytes(1), 0..12i64, 0..12i64).prop_map(|(r, f, q, s, e)| Op::DeleteCells(r, f, q, s.min(e), s.max(e))),
         1 => (row_key(), normal_family()).prop_map(|(r, f)| Op::DeleteFamily(r, f)),
         1 => row_key().prop_map(Op::DeleteRow),
@@ -393,6 +403,20 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
                     )
                     .unwrap();
                 model.set(&r, Model::family(&f), &q, ts, v);
+            }
+            Op::History(r, f, q, from, n) => {
+                let times = from..from + i64::from(n);
+                let value = |ts: i64| ts.to_be_bytes().to_vec();
+                let mutations = times
+                    .clone()
+                    .map(|ts| Mutation::set_at(&f, q.clone(), ts, value(ts)))
+                    .collect();
+                store
+                    .mutate_row("t", RowMutation::new(r.clone(), mutations))
+                    .unwrap();
+                for ts in times {
+                    model.set(&r, Model::family(&f), &q, ts, value(ts));
+                }
             }
             Op::DeleteCells(r, f, q, s, e) => {
                 let m = Mutation::DeleteCells {

@@ -497,6 +497,86 @@ fn filters_select_families_qualifiers_times_and_versions() {
 }
 
 #[test]
+fn reading_a_columns_newest_cells_skips_its_long_history() {
+    let (_dir, store) = store();
+    two_family_table(&store, "t");
+    // Three rows; in each, three columns of 500 versions and one of two.
+    for row in ["r1", "r2", "r3"] {
+        let mut cells = Vec::new();
+        for q in ["x", "y", "z"] {
+            cells.extend((1..=500).map(|ts| Mutation::set_at("a", q, ts, format!("{q}{ts}"))));
+        }
+        cells.extend((1..=2).map(|ts| Mutation::set_at("b", "w", ts, format!("w{ts}"))));
+        store.mutate_row("t", RowMutation::new(row, cells)).unwrap();
+    }
+    for reverse in [false, true] {
+        for (filter, times) in [
+            (ReadFilter::latest(), vec![500]),
+            (ReadFilter::all().cells_per_column(3), vec![500, 499, 498]),
+            (
+                ReadFilter::all().cells_per_column(2).time_range(TimeRange {
+                    start: 499,
+                    end: None,
+                }),
+                vec![500, 499],
+            ),
+        ] {
+            let mut request = ReadRequest::all().filter(filter.clone());
+            request.reverse = reverse;
+            let mut stream = store.read_rows("t", request).unwrap();
+            let rows: Vec<_> = stream.by_ref().map(Result::unwrap).collect();
+            let keys: Vec<_> = rows.iter().map(|r| r.key.clone()).collect();
+            let mut expected: Vec<Vec<u8>> = vec![b"r1".into(), b"r2".into(), b"r3".into()];
+            if reverse {
+                expected.reverse();
+            }
+            assert_eq!(keys, expected);
+            for row in &rows {
+                let got: Vec<_> = row
+                    .cells
+                    .iter()
+                    .map(|c| {
+                        (
+                            &*c.family,
+                            c.qualifier.clone(),
+                            c.timestamp,
+                            c.value.clone(),
+                        )
+                    })
+                    .collect();
+                let mut want = Vec::new();
+                for q in ["x", "y", "z"] {
+                    for &ts in &times {
+                        want.push((
+                            "a",
+                            q.as_bytes().to_vec(),
+                            ts,
+                            format!("{q}{ts}").into_bytes(),
+                        ));
+                    }
+                }
+                for ts in [2, 1]
+                    .into_iter()
+                    .filter(|ts| *ts >= filter.time_range.start)
+                {
+                    if want.iter().filter(|c| c.0 == "b").count() < times.len() {
+                        want.push(("b", b"w".to_vec(), ts, format!("w{ts}").into_bytes()));
+                    }
+                }
+                assert_eq!(got, want, "{filter:?} reverse {reverse}");
+            }
+            // Each long column costs its newest cells and a few pairs
+            // before a seek, not its 500 versions.
+            let scanned = stream.stats().cells_scanned;
+            assert!(
+                scanned < 3 * 3 * 20,
+                "{filter:?} reverse {reverse}: {scanned}"
+            );
+        }
+    }
+}
+
+#[test]
 fn check_and_mutate_chooses_by_the_predicate() {
     let (_dir, store) = store();
     two_family_table(&store, "t");

@@ -31,6 +31,13 @@ pub(crate) fn row_of(key: &[u8]) -> Result<&[u8]> {
     Ok(&key[..codec::escaped_len(key)?])
 }
 
+/// The column a pair belongs to: its key up to the timestamp (the escaped
+/// row and qualifier, prefix free), which every version of the column
+/// shares and no other pair starts with.
+pub(crate) fn column_of(key: &[u8]) -> &[u8] {
+    &key[..key.len().saturating_sub(8)]
+}
+
 /// Checks a whole pair key: row, qualifier and timestamp.
 pub(crate) fn check_key(key: &[u8]) -> Result<()> {
     CellKeyParts::split(key).map(|_| ())

@@ -276,6 +276,22 @@ impl FamilyFormat {
         }
     }
 
+    /// Whether each pair holds one cell (and a column's versions are
+    /// adjacent pairs, newest first: see [`FamilyFormat::column_of`]).
+    pub(crate) fn pair_per_cell(self) -> bool {
+        self == FamilyFormat::Cells
+    }
+
+    /// The prefix a pair shares with the other versions of its column
+    /// and no other pair, when a pair holds one cell (CELLS: a column's
+    /// pairs are adjacent, newest first); `None` when it holds a row.
+    pub(crate) fn column_of(self, key: &[u8]) -> Option<&[u8]> {
+        match self {
+            FamilyFormat::Cells => Some(cells::column_of(key)),
+            FamilyFormat::Packed => None,
+        }
+    }
+
     /// Decodes the pairs `buf.pairs[from..]` (one row of one family, in
     /// key order) into cells, appended to `buf.cells` in qualifier order,
     /// newest first. With `values`, sorted qualifiers, other columns'
