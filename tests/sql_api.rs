@@ -445,6 +445,53 @@ async fn a_scan_lets_its_task_go_every_few_batches() {
     );
 }
 
+/// A read whose filter selects nothing of most rows (a time range only the
+/// last rows have cells in) lets its task go while it steps over them,
+/// rather than in one poll over the whole table: a cancelled query stops.
+#[tokio::test]
+async fn a_read_passing_over_unselected_rows_lets_its_task_go() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = SqlSession::new(Store::open(dir.path()).unwrap());
+    session
+        .query("CREATE TABLE t (ROW KEY (n INT(5)), FAMILY f FORMAT PACKED, v BIGINT)")
+        .await
+        .unwrap();
+    session
+        .query(
+            "INSERT INTO t (n, v, _timestamp) SELECT value AS n, value AS v, \
+             to_timestamp_micros(value * 1000) AS _timestamp FROM generate_series(0, 19999)",
+        )
+        .await
+        .unwrap();
+    let recent = "_timestamp >= to_timestamp_micros(19990000)";
+    let (pending, _, rows) = polled_by_hand(
+        &session,
+        &format!("SELECT n FROM versions('t') WHERE {recent}"),
+        "KeyScanExec",
+    )
+    .await;
+    assert_eq!(rows, 10);
+    // 19 990 rows passed over, at most 4096 a step.
+    assert!(pending >= 4, "let go {pending} times");
+    let (pending, _, _) = polled_by_hand(
+        &session,
+        &format!("SELECT date_trunc('hour', _timestamp), sum(v) FROM versions('t') WHERE {recent} GROUP BY 1"),
+        "ScanAggregateExec",
+    )
+    .await;
+    assert!(pending >= 4, "the aggregate let go {pending} times");
+    let batches = session
+        .query(&format!(
+            "SELECT count(*), sum(v) FROM versions('t') WHERE {recent}"
+        ))
+        .await
+        .unwrap();
+    let sum = batches[0]
+        .column(1)
+        .as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+    assert_eq!(sum.value(0), (19990..20000).sum::<i64>());
+}
+
 /// A scan-side aggregate reads a step of rows a poll and lets its task go
 /// between steps (a cancelled query's task is dropped at such a point),
 /// rather than reading its whole partition in one poll.

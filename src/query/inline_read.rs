@@ -65,6 +65,13 @@ pub(crate) fn stream<R: PartRead>(
     Box::pin(RecordBatchStreamAdapter::new(schema, read))
 }
 
+/// Rows of which a read selects nothing that one call of a store read
+/// steps over before it gives up until the next step (a time range no row
+/// has cells in passes over every row of the table): a step stays a few
+/// milliseconds long at most, so the task lets go between steps (see
+/// [`polled`]) and a cancelled query stops.
+pub(crate) const PASSED_ROWS_PER_CALL: usize = 4096;
+
 /// Steps that sent batches between two yields of a read's task.
 const YIELD_EVERY: u32 = 8;
 

@@ -121,11 +121,12 @@ impl PartitionRead {
         }
         let mut request = ReadRequest::rows(RowSet { ranges }).filter(filter);
         request.reverse = spec.reverse;
-        let stream = match &spec.layout.pinned {
+        let mut stream = match &spec.layout.pinned {
             Some(pinned) => spec.store.read_pinned(pinned, request),
             None => spec.store.read_rows(&spec.layout.table, request),
         }
         .map_err(to_df)?;
+        stream.pause_after(super::inline_read::PASSED_ROWS_PER_CALL);
         let families = stream.family_names();
         wide.bind(&families);
         let numbers = wide.number_columns().map(|declared| NumbersRead {
@@ -152,6 +153,11 @@ impl PartitionRead {
     fn read(&mut self, rows: usize, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<bool> {
         for _ in 0..rows {
             if !self.next_row()? {
+                if self.stream.paused() {
+                    // A long stretch of rows with nothing selected: the
+                    // step ends here, the read goes on at the next.
+                    return Ok(false);
+                }
                 self.finish(send)?;
                 return Ok(true);
             }

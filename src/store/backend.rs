@@ -50,6 +50,17 @@ pub trait RowSource: Send {
             }
         }
     }
+    /// Lets `next_view` and `next_numbers` give up (as at the end) after
+    /// stepping over `rows` rows of which the read selects nothing, so
+    /// that a caller reading a long stretch of such rows can let its task
+    /// go (and a cancelled query stop); [`RowSource::paused`] tells such a
+    /// pause from the end. A source that never pauses ignores it.
+    fn pause_after(&mut self, _rows: usize) {}
+    /// Whether the last call gave up after [`RowSource::pause_after`]
+    /// rows rather than reaching the end.
+    fn paused(&self) -> bool {
+        false
+    }
 }
 
 /// Rows of a read, produced lazily: memory is bounded by the largest row.
@@ -84,6 +95,17 @@ impl RowStream {
     /// Counters so far.
     pub fn stats(&self) -> ScanStats {
         self.source.stats()
+    }
+
+    /// See [`RowSource::pause_after`]: reads that opt in may end a call
+    /// early, which [`RowStream::paused`] then says.
+    pub fn pause_after(&mut self, rows: usize) {
+        self.source.pause_after(rows);
+    }
+
+    /// Whether the last call paused rather than reached the end.
+    pub fn paused(&self) -> bool {
+        self.source.paused()
     }
 
     /// The names of the families read, in the order

@@ -556,6 +556,11 @@ pub struct FjallRows {
     values_of: Vec<Option<Vec<Vec<u8>>>>,
     /// What the last numbers read asked for (see [`FjallRows::next_numbers`]).
     numbers: Option<NumbersPlan>,
+    /// Rows of which nothing is selected that a call steps over before it
+    /// gives up (see [`super::RowSource::pause_after`]), and whether the
+    /// last call did.
+    pause_after: Option<usize>,
+    paused: bool,
 }
 
 /// A numbers read's columns: as asked, and per family read the qualifiers
@@ -622,6 +627,8 @@ impl FjallRows {
             buf: RowBuf::default(),
             escaped_row: Vec::new(),
             numbers: None,
+            pause_after: None,
+            paused: false,
         }
     }
 
@@ -691,6 +698,9 @@ impl FjallRows {
     /// `numbers`, the wanted columns of PACKED families go into it as
     /// runs instead (see [`FjallRows::next_numbers`]).
     fn advance_row(&mut self, mut numbers: Option<&mut NumberRow>) -> Result<bool> {
+        self.paused = false;
+        // Rows read of which nothing was selected.
+        let mut passed = 0;
         loop {
             if self.remaining == Some(0) {
                 return Ok(false);
@@ -795,6 +805,11 @@ impl FjallRows {
                 }
             }
             if self.buf.cells.is_empty() && !selected {
+                passed += 1;
+                if self.pause_after.is_some_and(|n| passed >= n) {
+                    self.paused = true;
+                    return Ok(false);
+                }
                 continue;
             }
             if let Some(n) = self.remaining.as_mut() {
@@ -957,5 +972,13 @@ impl super::RowSource for FjallRows {
 
     fn next_numbers(&mut self, wanted: &NumberColumns, out: &mut NumberRow) -> Result<bool> {
         FjallRows::next_numbers(self, wanted, out)
+    }
+
+    fn pause_after(&mut self, rows: usize) {
+        self.pause_after = Some(rows.max(1));
+    }
+
+    fn paused(&self) -> bool {
+        self.paused
     }
 }

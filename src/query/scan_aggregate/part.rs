@@ -168,11 +168,12 @@ fn open_read(
         filter = filter.values_only(family, used);
     }
     let request = ReadRequest::rows(RowSet { ranges }).filter(filter);
-    let stream = match &layout.pinned {
+    let mut stream = match &layout.pinned {
         Some(pinned) => spec.store.read_pinned(pinned, request),
         None => spec.store.read_rows(&layout.table, request),
     }
     .map_err(to_df)?;
+    stream.pause_after(crate::query::inline_read::PASSED_ROWS_PER_CALL);
     // Measures of 8-byte numbers are read as runs of numbers (a series'
     // events are counted from its cells).
     let read = if (exec.wide || !counts_events)
@@ -296,7 +297,8 @@ impl PartAggregate {
         let layout = &exec.spec.layout;
         for _ in 0..rows {
             if !stream.next_numbers(wanted, row).map_err(to_df)? {
-                return Ok(false);
+                // (A pause: rows remain.)
+                return Ok(stream.paused());
             }
             counts.rows += 1;
             if let Some((m, value)) = row.misfit() {
@@ -379,7 +381,8 @@ impl PartAggregate {
         let families = stream.family_names();
         for _ in 0..rows {
             let Some(row) = stream.next_view().map_err(to_df)? else {
-                return Ok(false);
+                // (A pause: rows remain.)
+                return Ok(stream.paused());
             };
             counts.rows += 1;
             let key = row.key();
