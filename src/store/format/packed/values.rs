@@ -48,6 +48,9 @@ fn scaled(v: f64, e: usize) -> Option<i64> {
     (decoded(n, e).to_bits() == v.to_bits()).then_some(n)
 }
 
+/// Exponents [`smallest_exact`] tries one by one before it halves.
+const FEW_DECIMALS: usize = 3;
+
 /// The smallest exponent at which `v` is exact ([`scaled`]), found in a
 /// few tries: while `v · 10^e` stays below 2^50, a value exact at `e` is
 /// exact at `e + 1` too (its number times ten, which the product finds
@@ -57,16 +60,23 @@ fn scaled(v: f64, e: usize) -> Option<i64> {
 fn smallest_exact(v: f64) -> Option<usize> {
     const MONOTONE: f64 = 1_125_899_906_842_624.0;
     let exact = |e: usize| scaled(v, e).is_some();
+    // Measurements mostly carry a few decimals: the first exponents are
+    // tried in turn first (the first exact one is the smallest), which
+    // takes fewer tries than halving from the largest.
+    if let Some(e) = (0..FEW_DECIMALS).find(|&e| exact(e)) {
+        return Some(e);
+    }
     let Some(top) = (0..POW10.len())
         .rev()
         .find(|&e| (v * POW10[e]).abs() < MONOTONE)
     else {
-        return (0..POW10.len()).find(|&e| exact(e));
+        return (FEW_DECIMALS..POW10.len()).find(|&e| exact(e));
     };
     if !exact(top) {
         return (top + 1..POW10.len()).find(|&e| exact(e));
     }
-    let (mut low, mut high) = (0, top);
+    // (`top` is past the exponents tried already: it is exact.)
+    let (mut low, mut high) = (FEW_DECIMALS.min(top), top);
     while low < high {
         let middle = (low + high) / 2;
         if exact(middle) {
