@@ -51,8 +51,9 @@ pub fn plan(filters: &[Expr], key: Option<&KeySchema>) -> KeyPlan {
         if let Some(key) = key
             && let Some((field, c)) = segment_constraint(filter, key)
         {
-            // Only `=` and `IN` filters may be answered exactly.
-            let listed = matches!(c, Constraint::In(_));
+            // `=`, `IN` and comparisons may be answered exactly (prefix
+            // filters are not).
+            let listed = matches!(c, Constraint::In(_) | Constraint::Range(..));
             constraints[field] = Some(match constraints[field].take() {
                 None => c,
                 Some(existing) => combine(existing, c),

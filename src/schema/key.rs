@@ -611,7 +611,10 @@ impl KeySchema {
                             exact[field - 1] = pinned;
                         }
                         Some(Constraint::Range(lo, hi)) => {
-                            return (self.range_within(&prefixes, name, kind, lo, hi), exact);
+                            let (ranges, answered) =
+                                self.range_within(&prefixes, name, kind, lo, hi);
+                            exact[field - 1] = pinned && answered;
+                            return (ranges, exact);
                         }
                         Some(Constraint::Prefix(start)) => {
                             if start.contains(self.delimiter)
@@ -776,7 +779,7 @@ impl KeySchema {
         kind: &SegmentKind,
         lo: &Bound<KeyValue>,
         hi: &Bound<KeyValue>,
-    ) -> Vec<RowRange> {
+    ) -> (Vec<RowRange>, bool) {
         let encode = |v: &KeyValue| self.format_value(name, kind, v).ok();
         // Where every value's text has one width, the keys holding a
         // bound's own text hold one value: what that text reads back as
@@ -827,14 +830,27 @@ impl KeySchema {
             SegmentKind::Padded { .. } | SegmentKind::Salt { .. } => false,
         };
         if !sortable {
-            return prefix_ranges(prefixes);
+            return (prefix_ranges(prefixes), false);
         }
         let lo_text = value_of(lo).and_then(|v| encode(&v));
         let hi_text = value_of(hi).and_then(|v| encode(&v));
+        // The ranges hold exactly the keys that fit and meet the bounds
+        // when the text has one width and sorts as the value ascends (a
+        // key's text between the bounds' texts is a value between them,
+        // and a bound's own text reads back as `holds` judged), and each
+        // bound has a text and reads back from it (out-of-domain bounds
+        // widen the range to the parent prefix).
+        let reads_back = |b: &Bound<KeyValue>| {
+            value_of(b).is_none_or(|v| encode(&v).and_then(|t| parse_value(kind, &t)).is_some())
+        };
+        let exact = fixed
+            && !matches!(kind, SegmentKind::Time { reversed: true, .. })
+            && reads_back(lo)
+            && reads_back(hi);
         // Out-of-domain bounds (a negative integer, a date the format cannot
         // write) fall back to the parent prefix: wider, never wrong.
         let delimiter = self.delimiter as u8;
-        prefixes
+        let ranges = prefixes
             .iter()
             .map(|p| {
                 let parent = RowRange::prefix(p.as_bytes().to_vec());
@@ -869,7 +885,8 @@ impl KeySchema {
                 };
                 RowRange::between(start, end)
             })
-            .collect()
+            .collect();
+        (ranges, exact)
     }
 }
 
@@ -1325,7 +1342,30 @@ mod tests {
             Bound::Unbounded,
             Bound::Excluded(KeyValue::Int(9)),
         ));
-        assert_eq!(schema.ranges_with_exact(&[pinned, range]).1, [true, false]);
+        // A range on the fixed-width, sortable field after pinned ones is
+        // exact; not after a free field, nor with a bound the field cannot
+        // write (the range widens to the parent), nor on reversed times.
+        assert_eq!(
+            schema.ranges_with_exact(&[pinned.clone(), range.clone()]).1,
+            [true, true]
+        );
+        assert_eq!(schema.ranges_with_exact(&[None, range]).1, [false, false]);
+        let too_wide = Some(Constraint::Range(
+            Bound::Unbounded,
+            Bound::Excluded(KeyValue::Int(100_000)),
+        ));
+        assert_eq!(
+            schema.ranges_with_exact(&[pinned.clone(), too_wide]).1,
+            [true, false]
+        );
+        let since = Some(Constraint::Range(
+            Bound::Included(KeyValue::Time(5)),
+            Bound::Unbounded,
+        ));
+        assert_eq!(
+            host_n(true).ranges_with_exact(&[pinned, since]).1,
+            [true, false]
+        );
         // A day-resolution segment cannot pin a time within the day.
         let days = KeySchema {
             delimiter: '#',
