@@ -864,13 +864,13 @@ impl FjallRows {
         }
         // (Without `newest`, no column is long.)
         let n = newest.unwrap_or(usize::MAX);
+        let long = n.saturating_add(PAIRS_BEFORE_SEEK);
         // Where the pairs of the column being read start in `pairs`.
         let mut column_from = pairs.len();
         loop {
             if cursor.head_row() != Some(row) {
                 return Ok(());
             }
-            let long = n.saturating_add(PAIRS_BEFORE_SEEK);
             let key = cursor.head.as_ref().map_or(&[][..], |(key, _)| &key[..]);
             let column = cursor.format.column_of(key).unwrap_or_default();
             if pairs.len() - column_from >= long {
