@@ -319,11 +319,11 @@ fn cut_range(
     }
     let small = store.approximate_cells(table).ok()? < SPLIT_MIN_CELLS
         && store.table_disk_space(table).ok()? < SPLIT_MIN_BYTES;
-    if n < 2 || single_key || small {
-        return None;
-    }
     // The first rows of the range: a range that ends within them is read
-    // by one partition.
+    // by one partition, and says so (its row count keeps DataFusion from
+    // spreading a few rows over threads, which costs more than reading
+    // them). A small table is read by one partition in any case, but
+    // counted all the same.
     let family = families.first()?;
     let probe = store
         .local()?
@@ -335,6 +335,9 @@ fn cut_range(
     };
     if probe.rows < SPLIT_MIN_ROWS {
         *counted = Some(probe.rows);
+        return None;
+    }
+    if small {
         return None;
     }
     let points = interpolate(&first, &last, n);
