@@ -3,10 +3,10 @@
 //!
 //! ```text
 //! key   = escape(row key)
-//! value = 0x02                              format version
+//! value = 0x03                              format version
 //!         newest timestamp, 8 bytes BE      what the compaction filter judges
 //!         varint column count C, varint cell count N
-//!         per column, qualifiers ascending: varint length, qualifier bytes
+//!         the qualifiers, ascending, listed or numbered (qualifiers.rs)
 //!         run of C numbers: each column's cell count
 //!         run of C numbers: each column's newest timestamp
 //!         run of N - C numbers: the other cells' timestamp gaps, newest
@@ -21,9 +21,12 @@
 //! of fixed-width values likewise, and DOUBLE or BIGINT values with a short
 //! decimal form (measurements) take the bits their spread needs. Writes
 //! rewrite the row's whole pair, so a packed row-family has a size limit of
-//! its own, [`MAX_PACKED_LEN`]. Version 1 values (v1.rs) are still read.
+//! its own, [`MAX_PACKED_LEN`]. Version 2 values (each qualifier listed,
+//! no kind byte; runs never linear) and version 1 values (v1.rs) are still
+//! read.
 
 mod numbers;
+mod qualifiers;
 mod runs;
 mod v1;
 mod values;
@@ -33,12 +36,19 @@ pub(crate) use numbers::{Selection, Shape, decode_numbers};
 use super::{CellPos, Place, QualifierFilter, RowBuf};
 use crate::codec::{self, show_bytes};
 use crate::error::{Error, Result};
+use qualifiers::{Lies, Qualifiers};
 use runs::{Plan, Run, put_varint, varint};
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
-use values::{Piece, SEGMENT_CELLS, Segments};
+use values::{Piece, SEGMENT_CELLS, SINGLE_CELLS, Segments};
 
-const VERSION: u8 = 2;
+/// The version written.
+const VERSION: u8 = 3;
+
+/// Whether a value's first byte is a version read as columns (2 or 3).
+fn columnar(version: Option<&u8>) -> bool {
+    matches!(version, Some(2 | 3))
+}
 
 /// How much a packed row-family may hold: the sum over its cells of
 /// qualifier and value lengths plus [`CELL_OVERHEAD`] bytes a cell. Its
@@ -147,21 +157,21 @@ pub(crate) fn encode_sorted(
         out.extend_from_slice(&newest.to_be_bytes());
         put_varint(&mut out, starts.len() as u64);
         put_varint(&mut out, n as u64);
-        for &start in starts.iter() {
-            let qualifier = cells[start].0;
-            put_varint(&mut out, qualifier.len() as u64);
-            out.extend_from_slice(qualifier);
-        }
+        qualifiers::write(starts.iter().map(|&start| cells[start].0), &mut out);
         for run in [&*counts, &*firsts, &*gaps, &*lengths] {
             Plan::write_run(run, &mut out);
         }
         // Segments of whole columns: cut at a column's end.
         let (mut start, mut end) = (0, 0);
+        let mut singles = true;
         for &count in counts.iter() {
             end += count as usize;
-            if end - start >= SEGMENT_CELLS || end == n {
+            singles &= count == 1 && cells[end - 1].2.len() == 8;
+            let cap = if singles { SINGLE_CELLS } else { SEGMENT_CELLS };
+            if end - start >= cap || end == n {
                 values::write_segment(&cells[start..end], &mut out);
                 start = end;
+                singles = true;
             }
         }
         if lengths.capacity() > SCRATCH_KEPT {
@@ -215,7 +225,12 @@ pub(crate) fn decode(
     columns: &QualifierFilter,
     newest: Option<usize>,
 ) -> Result<()> {
-    let RowBuf { pairs, cells, .. } = buf;
+    let RowBuf {
+        pairs,
+        cells,
+        scratch,
+        ..
+    } = buf;
     let wanted = Wanted {
         values,
         columns,
@@ -226,7 +241,7 @@ pub(crate) fn decode(
         let decoded = match value.first() {
             _ if value.len() < 9 => None,
             Some(1) => v1::decode(family, index, value, cells),
-            Some(&VERSION) => decode_value(family, index, value, cells, &wanted),
+            v if columnar(v) => decode_value(family, index, value, cells, scratch, &wanted),
             _ => None,
         };
         if decoded.is_none() {
@@ -241,8 +256,7 @@ struct Header<'a> {
     /// Column count C and cell count N.
     columns: usize,
     n: usize,
-    /// Where the qualifiers start.
-    qualifiers: usize,
+    qualifiers: Qualifiers<'a>,
     counts: Run<'a>,
     firsts: Run<'a>,
     gaps: Run<'a>,
@@ -259,11 +273,7 @@ impl<'a> Header<'a> {
         if columns == 0 || columns > n || n > MAX_CELLS {
             return None;
         }
-        let qualifiers = at;
-        for _ in 0..columns {
-            let len = usize::try_from(varint(value, &mut at)?).ok()?;
-            at = at.checked_add(len).filter(|end| *end <= value.len())?;
-        }
+        let qualifiers = Qualifiers::read(value, &mut at, columns, value[0])?;
         let counts = Run::read(value, &mut at, columns)?;
         let firsts = Run::read(value, &mut at, columns)?;
         let gaps = Run::read(value, &mut at, n - columns)?;
@@ -299,6 +309,7 @@ fn decode_value(
     index: u32,
     value: &[u8],
     cells: &mut Vec<CellPos>,
+    scratch: &mut Vec<u8>,
     wanted: &Wanted,
 ) -> Option<()> {
     let Wanted {
@@ -309,7 +320,7 @@ fn decode_value(
     let Header {
         columns,
         n,
-        qualifiers: mut next_qualifier,
+        mut qualifiers,
         counts,
         firsts,
         gaps,
@@ -326,17 +337,18 @@ fn decode_value(
     cells.reserve(n);
     let (mut cell, mut gap) = (0usize, 0usize);
     for column in 0..columns {
-        let len = varint(value, &mut next_qualifier)? as usize;
-        let qualifier = place(next_qualifier, next_qualifier + len)?;
-        let wanted = values.is_none_or(|v| {
-            let name = value
-                .get(next_qualifier..next_qualifier + len)
-                .unwrap_or_default();
-            v.binary_search_by(|q| q.as_slice().cmp(name)).is_ok()
-        });
-        let read = matches!(columns_read, QualifierFilter::All)
-            || columns_read.matches(value.get(next_qualifier..next_qualifier + len)?);
-        next_qualifier += len;
+        let (qualifier, name) = match qualifiers.next(value, scratch)? {
+            Lies::Value(range) => (place(range.start, range.end)?, &value[range]),
+            Lies::Built(range) => (
+                Place::Scratch {
+                    start: u32::try_from(range.start).ok()?,
+                    end: u32::try_from(range.end).ok()?,
+                },
+                &scratch[range],
+            ),
+        };
+        let wanted = values.is_none_or(|v| v.binary_search_by(|q| q.as_slice().cmp(name)).is_ok());
+        let read = matches!(columns_read, QualifierFilter::All) || columns_read.matches(name);
         let count = usize::try_from(counts.get(column)).ok()?;
         if count == 0 || count > n - cell {
             return None;
@@ -414,11 +426,13 @@ pub(crate) fn cells_of(key: &[u8], value: &[u8]) -> Result<Cells> {
 #[cfg(test)]
 fn any_cells(count: std::ops::Range<usize>) -> impl proptest::strategy::Strategy<Value = Cells> {
     use proptest::prelude::*;
+    // Any bytes, or numbers (which rows may store numbered).
+    let qualifier = prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..6),
+        "-?[0-9]{1,3}(\\.[0-9])?".prop_map(String::into_bytes),
+    ];
     prop::collection::btree_map(
-        (
-            prop::collection::vec(any::<u8>(), 0..6),
-            (0i64..i64::MAX).prop_map(Reverse),
-        ),
+        (qualifier, (0i64..i64::MAX).prop_map(Reverse)),
         prop::collection::vec(any::<u8>(), 0..20),
         count,
     )
@@ -577,6 +591,41 @@ mod tests {
         // 240 values of 10 bits, 300 bytes; qualifiers, headers and runs
         // that repeat take the rest.
         assert!(value.len() <= 420, "{} bytes", value.len());
+        assert_eq!(cells_of(&codec::escape(b"r"), &value).unwrap(), cells);
+    }
+
+    #[test]
+    fn a_bucket_of_new_columns_takes_the_bits_of_its_measurements() {
+        // One balloon-hour of one measure, a column per minute (`00` to
+        // `59`) stamped with its minute.
+        let mut cells = Cells::new();
+        for minute in 0..60i64 {
+            let x = (minute * 7919) % 1000;
+            let value = (90_000.0 + x as f64 / 10.0).to_be_bytes().to_vec();
+            let ts = 1_767_225_600_000_000 + minute * 60_000_000;
+            cells.insert((format!("{minute:02}").into_bytes(), Reverse(ts)), value);
+        }
+        let value = encode(b"r", "f", &cells).unwrap().unwrap();
+        // 60 values of 10 bits in one segment, 75 bytes; the qualifiers
+        // (12 bytes), the columns' times (a linear run's 14) and the other
+        // runs take headers.
+        assert!(value.len() <= 135, "{} bytes", value.len());
+        assert_eq!(cells_of(&codec::escape(b"r"), &value).unwrap(), cells);
+    }
+
+    #[test]
+    fn version_2_values_still_read() {
+        // A version 2 value is a version 3 one with its qualifiers listed
+        // and no kind byte (and no linear run: these cells have none).
+        let mut cells = Cells::new();
+        for (i, q) in ["altitude", "humidity", "pressure"].iter().enumerate() {
+            let value = (1000.0 + i as f64 / 4.0).to_be_bytes().to_vec();
+            cells.insert((q.as_bytes().to_vec(), Reverse(1_000_000)), value);
+        }
+        let mut value = encode(b"r", "f", &cells).unwrap().unwrap();
+        assert_eq!((value[0], value[11]), (3, 0), "version 3, listed");
+        value.remove(11);
+        value[0] = 2;
         assert_eq!(cells_of(&codec::escape(b"r"), &value).unwrap(), cells);
     }
 

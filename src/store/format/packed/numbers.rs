@@ -4,9 +4,10 @@
 
 use std::ops::Range;
 
+use super::qualifiers::{Lies, Qualifiers};
 use super::runs::Run;
 use super::values::Segments;
-use super::{MAX_CELLS, VERSION, corrupt, varint};
+use super::{MAX_CELLS, columnar, corrupt, varint};
 use crate::error::Result;
 use crate::store::format::NumberRow;
 
@@ -29,8 +30,8 @@ pub(crate) struct Selection<'a> {
 /// end.
 #[derive(Default)]
 pub(crate) struct Shape {
-    /// The bytes after the newest timestamp up to the timestamps' run;
-    /// empty before the first parse.
+    /// The value's version, then its bytes after the newest timestamp up
+    /// to the timestamps' run; empty before the first parse.
     bytes: Vec<u8>,
     n: usize,
     columns: Vec<ColumnShape>,
@@ -45,7 +46,7 @@ struct ColumnShape {
 }
 
 impl Shape {
-    /// Parses `value`'s shape (a version 2 value's), deciding each column
+    /// Parses `value`'s shape (a version 2 or 3 value's), deciding each column
     /// as `wanted` and `selection` say; `None` when it is malformed (the
     /// shape then fits no value: its bytes are empty).
     fn parse(
@@ -62,17 +63,16 @@ impl Shape {
         if columns == 0 || columns > n || n > MAX_CELLS {
             return None;
         }
-        let mut qualifiers = Vec::with_capacity(columns);
-        for _ in 0..columns {
-            let len = usize::try_from(varint(value, &mut at)?).ok()?;
-            let end = at.checked_add(len).filter(|end| *end <= value.len())?;
-            qualifiers.push(at..end);
-            at = end;
-        }
+        let mut qualifiers = Qualifiers::read(value, &mut at, columns, value[0])?;
         let counts = Run::read(value, &mut at, columns)?;
         let mut cells = 0usize;
-        for (column, range) in qualifiers.into_iter().enumerate() {
-            let qualifier = &value[range];
+        let mut built = Vec::new();
+        for column in 0..columns {
+            built.clear();
+            let qualifier = match qualifiers.next(value, &mut built)? {
+                Lies::Value(range) => &value[range],
+                Lies::Built(range) => &built[range],
+            };
             let count = usize::try_from(counts.get(column)).ok()?;
             if count == 0 || count > n - cells {
                 return None;
@@ -91,13 +91,16 @@ impl Shape {
             return None;
         }
         self.n = n;
+        self.bytes.push(value[0]);
         self.bytes.extend_from_slice(&value[9..at]);
         Some(())
     }
 
     /// Whether `value` has this shape.
     fn fits(&self, value: &[u8]) -> bool {
-        !self.bytes.is_empty() && value.get(9..9 + self.bytes.len()) == Some(self.bytes.as_slice())
+        self.bytes.split_first().is_some_and(|(version, bytes)| {
+            value.first() == Some(version) && value.get(9..9 + bytes.len()) == Some(bytes)
+        })
     }
 }
 
@@ -116,7 +119,7 @@ pub(crate) fn decode_numbers(
     out: &mut NumberRow,
     shape: &mut Shape,
 ) -> Result<Option<bool>> {
-    if value.len() < 9 || value[0] != VERSION {
+    if value.len() < 9 || !columnar(value.first()) {
         return if value.first() == Some(&1) && value.len() >= 9 {
             Ok(None)
         } else {
@@ -166,7 +169,7 @@ fn decode(
     shape: &Shape,
 ) -> Option<bool> {
     let (n, columns) = (shape.n, shape.columns.len());
-    let mut at = 9 + shape.bytes.len();
+    let mut at = 8 + shape.bytes.len();
     let firsts = Run::read(value, &mut at, columns)?;
     let gaps = Run::read(value, &mut at, n - columns)?;
     let lengths = Run::read(value, &mut at, n)?;
@@ -229,6 +232,12 @@ mod tests {
     use proptest::prelude::*;
     use std::cmp::Reverse;
 
+    /// Column `q`'s qualifier: `q0` to `q5`, which rows of four or more
+    /// columns store numbered.
+    fn qualifier(q: u8) -> Vec<u8> {
+        format!("q{q}").into_bytes()
+    }
+
     proptest! {
         /// The runs hold exactly the cells a read selects, their values
         /// read as words, whatever GC, time range, cells per column and
@@ -259,7 +268,7 @@ mod tests {
                             2 if i == count / 2 => b"odd".to_vec(),
                             _ => seed.wrapping_mul(i as i64).to_be_bytes().to_vec(),
                         };
-                        cells.insert((vec![b'q', q], Reverse(i as i64 * spacing)), value);
+                        cells.insert((qualifier(q), Reverse(i as i64 * spacing)), value);
                     }
                 }
                 cells
@@ -293,13 +302,13 @@ mod tests {
             }
             if let Some(read) = &read {
                 filter = filter.qualifiers(QualifierFilter::Set(
-                    read.iter().map(|q| vec![b'q', *q]).collect(),
+                    read.iter().map(|q| qualifier(*q)).collect(),
                 ));
             }
             // Wanted columns are among those read (as a numbers read asks).
             let mut names: Vec<Vec<u8>> = wanted
                 .iter()
-                .map(|q| vec![b'q', *q])
+                .map(|q| qualifier(*q))
                 .filter(|q| filter.qualifiers.matches(q))
                 .collect();
             names.sort();

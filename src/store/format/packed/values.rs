@@ -38,9 +38,15 @@ const POW10: [f64; 16] = [
 ];
 
 /// A segment closes at the end of a column once it holds this many cells,
-/// so that one-cell columns (a tall row's fields, a bucket's new column per
-/// event) share a segment while long columns get one each.
+/// so that one-cell columns (a tall row's fields) share a segment while
+/// long columns get one each.
 pub(super) const SEGMENT_CELLS: usize = 16;
+
+/// A segment of one-cell columns holding 8-byte values (a time bucket's
+/// new column per event, all of one measure) closes only at this many:
+/// one header for a bucket's values instead of one per 16, worth more
+/// than the bit or so a wider spread may cost each value.
+pub(super) const SINGLE_CELLS: usize = 256;
 
 /// The number `v` is `number / 10^e` of, if exactly so.
 fn scaled(v: f64, e: usize) -> Option<i64> {

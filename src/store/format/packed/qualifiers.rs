@@ -1,0 +1,394 @@
+//! A packed row's qualifiers (version 3): listed, or numbered when they
+//! are one prefix and a decimal number each.
+//!
+//! ```text
+//! qualifiers = u8 kind
+//!   kind 0, listed:   per column, ascending: varint length, the bytes
+//!   kind 1, numbered: varint prefix length, the prefix;
+//!                     run of C widths: the number's digits before any point
+//!                     run of C widths: its digits after the point (0: none)
+//!                     run of C numbers: the digits read as one integer,
+//!                     negative after a '-'
+//! ```
+//!
+//! Time buckets with a new column per event name columns by the event's
+//! minute (`00` to `59`) or a measurement (`90012.5`), and the guide's
+//! smart meters by the quarter hour (`0000` to `2345`): numbered, a
+//! bucket's qualifiers take a few run headers where listed they take three
+//! or more bytes a column. The writer numbers qualifiers only when every
+//! one reads back byte for byte (no `-0`, no `+`, at most 18 digits) and
+//! the numbers take less room; anything else is listed.
+
+use std::ops::Range;
+
+use super::MAX_PACKED_LEN;
+use super::runs::{Plan, Run, put_varint, varint, varint_len};
+
+const LISTED: u8 = 0;
+const NUMBERED: u8 = 1;
+
+/// Most digits a numbered qualifier's number holds (below 10^18 fits
+/// an `i64`).
+const MAX_DIGITS: usize = 18;
+
+/// A qualifier after the common prefix, as a number: (digits before the
+/// point, digits after it, the digits as one signed integer).
+fn number(text: &[u8]) -> Option<(i64, i64, i64)> {
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    let (whole, fraction) = match digits.iter().position(|&b| b == b'.') {
+        Some(point) => (&digits[..point], &digits[point + 1..]),
+        None => (digits, &digits[..0]),
+    };
+    let has_point = whole.len() < digits.len();
+    if whole.is_empty()
+        || (has_point && fraction.is_empty())
+        || whole.len() + fraction.len() > MAX_DIGITS
+    {
+        return None;
+    }
+    let mut n = 0i64;
+    for &b in whole.iter().chain(fraction) {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + i64::from(b - b'0');
+    }
+    if negative {
+        // "-0" would read back as "0".
+        if n == 0 {
+            return None;
+        }
+        n = -n;
+    }
+    Some((whole.len() as i64, fraction.len() as i64, n))
+}
+
+/// Appends the text of a number with `whole` digits before the point and
+/// `fraction` after it; `None` when it has more digits than that or the
+/// widths are out of bounds.
+fn put_number(whole: i64, fraction: i64, n: i64, out: &mut Vec<u8>) -> Option<()> {
+    let whole = usize::try_from(whole).ok().filter(|w| *w >= 1)?;
+    let fraction = usize::try_from(fraction).ok()?;
+    let digits = whole + fraction;
+    if digits > MAX_DIGITS || n == i64::MIN {
+        return None;
+    }
+    if n < 0 {
+        out.push(b'-');
+    }
+    let mut magnitude = n.unsigned_abs();
+    let start = out.len();
+    out.resize(start + digits, b'0');
+    for i in (0..digits).rev() {
+        out[start + i] = b'0' + (magnitude % 10) as u8;
+        magnitude /= 10;
+    }
+    if magnitude != 0 {
+        return None;
+    }
+    if fraction > 0 {
+        out.insert(start + whole, b'.');
+    }
+    Some(())
+}
+
+/// Appends a row's qualifiers (ascending, one per column), numbered when
+/// that reads back exactly and takes less room than listing them.
+pub(super) fn write<'q>(qualifiers: impl Iterator<Item = &'q [u8]> + Clone, out: &mut Vec<u8>) {
+    let listed: usize = qualifiers
+        .clone()
+        .map(|q| varint_len(q.len() as u64) + q.len())
+        .sum();
+    if let Some(numbered) = numbered(qualifiers.clone())
+        && numbered.size < listed
+    {
+        out.push(NUMBERED);
+        put_varint(out, numbered.prefix.len() as u64);
+        out.extend_from_slice(numbered.prefix);
+        for (plan, run) in [
+            (numbered.plans[0], &numbered.wholes),
+            (numbered.plans[1], &numbered.fractions),
+            (numbered.plans[2], &numbered.numbers),
+        ] {
+            plan.write(run, out);
+        }
+        return;
+    }
+    out.push(LISTED);
+    for q in qualifiers {
+        put_varint(out, q.len() as u64);
+        out.extend_from_slice(q);
+    }
+}
+
+/// Qualifiers as numbers, ready to write.
+struct Numbered<'q> {
+    prefix: &'q [u8],
+    wholes: Vec<i64>,
+    fractions: Vec<i64>,
+    numbers: Vec<i64>,
+    plans: [Plan; 3],
+    /// Bytes written, the kind aside.
+    size: usize,
+}
+
+/// The qualifiers as a common prefix and numbers, if each reads back
+/// exactly that way.
+fn numbered<'q>(mut qualifiers: impl Iterator<Item = &'q [u8]> + Clone) -> Option<Numbered<'q>> {
+    let first = qualifiers.next()?;
+    let last = qualifiers.clone().last()?;
+    let common = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+    // Sorted, so the first and last share what all share. The prefix
+    // stops before a run of digits (and a sign or point) it would cut.
+    let common = first[..common]
+        .iter()
+        .rposition(|b| !(b.is_ascii_digit() || *b == b'-' || *b == b'.'))
+        .map_or(0, |p| p + 1);
+    let prefix = &first[..common];
+    let mut out = Numbered {
+        prefix,
+        wholes: Vec::new(),
+        fractions: Vec::new(),
+        numbers: Vec::new(),
+        plans: [Plan::of(&[]); 3],
+        size: 0,
+    };
+    let mut text = Vec::new();
+    for q in std::iter::once(first).chain(qualifiers) {
+        if !q.starts_with(prefix) {
+            return None;
+        }
+        let (whole, fraction, n) = number(&q[common..])?;
+        // Read back: leading zeros and the like are in the widths.
+        text.clear();
+        put_number(whole, fraction, n, &mut text)?;
+        if text != q[common..] {
+            return None;
+        }
+        out.wholes.push(whole);
+        out.fractions.push(fraction);
+        out.numbers.push(n);
+    }
+    out.plans = [
+        Plan::of_row(&out.wholes),
+        Plan::of_row(&out.fractions),
+        Plan::of_row(&out.numbers),
+    ];
+    let c = out.numbers.len();
+    out.size = varint_len(prefix.len() as u64)
+        + prefix.len()
+        + out.plans.iter().map(|p| p.size(c)).sum::<usize>();
+    Some(out)
+}
+
+/// A row's qualifiers being read, one column at a time.
+pub(super) enum Qualifiers<'a> {
+    /// Listed: the next one's length is at this offset of the value.
+    Listed(usize),
+    Numbered {
+        prefix: &'a [u8],
+        wholes: Run<'a>,
+        fractions: Run<'a>,
+        numbers: Run<'a>,
+        next: usize,
+    },
+}
+
+/// Where a qualifier read lies.
+pub(super) enum Lies {
+    /// In the packed value.
+    Value(Range<usize>),
+    /// Built into the buffer [`Qualifiers::next`] was given.
+    Built(Range<usize>),
+}
+
+impl<'a> Qualifiers<'a> {
+    /// Reads the qualifiers of `columns` columns at `*at` (where a
+    /// version 2 value lists them, a version 3 value says how), advancing
+    /// past them; `None` when malformed.
+    pub fn read(value: &'a [u8], at: &mut usize, columns: usize, version: u8) -> Option<Self> {
+        let kind = if version == 2 {
+            LISTED
+        } else {
+            let kind = *value.get(*at)?;
+            *at += 1;
+            kind
+        };
+        match kind {
+            LISTED => {
+                let start = *at;
+                for _ in 0..columns {
+                    let len = usize::try_from(varint(value, at)?).ok()?;
+                    *at = at.checked_add(len).filter(|end| *end <= value.len())?;
+                }
+                Some(Qualifiers::Listed(start))
+            }
+            NUMBERED => {
+                let len = usize::try_from(varint(value, at)?).ok()?;
+                let end = at.checked_add(len)?;
+                let prefix = value.get(*at..end)?;
+                // The qualifiers built may not outgrow what a row holds.
+                if prefix.len().checked_mul(columns)? > MAX_PACKED_LEN {
+                    return None;
+                }
+                *at = end;
+                Some(Qualifiers::Numbered {
+                    prefix,
+                    wholes: Run::read(value, at, columns)?,
+                    fractions: Run::read(value, at, columns)?,
+                    numbers: Run::read(value, at, columns)?,
+                    next: 0,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The next column's qualifier: where it lies in `value` (the value
+    /// it was read from), or built at the end of `built`; `None` when
+    /// malformed. Call it once per column.
+    #[inline]
+    pub fn next(&mut self, value: &[u8], built: &mut Vec<u8>) -> Option<Lies> {
+        match self {
+            Qualifiers::Listed(at) => {
+                let len = usize::try_from(varint(value, at)?).ok()?;
+                let start = *at;
+                *at = at.checked_add(len).filter(|end| *end <= value.len())?;
+                Some(Lies::Value(start..*at))
+            }
+            Qualifiers::Numbered {
+                prefix,
+                wholes,
+                fractions,
+                numbers,
+                next,
+            } => {
+                let i = *next;
+                *next += 1;
+                let start = built.len();
+                built.extend_from_slice(prefix);
+                let written = put_number(wholes.get(i), fractions.get(i), numbers.get(i), built);
+                if written.is_none() {
+                    built.truncate(start);
+                    return None;
+                }
+                Some(Lies::Built(start..built.len()))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(qualifiers: &[&[u8]]) -> (Vec<Vec<u8>>, usize) {
+        let mut out = Vec::new();
+        write(qualifiers.iter().copied(), &mut out);
+        let mut at = 0;
+        let mut read = Qualifiers::read(&out, &mut at, qualifiers.len(), 3).expect("reads back");
+        assert_eq!(at, out.len(), "the section's length is what was written");
+        let mut built = Vec::new();
+        let back = (0..qualifiers.len())
+            .map(
+                |_| match read.next(&out, &mut built).expect("a qualifier") {
+                    Lies::Value(r) => out[r].to_vec(),
+                    Lies::Built(r) => built[r].to_vec(),
+                },
+            )
+            .collect();
+        (back, out.len())
+    }
+
+    fn texts(qualifiers: &[String]) -> Vec<&[u8]> {
+        qualifiers.iter().map(|q| q.as_bytes()).collect()
+    }
+
+    #[test]
+    fn minutes_and_quarter_hours_take_a_few_bytes() {
+        let minutes: Vec<String> = (0..60).map(|m| format!("{m:02}")).collect();
+        let (back, size) = round_trip(&texts(&minutes));
+        assert_eq!(back, texts(&minutes));
+        assert!(size <= 12, "{size} bytes for 60 minutes");
+        let quarters: Vec<String> = (0..96)
+            .map(|q| format!("{:02}{:02}", q / 4, q % 4 * 15))
+            .collect();
+        let (back, size) = round_trip(&texts(&quarters));
+        assert_eq!(back, texts(&quarters));
+        // Hours and quarters: a 7-bit residue each, against 5 bytes listed.
+        assert!(size <= 100, "{size} bytes for 96 quarter hours");
+        let named: Vec<String> = (0..20).map(|i| format!("pressure#{i:03}")).collect();
+        let (back, size) = round_trip(&texts(&named));
+        assert_eq!(back, texts(&named));
+        assert!(size < 30, "{size} bytes for a prefix and 20 numbers");
+    }
+
+    #[test]
+    fn what_does_not_read_back_is_listed() {
+        for qualifiers in [
+            &[b"-0".as_slice(), b"1"][..],
+            &[b"+1", b"+2", b"+3"],
+            &[b"1.", b"2.", b"3."],
+            &[b".5", b".6", b".7"],
+            &[b"1e5", b"2e5", b"3e5"],
+            &[b"1234567890123456789", b"2234567890123456789"],
+            &[b"a", b"b", b"c"],
+            &[b"", b"1", b"2"],
+        ] {
+            let (back, size) = round_trip(qualifiers);
+            assert_eq!(back, qualifiers, "{qualifiers:?}");
+            let listed: usize = 1 + qualifiers.iter().map(|q| 1 + q.len()).sum::<usize>();
+            assert_eq!(size, listed, "{qualifiers:?} are listed");
+        }
+    }
+
+    #[test]
+    fn measurements_as_qualifiers_read_back() {
+        let mut values = vec![
+            "-40.25", "-3.5", "-3", "0", "0.007", "1013.25", "90012.5", "99", "007",
+        ];
+        values.sort();
+        let qualifiers: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+        assert_eq!(round_trip(&qualifiers).0, qualifiers);
+    }
+
+    proptest! {
+        #[test]
+        fn any_qualifiers_read_back(mut qualifiers in prop::collection::btree_set(
+            prop_oneof![
+                "[0-9]{1,4}",
+                "-?[0-9]{1,3}(\\.[0-9]{1,3})?",
+                "p#[0-9]{2}",
+                prop::collection::vec(any::<u8>(), 0..4)
+                    .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+            ],
+            1..40,
+        ).prop_map(|s| s.into_iter().collect::<Vec<String>>())) {
+            qualifiers.sort();
+            let qualifiers = texts(&qualifiers);
+            prop_assert_eq!(round_trip(&qualifiers).0, qualifiers);
+        }
+
+        #[test]
+        fn damaged_sections_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..40),
+                                        columns in 0usize..20) {
+            let mut bytes = bytes;
+            if let Some(b) = bytes.first_mut() {
+                *b %= 3;
+            }
+            let mut at = 0;
+            if let Some(mut read) = Qualifiers::read(&bytes, &mut at, columns, 3) {
+                let mut built = Vec::new();
+                for _ in 0..columns {
+                    if read.next(&bytes, &mut built).is_none() {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
