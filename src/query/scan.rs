@@ -261,9 +261,10 @@ fn map_keys_read(
 
 /// Tables with fewer pairs than this and fewer bytes on disk than
 /// [`SPLIT_MIN_BYTES`] are read by one partition per range. Bytes count
-/// too because a PACKED pair may hold thousands of cells.
+/// too because a PACKED pair may hold thousands of cells: a mebibyte of
+/// time buckets holds about 400 K of them, a few milliseconds' decoding.
 const SPLIT_MIN_CELLS: u64 = 200_000;
-const SPLIT_MIN_BYTES: u64 = 4 << 20;
+const SPLIT_MIN_BYTES: u64 = 1 << 20;
 /// A range of fewer rows than this is read by one partition: handing
 /// rows between threads would cost more than reading them (one series'
 /// hour or day).

@@ -74,6 +74,12 @@ enum Place {
         start: u32,
         end: u32,
     },
+    /// A qualifier built from a PACKED row's numbered qualifiers, in the
+    /// buffer's [`packed::Names`].
+    Name {
+        start: u32,
+        end: u32,
+    },
     /// Decoded 8 bytes, held in the cell itself.
     Inline([u8; 8]),
 }
@@ -115,6 +121,9 @@ pub(crate) struct RowBuf {
     pub cells: Vec<CellPos>,
     pub scratch: Vec<u8>,
     pub key: Vec<u8>,
+    /// Qualifiers built from numbered qualifiers, kept from row to row:
+    /// the rows of a table mostly share them.
+    pub names: packed::Names,
 }
 
 impl RowBuf {
@@ -123,6 +132,8 @@ impl RowBuf {
         self.cells.clear();
         self.scratch.clear();
         self.key.clear();
+        // Between rows, where no cell points into them.
+        self.names.trim();
     }
 
     /// Appends a cell whose bytes are copied in (for a backend that does
@@ -175,6 +186,7 @@ impl RowBuf {
             Place::Key { pair, start, end } => &self.pairs[*pair as usize].0[span(*start, *end)],
             Place::Value { pair, start, end } => &self.pairs[*pair as usize].1[span(*start, *end)],
             Place::Scratch { start, end } => &self.scratch[span(*start, *end)],
+            Place::Name { start, end } => self.names.bytes(span(*start, *end)),
             Place::Inline(bytes) => bytes,
         }
     }

@@ -32,6 +32,7 @@ mod v1;
 mod values;
 
 pub(crate) use numbers::{Selection, Shape, decode_numbers};
+pub(crate) use qualifiers::Names;
 
 use super::{CellPos, Place, QualifierFilter, RowBuf};
 use crate::codec::{self, show_bytes};
@@ -228,7 +229,7 @@ pub(crate) fn decode(
     let RowBuf {
         pairs,
         cells,
-        scratch,
+        names,
         ..
     } = buf;
     let wanted = Wanted {
@@ -241,7 +242,7 @@ pub(crate) fn decode(
         let decoded = match value.first() {
             _ if value.len() < 9 => None,
             Some(1) => v1::decode(family, index, value, cells),
-            v if columnar(v) => decode_value(family, index, value, cells, scratch, &wanted),
+            v if columnar(v) => decode_value(family, index, value, cells, names, &wanted),
             _ => None,
         };
         if decoded.is_none() {
@@ -309,7 +310,7 @@ fn decode_value(
     index: u32,
     value: &[u8],
     cells: &mut Vec<CellPos>,
-    scratch: &mut Vec<u8>,
+    names: &mut Names,
     wanted: &Wanted,
 ) -> Option<()> {
     let Wanted {
@@ -335,17 +336,24 @@ fn decode_value(
         })
     };
     cells.reserve(n);
+    let built = match qualifiers {
+        Qualifiers::Numbered { .. } => Some(names.of(value, &mut qualifiers, columns)?),
+        Qualifiers::Listed(_) => None,
+    };
     let (mut cell, mut gap) = (0usize, 0usize);
     for column in 0..columns {
-        let (qualifier, name) = match qualifiers.next(value, scratch)? {
-            Lies::Value(range) => (place(range.start, range.end)?, &value[range]),
-            Lies::Built(range) => (
-                Place::Scratch {
-                    start: u32::try_from(range.start).ok()?,
-                    end: u32::try_from(range.end).ok()?,
-                },
-                &scratch[range],
-            ),
+        let (qualifier, name) = match built {
+            Some(first) => {
+                let (start, end) = names.span(first + column)?;
+                (
+                    Place::Name { start, end },
+                    names.bytes(start as usize..end as usize),
+                )
+            }
+            None => match qualifiers.next(value, &mut Vec::new())? {
+                Lies::Value(range) => (place(range.start, range.end)?, &value[range]),
+                Lies::Built(_) => return None,
+            },
         };
         let wanted = values.is_none_or(|v| v.binary_search_by(|q| q.as_slice().cmp(name)).is_ok());
         let read = matches!(columns_read, QualifierFilter::All) || columns_read.matches(name);
@@ -611,6 +619,45 @@ mod tests {
         // runs take headers.
         assert!(value.len() <= 135, "{} bytes", value.len());
         assert_eq!(cells_of(&codec::escape(b"r"), &value).unwrap(), cells);
+    }
+
+    #[test]
+    fn rows_share_their_numbered_qualifiers() {
+        // One buffer reads row after row, a row of one or two pairs, with
+        // the same numbered qualifiers or others (more kinds than the
+        // buffer keeps built), as a scan does.
+        let row = |prefix: &str, columns: usize, seed: i64| {
+            let mut cells = Cells::new();
+            for c in 0..columns {
+                let q = format!("{prefix}{c:02}").into_bytes();
+                let value = ((seed + c as i64) as f64 / 4.0).to_be_bytes().to_vec();
+                cells.insert((q, Reverse(1_000 + c as i64)), value);
+            }
+            cells
+        };
+        let key = codec::escape(b"r");
+        let mut buf = RowBuf::default();
+        for i in 0..40i64 {
+            let mut rows = vec![row("", 10 + (i % 3) as usize, i)];
+            if i % 4 == 1 {
+                rows.push(row(&format!("p{}#", i % 11), 12, i * 7));
+            }
+            buf.clear();
+            let mut want = Vec::new();
+            for cells in &rows {
+                let value = encode(b"r", "f", cells).unwrap().unwrap();
+                assert_eq!(value[11], 1, "numbered");
+                buf.pairs.push((key.clone().into(), value.into()));
+                want.extend(cells.iter().map(|((q, t), v)| (q.clone(), t.0, v.clone())));
+            }
+            decode(0, &mut buf, 0, None, &QualifierFilter::All, None).unwrap();
+            let got: Vec<_> = buf
+                .view()
+                .cells()
+                .map(|c| (c.qualifier.to_vec(), c.timestamp, c.value.to_vec()))
+                .collect();
+            assert_eq!(got, want, "row {i}");
+        }
     }
 
     #[test]

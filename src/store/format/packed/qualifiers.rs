@@ -189,6 +189,8 @@ pub(super) enum Qualifiers<'a> {
     /// Listed: the next one's length is at this offset of the value.
     Listed(usize),
     Numbered {
+        /// The whole numbered section, after its kind.
+        section: &'a [u8],
         prefix: &'a [u8],
         wholes: Run<'a>,
         fractions: Run<'a>,
@@ -227,6 +229,7 @@ impl<'a> Qualifiers<'a> {
                 Some(Qualifiers::Listed(start))
             }
             NUMBERED => {
+                let start = *at;
                 let len = usize::try_from(varint(value, at)?).ok()?;
                 let end = at.checked_add(len)?;
                 let prefix = value.get(*at..end)?;
@@ -235,11 +238,15 @@ impl<'a> Qualifiers<'a> {
                     return None;
                 }
                 *at = end;
+                let wholes = Run::read(value, at, columns)?;
+                let fractions = Run::read(value, at, columns)?;
+                let numbers = Run::read(value, at, columns)?;
                 Some(Qualifiers::Numbered {
+                    section: &value[start..*at],
                     prefix,
-                    wholes: Run::read(value, at, columns)?,
-                    fractions: Run::read(value, at, columns)?,
-                    numbers: Run::read(value, at, columns)?,
+                    wholes,
+                    fractions,
+                    numbers,
                     next: 0,
                 })
             }
@@ -265,6 +272,7 @@ impl<'a> Qualifiers<'a> {
                 fractions,
                 numbers,
                 next,
+                ..
             } => {
                 let i = *next;
                 *next += 1;
@@ -278,6 +286,83 @@ impl<'a> Qualifiers<'a> {
                 Some(Lies::Built(start..built.len()))
             }
         }
+    }
+}
+
+/// Qualifiers built from numbered sections, kept while rows keep coming
+/// with the same sections (a time bucket table's rows all have the minutes
+/// `00` to `59`): a row whose section was seen finds its qualifiers built,
+/// where building them costs a number's formatting a column.
+#[derive(Default)]
+pub(crate) struct Names {
+    /// Each section seen, with the spans of its columns' qualifiers in
+    /// `spans`.
+    sections: Vec<(Vec<u8>, Range<usize>)>,
+    spans: Vec<(u32, u32)>,
+    bytes: Vec<u8>,
+}
+
+/// How much [`Names`] holds before it is emptied between rows.
+const NAMES_KEPT: usize = 1 << 16;
+const SECTIONS_KEPT: usize = 8;
+
+impl Names {
+    /// A qualifier built, by its span.
+    pub fn bytes(&self, span: Range<usize>) -> &[u8] {
+        &self.bytes[span]
+    }
+
+    /// Empties what outgrew its room; only between rows (no cell may
+    /// point into it).
+    pub fn trim(&mut self) {
+        if self.bytes.len() > NAMES_KEPT || self.sections.len() > SECTIONS_KEPT {
+            self.sections.clear();
+            self.spans.clear();
+            self.bytes.clear();
+        }
+    }
+
+    /// Where the spans of `qualifiers`' (numbered, freshly read, of
+    /// `columns` columns from `value`) start ([`Names::span`]): found, or
+    /// built; `None` when they are malformed or too many to point at.
+    pub(super) fn of(
+        &mut self,
+        value: &[u8],
+        qualifiers: &mut Qualifiers<'_>,
+        columns: usize,
+    ) -> Option<usize> {
+        let Qualifiers::Numbered { section, .. } = qualifiers else {
+            return None;
+        };
+        let section = *section;
+        let found = self
+            .sections
+            .iter()
+            .find(|(s, r)| s.as_slice() == section && r.len() == columns);
+        let range = match found {
+            Some((_, range)) => range.clone(),
+            None => {
+                let start = self.spans.len();
+                for _ in 0..columns {
+                    let Lies::Built(span) = qualifiers.next(value, &mut self.bytes)? else {
+                        return None;
+                    };
+                    self.spans.push((
+                        u32::try_from(span.start).ok()?,
+                        u32::try_from(span.end).ok()?,
+                    ));
+                }
+                self.sections
+                    .push((section.to_vec(), start..self.spans.len()));
+                start..self.spans.len()
+            }
+        };
+        Some(range.start)
+    }
+
+    /// Span `i` (of those [`Names::of`] gave the start of).
+    pub fn span(&self, i: usize) -> Option<(u32, u32)> {
+        self.spans.get(i).copied()
     }
 }
 
