@@ -300,6 +300,29 @@ fn fjall_floor(dir: &Path, rows: u64, floor: Floor) -> (f64, u64) {
     (started.elapsed().as_secs_f64(), rows)
 }
 
+/// A table's bytes on disk once they hold still. Right after a
+/// compaction the LSM's levels may read short (one family of four read
+/// as empty once, a run's bytes then 0.59x of the next run's) while new
+/// versions are installed: read until five readings 100 ms apart agree.
+fn settled_disk_space(session: &SqlSession, table: &str) -> u64 {
+    let mut readings: Vec<u64> = Vec::new();
+    for _ in 0..100 {
+        readings.push(session.store().table_disk_space(table).unwrap());
+        if let [.., a, b, c, d, e] = readings[..]
+            && a > 0
+            && [b, c, d, e].iter().all(|x| *x == a)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    readings.dedup();
+    if readings.len() > 1 {
+        eprintln!("  {table}: bytes on disk read {readings:?} before they held still");
+    }
+    readings.last().copied().unwrap_or(0)
+}
+
 /// A tall PACKED table for the load paths (the row key given as `_key`).
 fn load_table(name: &str) -> String {
     format!(
@@ -526,16 +549,7 @@ fn main() {
             session.store().checkpoint().unwrap();
             let took = started.elapsed().as_secs_f64();
             session.store().compact(layout.table).unwrap();
-            // Right after a compaction the LSM's levels may briefly read
-            // empty while its new version is installed.
-            let mut bytes = 0;
-            for _ in 0..50 {
-                bytes = session.store().table_disk_space(layout.table).unwrap();
-                if bytes > 0 {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
+            let bytes = settled_disk_space(&session, layout.table);
             report.ingest(layout.name, Measured::time(took), bytes);
             // fjall's own pass over the layout's pairs, spread over the
             // cores as a scan is: the floor of a full scan.

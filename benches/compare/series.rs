@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use cellar::SqlSession;
 use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
@@ -250,14 +250,7 @@ pub async fn measure_layouts(
         session.store().checkpoint().unwrap();
         let took = started.elapsed().as_secs_f64();
         session.store().compact(&table).unwrap();
-        let mut bytes = 0;
-        for _ in 0..50 {
-            bytes = session.store().table_disk_space(&table).unwrap();
-            if bytes > 0 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let bytes = crate::settled_disk_space(session, &table);
         let mut figures = Figures {
             ingest: Some((took, bytes)),
             ..Figures::default()

@@ -72,28 +72,46 @@ fn number(text: &[u8]) -> Option<(i64, i64, i64)> {
 fn put_number(whole: i64, fraction: i64, n: i64, out: &mut Vec<u8>) -> Option<()> {
     let whole = usize::try_from(whole).ok().filter(|w| *w >= 1)?;
     let fraction = usize::try_from(fraction).ok()?;
-    let digits = whole + fraction;
-    if digits > MAX_DIGITS || n == i64::MIN {
+    if whole + fraction > MAX_DIGITS || n == i64::MIN {
+        return None;
+    }
+    // The digits, zero-padded, written backwards two at a time; then the
+    // whole ones, the point and the fraction's.
+    let mut digits = [b'0'; MAX_DIGITS];
+    let mut at = MAX_DIGITS;
+    let mut magnitude = n.unsigned_abs();
+    while magnitude >= 10 {
+        let pair = (magnitude % 100) as usize * 2;
+        magnitude /= 100;
+        at = at.checked_sub(2)?;
+        digits[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if magnitude > 0 {
+        at = at.checked_sub(1)?;
+        digits[at] = b'0' + magnitude as u8;
+    }
+    let start = MAX_DIGITS - (whole + fraction);
+    // (A pair's leading zero may lie before `start`: only zeros may.)
+    if digits[..start].iter().any(|&d| d != b'0') {
         return None;
     }
     if n < 0 {
         out.push(b'-');
     }
-    let mut magnitude = n.unsigned_abs();
-    let start = out.len();
-    out.resize(start + digits, b'0');
-    for i in (0..digits).rev() {
-        out[start + i] = b'0' + (magnitude % 10) as u8;
-        magnitude /= 10;
-    }
-    if magnitude != 0 {
-        return None;
-    }
+    out.extend_from_slice(&digits[start..start + whole]);
     if fraction > 0 {
-        out.insert(start + whole, b'.');
+        out.push(b'.');
+        out.extend_from_slice(&digits[start + whole..]);
     }
     Some(())
 }
+
+/// `00` to `99`, for writing numbers two digits at a time.
+const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
 
 /// Appends a row's qualifiers (ascending, one per column), numbered when
 /// that reads back exactly and takes less room than listing them.
@@ -295,9 +313,10 @@ impl<'a> Qualifiers<'a> {
 /// where building them costs a number's formatting a column.
 #[derive(Default)]
 pub(crate) struct Names {
-    /// Each section seen, with the spans of its columns' qualifiers in
-    /// `spans`.
-    sections: Vec<(Vec<u8>, Range<usize>)>,
+    /// Each section seen: where its bytes are in `keys`, and the spans of
+    /// its columns' qualifiers in `spans`.
+    sections: Vec<(Range<usize>, Range<usize>)>,
+    keys: Vec<u8>,
     spans: Vec<(u32, u32)>,
     bytes: Vec<u8>,
 }
@@ -315,8 +334,9 @@ impl Names {
     /// Empties what outgrew its room; only between rows (no cell may
     /// point into it).
     pub fn trim(&mut self) {
-        if self.bytes.len() > NAMES_KEPT || self.sections.len() > SECTIONS_KEPT {
+        if self.bytes.len() + self.keys.len() > NAMES_KEPT || self.sections.len() > SECTIONS_KEPT {
             self.sections.clear();
+            self.keys.clear();
             self.spans.clear();
             self.bytes.clear();
         }
@@ -335,10 +355,11 @@ impl Names {
             return None;
         };
         let section = *section;
+        let keys = &self.keys;
         let found = self
             .sections
             .iter()
-            .find(|(s, r)| s.as_slice() == section && r.len() == columns);
+            .find(|(s, r)| r.len() == columns && keys[s.clone()] == *section);
         let range = match found {
             Some((_, range)) => range.clone(),
             None => {
@@ -352,8 +373,10 @@ impl Names {
                         u32::try_from(span.end).ok()?,
                     ));
                 }
+                let key = self.keys.len();
+                self.keys.extend_from_slice(section);
                 self.sections
-                    .push((section.to_vec(), start..self.spans.len()));
+                    .push((key..self.keys.len(), start..self.spans.len()));
                 start..self.spans.len()
             }
         };
@@ -387,6 +410,10 @@ mod tests {
             )
             .collect();
         (back, out.len())
+    }
+
+    fn texts_of(qualifiers: &[&[u8]]) -> Vec<Vec<u8>> {
+        qualifiers.iter().map(|q| q.to_vec()).collect()
     }
 
     fn texts(qualifiers: &[String]) -> Vec<&[u8]> {
@@ -438,7 +465,27 @@ mod tests {
         ];
         values.sort();
         let qualifiers: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
-        assert_eq!(round_trip(&qualifiers).0, qualifiers);
+        let (back, size) = round_trip(&qualifiers);
+        assert_eq!(back, qualifiers);
+        let listed: usize = 1 + qualifiers.iter().map(|q| 1 + q.len()).sum::<usize>();
+        assert!(size < listed, "numbered: {size} bytes, listed {listed}");
+        // The most digits a number holds read back; one more is listed.
+        let mut longest: Vec<&[u8]> = vec![
+            b"-99999999999999999.9",
+            b"0.00000000000000001",
+            b"123456789012345678",
+            b"2",
+        ];
+        let (back, _) = round_trip(&longest);
+        assert_eq!(back, longest);
+        longest.push(b"9999999999999999999");
+        let listed: usize = 1 + longest.iter().map(|q| 1 + q.len()).sum::<usize>();
+        let (back, size) = round_trip(&longest);
+        assert_eq!(
+            (back, size),
+            (texts_of(&longest), listed),
+            "19 digits: listed"
+        );
     }
 
     proptest! {

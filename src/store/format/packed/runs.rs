@@ -293,7 +293,10 @@ impl<'a> Run<'a> {
         };
         let len = n.checked_mul(width as usize)?.div_ceil(8);
         let end = at.checked_add(len)?;
-        let bits = bytes.get(*at..end)?;
+        bytes.get(*at..end)?;
+        // With up to 7 bytes of what follows, so that reading a number
+        // near the run's end takes a whole word too (`get` masks them off).
+        let bits = &bytes[*at..end.saturating_add(7).min(bytes.len())];
         *at = end;
         Some(Run {
             base,
