@@ -26,6 +26,15 @@ fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
     )
 }
 
+/// A qualifier: short bytes, or a number (which PACKED rows of several
+/// such columns store numbered).
+fn qualifier() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        2 => bytes(1),
+        1 => (0..40u8).prop_map(|n| n.to_string().into_bytes()),
+    ]
+}
+
 fn row_key() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(
         prop_oneof![Just(0u8), Just(b'a'), Just(b'b'), Just(0xFFu8)],
@@ -129,7 +138,7 @@ fn filter() -> impl Strategy<Value = Filter> {
             FAMILIES.map(String::from).to_vec(),
             1..=3,
         )),
-        prop::option::of(prop::collection::btree_set(bytes(1), 1..3)),
+        prop::option::of(prop::collection::btree_set(qualifier(), 1..3)),
         prop::option::of(prop_oneof![
             (0..12i64, 0..12i64),
             (0..12i64).prop_map(|s| (s, i64::MAX)),
@@ -140,7 +149,7 @@ fn filter() -> impl Strategy<Value = Filter> {
             1 => Just(None),
             3 => (
                 prop::sample::select(FAMILIES.map(String::from).to_vec()),
-                prop::collection::btree_set(bytes(1), 0..3),
+                prop::collection::btree_set(qualifier(), 0..3),
             )
                 .prop_map(Some),
         ],
@@ -163,6 +172,10 @@ enum Op {
     /// mutation: a history long enough that reads keeping a column's
     /// newest cells seek past the rest.
     History(Vec<u8>, String, Vec<u8>, i64, u8),
+    /// Columns `first..first + n` named by their number (`07`), a cell
+    /// each at one time, in one row mutation: a time bucket's row, whose
+    /// qualifiers a PACKED family stores numbered.
+    Bucket(Vec<u8>, String, u8, u8, i64),
     DeleteCells(Vec<u8>, String, Vec<u8>, i64, i64),
     DeleteFamily(Vec<u8>, String),
     DeleteRow(Vec<u8>),
@@ -195,26 +208,27 @@ enum BatchCell {
 
 fn batch_cell() -> impl Strategy<Value = BatchCell> {
     prop_oneof![
-        5 => (normal_family(), bytes(1), 1..10i64, value()).prop_map(|(f, q, t, v)| BatchCell::Set(f, q, t, v)),
-        1 => (bytes(1), 0..3i64, any::<i8>()).prop_map(|(q, t, v)| BatchCell::Add(q, t, v)),
+        5 => (normal_family(), qualifier(), 1..10i64, value()).prop_map(|(f, q, t, v)| BatchCell::Set(f, q, t, v)),
+        1 => (qualifier(), 0..3i64, any::<i8>()).prop_map(|(q, t, v)| BatchCell::Add(q, t, v)),
     ]
 }
 
 fn set_args() -> impl Strategy<Value = SetArgs> {
-    (row_key(), normal_family(), bytes(1), 1..10i64, value())
+    (row_key(), normal_family(), qualifier(), 1..10i64, value())
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => set_args().prop_map(|(r, f, q, t, v)| Op::Set(r, f, q, t, v)),
-        1 => (row_key(), normal_family(), bytes(1), 0..12i64, 8..30u8).prop_map(|(r, f, q, t, n)| Op::History(r, f, q, t, n)),
-        2 => (row_key(), normal_family(), bytes(1), 0..12i64, 0..12i64).prop_map(|(r, f, q, s, e)| Op::DeleteCells(r, f, q, s.min(e), s.max(e))),
+        1 => (row_key(), normal_family(), qualifier(), 0..12i64, 8..30u8).prop_map(|(r, f, q, t, n)| Op::History(r, f, q, t, n)),
+        1 => (row_key(), normal_family(), 0..30u8, 6..20u8, 0..12i64).prop_map(|(r, f, first, n, t)| Op::Bucket(r, f, first, n, t)),
+        2 => (row_key(), normal_family(), qualifier(), 0..12i64, 0..12i64).prop_map(|(r, f, q, s, e)| Op::DeleteCells(r, f, q, s.min(e), s.max(e))),
         1 => (row_key(), normal_family()).prop_map(|(r, f)| Op::DeleteFamily(r, f)),
         1 => row_key().prop_map(Op::DeleteRow),
-        2 => (row_key(), bytes(1), 0..3i64, any::<i8>()).prop_map(|(r, q, t, v)| Op::Add(r, q, t, v)),
-        1 => (row_key(), bytes(1), any::<i8>()).prop_map(|(r, q, d)| Op::Increment(r, q, d)),
-        1 => (row_key(), bytes(1), bytes(2)).prop_map(|(r, q, s)| Op::Append(r, q, s)),
-        1 => (row_key(), filter(), bytes(1)).prop_map(|(r, f, q)| Op::CheckAndMutate(r, f, q)),
+        2 => (row_key(), qualifier(), 0..3i64, any::<i8>()).prop_map(|(r, q, t, v)| Op::Add(r, q, t, v)),
+        1 => (row_key(), qualifier(), any::<i8>()).prop_map(|(r, q, d)| Op::Increment(r, q, d)),
+        1 => (row_key(), qualifier(), bytes(2)).prop_map(|(r, q, s)| Op::Append(r, q, s)),
+        1 => (row_key(), filter(), qualifier()).prop_map(|(r, f, q)| Op::CheckAndMutate(r, f, q)),
         1 => prop::collection::vec(set_args(), 1..6).prop_map(Op::Bulk),
         2 => (prop::collection::vec((row_key(), prop::collection::vec(batch_cell(), 1..5)), 1..7), any::<bool>())
             .prop_map(|(rows, sorted)| Op::WriteBatch(rows, sorted)),
@@ -416,6 +430,20 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
                     .unwrap();
                 for ts in times {
                     model.set(&r, Model::family(&f), &q, ts, value(ts));
+                }
+            }
+            Op::Bucket(r, f, first, n, ts) => {
+                let columns = (first..first + n).map(|c| (format!("{c:02}").into_bytes(), c));
+                let value = |c: u8| (f64::from(c) / 4.0).to_be_bytes().to_vec();
+                let mutations = columns
+                    .clone()
+                    .map(|(q, c)| Mutation::set_at(&f, q, ts, value(c)))
+                    .collect();
+                store
+                    .mutate_row("t", RowMutation::new(r.clone(), mutations))
+                    .unwrap();
+                for (q, c) in columns {
+                    model.set(&r, Model::family(&f), &q, ts, value(c));
                 }
             }
             Op::DeleteCells(r, f, q, s, e) => {
