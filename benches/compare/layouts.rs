@@ -76,8 +76,10 @@ pub const LAYOUTS: [Layout; 5] = [
                  FAMILY temperature QUALIFIERS TEXT VALUES DOUBLE FORMAT PACKED, \
                  FAMILY humidity QUALIFIERS TEXT VALUES DOUBLE FORMAT PACKED, \
                  FAMILY altitude QUALIFIERS TEXT VALUES DOUBLE FORMAT PACKED)",
-        ingest: "INSERT INTO bucket_columns (_key, pressure, temperature, humidity, altitude) \
-                 SELECT substr(key, 1, length(key) - 2), map([right(key, 2)], [pressure]), map([right(key, 2)], [temperature]), \
+        // Each minute's cells stamped with its minute, as a balloon's
+        // writes a minute apart would be (and as the bucket cells are).
+        ingest: "INSERT INTO bucket_columns (_key, _timestamp, pressure, temperature, humidity, altitude) \
+                 SELECT substr(key, 1, length(key) - 2), ts, map([right(key, 2)], [pressure]), map([right(key, 2)], [temperature]), \
                  map([right(key, 2)], [humidity]), map([right(key, 2)], [altitude]) FROM bench.readings",
     },
 ];

@@ -3,12 +3,13 @@
 //!
 //! ```text
 //! key   = escape(row key)
-//! value = 0x03                              format version
+//! value = 0x04                              format version
 //!         newest timestamp, 8 bytes BE      what the compaction filter judges
 //!         varint column count C, varint cell count N
 //!         the qualifiers, ascending, listed or numbered (qualifiers.rs)
 //!         run of C numbers: each column's cell count
-//!         run of C numbers: each column's newest timestamp
+//!         run of C numbers: how much older than the row's newest
+//!           timestamp each column's newest is
 //!         run of N - C numbers: the other cells' timestamp gaps, newest
 //!           first within each column (the previous timestamp minus this one)
 //!         run of N numbers: each cell's value length
@@ -21,9 +22,10 @@
 //! of fixed-width values likewise, and DOUBLE or BIGINT values with a short
 //! decimal form (measurements) take the bits their spread needs. Writes
 //! rewrite the row's whole pair, so a packed row-family has a size limit of
-//! its own, [`MAX_PACKED_LEN`]. Version 2 values (each qualifier listed,
-//! no kind byte; runs never linear) and version 1 values (v1.rs) are still
-//! read.
+//! its own, [`MAX_PACKED_LEN`]. Version 3 values (each column's newest
+//! timestamp itself, not its age), version 2 values (as 3, each qualifier
+//! listed, no kind byte; runs never linear) and version 1 values (v1.rs)
+//! are still read.
 
 mod numbers;
 mod qualifiers;
@@ -44,11 +46,44 @@ use std::collections::BTreeMap;
 use values::{Piece, SEGMENT_CELLS, SINGLE_CELLS, Segments};
 
 /// The version written.
-const VERSION: u8 = 3;
+const VERSION: u8 = 4;
 
-/// Whether a value's first byte is a version read as columns (2 or 3).
+/// Whether a value's first byte is a version read as columns (2 to 4).
 fn columnar(version: Option<&u8>) -> bool {
-    matches!(version, Some(2 | 3))
+    matches!(version, Some(2..=4))
+}
+
+/// Each column's newest timestamp: stored as itself (versions 2 and 3)
+/// or as its age from the row's newest (version 4: a tall row's columns,
+/// all of one time, take a run header of zeros, not the time's 8 bytes).
+#[derive(Clone, Copy)]
+pub(super) struct Firsts<'a> {
+    run: Run<'a>,
+    /// The row's newest timestamp, when the run holds ages.
+    newest: Option<i64>,
+}
+
+impl<'a> Firsts<'a> {
+    /// Reads the run of `columns` columns at `*at` of `value` (whose
+    /// version and newest timestamp say how it is stored).
+    pub fn read(value: &'a [u8], at: &mut usize, columns: usize) -> Option<Firsts<'a>> {
+        let run = Run::read(value, at, columns)?;
+        let newest = match value.first() {
+            Some(2 | 3) => None,
+            _ => Some(newest(value)?),
+        };
+        Some(Firsts { run, newest })
+    }
+
+    /// Column `column`'s newest timestamp; `None` when it is malformed.
+    #[inline]
+    pub fn get(&self, column: usize) -> Option<i64> {
+        let stored = self.run.get(column);
+        match self.newest {
+            None => Some(stored),
+            Some(newest) => newest.checked_sub(stored).filter(|_| stored >= 0),
+        }
+    }
 }
 
 /// How much a packed row-family may hold: the sum over its cells of
@@ -146,7 +181,7 @@ pub(crate) fn encode_sorted(
                 _ => {
                     starts.push(i);
                     counts.push(1);
-                    firsts.push(ts);
+                    firsts.push(newest - ts);
                 }
             }
             previous = ts;
@@ -259,7 +294,7 @@ struct Header<'a> {
     n: usize,
     qualifiers: Qualifiers<'a>,
     counts: Run<'a>,
-    firsts: Run<'a>,
+    firsts: Firsts<'a>,
     gaps: Run<'a>,
     lengths: Run<'a>,
     segments: Segments<'a>,
@@ -276,7 +311,7 @@ impl<'a> Header<'a> {
         }
         let qualifiers = Qualifiers::read(value, &mut at, columns, value[0])?;
         let counts = Run::read(value, &mut at, columns)?;
-        let firsts = Run::read(value, &mut at, columns)?;
+        let firsts = Firsts::read(value, &mut at, columns)?;
         let gaps = Run::read(value, &mut at, n - columns)?;
         let lengths = Run::read(value, &mut at, n)?;
         Some(Header {
@@ -367,7 +402,7 @@ fn decode_value(
             gap += count - 1;
             continue;
         }
-        let mut timestamp = firsts.get(column);
+        let mut timestamp = firsts.get(column)?;
         if timestamp < 0 {
             return None;
         }
@@ -615,9 +650,9 @@ mod tests {
         }
         let value = encode(b"r", "f", &cells).unwrap().unwrap();
         // 60 values of 10 bits in one segment, 75 bytes; the qualifiers
-        // (12 bytes), the columns' times (a linear run's 14) and the other
-        // runs take headers.
-        assert!(value.len() <= 135, "{} bytes", value.len());
+        // (12 bytes), the columns' times (a linear run of ages, 11) and the
+        // other runs take headers.
+        assert!(value.len() <= 130, "{} bytes", value.len());
         assert_eq!(cells_of(&codec::escape(b"r"), &value).unwrap(), cells);
     }
 
@@ -661,19 +696,48 @@ mod tests {
     }
 
     #[test]
-    fn version_2_values_still_read() {
-        // A version 2 value is a version 3 one with its qualifiers listed
-        // and no kind byte (and no linear run: these cells have none).
+    fn versions_2_and_3_still_read() {
+        // Version 3 is version 4 with each column's newest timestamp
+        // stored as itself; version 2 is version 3 with the qualifiers
+        // listed and no kind byte (and no linear run: these cells have
+        // none).
         let mut cells = Cells::new();
         for (i, q) in ["altitude", "humidity", "pressure"].iter().enumerate() {
             let value = (1000.0 + i as f64 / 4.0).to_be_bytes().to_vec();
-            cells.insert((q.as_bytes().to_vec(), Reverse(1_000_000)), value);
+            let ts = 1_000_000 + (i as i64 % 2) * 60_000_000;
+            cells.insert((q.as_bytes().to_vec(), Reverse(ts)), value);
         }
-        let mut value = encode(b"r", "f", &cells).unwrap().unwrap();
-        assert_eq!((value[0], value[11]), (3, 0), "version 3, listed");
-        value.remove(11);
-        value[0] = 2;
-        assert_eq!(cells_of(&codec::escape(b"r"), &value).unwrap(), cells);
+        let v4 = encode(b"r", "f", &cells).unwrap().unwrap();
+        assert_eq!((v4[0], v4[11]), (4, 0), "version 4, listed");
+        let mut at = 11;
+        Qualifiers::read(&v4, &mut at, 3, 4).unwrap();
+        Run::read(&v4, &mut at, 3).unwrap();
+        let firsts_at = at;
+        Run::read(&v4, &mut at, 3).unwrap();
+        let mut v3 = v4[..firsts_at].to_vec();
+        v3[0] = 3;
+        Plan::write_run(&[1_000_000, 61_000_000, 1_000_000], &mut v3);
+        v3.extend_from_slice(&v4[at..]);
+        let key = codec::escape(b"r");
+        assert_eq!(cells_of(&key, &v3).unwrap(), cells);
+        let mut v2 = v3;
+        v2.remove(11);
+        v2[0] = 2;
+        assert_eq!(cells_of(&key, &v2).unwrap(), cells);
+        // Their numbers read alike too.
+        for value in [&v4, &v2] {
+            let wanted = [(b"humidity".to_vec(), 0)];
+            let selection = Selection {
+                selects: &|_: &[u8]| true,
+                keep: &|times: &[i64]| 0..times.len(),
+                keeps_all: true,
+            };
+            let mut out = crate::store::format::NumberRow::default();
+            out.reset(1);
+            let mut shape = Shape::default();
+            decode_numbers(&key, value, &wanted, &selection, &mut out, &mut shape).unwrap();
+            assert_eq!(out.times_since(0), &[61_000_000], "{}", value[0]);
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::ops::Range;
 use super::qualifiers::{Lies, Qualifiers};
 use super::runs::Run;
 use super::values::Segments;
-use super::{MAX_CELLS, columnar, corrupt, varint};
+use super::{Firsts, MAX_CELLS, columnar, corrupt, varint};
 use crate::error::Result;
 use crate::store::format::NumberRow;
 
@@ -170,7 +170,7 @@ fn decode(
 ) -> Option<bool> {
     let (n, columns) = (shape.n, shape.columns.len());
     let mut at = 8 + shape.bytes.len();
-    let firsts = Run::read(value, &mut at, columns)?;
+    let firsts = Firsts::read(value, &mut at, columns)?;
     let gaps = Run::read(value, &mut at, n - columns)?;
     let lengths = Run::read(value, &mut at, n)?;
     let mut segments = Segments::new(value, at);
@@ -187,7 +187,7 @@ fn decode(
                     gap += count - 1;
                 } else {
                     let start = out.open();
-                    push_times(out, firsts.get(column), &gaps, &mut gap, count)?;
+                    push_times(out, firsts.get(column)?, &gaps, &mut gap, count)?;
                     selected = !(selection.keep)(out.times_since(start)).is_empty();
                     out.discard_times(start);
                 }
@@ -199,7 +199,7 @@ fn decode(
             continue;
         };
         let start = out.open();
-        push_times(out, firsts.get(column), &gaps, &mut gap, count)?;
+        push_times(out, firsts.get(column)?, &gaps, &mut gap, count)?;
         let kept = (selection.keep)(out.times_since(start));
         selected |= !kept.is_empty();
         out.keep_times(start, kept.clone());

@@ -1,4 +1,4 @@
-//! A packed row's qualifiers (version 3): listed, or numbered when they
+//! A packed row's qualifiers (versions 3 and 4): listed, or numbered when they
 //! are one prefix and a decimal number each.
 //!
 //! ```text
@@ -227,7 +227,7 @@ pub(super) enum Lies {
 
 impl<'a> Qualifiers<'a> {
     /// Reads the qualifiers of `columns` columns at `*at` (where a
-    /// version 2 value lists them, a version 3 value says how), advancing
+    /// version 2 value lists them, a later one says how), advancing
     /// past them; `None` when malformed.
     pub fn read(value: &'a [u8], at: &mut usize, columns: usize, version: u8) -> Option<Self> {
         let kind = if version == 2 {
