@@ -316,7 +316,11 @@ fn cut_range(
         return None;
     }
     if store.local().is_none() {
-        return split_at_samples(store, table, range, n);
+        let pieces = split_at_samples(store, table, range.clone(), n);
+        if pieces.is_none() {
+            *counted = count_few_rows(store, table, families, range);
+        }
+        return pieces;
     }
     let small = store.approximate_cells(table).ok()? < SPLIT_MIN_CELLS
         && store.table_disk_space(table).ok()? < SPLIT_MIN_BYTES;
@@ -353,6 +357,33 @@ fn cut_range(
     }
     out.push(RowRange::between(start, range.end.clone()));
     Some(out)
+}
+
+/// The rows of `range`, when fewer than [`SPLIT_MIN_ROWS`]: a backend
+/// without [`FjallStore::probe_rows`](crate::store::FjallStore::probe_rows)
+/// reads up to that many rows' newest cell of the first family. What the
+/// embedded store's probe tells a plan that reads one partition anyway.
+fn count_few_rows(
+    store: &Store,
+    table: &str,
+    families: &[String],
+    range: RowRange,
+) -> Option<usize> {
+    use crate::store::{ReadFilter, ReadRequest, RowSet};
+    let family = families.first()?;
+    let request = ReadRequest::rows(RowSet::range(range))
+        .filter(
+            ReadFilter::all()
+                .families([family.as_str()])
+                .cells_per_column(1),
+        )
+        .limit(SPLIT_MIN_ROWS);
+    let mut rows = store.read_rows(table, request).ok()?;
+    let mut count = 0;
+    while rows.next_view().ok()?.is_some() {
+        count += 1;
+    }
+    (count < SPLIT_MIN_ROWS).then_some(count)
 }
 
 /// Cuts `range` at up to `n - 1` of the keys the backend samples its table
