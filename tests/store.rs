@@ -1002,6 +1002,51 @@ fn a_checkpoint_keeps_everything_across_reopen() {
     store.checkpoint().unwrap();
 }
 
+/// A bulk load goes into fjall's level 1, which is not compressed;
+/// `compact` merges it into the last level, lz4. Rows repeating one long
+/// text shrink several times there, and read back the same.
+#[test]
+fn compact_compresses_a_bulk_load() {
+    use cellar::{BadRows, CellBatch, INGEST_MIN_ROWS};
+    let (_dir, store) = store();
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("m").format(FamilyFormat::Packed)))
+        .unwrap();
+    let text = "the same reading, again and again, ".repeat(4);
+    let mut batch = CellBatch::new();
+    let m = batch.family("m");
+    for i in 0..2 * INGEST_MIN_ROWS {
+        batch.begin_row(format!("k{i:08}").as_bytes());
+        batch.set(m, b"note", 7, text.as_bytes());
+    }
+    let ingested = store.local().unwrap().rows_ingested();
+    assert!(
+        store
+            .write_batch("t", &batch, BadRows::Stop)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        store.local().unwrap().rows_ingested() - ingested,
+        2 * INGEST_MIN_ROWS as u64
+    );
+    let raw = store.table_disk_space("t").unwrap();
+    assert!(raw > (2 * INGEST_MIN_ROWS * text.len()) as u64, "{raw}");
+    store.compact("t").unwrap();
+    let compacted = store.table_disk_space("t").unwrap();
+    assert!(compacted * 4 < raw, "disk use {raw} -> {compacted}");
+    let rows: Vec<_> = store
+        .read_rows("t", ReadRequest::all())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(rows.len(), 2 * INGEST_MIN_ROWS);
+    assert!(
+        rows.iter()
+            .all(|r| r.latest("m", b"note") == Some(text.as_bytes()))
+    );
+}
+
 /// One call's pending writes to a family are never read as another
 /// family's cells: the second family's increment starts from its own
 /// (absent) value, not from the first family's new one.

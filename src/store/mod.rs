@@ -318,6 +318,33 @@ impl std::fmt::Debug for FjallStore {
     }
 }
 
+/// How fjall lays out a new family keyspace's tables (kept with the
+/// keyspace: a store written before keeps its own).
+///
+/// A PACKED family gets 16 KiB data blocks with every key stored whole
+/// (fjall's default: 4 KiB blocks, each key sharing a prefix with the
+/// one before, restarting every 16 keys). Those defaults suit many small
+/// pairs, as CELLS writes them. A PACKED pair is a whole row: with larger
+/// blocks a scan crosses a quarter of the block boundaries and lz4 finds
+/// more to share (7% fewer bytes for tall rows), and a key stored whole
+/// (a restart interval of one) is taken as a slice of its block instead
+/// of being built: 15-20% less time per pair in a scan.
+///
+/// Compression stays fjall's: lz4 from level 2 down. Compressing level 1
+/// as well (where a bulk load's tables go, and where a table too small to
+/// outgrow it stays) cost 30% of the write speed of a large INSERT on two
+/// cores; [`FjallStore::compact`] moves a table to the last level, lz4.
+fn family_keyspace_options(format: FamilyFormat) -> KeyspaceCreateOptions {
+    use fjall::config::{BlockSizePolicy, RestartIntervalPolicy};
+    let options = KeyspaceCreateOptions::default();
+    match format {
+        FamilyFormat::Packed => options
+            .data_block_size_policy(BlockSizePolicy::all(16 * 1024))
+            .data_block_restart_interval_policy(RestartIntervalPolicy::all(1)),
+        FamilyFormat::Cells => options,
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -532,7 +559,7 @@ impl FjallStore {
             Ok(self
                 .inner
                 .db
-                .keyspace(&name, KeyspaceCreateOptions::default)?)
+                .keyspace(&name, || family_keyspace_options(format))?)
         };
         for family in &def.families {
             keyspaces.push(open(family.id, family.format, family)?);
