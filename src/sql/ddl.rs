@@ -132,6 +132,13 @@ pub enum CellarStatement {
     ShowQueries,
     /// SHOW STATS: the session's counters (statements planned).
     ShowStats,
+    /// COMPACT TABLE t (or COMPACT SERIES s): a GC pass over every
+    /// family, then each merged on disk (what GC discards reclaimed, the
+    /// family's tables written compressed).
+    Compact {
+        /// The table (or series).
+        name: String,
+    },
     /// CANCEL QUERY n.
     CancelQuery {
         /// The query's id, as SHOW QUERIES lists it.
@@ -313,6 +320,8 @@ pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
         CellarStatement::ShowQueries
     } else if w.words(&["SHOW", "STATS"]) {
         CellarStatement::ShowStats
+    } else if w.words(&["COMPACT", "TABLE"]) || w.words(&["COMPACT", "SERIES"]) {
+        CellarStatement::Compact { name: w.ident()? }
     } else if w.words(&["CANCEL", "QUERY"]) {
         CellarStatement::CancelQuery { id: w.uint()? }
     } else if is_copy_from(&w) {

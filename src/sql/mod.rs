@@ -374,6 +374,22 @@ impl SqlSession {
                 .map_err(to_df)?;
                 self.ctx.read_batch(message(text))
             }
+            CellarStatement::Compact { name } => {
+                // Reads and rewrites every family: off the async threads.
+                let store = self.store.clone();
+                let text = tokio::task::spawn_blocking(move || {
+                    store.collect_garbage(&name).map(|stats| {
+                        format!(
+                            "compacted table {name} ({} cells reclaimed)",
+                            stats.cells_removed
+                        )
+                    })
+                })
+                .await
+                .map_err(|e| to_df(Error::Internal(format!("COMPACT failed: {e}"))))?
+                .map_err(to_df)?;
+                self.ctx.read_batch(message(text))
+            }
             CellarStatement::CreateTable {
                 name,
                 if_not_exists,
@@ -830,9 +846,11 @@ impl SqlSession {
                     ],
                 )?);
             }
-            CellarStatement::CopyFrom { .. } | CellarStatement::SetSeriesLayout { .. } => {
+            CellarStatement::CopyFrom { .. }
+            | CellarStatement::SetSeriesLayout { .. }
+            | CellarStatement::Compact { .. } => {
                 return Err(to_df(Error::Internal(
-                    "COPY FROM and ALTER SERIES run in SqlSession::sql".into(),
+                    "COPY FROM, ALTER SERIES and COMPACT run in SqlSession::sql".into(),
                 )));
             }
             CellarStatement::CancelQuery { id } => {
