@@ -377,13 +377,17 @@ impl SqlSession {
             CellarStatement::Compact { name } => {
                 // Reads and rewrites every family: off the async threads.
                 let store = self.store.clone();
+                // The GC pass passes over families that keep everything;
+                // the compaction after it merges every family (a family
+                // the pass swept is merged twice: GC then compresses
+                // what the second merge rewrites).
                 let text = tokio::task::spawn_blocking(move || {
-                    store.collect_garbage(&name).map(|stats| {
-                        format!(
-                            "compacted table {name} ({} cells reclaimed)",
-                            stats.cells_removed
-                        )
-                    })
+                    let stats = store.collect_garbage(&name)?;
+                    store.compact(&name)?;
+                    Ok::<_, Error>(format!(
+                        "compacted table {name} ({} cells reclaimed)",
+                        stats.cells_removed
+                    ))
                 })
                 .await
                 .map_err(|e| to_df(Error::Internal(format!("COMPACT failed: {e}"))))?
