@@ -385,8 +385,8 @@ impl SqlSession {
                     let stats = store.collect_garbage(&name)?;
                     store.compact(&name)?;
                     Ok::<_, Error>(format!(
-                        "compacted table {name} ({} cells reclaimed)",
-                        stats.cells_removed
+                        "compacted table {name} ({})",
+                        reclaimed(stats.cells_removed)
                     ))
                 })
                 .await
@@ -746,8 +746,8 @@ impl SqlSession {
                     .collect_family_garbage(&table, &family)
                     .map_err(to_df)?;
                 format!(
-                    "family {family} of {table}: gc {text} ({} cells reclaimed)",
-                    reclaimed.cells_removed
+                    "family {family} of {table}: gc {text} ({})",
+                    self::reclaimed(reclaimed.cells_removed)
                 )
             }
             CellarStatement::SetFormat {
@@ -1208,4 +1208,12 @@ pub(crate) fn affected_rows(batches: &[RecordBatch]) -> u64 {
         })
         .flat_map(|c| c.iter().flatten())
         .sum()
+}
+
+/// "N cells reclaimed", as GC statements report it.
+fn reclaimed(cells: u64) -> String {
+    match cells {
+        1 => "1 cell reclaimed".to_string(),
+        n => format!("{n} cells reclaimed"),
+    }
 }
