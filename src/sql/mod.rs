@@ -377,17 +377,13 @@ impl SqlSession {
             CellarStatement::Compact { name } => {
                 // Reads and rewrites every family: off the async threads.
                 let store = self.store.clone();
-                // The GC pass passes over families that keep everything;
-                // the compaction after it merges every family (a family
-                // the pass swept is merged twice: GC then compresses
-                // what the second merge rewrites).
                 let text = tokio::task::spawn_blocking(move || {
-                    let stats = store.collect_garbage(&name)?;
-                    store.compact(&name)?;
-                    Ok::<_, Error>(format!(
-                        "compacted table {name} ({})",
-                        reclaimed(stats.cells_removed)
-                    ))
+                    store.collect_and_compact(&name).map(|stats| {
+                        format!(
+                            "compacted table {name} ({})",
+                            reclaimed(stats.cells_removed)
+                        )
+                    })
                 })
                 .await
                 .map_err(|e| to_df(Error::Internal(format!("COMPACT failed: {e}"))))?
@@ -742,12 +738,12 @@ impl SqlSession {
                     .map_err(to_df)?;
                 // Cells the new policy discards are reclaimed now, so a
                 // policy loosened later never brings them back.
-                let reclaimed = store
+                let stats = store
                     .collect_family_garbage(&table, &family)
                     .map_err(to_df)?;
                 format!(
                     "family {family} of {table}: gc {text} ({})",
-                    self::reclaimed(reclaimed.cells_removed)
+                    reclaimed(stats.cells_removed)
                 )
             }
             CellarStatement::SetFormat {

@@ -287,6 +287,13 @@ pub trait Backend: Send + Sync + 'static {
     fn collect_family_garbage(&self, table: &str, family: &str) -> Result<GcStats>;
     /// Compacts a table's storage, reclaiming deleted and expired cells.
     fn compact(&self, table: &str) -> Result<()>;
+    /// [`Backend::collect_garbage`], then every family compacted (what
+    /// `COMPACT TABLE` runs). A backend may merge each family once.
+    fn collect_and_compact(&self, table: &str) -> Result<GcStats> {
+        let stats = self.collect_garbage(table)?;
+        self.compact(table)?;
+        Ok(stats)
+    }
     /// Makes every committed write durable.
     fn flush(&self) -> Result<()>;
     /// Leaves storage so that the next open is quick (called at close).
@@ -571,6 +578,10 @@ impl Backend for FjallStore {
 
     fn compact(&self, table: &str) -> Result<()> {
         FjallStore::compact(self, table)
+    }
+
+    fn collect_and_compact(&self, table: &str) -> Result<GcStats> {
+        FjallStore::collect_and_compact(self, table)
     }
 
     fn flush(&self) -> Result<()> {

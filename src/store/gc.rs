@@ -83,23 +83,38 @@ impl FjallStore {
     /// Deletes every cell of `table` that its family's GC policy discards,
     /// then compacts the families so the disk space is returned.
     pub fn collect_garbage(&self, table: &str) -> Result<GcStats> {
-        self.collect(table, None)
+        self.collect(table, None, false)
+    }
+
+    /// [`FjallStore::collect_garbage`] with every family compacted, each
+    /// once: a family the pass sweeps is compacted after its sweep, one
+    /// that keeps everything (which the pass skips) on its own.
+    pub fn collect_and_compact(&self, table: &str) -> Result<GcStats> {
+        self.collect(table, None, true)
     }
 
     /// [`FjallStore::collect_garbage`] for one family.
     pub fn collect_family_garbage(&self, table: &str, family: &str) -> Result<GcStats> {
         self.handle(table)?.def.family(family)?;
-        self.collect(table, Some(family))
+        self.collect(table, Some(family), false)
     }
 
-    fn collect(&self, table: &str, only: Option<&str>) -> Result<GcStats> {
+    /// The GC pass over `only` or every family; with `merge_all`, the
+    /// families without a policy are compacted too.
+    fn collect(&self, table: &str, only: Option<&str>, merge_all: bool) -> Result<GcStats> {
         let handle = self.handle(table)?;
         let mut stats = GcStats::default();
         for (slot, keyspace) in handle.keyspaces.iter().enumerate() {
             let index = handle.family_of(slot);
             let family = &handle.def.families[index];
             let format = handle.formats[slot];
-            if family.gc == GcPolicy::KeepAll || only.is_some_and(|f| f != family.name) {
+            if only.is_some_and(|f| f != family.name) {
+                continue;
+            }
+            if family.gc == GcPolicy::KeepAll {
+                if merge_all {
+                    self.compact_keyspace(keyspace)?;
+                }
                 continue;
             }
             let scan = self.inner.db.snapshot();
