@@ -381,6 +381,10 @@ pub(crate) struct ViewBatchBuilder {
     /// Turn away rows whose key does not fit the key schema (the scan
     /// answers segment filters from its ranges, without re-checking).
     pub drop_misfits: bool,
+    /// The versions view gives a row's timestamps oldest first rather
+    /// than newest first: what a bucketed series read with its buckets
+    /// in ascending time needs for its events to come in time order.
+    pub oldest_first: bool,
 }
 
 impl ViewBatchBuilder {
@@ -507,6 +511,7 @@ impl ViewBatchBuilder {
             errors: Vec::new(),
             runs: Vec::new(),
             drop_misfits: false,
+            oldest_first: false,
             predecoded: None,
             predecoded_key: Vec::new(),
         }
@@ -902,8 +907,7 @@ impl ViewBatchBuilder {
         &mut self,
         d: usize,
         cells: &C,
-        start: usize,
-        len: usize,
+        (start, len, backwards): (usize, usize, bool),
         key: &[u8],
         base: usize,
     ) {
@@ -911,6 +915,14 @@ impl ViewBatchBuilder {
         if !self.declared_needed(d) {
             return;
         }
+        // Output row `base + k` takes cell `at(k)` of the run.
+        let at = |k: usize| {
+            if backwards {
+                start + len - 1 - k
+            } else {
+                start + k
+            }
+        };
         let encoding = self.layout.columns[d].encoding;
         let typed = !self.proto_values.contains_key(&column)
             && encoding == Encoding::Binary
@@ -920,11 +932,11 @@ impl ViewBatchBuilder {
             );
         if !typed {
             for k in 0..len {
-                self.declared_value_at(d, Some(cells.value(start + k)), key, base + k);
+                self.declared_value_at(d, Some(cells.value(at(k))), key, base + k);
             }
             return;
         }
-        let values = (start..start + len).map(|i| cells.value(i));
+        let values = (0..len).map(|k| cells.value(at(k)));
         let bad = match &mut self.builders[column] {
             Some(Appender::Float(b)) => append_run(b, values, f64::from_be_bytes, "float"),
             Some(Appender::Int(b)) => append_run(b, values, i64::from_be_bytes, "integer"),
@@ -932,7 +944,7 @@ impl ViewBatchBuilder {
         };
         self.values_decoded += len;
         for (k, why) in bad {
-            let e = self.bad_value(d, &why, cells.value(start + k), key);
+            let e = self.bad_value(d, &why, cells.value(at(k)), key);
             self.errors.push((base + k, e));
         }
     }
@@ -1072,8 +1084,8 @@ impl ViewBatchBuilder {
                 self.place_cells(row_key, cells.iter().map(Placed::coordinates))?;
             }
             View::Versions { .. } => {
-                // One output row per timestamp, newest first, holding that
-                // timestamp's cells in column order. Each column's cells
+                // One output row per timestamp, newest first (or oldest
+                // first), holding that timestamp's cells in column order. Each column's cells
                 // are newest first already: its run is placed once, and
                 // the runs merge.
                 let runs = self.column_runs(
@@ -1125,7 +1137,8 @@ impl ViewBatchBuilder {
     }
 
     /// The versions view's output rows of one row whose cells come in
-    /// `runs` (a column each: start, end, target).
+    /// `runs` (a column each: start, end, target; newest first), newest
+    /// first or, with `oldest_first`, oldest first.
     fn push_versions<'c, C: CellsAt<'c> + ?Sized>(
         &mut self,
         row_key: &[u8],
@@ -1135,6 +1148,7 @@ impl ViewBatchBuilder {
         runs: &[(usize, usize, Target)],
     ) -> crate::Result<()> {
         let ts_column = self.ts_column.filter(|c| self.needed[*c]);
+        let backwards = self.oldest_first;
         let emit =
             |this: &mut Self, timestamp: i64, group: &mut dyn Iterator<Item = (usize, Target)>| {
                 this.start_row(key, segments);
@@ -1153,6 +1167,8 @@ impl ViewBatchBuilder {
             return Ok(());
         };
         let len = first_end - first;
+        // The `k`th version of the output within a run of `len` cells.
+        let nth = |k: usize| if backwards { len - 1 - k } else { k };
         let aligned = runs.iter().all(|&(s, e, _)| {
             e - s == len && (0..len).all(|k| cells.timestamp(s + k) == cells.timestamp(first + k))
         });
@@ -1166,7 +1182,7 @@ impl ViewBatchBuilder {
             }
             if let Some(c) = ts_column {
                 for k in 0..len {
-                    self.put(c, Some(Datum::Time(cells.timestamp(first + k))));
+                    self.put(c, Some(Datum::Time(cells.timestamp(first + nth(k)))));
                 }
             }
             for d in 0..self.declared_columns.len() {
@@ -1177,7 +1193,9 @@ impl ViewBatchBuilder {
                     .iter()
                     .find(|r| matches!(r.2, Target::Declared(x) if x == d))
                 {
-                    Some(&(s, _, _)) => self.declared_run(d, cells, s, len, row_key, base),
+                    Some(&(s, _, _)) => {
+                        self.declared_run(d, cells, (s, len, backwards), row_key, base)
+                    }
                     None => {
                         for k in 0..len {
                             self.declared_value_at(d, None, row_key, base + k);
@@ -1189,32 +1207,45 @@ impl ViewBatchBuilder {
         }
         if aligned {
             for k in 0..len {
-                let mut group = runs.iter().map(|&(s, _, t)| (s + k, t));
-                emit(self, cells.timestamp(first + k), &mut group)?;
+                let mut group = runs.iter().map(|&(s, _, t)| (s + nth(k), t));
+                emit(self, cells.timestamp(first + nth(k)), &mut group)?;
             }
             return Ok(());
         }
+        // A merge of the runs, each read from its newest cell on (or from
+        // its oldest back): the heap orders by time, flipped (`!t`
+        // reverses the order of i64s) when the oldest come first.
+        let order = |t: i64| if backwards { !t } else { t };
+        let start = |&(s, e, _): &(usize, usize, Target)| if backwards { e - 1 } else { s };
         let mut heads: BinaryHeap<(i64, Reverse<usize>)> = runs
             .iter()
             .enumerate()
-            .map(|(r, &(s, _, _))| (cells.timestamp(s), Reverse(r)))
+            .map(|(r, run)| (order(cells.timestamp(start(run))), Reverse(r)))
             .collect();
-        let mut next: Vec<usize> = runs.iter().map(|&(s, _, _)| s).collect();
+        let mut next: Vec<usize> = runs.iter().map(start).collect();
         let mut group = Vec::new();
-        while let Some(&(timestamp, _)) = heads.peek() {
+        while let Some(&(key_time, _)) = heads.peek() {
             group.clear();
             // The heap gives equal timestamps in column order.
             while let Some(&(t, Reverse(r))) = heads.peek()
-                && t == timestamp
+                && t == key_time
             {
                 heads.pop();
                 group.push((next[r], runs[r].2));
-                next[r] += 1;
-                if next[r] < runs[r].1 {
-                    heads.push((cells.timestamp(next[r]), Reverse(r)));
+                let (s, e, _) = runs[r];
+                let more = if backwards {
+                    let more = next[r] > s;
+                    next[r] = next[r].wrapping_sub(1);
+                    more
+                } else {
+                    next[r] += 1;
+                    next[r] < e
+                };
+                if more {
+                    heads.push((order(cells.timestamp(next[r])), Reverse(r)));
                 }
             }
-            emit(self, timestamp, &mut group.iter().copied())?;
+            emit(self, order(key_time), &mut group.iter().copied())?;
         }
         Ok(())
     }

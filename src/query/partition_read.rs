@@ -115,6 +115,7 @@ impl PartitionRead {
             spec.capacity(),
         );
         wide.drop_misfits = spec.drop_misfits;
+        wide.oldest_first = spec.events_oldest_first();
         // Values no output column uses need not be decoded.
         for (family, qualifiers) in wide.values_used() {
             filter = filter.values_only(family, qualifiers);

@@ -87,10 +87,21 @@ impl ScanSpec {
     /// which fewer cells may leave incomplete, are past the LIMIT.
     pub(crate) fn cells_read(&self) -> Option<usize> {
         let limited = match (&self.layout.view, &self.residual) {
-            (View::Versions { .. }, None) => self.limit,
+            (View::Versions { .. }, None) if !self.events_oldest_first() => self.limit,
             _ => None,
         };
         [self.cells_per_column, limited].into_iter().flatten().min()
+    }
+
+    /// Whether the versions view gives each row's timestamps oldest
+    /// first: for a series whose events are the cells of bucket rows,
+    /// when the buckets are read from the oldest on (forwards, or
+    /// backwards in a REVERSED layout), so that its events come in time
+    /// order whichever way the rows are read, as a row per event's do.
+    pub(crate) fn events_oldest_first(&self) -> bool {
+        self.layout.series.as_ref().is_some_and(|s| {
+            s.bucketed() && !s.column_per_event() && s.def.layout.reversed == self.reverse
+        })
     }
 
     /// Rows a partition's batch builder starts with room for: what a
@@ -596,13 +607,13 @@ fn segment_order(
         let index = schema.index_of(name).ok()?;
         Some(Arc::new(Column::new(name, index)))
     };
-    // A series' bucket rows hold their events newest first: when buckets
-    // come newest first too, so do the events' times.
+    // A series' events come in the order its buckets are read (see
+    // `ScanSpec::events_oldest_first`): its time sorts as the bucket does.
     let bucket_time = spec
         .layout
         .series
         .as_ref()
-        .filter(|s| s.bucketed())
+        .filter(|s| s.bucketed() && !s.column_per_event())
         .and_then(|s| {
             let index = schema.index_of(&s.def.time).ok()?;
             let col: Arc<dyn PhysicalExpr> = Arc::new(Column::new(&s.def.time, index));
@@ -612,12 +623,7 @@ fn segment_order(
     for &(field, descending) in &order.fields {
         let descending = descending != spec.reverse;
         let col = match &bucket_time {
-            Some((segment, time)) if *segment == field => {
-                if !descending {
-                    break;
-                }
-                Arc::clone(time)
-            }
+            Some((segment, time)) if *segment == field => Arc::clone(time),
             _ => match column(field) {
                 Some(col) => col,
                 None => break,
@@ -1046,22 +1052,14 @@ impl ExecutionPlan for KeyScanExec {
         let (Some(key_order), Some(key)) = (&spec.order, spec.layout.key.as_ref()) else {
             return Ok(SortOrderPushdownResult::Unsupported);
         };
-        // A series' time in bucket rows sorts as its bucket does, newest
-        // first within each row: answered only descending.
+        // A series' time in bucket rows sorts as its bucket does (its
+        // events come in the order the buckets are read).
         let bucket_time = spec
             .layout
             .series
             .as_ref()
-            .filter(|s| s.bucketed())
+            .filter(|s| s.bucketed() && !s.column_per_event())
             .map(|s| (s.def.time.as_str(), s.time_segment));
-        if let Some((time, _)) = bucket_time
-            && order
-                .iter()
-                .zip(&names)
-                .any(|(o, n)| n == time && !o.options.descending)
-        {
-            return Ok(SortOrderPushdownResult::Unsupported);
-        }
         let field = |name: &str| match bucket_time {
             Some((time, segment)) if time == name => Some(segment),
             _ => key.field_index(name),
