@@ -1605,3 +1605,122 @@ fn a_probe_counts_rows_not_pairs_in_either_format() {
         assert!(local.probe_rows("t", "nope", &RowRange::all(), 1).is_err());
     }
 }
+
+/// A batch encoded ahead of its write (`prepare_batch`, outside any
+/// lock, as if nothing were stored for its rows) is written as if it had
+/// not been: rows stored in its span meanwhile are merged with, not
+/// written over, in both formats; a batch changed after it was prepared
+/// writes what it holds then; a family whose format changed meanwhile is
+/// written in its new format.
+#[test]
+fn batches_encoded_ahead_merge_with_rows_stored_meanwhile() {
+    use cellar::{BadRows, CellBatch, INGEST_MIN_ROWS};
+    let rows = INGEST_MIN_ROWS;
+    let key = |i: usize| format!("k{i:08}").into_bytes();
+    let batch = |qualifier: &[u8], from: usize| {
+        let mut batch = CellBatch::new();
+        let m = batch.family("m");
+        for i in from..from + rows {
+            batch.begin_row(&key(i));
+            batch.set(m, qualifier, 2, &(i as u64).to_be_bytes());
+        }
+        batch
+    };
+    for format in [FamilyFormat::Packed, FamilyFormat::Cells] {
+        let (_dir, store) = store();
+        store
+            .create_table(TableSpec::new("t").family(FamilySpec::new("m").format(format)))
+            .unwrap();
+        let ingested = || store.local().unwrap().rows_ingested();
+        let before = ingested();
+        // Nothing stored: the encoding ahead is what is ingested.
+        let mut first = batch(b"a", 0);
+        store.prepare_batch("t", &mut first).unwrap();
+        assert!(
+            store
+                .write_batch("t", &first, BadRows::Stop)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(ingested() - before, rows as u64, "{format}");
+        // Rows after those, prepared; then a row of the new span and one
+        // of the old are written by another writer before the batch is.
+        let mut second = CellBatch::new();
+        let m = second.family("m");
+        for i in rows..2 * rows {
+            second.begin_row(&key(i));
+            second.set(m, b"b", 2, &(i as u64).to_be_bytes());
+        }
+        store.prepare_batch("t", &mut second).unwrap();
+        put(&store, "t", &key(rows + 7), "m", "meanwhile", 1, "x");
+        assert!(
+            store
+                .write_batch("t", &second, BadRows::Stop)
+                .unwrap()
+                .is_empty()
+        );
+        let read = |i: usize| {
+            store
+                .read_rows("t", ReadRequest::rows(RowSet::keys([key(i)])))
+                .unwrap()
+                .next()
+                .unwrap()
+                .unwrap()
+        };
+        let row = read(rows + 7);
+        assert_eq!(row.latest("m", b"meanwhile"), Some(&b"x"[..]), "{format}");
+        assert_eq!(
+            row.latest("m", b"b"),
+            Some(&((rows + 7) as u64).to_be_bytes()[..]),
+            "{format}"
+        );
+        // Changed after it was prepared: its last row is written too.
+        let mut third = batch(b"c", 0);
+        store.prepare_batch("t", &mut third).unwrap();
+        let m = third.family("m");
+        third.begin_row(b"z");
+        third.set(m, b"c", 2, b"late");
+        assert!(
+            store
+                .write_batch("t", &third, BadRows::Stop)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            keys(&store, "t", ReadRequest::all()).len(),
+            2 * rows + 1,
+            "{format}"
+        );
+        let row = read(3);
+        assert_eq!(row.latest("m", b"a"), Some(&3u64.to_be_bytes()[..]));
+        assert_eq!(row.latest("m", b"c"), Some(&3u64.to_be_bytes()[..]));
+        // The family's format changed between the encoding and the write.
+        let other = match format {
+            FamilyFormat::Packed => FamilyFormat::Cells,
+            FamilyFormat::Cells => FamilyFormat::Packed,
+        };
+        // (New rows, so that nothing stored in their span sends the
+        // write down the general path anyway.)
+        let mut fourth = batch(b"d", 2 * rows);
+        store.prepare_batch("t", &mut fourth).unwrap();
+        store
+            .local()
+            .unwrap()
+            .set_family_format("t", "m", other, &mut |_| true)
+            .unwrap();
+        assert!(
+            store
+                .write_batch("t", &fourth, BadRows::Stop)
+                .unwrap()
+                .is_empty()
+        );
+        let row = read(2 * rows + 5);
+        let value = ((2 * rows + 5) as u64).to_be_bytes();
+        assert_eq!(row.latest("m", b"d"), Some(&value[..]), "{format}");
+        assert_eq!(keys(&store, "t", ReadRequest::all()).len(), 3 * rows + 1);
+        assert!(
+            store.local().unwrap().check().unwrap().healthy(),
+            "{format}"
+        );
+    }
+}

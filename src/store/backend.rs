@@ -237,6 +237,16 @@ pub trait Backend: Send + Sync + 'static {
         batch: &CellBatch,
         bad: BadRows,
     ) -> Result<Vec<(usize, Error)>>;
+    /// Does ahead, outside any lock, what of writing `batch` needs no
+    /// look at the store (the embedded store: encoding its new rows into
+    /// pairs, as if nothing were stored for them), so that a pipeline can
+    /// do it while the batch before is written. [`Backend::write_batch`]
+    /// then uses it where it still holds (the table unchanged, nothing
+    /// stored in the batch's key span) and does the work again where not;
+    /// the result is the same either way. Nothing by default.
+    fn prepare_batch(&self, _table: &str, _batch: &mut CellBatch) -> Result<()> {
+        Ok(())
+    }
     /// Reads rows and writes what `change` makes of them, each row
     /// atomically from its read to its write (see
     /// [`FjallStore::update_rows`]).
@@ -518,6 +528,10 @@ impl Backend for FjallStore {
         bad: BadRows,
     ) -> Result<Vec<(usize, Error)>> {
         FjallStore::write_batch(self, table, batch, bad)
+    }
+
+    fn prepare_batch(&self, table: &str, batch: &mut CellBatch) -> Result<()> {
+        FjallStore::prepare_batch(self, table, batch)
     }
 
     fn update_rows(

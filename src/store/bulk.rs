@@ -11,6 +11,7 @@ use super::{FjallStore, Mutation, RowMutation, TableHandle, aggregate, now_micro
 use crate::codec;
 use crate::error::{Error, Result};
 use std::ops::Range;
+use std::sync::Arc;
 
 /// A family of a [`CellBatch`], named once per batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,56 @@ pub struct CellBatch {
     bytes: Vec<u8>,
     rows: Vec<BatchRow>,
     cells: Vec<BatchCell>,
+    /// Its new rows encoded ahead ([`FjallStore::prepare_batch`]); any
+    /// change to the batch drops them.
+    prepared: Prepared,
+}
+
+/// A batch's new rows encoded into pairs before its rows were locked, on
+/// the assumption that nothing is stored for them, against the table
+/// handle of that moment; taken by the write.
+#[derive(Default)]
+struct Prepared(std::sync::Mutex<Option<Box<Encoded>>>);
+
+struct Encoded {
+    handle: Arc<TableHandle>,
+    parts: Vec<Part>,
+}
+
+impl Prepared {
+    fn take(&self) -> Option<Box<Encoded>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    fn put(&mut self, encoded: Encoded) {
+        *self
+            .0
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::new(encoded));
+    }
+
+    fn drop_it(&mut self) {
+        *self
+            .0
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+}
+
+/// A copy of a batch is encoded again.
+impl Clone for Prepared {
+    fn clone(&self) -> Self {
+        Prepared::default()
+    }
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Prepared")
+    }
 }
 
 impl CellBatch {
@@ -52,6 +103,7 @@ impl CellBatch {
     /// The handle of a family by name (the store resolves names once per
     /// batch, so a family dropped meanwhile fails the batch, not a row).
     pub fn family(&mut self, name: &str) -> BatchFamily {
+        self.prepared.drop_it();
         let at = match self.families.iter().position(|f| f == name) {
             Some(at) => at,
             None => {
@@ -64,6 +116,7 @@ impl CellBatch {
 
     /// Starts a row; the cells added next belong to it.
     pub fn begin_row(&mut self, key: &[u8]) {
+        self.prepared.drop_it();
         let start = self.bytes.len();
         self.bytes.extend_from_slice(key);
         self.rows.push(BatchRow {
@@ -74,6 +127,7 @@ impl CellBatch {
 
     /// Drops the row being built, with its cells.
     pub fn discard_row(&mut self) {
+        self.prepared.drop_it();
         if let Some(row) = self.rows.pop() {
             self.cells.truncate(row.cells.start);
             self.bytes.truncate(row.key.start);
@@ -88,6 +142,7 @@ impl CellBatch {
         timestamp: i64,
         value: impl FnOnce(&mut Vec<u8>),
     ) {
+        self.prepared.drop_it();
         let q = self.bytes.len();
         self.bytes.extend_from_slice(qualifier);
         let v = self.bytes.len();
@@ -157,6 +212,7 @@ impl CellBatch {
 
     /// Empties the batch, keeping its buffers.
     pub fn clear(&mut self) {
+        self.prepared.drop_it();
         self.families.clear();
         self.bytes.clear();
         self.rows.clear();
@@ -236,45 +292,38 @@ impl FjallStore {
     ) -> Result<Vec<(usize, Error)>> {
         let first = self.handle(table)?;
         let resolved = resolve(&first, batch)?;
-        let mut failed = Vec::new();
-        let mut valid = Vec::with_capacity(batch.len());
-        for row in 0..batch.len() {
-            match validate(batch, &resolved, row) {
-                Ok(()) => valid.push(row),
-                Err(e) if bad == BadRows::Stop => return Ok(vec![(row, e)]),
-                Err(e) => failed.push((row, e)),
-            }
-        }
+        let (valid, mut failed) = match checked_rows(batch, &resolved, bad) {
+            Ok(rows) => rows,
+            Err(stop) => return Ok(vec![stop]),
+        };
         let _guards = self.lock_rows(&first, valid.iter().map(|&r| batch.key(r)));
         let (handle, snapshot) = self.locked_view(table, &first)?;
         // Families cannot change under a handle of the same table, but the
         // format of one can: resolve again against what is locked.
         let resolved = resolve(&handle, batch)?;
         let now = now_micros();
-        // Rows in key order (a stable sort: a repeated key's rows keep
-        // theirs), so writes go to the LSM in order, repeats sit side by
-        // side, and one look at each slot's pairs between the first and
-        // the last key says whether any row of the batch has pairs stored,
-        // instead of a look per row.
-        if !valid.windows(2).all(|w| batch.key(w[0]) < batch.key(w[1])) {
-            valid.sort_by(|&a, &b| batch.key(a).cmp(batch.key(b)));
-        }
         let repeated = repeated_keys(batch, &valid);
-        let span = match (valid.first(), valid.last()) {
-            (Some(&a), Some(&b)) => Some((batch.key(a).to_vec(), batch.key(b).to_vec())),
-            _ => None,
-        };
         let fresh = Fresh {
-            snapshot: &snapshot,
+            snapshot: Some(&snapshot),
             table: &handle,
             batch,
             families: &resolved,
-            span,
+            span: span(batch, &valid),
+        };
+        // The encoding done ahead holds if the table is as it was then
+        // and nothing is stored in the batch's span now, as it assumed.
+        let ahead = match batch.prepared.take() {
+            Some(p) if Arc::ptr_eq(&p.handle, &handle) && fresh.all_vacant()? => Some(p.parts),
+            _ => None,
+        };
+        let parts = match ahead {
+            Some(parts) => parts,
+            None => encode_new_rows(&fresh, &valid, &repeated),
         };
         let mut overlay = Overlay::default();
         let mut direct: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
         let mut outcomes = Vec::with_capacity(valid.len());
-        for part in encode_new_rows(&fresh, &valid, &repeated) {
+        for part in parts {
             direct.extend(part.pairs);
             outcomes.extend(part.outcomes);
         }
@@ -306,6 +355,76 @@ impl FjallStore {
         }
         failed.sort_by_key(|(row, _)| *row);
         Ok(failed)
+    }
+
+    /// Encodes `batch`'s new rows into pairs ahead of its write (see
+    /// [`Backend::prepare_batch`](super::Backend::prepare_batch)): as
+    /// [`FjallStore::write_batch`] would find them with nothing stored in
+    /// the batch's key span, against the table as it is now. Not while a
+    /// family's format is being changed (a row's keyspace then depends on
+    /// a cursor that moves), nor when a bad row stops the batch anyway.
+    pub fn prepare_batch(&self, table: &str, batch: &mut CellBatch) -> Result<()> {
+        batch.prepared.drop_it();
+        let handle = self.handle(table)?;
+        if handle.moving.iter().any(Option::is_some) {
+            return Ok(());
+        }
+        let resolved = resolve(&handle, batch)?;
+        let Ok((valid, _)) = checked_rows(batch, &resolved, BadRows::Skip) else {
+            return Ok(());
+        };
+        let repeated = repeated_keys(batch, &valid);
+        let fresh = Fresh {
+            snapshot: None,
+            table: &handle,
+            batch,
+            families: &resolved,
+            span: span(batch, &valid),
+        };
+        let parts = encode_new_rows(&fresh, &valid, &repeated);
+        let encoded = Encoded {
+            handle: Arc::clone(&handle),
+            parts,
+        };
+        batch.prepared.put(encoded);
+        Ok(())
+    }
+}
+
+/// The batch's valid rows in key order (a stable sort: a repeated key's
+/// rows keep theirs), so writes go to the LSM in order, repeats sit side
+/// by side, and one look at each slot's pairs between the first and the
+/// last key says whether any row of the batch has pairs stored, instead
+/// of a look per row; and the invalid rows with why. `Err`: the first bad
+/// row, when bad rows stop the batch.
+fn checked_rows(
+    batch: &CellBatch,
+    families: &[Resolved],
+    bad: BadRows,
+) -> std::result::Result<Checked, (usize, Error)> {
+    let mut failed = Vec::new();
+    let mut valid = Vec::with_capacity(batch.len());
+    for row in 0..batch.len() {
+        match validate(batch, families, row) {
+            Ok(()) => valid.push(row),
+            Err(e) if bad == BadRows::Stop => return Err((row, e)),
+            Err(e) => failed.push((row, e)),
+        }
+    }
+    if !valid.windows(2).all(|w| batch.key(w[0]) < batch.key(w[1])) {
+        valid.sort_by(|&a, &b| batch.key(a).cmp(batch.key(b)));
+    }
+    Ok((valid, failed))
+}
+
+/// A batch's valid rows in key order, and its invalid rows with why.
+type Checked = (Vec<usize>, Vec<(usize, Error)>);
+
+/// The first and last keys of rows `valid` (in key order), if any.
+fn span(batch: &CellBatch, valid: &[usize]) -> Option<(Vec<u8>, Vec<u8>)> {
+    match (valid.first(), valid.last()) {
+        (Some(&a), Some(&b)) => Some((batch.key(a).to_vec(), batch.key(b).to_vec())),
+        _ => None,
     }
 }
 
@@ -387,12 +506,35 @@ fn validate(batch: &CellBatch, families: &[Resolved], row: usize) -> Result<()> 
 
 /// What writing a batch's new rows straight into pairs works with.
 struct Fresh<'a> {
-    snapshot: &'a fjall::Snapshot,
+    /// What is stored; none when encoding ahead, as if nothing were.
+    snapshot: Option<&'a fjall::Snapshot>,
     table: &'a TableHandle,
     batch: &'a CellBatch,
     families: &'a [Resolved],
     /// The batch's first and last keys (none when it is empty).
     span: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Fresh<'_> {
+    /// Whether no family the batch writes holds a pair in its key span.
+    fn all_vacant(&self) -> Result<bool> {
+        let (Some(snapshot), Some((first, last))) = (self.snapshot, &self.span) else {
+            return Ok(true);
+        };
+        for family in self.families {
+            let slot = family.index;
+            let vacant = self.table.formats[slot].holds_no_rows(
+                snapshot,
+                &self.table.keyspaces[slot],
+                first,
+                last,
+            )?;
+            if !vacant {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// Rows of a batch from which their encoding is shared among the cores.
@@ -562,7 +704,8 @@ fn encode_new_row(
             .position(|&(s, _)| s != slot)
             .map_or(order.len(), |n| start + n);
         let format = table.formats[slot];
-        if !vacant.holds_none(snapshot, table, slot)?
+        if let Some(snapshot) = snapshot
+            && !vacant.holds_none(snapshot, table, slot)?
             && format.must_merge(snapshot, &table.keyspaces[slot], &escaped)?
         {
             return Ok(false);

@@ -1,9 +1,10 @@
 //! INSERT's pipeline. Input batches gather into units of
 //! [`WRITE_BATCH_ROWS`] (a file reader's batches are smaller, and a bulk
 //! load needs units large enough for the store to ingest); each unit is
-//! encoded (typed once, keys built, cells laid out) on one blocking thread
-//! while the unit before it is written by the store on another, and the
-//! next is read meanwhile. Units are written in order, one at a time, so
+//! encoded (typed once, keys built, cells laid out, and the store's pairs
+//! made ahead: `Backend::prepare_batch`) on one blocking thread while the
+//! unit before it is written by the store on another, and the next is
+//! read meanwhile. Units are written in order, one at a time, so
 //! a bad row stops the insert with every unit before its own written and
 //! nothing of its own.
 
@@ -78,9 +79,9 @@ pub(super) async fn insert(
             let mut state = encoding
                 .take()
                 .ok_or_else(|| to_df(Error::Internal("insert lost its state".into())))?;
-            let (layout_, options_) = (Arc::clone(layout), options.clone());
+            let (store_, layout_, options_) = (store.clone(), Arc::clone(layout), options.clone());
             let (state, prepared) = joined(tokio::task::spawn_blocking(move || {
-                let prepared = state.prepare(&layout_, &options_, &unit);
+                let prepared = state.prepare(&store_, &layout_, &options_, &unit);
                 Ok((state, prepared))
             }))
             .await?;
@@ -156,6 +157,7 @@ impl Encoding {
     /// bad row is an error here when bad rows stop the insert.
     fn prepare(
         &mut self,
+        store: &Store,
         layout: &Layout,
         options: &WriteOptions,
         unit: &RecordBatch,
@@ -185,6 +187,9 @@ impl Encoding {
         {
             return Err(at(options, seen, row, e));
         }
+        // The store's own encoding of the rows too, while the unit before
+        // is written.
+        store.prepare_batch(&layout.table, &mut cells)?;
         Ok(Prepared::Cells {
             cells,
             rows,
