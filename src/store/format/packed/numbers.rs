@@ -35,6 +35,9 @@ pub(crate) struct Shape {
     bytes: Vec<u8>,
     n: usize,
     columns: Vec<ColumnShape>,
+    /// Whether any column is wanted, and whether any is selected.
+    wanted: bool,
+    selects: bool,
 }
 
 struct ColumnShape {
@@ -90,6 +93,8 @@ impl Shape {
         if cells != n {
             return None;
         }
+        self.wanted = self.columns.iter().any(|c| c.place.is_some());
+        self.selects = self.columns.iter().any(|c| c.selects);
         self.n = n;
         self.bytes.push(value[0]);
         self.bytes.extend_from_slice(&value[9..at]);
@@ -168,6 +173,14 @@ fn decode(
     out: &mut NumberRow,
     shape: &Shape,
 ) -> Option<bool> {
+    // Nothing wanted and every cell of a selected column kept (a count,
+    // or a read of keys only): whether the row has a selected cell is its
+    // shape's to say, each column holding a cell at least, and neither
+    // timestamps nor values are read. (Damage past the shape then shows
+    // in reads of the values and in `cellar check`, not in a count.)
+    if !shape.wanted && selection.keeps_all {
+        return Some(shape.selects);
+    }
     let (n, columns) = (shape.n, shape.columns.len());
     let mut at = 8 + shape.bytes.len();
     let firsts = Firsts::read(value, &mut at, columns)?;
