@@ -516,13 +516,18 @@ struct Fresh<'a> {
 }
 
 impl Fresh<'_> {
-    /// Whether no family the batch writes holds a pair in its key span.
+    /// Whether no family the batch writes holds a pair in its key span
+    /// that a new row's pairs would have to merge with (a CELLS family's
+    /// new cells are pairs of their own whatever it holds).
     fn all_vacant(&self) -> Result<bool> {
         let (Some(snapshot), Some((first, last))) = (self.snapshot, &self.span) else {
             return Ok(true);
         };
         for family in self.families {
             let slot = family.index;
+            if self.table.formats[slot].pair_per_cell() {
+                continue;
+            }
             let vacant = self.table.formats[slot].holds_no_rows(
                 snapshot,
                 &self.table.keyspaces[slot],
