@@ -310,15 +310,11 @@ impl FjallStore {
             families: &resolved,
             span: span(batch, &valid),
         };
-        // The encoding done ahead holds if the table is as it was then
-        // and nothing is stored in the batch's span now, as it assumed.
-        let ahead = match batch.prepared.take() {
-            Some(p) if Arc::ptr_eq(&p.handle, &handle) && fresh.all_vacant()? => Some(p.parts),
-            _ => None,
-        };
-        let parts = match ahead {
-            Some(parts) => parts,
-            None => encode_new_rows(&fresh, &valid, &repeated),
+        // The encoding done ahead holds where the table is as it was then
+        // and its rows have nothing stored to merge with, as it assumed.
+        let parts = match batch.prepared.take() {
+            Some(p) if Arc::ptr_eq(&p.handle, &handle) => fresh.settle(p.parts, &valid)?,
+            _ => encode_new_rows(&fresh, &valid, &repeated),
         };
         let mut overlay = Overlay::default();
         let mut direct: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
@@ -516,29 +512,67 @@ struct Fresh<'a> {
 }
 
 impl Fresh<'_> {
-    /// Whether no family the batch writes holds a pair in its key span
-    /// that a new row's pairs would have to merge with (a CELLS family's
-    /// new cells are pairs of their own whatever it holds).
-    fn all_vacant(&self) -> Result<bool> {
+    /// Rows encoded ahead (`parts`, of rows `valid` in order) as the
+    /// locked path would have them: where a PACKED family holds pairs in
+    /// the batch's key span, each of its rows encoded ahead is looked up,
+    /// and one stored already goes the general path instead (a CELLS
+    /// family's new cells are pairs of their own whatever it holds).
+    fn settle(&self, mut parts: Vec<Part>, valid: &[usize]) -> Result<Vec<Part>> {
         let (Some(snapshot), Some((first, last))) = (self.snapshot, &self.span) else {
-            return Ok(true);
+            return Ok(parts);
         };
+        let table = self.table;
+        let mut look = vec![false; table.keyspaces.len()];
         for family in self.families {
             let slot = family.index;
-            if self.table.formats[slot].pair_per_cell() {
-                continue;
-            }
-            let vacant = self.table.formats[slot].holds_no_rows(
-                snapshot,
-                &self.table.keyspaces[slot],
-                first,
-                last,
-            )?;
-            if !vacant {
-                return Ok(false);
-            }
+            look[slot] = !table.formats[slot].pair_per_cell()
+                && !table.formats[slot].holds_no_rows(
+                    snapshot,
+                    &table.keyspaces[slot],
+                    first,
+                    last,
+                )?;
         }
-        Ok(true)
+        if !look.contains(&true) {
+            return Ok(parts);
+        }
+        let mut rows = valid.iter();
+        for part in &mut parts {
+            let pairs = std::mem::take(&mut part.pairs);
+            let mut kept = Vec::with_capacity(pairs.len());
+            let mut pairs = pairs.into_iter();
+            let mut start = 0;
+            for (outcome, end) in part.outcomes.iter_mut().zip(part.ends.iter_mut()) {
+                let row = rows.next().copied().unwrap_or_default();
+                let mine: Vec<_> = pairs.by_ref().take(*end - start).collect();
+                start = *end;
+                if matches!(outcome, Ok(true)) && mine.iter().any(|(slot, _, _)| look[*slot]) {
+                    let escaped = codec::escape(self.batch.key(row));
+                    let mut merge = false;
+                    for &(slot, _, _) in &mine {
+                        if look[slot]
+                            && table.formats[slot].must_merge(
+                                snapshot,
+                                &table.keyspaces[slot],
+                                &escaped,
+                            )?
+                        {
+                            merge = true;
+                            break;
+                        }
+                    }
+                    if merge {
+                        *outcome = Ok(false);
+                        *end = kept.len();
+                        continue;
+                    }
+                }
+                kept.extend(mine);
+                *end = kept.len();
+            }
+            part.pairs = kept;
+        }
+        Ok(parts)
     }
 }
 
@@ -552,6 +586,8 @@ const PARALLEL_MIN_ROWS: usize = 4096;
 struct Part {
     outcomes: Vec<Result<bool>>,
     pairs: Vec<(usize, Vec<u8>, Vec<u8>)>,
+    /// Per row, where its pairs end in `pairs`.
+    ends: Vec<usize>,
 }
 
 /// Encodes the new rows among `rows` (in key order) into pairs, in parts
@@ -598,6 +634,7 @@ fn encode_part(fresh: &Fresh<'_>, rows: &[usize], repeated: &[bool]) -> Part {
     let mut part = Part {
         outcomes: Vec::with_capacity(rows.len()),
         pairs: Vec::new(),
+        ends: Vec::with_capacity(rows.len()),
     };
     for &row in rows {
         let before = part.pairs.len();
@@ -609,6 +646,7 @@ fn encode_part(fresh: &Fresh<'_>, rows: &[usize], repeated: &[bool]) -> Part {
             part.pairs.truncate(before);
         }
         part.outcomes.push(written);
+        part.ends.push(part.pairs.len());
     }
     part
 }
