@@ -1085,9 +1085,9 @@ impl ViewBatchBuilder {
             }
             View::Versions { .. } => {
                 // One output row per timestamp, newest first (or oldest
-                // first), holding that timestamp's cells in column order. Each column's cells
-                // are newest first already: its run is placed once, and
-                // the runs merge.
+                // first), holding that timestamp's cells in column order.
+                // Each column's cells are newest first already: its run is
+                // placed once, and the runs merge.
                 let runs = self.column_runs(
                     cells.len(),
                     |i| cells[i].first,

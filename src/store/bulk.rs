@@ -518,59 +518,67 @@ impl Fresh<'_> {
     /// and one stored already goes the general path instead (a CELLS
     /// family's new cells are pairs of their own whatever it holds).
     fn settle(&self, mut parts: Vec<Part>, valid: &[usize]) -> Result<Vec<Part>> {
-        let (Some(snapshot), Some((first, last))) = (self.snapshot, &self.span) else {
+        let Some(snapshot) = self.snapshot else {
             return Ok(parts);
         };
         let table = self.table;
+        let mut vacant = Vacant {
+            span: self.span.clone(),
+            slots: vec![None; table.keyspaces.len()],
+        };
         let mut look = vec![false; table.keyspaces.len()];
         for family in self.families {
             let slot = family.index;
             look[slot] = !table.formats[slot].pair_per_cell()
-                && !table.formats[slot].holds_no_rows(
-                    snapshot,
-                    &table.keyspaces[slot],
-                    first,
-                    last,
-                )?;
+                && !vacant.holds_none(snapshot, table, slot)?;
         }
         if !look.contains(&true) {
             return Ok(parts);
         }
         let mut rows = valid.iter();
         for part in &mut parts {
-            let pairs = std::mem::take(&mut part.pairs);
-            let mut kept = Vec::with_capacity(pairs.len());
-            let mut pairs = pairs.into_iter();
+            // Which rows keep what was encoded ahead, decided on the pairs
+            // in place; then the pairs of those that do are kept.
+            let mut keep = vec![true; part.outcomes.len()];
             let mut start = 0;
-            for (outcome, end) in part.outcomes.iter_mut().zip(part.ends.iter_mut()) {
+            for (i, outcome) in part.outcomes.iter_mut().enumerate() {
                 let row = rows.next().copied().unwrap_or_default();
-                let mine: Vec<_> = pairs.by_ref().take(*end - start).collect();
-                start = *end;
-                if matches!(outcome, Ok(true)) && mine.iter().any(|(slot, _, _)| look[*slot]) {
-                    let escaped = codec::escape(self.batch.key(row));
-                    let mut merge = false;
-                    for &(slot, _, _) in &mine {
-                        if look[slot]
-                            && table.formats[slot].must_merge(
-                                snapshot,
-                                &table.keyspaces[slot],
-                                &escaped,
-                            )?
-                        {
-                            merge = true;
-                            break;
-                        }
-                    }
-                    if merge {
+                let end = part.ends[i];
+                let mine = &part.pairs[start..end];
+                start = end;
+                if !matches!(outcome, Ok(true)) || !mine.iter().any(|(slot, _, _)| look[*slot]) {
+                    continue;
+                }
+                let escaped = codec::escape(self.batch.key(row));
+                for &(slot, _, _) in mine {
+                    if look[slot]
+                        && table.formats[slot].must_merge(
+                            snapshot,
+                            &table.keyspaces[slot],
+                            &escaped,
+                        )?
+                    {
                         *outcome = Ok(false);
-                        *end = kept.len();
-                        continue;
+                        keep[i] = false;
+                        break;
                     }
                 }
-                kept.extend(mine);
-                *end = kept.len();
             }
-            part.pairs = kept;
+            if keep.iter().all(|&k| k) {
+                continue;
+            }
+            let mut pairs = std::mem::take(&mut part.pairs).into_iter();
+            let mut start = 0;
+            for (i, end) in part.ends.iter_mut().enumerate() {
+                let mine = pairs.by_ref().take(*end - start);
+                start = *end;
+                if keep[i] {
+                    part.pairs.extend(mine);
+                } else {
+                    mine.for_each(drop);
+                }
+                *end = part.pairs.len();
+            }
         }
         Ok(parts)
     }
