@@ -190,6 +190,11 @@ enum Op {
     Read(Vec<RowRange>, Filter, bool, Option<usize>),
     SetGc(String, GcPolicy),
     CollectGarbage,
+    /// `COMPACT TABLE`: GC everywhere, PACKED rows merged into blocks.
+    Compact,
+    /// One family's rows merged into blocks of at most .1 rows, in steps
+    /// of at least .2.
+    Merge(String, usize, usize),
     Reopen,
     /// Change a family's format, a row a step, stopping after that many
     /// steps when given (the family then lives in two keyspaces).
@@ -236,6 +241,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(r, f, rev, l)| Op::Read(r, f, rev, l)),
         1 => (normal_family(), gc_policy()).prop_map(|(f, p)| Op::SetGc(f, p)),
         1 => Just(Op::CollectGarbage),
+        1 => Just(Op::Compact),
+        2 => (normal_family(), 1..4usize, 1..6usize).prop_map(|(f, b, s)| Op::Merge(f, b, s)),
         1 => Just(Op::Reopen),
         2 => (prop_oneof![Just("a"), Just("b"), Just("s")], prop_oneof![Just(FamilyFormat::Cells), Just(FamilyFormat::Packed)], prop::option::of(0..4u8))
             .prop_map(|(f, format, stop)| Op::SetFormat(f.to_string(), format, stop)),
@@ -377,6 +384,24 @@ impl Model {
         for row in self.rows() {
             for (f, q, ts, v) in self.visible(&row) {
                 keep.insert((row.clone(), f, q, Reverse(ts)), v);
+            }
+        }
+        self.cells = keep;
+    }
+
+    /// [`Model::collect_garbage`] of one family.
+    fn collect_family_garbage(&mut self, family: usize) {
+        let mut keep: Cells = self
+            .cells
+            .iter()
+            .filter(|((_, f, _, _), _)| *f != family)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for row in self.rows() {
+            for (f, q, ts, v) in self.visible(&row) {
+                if f == family {
+                    keep.insert((row.clone(), f, q, Reverse(ts)), v);
+                }
             }
         }
         self.cells = keep;
@@ -626,6 +651,22 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
                 store.collect_garbage("t").unwrap();
                 model.collect_garbage();
             }
+            Op::Compact => {
+                store.collect_and_compact("t").unwrap();
+                model.collect_garbage();
+            }
+            Op::Merge(f, block_rows, step_rows) => {
+                let local = store.local().expect("the model runs on the embedded store");
+                let def = local.table("t").unwrap();
+                let family = def.family(&f).unwrap();
+                let merges = family.format == FamilyFormat::Packed && family.converting.is_none();
+                local
+                    .merge_blocks_sized("t", &f, block_rows, step_rows)
+                    .unwrap();
+                if merges {
+                    model.collect_family_garbage(Model::family(&f));
+                }
+            }
             Op::Reopen => {
                 drop(store);
                 store = open(dir.path());
@@ -673,6 +714,8 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
         got,
         model.read(&[RowRange::all()], &everything, false, None)
     );
+    let report = store.local().expect("embedded").check().unwrap();
+    prop_assert!(report.healthy(), "{report:?}");
     Ok(())
 }
 

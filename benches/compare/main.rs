@@ -548,7 +548,7 @@ fn main() {
             session.query(layout.ingest).await.unwrap();
             session.store().checkpoint().unwrap();
             let took = started.elapsed().as_secs_f64();
-            session.store().compact(layout.table).unwrap();
+            session.store().collect_and_compact(layout.table).unwrap();
             let bytes = settled_disk_space(&session, layout.table);
             report.ingest(layout.name, Measured::time(took), bytes);
             // fjall's own pass over the layout's pairs, spread over the

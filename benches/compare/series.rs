@@ -249,7 +249,7 @@ pub async fn measure_layouts(
             .unwrap();
         session.store().checkpoint().unwrap();
         let took = started.elapsed().as_secs_f64();
-        session.store().compact(&table).unwrap();
+        session.store().collect_and_compact(&table).unwrap();
         let bytes = crate::settled_disk_space(session, &table);
         let mut figures = Figures {
             ingest: Some((took, bytes)),

@@ -448,6 +448,7 @@ fn catalog_def() -> TableDef {
             kind: Default::default(),
             format: FamilyFormat::Cells,
             converting: None,
+            blocks: None,
         }],
         metadata: BTreeMap::new(),
     }

@@ -555,6 +555,7 @@ impl Fresh<'_> {
                         && table.formats[slot].must_merge(
                             snapshot,
                             &table.keyspaces[slot],
+                            table.blocks[slot].as_ref(),
                             &escaped,
                         )?
                     {
@@ -681,8 +682,13 @@ impl Vacant {
         if let Some(known) = self.slots.get(slot).copied().flatten() {
             return Ok(known);
         }
-        let vacant =
-            table.formats[slot].holds_no_rows(snapshot, &table.keyspaces[slot], first, last)?;
+        let vacant = table.formats[slot].holds_no_rows(
+            snapshot,
+            &table.keyspaces[slot],
+            table.blocks[slot].as_ref(),
+            first,
+            last,
+        )?;
         if let Some(s) = self.slots.get_mut(slot) {
             *s = Some(vacant);
         }
@@ -757,7 +763,12 @@ fn encode_new_row(
         let format = table.formats[slot];
         if let Some(snapshot) = snapshot
             && !vacant.holds_none(snapshot, table, slot)?
-            && format.must_merge(snapshot, &table.keyspaces[slot], &escaped)?
+            && format.must_merge(
+                snapshot,
+                &table.keyspaces[slot],
+                table.blocks[slot].as_ref(),
+                &escaped,
+            )?
         {
             return Ok(false);
         }

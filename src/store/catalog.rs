@@ -248,6 +248,10 @@ pub struct FamilyDef {
     /// its cursor are already in the new keyspace, the rest in this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub converting: Option<Conversion>,
+    /// The keyspace (`f<id>`) of the family's blocks, once a merge has
+    /// made them (PACKED only; see `format/blocks.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<u64>,
 }
 
 /// A family's change of format under way.
@@ -274,6 +278,7 @@ impl FamilyDef {
     pub fn ids(&self) -> Vec<u64> {
         let mut ids = vec![self.id];
         ids.extend(self.converting.as_ref().map(|c| c.id));
+        ids.extend(self.blocks);
         ids
     }
 }
@@ -337,6 +342,7 @@ impl TableDef {
                     kind: f.kind,
                     format: f.format,
                     converting: None,
+                    blocks: None,
                 }
             })
             .collect();
@@ -372,6 +378,7 @@ impl TableDef {
                         kind: spec.kind,
                         format: spec.format,
                         converting: None,
+                        blocks: None,
                     });
                     *next_id += 1;
                 }
@@ -409,6 +416,17 @@ impl TableDef {
                 format: f.format,
             })
             .collect())
+    }
+
+    /// Where the family of that name is among the table's families.
+    pub fn family_index(&self, name: &str) -> Result<usize> {
+        self.families
+            .iter()
+            .position(|f| f.name == name)
+            .ok_or_else(|| Error::FamilyNotFound {
+                table: self.name.clone(),
+                family: name.to_string(),
+            })
     }
 
     /// The family of that name.

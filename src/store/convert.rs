@@ -15,6 +15,7 @@
 //! two keyspaces, and the same ALTER resumes the move.
 
 use super::catalog::Conversion;
+use super::format::blocks::Merged;
 use super::format::{FamilyFormat, RowBuf, reencode};
 use super::{FjallStore, TableHandle, cursor_key, lock};
 use crate::codec;
@@ -128,11 +129,15 @@ impl FjallStore {
             lock(&self.inner.changes).insert(key.clone(), (format, done));
             let go_on = progress(done);
             if finished {
-                // No reader or writer reaches the old keyspace any more
-                // except through snapshots taken before, which keep it.
+                // No reader or writer reaches the old keyspace (or its
+                // blocks) any more except through snapshots taken before,
+                // which keep it.
                 self.inner
                     .db
                     .delete_keyspace(handle.keyspaces[index].clone())?;
+                if let Some(blocks) = &handle.blocks[index] {
+                    self.inner.db.delete_keyspace(blocks.clone())?;
+                }
                 return Ok(done);
             }
             if !go_on {
@@ -150,7 +155,7 @@ impl FjallStore {
             .collect()
     }
 
-    fn install(&self, handle: TableHandle) {
+    pub(super) fn install(&self, handle: TableHandle) {
         self.change_tables(|tables| tables.insert(handle.def.name.clone(), Arc::new(handle)));
     }
 
@@ -198,23 +203,51 @@ impl FjallStore {
             step.rows += 1;
             Ok(())
         };
-        for guard in snapshot.range(old, start.as_slice()..) {
-            let (key, value) = guard.into_inner()?;
-            let row = from.row_of(&key)?;
-            if row != current.as_slice() {
-                if !pairs.is_empty() {
-                    move_row(&mut pairs, &mut step)?;
-                    if step.rows >= step_rows || step.bytes >= STEP_BYTES {
-                        next = Some(codec::unescape(row)?.0);
-                        break;
-                    }
+        if let Some(blocks) = &handle.blocks[index] {
+            // PACKED rows with blocks: one pair a row, merged as reads see
+            // them; the step ends where a block does, and deletes the row
+            // keyspace's pairs and the blocks it read.
+            let mut merged = Merged::keeping(&snapshot, old, blocks, &start)?;
+            while let Some((key, value)) = merged.next()? {
+                step.bytes += value.len() as u64;
+                step.rows += 1;
+                let pair = [(key, value)];
+                for (key, value) in reencode(from, to, name, &pair, &mut buf)? {
+                    batch.insert(new, key, value);
                 }
-                current = row.to_vec();
+                let full = step.rows >= step_rows || step.bytes >= STEP_BYTES;
+                if full && merged.at_block_boundary() {
+                    let mut cursor = codec::unescape(&pair[0].0)?.0;
+                    cursor.push(0);
+                    next = Some(cursor);
+                    break;
+                }
             }
-            pairs.push((key, value));
-        }
-        if next.is_none() && !pairs.is_empty() {
-            move_row(&mut pairs, &mut step)?;
+            for key in merged.rows_read() {
+                batch.remove(old, key);
+            }
+            for key in merged.read_blocks() {
+                batch.remove(blocks, key);
+            }
+        } else {
+            for guard in snapshot.range(old, start.as_slice()..) {
+                let (key, value) = guard.into_inner()?;
+                let row = from.row_of(&key)?;
+                if row != current.as_slice() {
+                    if !pairs.is_empty() {
+                        move_row(&mut pairs, &mut step)?;
+                        if step.rows >= step_rows || step.bytes >= STEP_BYTES {
+                            next = Some(codec::unescape(row)?.0);
+                            break;
+                        }
+                    }
+                    current = row.to_vec();
+                }
+                pairs.push((key, value));
+            }
+            if next.is_none() && !pairs.is_empty() {
+                move_row(&mut pairs, &mut step)?;
+            }
         }
         match next {
             Some(cursor) => {
@@ -234,6 +267,7 @@ impl FjallStore {
                 family.id = conversion.id;
                 family.format = conversion.format;
                 family.converting = None;
+                family.blocks = None;
                 let fresh = self.open_handle(def.clone())?;
                 batch.remove(&self.inner.catalog, cursor_key(conversion.id));
                 self.put_def(&mut batch, &def)?;

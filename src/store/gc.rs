@@ -14,11 +14,11 @@
 //! cells already reclaimed, while cells not yet reclaimed reappear.
 
 use super::format::FamilyFormat;
+use super::format::blocks::Pairs;
 use super::format::{self, Overlay};
 use super::{BULK_CHUNK_ROWS, FjallStore, GcPolicy, GcStats, TableHandle, now_micros};
 use crate::codec;
 use crate::error::Result;
-use fjall::Readable;
 use fjall::compaction::filter::{
     CompactionFilter, CompactionFilterResult, Context, Factory, ItemAccessor, Verdict,
 };
@@ -35,7 +35,10 @@ const MAJOR_TRIES: usize = 3;
 
 /// Per keyspace name, the age in microseconds past which a cell is
 /// garbage, and the family's format (which says where a pair's timestamp is).
-pub(crate) type AgeRules = Arc<RwLock<HashMap<String, (i64, FamilyFormat)>>>;
+/// The flag: whether the family has blocks, whose copies of a row a pair
+/// of its own keyspace may shadow (what the filter would drop becomes a
+/// tombstone).
+pub(crate) type AgeRules = Arc<RwLock<HashMap<String, (i64, FamilyFormat, bool)>>>;
 
 pub(crate) struct AgeFilterFactory {
     pub keyspace: String,
@@ -49,17 +52,27 @@ impl Factory for AgeFilterFactory {
 
     fn make_filter(&self, _ctx: &Context) -> Box<dyn CompactionFilter> {
         let rules = self.rules.read().unwrap_or_else(PoisonError::into_inner);
-        let (cutoff, format) = match rules.get(&self.keyspace) {
-            Some((age, format)) => (Some(now_micros().saturating_sub(*age)), *format),
-            None => (None, FamilyFormat::default()),
+        let (cutoff, format, shadows) = match rules.get(&self.keyspace) {
+            Some((age, format, shadows)) => {
+                (Some(now_micros().saturating_sub(*age)), *format, *shadows)
+            }
+            None => (None, FamilyFormat::default(), false),
         };
-        Box::new(AgeFilter { cutoff, format })
+        Box::new(AgeFilter {
+            cutoff,
+            format,
+            shadows,
+        })
     }
 }
 
 struct AgeFilter {
     cutoff: Option<i64>,
     format: FamilyFormat,
+    /// Whether a pair may shadow a block's copy of its row: it is then
+    /// emptied into a tombstone rather than dropped (dropping it would
+    /// bring the older copy back).
+    shadows: bool,
 }
 
 impl CompactionFilter for AgeFilter {
@@ -73,6 +86,7 @@ impl CompactionFilter for AgeFilter {
             self.format.gc_timestamp(item.key(), &[])
         };
         Ok(match ts {
+            Some(ts) if ts < cutoff && self.shadows => Verdict::ReplaceValue(Default::default()),
             Some(ts) if ts < cutoff => Verdict::Remove,
             _ => Verdict::Keep,
         })
@@ -111,6 +125,25 @@ impl FjallStore {
             if only.is_some_and(|f| f != family.name) {
                 continue;
             }
+            // A PACKED family's own rows are merged into blocks, garbage
+            // dropped (and a family with blocks must be: the walk below
+            // sees only its row keyspace). Not while its format changes.
+            if format == FamilyFormat::Packed
+                && slot == index
+                && family.converting.is_none()
+                && (merge_all || handle.blocks[slot].is_some())
+            {
+                let merged = self.merge_blocks(table, &family.name)?;
+                stats.cells_removed += merged.cells_removed;
+                stats.rows_touched += merged.rows_touched;
+                let fresh = self.handle(table)?;
+                let now_at = fresh.def.family_index(&family.name)?;
+                self.compact_keyspace(&fresh.keyspaces[now_at])?;
+                if let Some(blocks) = &fresh.blocks[now_at] {
+                    self.compact_keyspace(blocks)?;
+                }
+                continue;
+            }
             if family.gc == GcPolicy::KeepAll {
                 if merge_all {
                     self.compact_keyspace(keyspace)?;
@@ -132,8 +165,16 @@ impl FjallStore {
                 buf.clear();
                 Ok(garbage)
             };
-            for guard in scan.iter(keyspace) {
-                let (key, value) = guard.into_inner()?;
+            // (A family with blocks: their rows too, shadowed as reads see them.)
+            let mut pairs = Pairs::open(
+                &scan,
+                keyspace,
+                handle.blocks[slot].as_ref(),
+                &[],
+                None,
+                false,
+            )?;
+            while let Some((key, value)) = pairs.next(false)? {
                 let row = format.row_of(&key)?;
                 if row != current.as_slice() {
                     if judge(&mut buf)? {
@@ -161,7 +202,7 @@ impl FjallStore {
     /// discard.
     pub fn compact(&self, table: &str) -> Result<()> {
         let handle = self.handle(table)?;
-        for keyspace in &handle.keyspaces {
+        for (_, keyspace) in handle.all_keyspaces() {
             self.compact_keyspace(keyspace)?;
         }
         Ok(())

@@ -17,6 +17,7 @@ mod convert;
 mod format;
 mod gc;
 pub mod journal;
+mod merge;
 mod mutation;
 mod probe;
 mod read;
@@ -207,6 +208,9 @@ pub(crate) struct TableHandle {
     pub formats: Vec<FamilyFormat>,
     /// Per family: the change of format under way, if any.
     pub moving: Vec<Option<Moving>>,
+    /// Per slot: the keyspace of the family's blocks, if it has them (a
+    /// family's own slot only; see `format/blocks.rs`).
+    pub blocks: Vec<Option<Keyspace>>,
 }
 
 /// A family's rows moving to a keyspace in another format, in key order.
@@ -241,6 +245,19 @@ impl TableHandle {
             .collect()
     }
 
+    /// Every keyspace of the table with its id: the slots', then the
+    /// blocks'.
+    pub fn all_keyspaces(&self) -> Vec<(u64, &Keyspace)> {
+        let mut all: Vec<(u64, &Keyspace)> =
+            self.slot_ids().into_iter().zip(&self.keyspaces).collect();
+        for (slot, blocks) in self.blocks.iter().enumerate() {
+            if let (Some(ks), Some(id)) = (blocks, self.def.families[self.family_of(slot)].blocks) {
+                all.push((id, ks));
+            }
+        }
+        all
+    }
+
     /// The family whose cells a slot holds.
     pub fn family_of(&self, slot: usize) -> usize {
         if slot < self.def.families.len() {
@@ -269,7 +286,11 @@ impl TableHandle {
                 gc: f.gc.clone(),
                 sources: std::iter::once(i)
                     .chain(self.moving[i].as_ref().map(|m| m.slot))
-                    .map(|slot| (self.formats[slot], self.keyspaces[slot].clone()))
+                    .map(|slot| read::Source {
+                        format: self.formats[slot],
+                        keyspace: self.keyspaces[slot].clone(),
+                        blocks: self.blocks[slot].clone(),
+                    })
                     .collect(),
             })
             .collect())
@@ -285,6 +306,8 @@ struct Inner {
     /// rest of the store opens without them.
     damaged: RwLock<BTreeMap<String, String>>,
     ddl: Mutex<()>,
+    /// Held by a merge into blocks: one at a time.
+    merges: Mutex<()>,
     row_locks: Box<[Mutex<()>]>,
     /// Seeds the hash that spreads row keys over the lock stripes.
     lock_seed: u64,
@@ -442,6 +465,7 @@ impl FjallStore {
             tables: RwLock::default(),
             damaged: RwLock::default(),
             ddl: Mutex::default(),
+            merges: Mutex::default(),
             row_locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             lock_seed: {
                 use std::hash::BuildHasher;
@@ -552,18 +576,28 @@ impl FjallStore {
             .unwrap_or_else(PoisonError::into_inner);
         let mut open = |id: u64, format: FamilyFormat, family: &FamilyDef| -> Result<Keyspace> {
             let name = catalog::keyspace_name(id);
+            // A family's blocks are never judged by the filter; its own
+            // keyspace then turns what it would drop into tombstones.
+            let blocked = family.blocks.is_some() && id == family.id;
             match family.gc.unconditional_max_age() {
-                Some(age) => rules.insert(name.clone(), (age, format)),
-                None => rules.remove(&name),
+                Some(age) if family.blocks != Some(id) => {
+                    rules.insert(name.clone(), (age, format, blocked))
+                }
+                _ => rules.remove(&name),
             };
             Ok(self
                 .inner
                 .db
                 .keyspace(&name, || family_keyspace_options(format))?)
         };
+        let mut blocks = Vec::with_capacity(n);
         for family in &def.families {
             keyspaces.push(open(family.id, family.format, family)?);
             formats.push(family.format);
+            blocks.push(match family.blocks {
+                Some(id) => Some(open(id, family.format, family)?),
+                None => None,
+            });
         }
         for family in &def.families {
             moving.push(match &family.converting {
@@ -571,6 +605,7 @@ impl FjallStore {
                 Some(c) => {
                     keyspaces.push(open(c.id, c.format, family)?);
                     formats.push(c.format);
+                    blocks.push(None);
                     let cursor = self
                         .inner
                         .catalog
@@ -589,6 +624,7 @@ impl FjallStore {
             keyspaces,
             formats,
             moving,
+            blocks,
         })
     }
 
@@ -607,9 +643,9 @@ impl FjallStore {
     pub fn table_disk_space(&self, table: &str) -> Result<u64> {
         Ok(self
             .handle(table)?
-            .keyspaces
+            .all_keyspaces()
             .iter()
-            .map(|k| k.disk_space())
+            .map(|(_, k)| k.disk_space())
             .sum())
     }
 
@@ -618,9 +654,9 @@ impl FjallStore {
     pub fn approximate_cells(&self, table: &str) -> Result<u64> {
         Ok(self
             .handle(table)?
-            .keyspaces
+            .all_keyspaces()
             .iter()
-            .map(|k| k.approximate_len() as u64)
+            .map(|(_, k)| k.approximate_len() as u64)
             .sum())
     }
 
@@ -642,17 +678,23 @@ impl FjallStore {
         let handle = self.handle(table)?;
         let mut samples = Vec::new();
         // Largest on disk, then (all still in memory) by pairs held.
+        // (A slot's blocks count with it, and are walked with it.)
         let largest = (0..handle.keyspaces.len()).max_by_key(|&s| {
-            let k = &handle.keyspaces[s];
-            (k.disk_space(), k.approximate_len())
+            let k = std::iter::once(&handle.keyspaces[s]).chain(&handle.blocks[s]);
+            k.map(|k| (k.disk_space(), k.approximate_len() as u64))
+                .fold((0, 0), |(d, n), (kd, kn)| (d + kd, n + kn))
         });
         let mut bytes = 0u64;
         if let Some(slot) = largest {
             let format = handle.formats[slot];
             let mut next_split = step;
             let mut last_row: Vec<u8> = Vec::new();
-            for guard in handle.keyspaces[slot].iter() {
-                let (key, value) = guard.into_inner()?;
+            let snapshot = self.inner.db.snapshot();
+            let keyspace = &handle.keyspaces[slot];
+            let blocks = handle.blocks[slot].as_ref();
+            let mut pairs =
+                format::blocks::Pairs::open(&snapshot, keyspace, blocks, &[], None, false)?;
+            while let Some((key, value)) = pairs.next(false)? {
                 let row = format.row_of(&key)?;
                 bytes += (key.len() + value.len()) as u64;
                 if bytes >= next_split && row != last_row.as_slice() {
@@ -674,7 +716,7 @@ impl FjallStore {
     /// pairs (the comparison bench reports it as the layout's floor).
     pub fn scan_pairs(&self, table: &str) -> Result<(u64, u64)> {
         let (mut pairs, mut bytes) = (0u64, 0u64);
-        for keyspace in &self.handle(table)?.keyspaces {
+        for (_, keyspace) in self.handle(table)?.all_keyspaces() {
             for guard in keyspace.iter() {
                 let (key, value) = guard.into_inner()?;
                 pairs += 1;
@@ -709,7 +751,7 @@ impl FjallStore {
     pub fn checkpoint(&self) -> Result<()> {
         self.inner.catalog.rotate_memtable_and_wait()?;
         for table in self.list_tables() {
-            for keyspace in &self.handle(&table)?.keyspaces {
+            for (_, keyspace) in self.handle(&table)?.all_keyspaces() {
                 keyspace.rotate_memtable_and_wait()?;
             }
         }
@@ -932,7 +974,7 @@ impl FjallStore {
         self.write_catalog(Some(&def), None, id)?;
         self.change_tables(|open| open.insert(name.to_string(), Arc::new(handle)));
         let live: Vec<u64> = def.families.iter().flat_map(FamilyDef::ids).collect();
-        for (id, ks) in old.slot_ids().into_iter().zip(&old.keyspaces) {
+        for (id, ks) in old.all_keyspaces() {
             if !live.contains(&id) {
                 self.inner.db.delete_keyspace(ks.clone())?;
             }
@@ -960,7 +1002,7 @@ impl FjallStore {
         let id = self.next_id()?;
         self.write_catalog(None, Some(name), id)?;
         self.change_tables(|open| open.remove(name));
-        for ks in &old.keyspaces {
+        for (_, ks) in old.all_keyspaces() {
             self.inner.db.delete_keyspace(ks.clone())?;
         }
         Ok(())

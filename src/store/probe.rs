@@ -11,7 +11,6 @@ use super::FjallStore;
 use super::read::RowRange;
 use crate::codec;
 use crate::error::Result;
-use fjall::Readable;
 
 /// Pairs of one row stepped over before the probe seeks past the row.
 const STEPS_BEFORE_SEEK: usize = 16;
@@ -50,25 +49,24 @@ impl FjallStore {
         }
         // A row lives in exactly one of a family's keyspaces in any
         // snapshot, so their counts add up.
-        for (format, keyspace) in scans.iter().flat_map(|s| &s.sources) {
-            let open = |from: &[u8]| match end {
-                Some(end) => snapshot.range(keyspace, from..end),
-                None => snapshot.range(keyspace, from..),
-            };
-            if let Some(guard) = open(&encoded.start).next_back() {
-                let row = codec::unescape(format.row_of(&guard.key()?)?)?.0;
+        for source in scans.iter().flat_map(|s| &s.sources) {
+            let format = source.format;
+            let open = |from: &[u8], reverse: bool| source.pairs(&snapshot, from, end, reverse);
+            if let Some((key, _)) = open(&encoded.start, true)?.next(true)? {
+                let row = codec::unescape(format.row_of(&key)?)?.0;
                 if probe.last.as_ref().is_none_or(|l| row > *l) {
                     probe.last = Some(row);
                 }
             }
-            let mut iter = open(&encoded.start);
+            let mut iter = open(&encoded.start, false)?;
             // The escaped row being stepped through (empty before the
             // first), and its pairs seen so far.
             let mut row: Vec<u8> = Vec::new();
             let mut steps = 0;
             while probe.rows < limit {
-                let Some(guard) = iter.next() else { break };
-                let key = guard.key()?;
+                let Some((key, _)) = iter.next(false)? else {
+                    break;
+                };
                 let escaped = format.row_of(&key)?;
                 if escaped == row.as_slice() {
                     steps += 1;
@@ -78,7 +76,7 @@ impl FjallStore {
                         else {
                             break;
                         };
-                        iter = open(&next);
+                        iter = open(&next, false)?;
                         steps = 0;
                     }
                     continue;

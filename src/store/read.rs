@@ -2,10 +2,11 @@
 //! and the streaming [`FjallRows`] that walks one fjall snapshot.
 
 use super::catalog::GcPolicy;
+use super::format::blocks::Pairs;
 use super::format::{self, FamilyFormat, NumberColumns, NumberRow, RowBuf, RowView};
 use crate::codec::{self, EncodedRange};
 use crate::error::{Error, Result};
-use fjall::{Keyspace, Readable, Slice, Snapshot};
+use fjall::{Keyspace, Slice, Snapshot};
 use std::collections::{BTreeSet, VecDeque};
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
@@ -378,10 +379,39 @@ impl Row {
 pub(crate) struct FamilyScan {
     pub name: Arc<str>,
     pub gc: GcPolicy,
-    /// The keyspaces holding its cells, with their formats: one, or two
-    /// while its format is being changed (a row is in exactly one of them
-    /// in any snapshot).
-    pub sources: Vec<(FamilyFormat, Keyspace)>,
+    /// The keyspaces holding its cells: one, or two while its format is
+    /// being changed (a row is in exactly one of them in any snapshot).
+    pub sources: Vec<Source>,
+}
+
+/// One keyspace of a family's cells, its format, and its blocks if the
+/// family has them.
+#[derive(Clone)]
+pub(crate) struct Source {
+    pub format: FamilyFormat,
+    pub keyspace: Keyspace,
+    pub blocks: Option<Keyspace>,
+}
+
+impl Source {
+    /// Its pairs from `start` to `end` (escaped keys, end excluded), its
+    /// blocks' rows merged in.
+    pub fn pairs(
+        &self,
+        snapshot: &Snapshot,
+        start: &[u8],
+        end: Option<&[u8]>,
+        reverse: bool,
+    ) -> Result<Pairs> {
+        Pairs::open(
+            snapshot,
+            &self.keyspace,
+            self.blocks.as_ref(),
+            start,
+            end,
+            reverse,
+        )
+    }
 }
 
 /// Counters of a scan, for EXPLAIN ANALYZE and benchmarks.
@@ -406,7 +436,8 @@ struct Cursor {
     family: usize,
     format: FamilyFormat,
     keyspace: Keyspace,
-    iter: fjall::Iter,
+    blocks: Option<Keyspace>,
+    iter: Pairs,
     head: Option<(Slice, Slice)>,
     /// The length of the head's escaped row, parsed once per pair.
     head_row_len: usize,
@@ -423,12 +454,7 @@ impl Cursor {
     /// row has one pair: a second one starting with the row is damage,
     /// which `row_of` names.)
     fn advance_in(&mut self, reverse: bool, row: &[u8]) -> Result<()> {
-        let next = if reverse {
-            self.iter.next_back()
-        } else {
-            self.iter.next()
-        };
-        self.head = next.map(|g| g.into_inner()).transpose()?;
+        self.head = self.iter.next(reverse)?;
         if let Some((key, _)) = &self.head {
             self.head_row_len =
                 if self.format == FamilyFormat::Cells && !row.is_empty() && key.starts_with(row) {
@@ -457,10 +483,14 @@ impl Cursor {
             self.head = None;
             return Ok(());
         }
-        self.iter = match end {
-            Some(end) => snapshot.range(&self.keyspace, start..end),
-            None => snapshot.range(&self.keyspace, start..),
-        };
+        self.iter = Pairs::open(
+            snapshot,
+            &self.keyspace,
+            self.blocks.as_ref(),
+            start,
+            end,
+            reverse,
+        )?;
         self.advance(reverse)
     }
 }
@@ -646,17 +676,18 @@ impl FjallRows {
     fn open_range(&mut self, range: EncodedRange) -> Result<()> {
         self.cursors.clear();
         for (i, family) in self.families.iter().enumerate() {
-            for (format, keyspace) in &family.sources {
-                let iter = match &range.end {
-                    Some(end) => self
-                        .snapshot
-                        .range(keyspace, range.start.as_slice()..end.as_slice()),
-                    None => self.snapshot.range(keyspace, range.start.as_slice()..),
-                };
+            for source in &family.sources {
+                let iter = source.pairs(
+                    &self.snapshot,
+                    &range.start,
+                    range.end.as_deref(),
+                    self.reverse,
+                )?;
                 let mut cursor = Cursor {
                     family: i,
-                    format: *format,
-                    keyspace: keyspace.clone(),
+                    format: source.format,
+                    keyspace: source.keyspace.clone(),
+                    blocks: source.blocks.clone(),
                     iter,
                     head: None,
                     head_row_len: 0,
@@ -887,11 +918,16 @@ impl FjallRows {
             pairs.truncate(column_from);
             let end = codec::prefix_successor(column);
             let mut forward = Cursor {
-                iter: match &end {
-                    Some(end) => self.snapshot.range(&cursor.keyspace, row..end.as_slice()),
-                    None => self.snapshot.range(&cursor.keyspace, row..),
-                },
+                iter: Pairs::open(
+                    &self.snapshot,
+                    &cursor.keyspace,
+                    cursor.blocks.as_ref(),
+                    row,
+                    end.as_deref(),
+                    false,
+                )?,
                 keyspace: cursor.keyspace.clone(),
+                blocks: cursor.blocks.clone(),
                 head: None,
                 head_row_len: 0,
                 ..*cursor

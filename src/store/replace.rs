@@ -134,7 +134,7 @@ impl FjallStore {
             tables.remove(source);
             tables.insert(target.to_string(), Arc::new(handle));
         });
-        for ks in &old.keyspaces {
+        for (_, ks) in old.all_keyspaces() {
             self.inner.db.delete_keyspace(ks.clone())?;
         }
         Ok(def)

@@ -14,6 +14,7 @@
 //! Rows are always keyed by `escape(row key)` first, in every format, so a
 //! row range is the same fjall key range whatever the format.
 
+pub(crate) mod blocks;
 mod cells;
 mod convert;
 mod numbers;
@@ -369,27 +370,33 @@ impl FamilyFormat {
     }
 
     /// Whether new cells of `row` must be merged with pairs the family
-    /// holds for it (PACKED: its row-family pair exists) rather than
-    /// written as [`FamilyFormat::fresh_pairs`].
+    /// holds for it (PACKED: its row-family pair exists, or a block holds
+    /// the row) rather than written as [`FamilyFormat::fresh_pairs`].
     pub(crate) fn must_merge(
         self,
         snapshot: &fjall::Snapshot,
         keyspace: &fjall::Keyspace,
+        blocks: Option<&fjall::Keyspace>,
         escaped_row: &[u8],
     ) -> Result<bool> {
         use fjall::Readable;
         match self {
             FamilyFormat::Cells => Ok(false),
-            FamilyFormat::Packed => Ok(snapshot.get(keyspace, escaped_row)?.is_some()),
+            FamilyFormat::Packed => Ok(snapshot.get(keyspace, escaped_row)?.is_some()
+                || match blocks {
+                    Some(blocks) => blocks::get(snapshot, blocks, escaped_row)?.is_some(),
+                    None => false,
+                }),
         }
     }
 
     /// Whether the family holds no pair of any row from `first` to `last`
-    /// (row keys, both included).
+    /// (row keys, both included), in its keyspace or its blocks.
     pub(crate) fn holds_no_rows(
         self,
         snapshot: &fjall::Snapshot,
         keyspace: &fjall::Keyspace,
+        blocks: Option<&fjall::Keyspace>,
         first: &[u8],
         last: &[u8],
     ) -> Result<bool> {
@@ -400,9 +407,18 @@ impl FamilyFormat {
             Some(end) => snapshot.range(keyspace, start.as_slice()..end.as_slice()),
             None => snapshot.range(keyspace, start.as_slice()..),
         };
-        match pairs.next() {
+        if let Some(guard) = pairs.next() {
+            guard.key()?;
+            return Ok(false);
+        }
+        match blocks {
+            Some(blocks) => Ok(!blocks::any_in(
+                snapshot,
+                blocks,
+                &start,
+                &codec::escape(last),
+            )?),
             None => Ok(true),
-            Some(guard) => guard.key().map(|_| false).map_err(Into::into),
         }
     }
 
@@ -433,10 +449,14 @@ impl FamilyFormat {
         Ok(())
     }
 
-    /// Checks that a pair is well formed.
-    pub(crate) fn check_pair(self, key: &[u8], value: &[u8]) -> Result<()> {
+    /// Checks that a pair is well formed; `tombstones`: whether an empty
+    /// value is one (a PACKED family with blocks).
+    pub(crate) fn check_pair(self, key: &[u8], value: &[u8], tombstones: bool) -> Result<()> {
         match self {
             FamilyFormat::Cells => cells::check_key(key),
+            FamilyFormat::Packed if tombstones && value.is_empty() => {
+                packed::row_of(key).map(|_| ())
+            }
             FamilyFormat::Packed => packed::cells_of(key, value).map(|_| ()),
         }
     }
@@ -512,6 +532,38 @@ pub(crate) fn garbage_verdicts<'a>(
         position += 1;
         gc.is_garbage(position - 1, timestamp, now)
     })
+}
+
+/// A PACKED row's pair with the cells `gc` discards dropped: its value as
+/// it was when nothing is garbage, encoded again otherwise, `None` when
+/// nothing is left; and how many cells were dropped.
+pub(crate) fn without_garbage(
+    gc: &GcPolicy,
+    now: i64,
+    family: &str,
+    key: &[u8],
+    value: Slice,
+) -> Result<(Option<Slice>, u64)> {
+    if matches!(gc, GcPolicy::KeepAll) {
+        return Ok((Some(value), 0));
+    }
+    let cells = packed::cells_of(key, &value)?;
+    let versions = cells
+        .keys()
+        .map(|(q, std::cmp::Reverse(ts))| (q.as_slice(), *ts));
+    let verdicts: Vec<bool> = garbage_verdicts(gc, now, versions).collect();
+    let removed = verdicts.iter().filter(|g| **g).count() as u64;
+    if removed == 0 {
+        return Ok((Some(value), 0));
+    }
+    let kept: packed::Cells = cells
+        .into_iter()
+        .zip(verdicts)
+        .filter_map(|(cell, garbage)| (!garbage).then_some(cell))
+        .collect();
+    let row = codec::unescape(key)?.0;
+    let value = packed::encode(&row, family, &kept)?;
+    Ok((value.map(Slice::from), removed))
 }
 
 /// Whether any cell of `buf.cells[from..]` is garbage under `gc`.

@@ -5,7 +5,7 @@
 //! overlay becomes one fjall batch. The overlay speaks cells (a row, a
 //! qualifier, a timestamp); which pairs that means is the format's affair.
 
-use super::{FamilyFormat, RowBuf, cells, garbage_verdicts, packed};
+use super::{FamilyFormat, RowBuf, blocks, cells, garbage_verdicts, packed};
 use crate::codec::{self, EncodedRange};
 use crate::error::Result;
 use crate::store::TableHandle;
@@ -168,6 +168,29 @@ impl Overlay {
         Ok(self.load_stored(snapshot, table, family, row)?.0)
     }
 
+    /// A PACKED row's pair value as pending or stored: in the slot's
+    /// keyspace, else in its blocks; a tombstone there (an empty value)
+    /// hides the row.
+    fn get_packed(
+        &self,
+        snapshot: &Snapshot,
+        table: &TableHandle,
+        slot: usize,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let live = |v: &[u8]| (!v.is_empty()).then(|| v.to_vec());
+        if let Some(pending) = self.writes.get(&(slot, key.to_vec())) {
+            return Ok(pending.as_deref().and_then(live));
+        }
+        if let Some(stored) = snapshot.get(&table.keyspaces[slot], key)? {
+            return Ok(live(&stored));
+        }
+        match &table.blocks[slot] {
+            Some(blocks) => Ok(blocks::get(snapshot, blocks, key)?.and_then(|v| live(&v))),
+            None => Ok(None),
+        }
+    }
+
     /// A PACKED row's cells as pending or stored (not being edited), and
     /// what they count toward the packed size limit.
     fn load_stored(
@@ -178,7 +201,7 @@ impl Overlay {
         row: &[u8],
     ) -> Result<(packed::Cells, usize)> {
         let key = codec::escape(row);
-        match self.get(snapshot, table, family, &key)? {
+        match self.get_packed(snapshot, table, family, &key)? {
             Some(value) => {
                 let cells = packed::cells_of(&key, &value)?;
                 let size = packed::size(&cells);
@@ -314,7 +337,12 @@ impl Overlay {
         self.bounds.clear();
         for ((family, row), cells) in std::mem::take(&mut self.packed) {
             let name = family_name(table, family);
-            let value = packed::encode(&row, name, &cells)?;
+            let mut value = packed::encode(&row, name, &cells)?;
+            // A row emptied where blocks may hold it: a tombstone hides
+            // their copy.
+            if value.is_none() && table.blocks[family].is_some() {
+                value = Some(Vec::new());
+            }
             self.writes.insert((family, codec::escape(&row)), value);
         }
         Ok(())

@@ -1,0 +1,568 @@
+//! Blocks: runs of a PACKED family's rows merged into one pair each, in a
+//! second keyspace of the family, so that a scan pays fjall's cost per
+//! pair once per run of rows instead of once per row.
+//!
+//! ```text
+//! key   = the escaped key of the block's last row
+//! value = 0x01                                   block version
+//!         u32 LE: row count R (at least one)
+//!         R + 1 × u32 LE: where each row's entry starts in the body
+//!           (the last: the body's length)
+//!         body: per row, ascending by key:
+//!           u32 LE key length, the escaped row key, the row's PACKED value
+//! ```
+//!
+//! Blocks are written only by a merge (`COMPACT TABLE`, and a format
+//! change moving rows out) under every row lock; between merges they are
+//! read-only. Writes go to the family's own keyspace as before, and a
+//! row there *shadows* its copy in a block: a read takes the row keyspace's
+//! pair where both hold the row, and an empty value there (a *tombstone*,
+//! never a PACKED value) hides a row a block holds. A read of the family
+//! merges the two keyspaces by row key ([`Pairs`]) and lends each block
+//! row as a *virtual pair*: its key and value are slices of the block's
+//! value, so everything downstream decodes it as the PACKED pair it is.
+
+use crate::codec::show_bytes;
+use crate::error::{Error, Result};
+use byteview::ByteView;
+use fjall::{Keyspace, Readable, Slice, Snapshot};
+use std::cmp::Ordering;
+
+/// The version written.
+const VERSION: u8 = 1;
+
+/// A block closes at this many rows...
+pub(crate) const BLOCK_ROWS: usize = 64;
+/// ...or once its rows hold this many bytes.
+pub(crate) const BLOCK_BYTES: usize = 16 << 10;
+
+fn corrupt(what: &str, key: &[u8]) -> Error {
+    Error::Corrupt {
+        reason: format!("block {}: {what}", show_bytes(key)),
+    }
+}
+
+/// A part of a [`Slice`], sharing its bytes.
+fn part(bytes: &Slice, range: std::ops::Range<usize>) -> Slice {
+    Slice::from(ByteView::from(bytes.clone()).slice(range))
+}
+
+/// Encodes rows (escaped key, PACKED value), ascending by key and at
+/// least one, into a block's value.
+pub(crate) fn encode<K: AsRef<[u8]>, V: AsRef<[u8]>>(rows: &[(K, V)]) -> Vec<u8> {
+    let body: usize = rows
+        .iter()
+        .map(|(k, v)| 4 + k.as_ref().len() + v.as_ref().len())
+        .sum();
+    let mut out = Vec::with_capacity(5 + 4 * (rows.len() + 1) + body);
+    out.push(VERSION);
+    out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+    let mut at = 0usize;
+    for (k, v) in rows {
+        out.extend_from_slice(&(at as u32).to_le_bytes());
+        at += 4 + k.as_ref().len() + v.as_ref().len();
+    }
+    out.extend_from_slice(&(at as u32).to_le_bytes());
+    for (k, v) in rows {
+        let (k, v) = (k.as_ref(), v.as_ref());
+        out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        out.extend_from_slice(k);
+        out.extend_from_slice(v);
+    }
+    out
+}
+
+/// One block as read: its key and value, with its rows' places checked.
+pub(crate) struct Block {
+    key: Slice,
+    value: Slice,
+    rows: usize,
+    /// Where the body starts in the value.
+    body: usize,
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<usize> {
+    let b = bytes.get(at..at + 4)?;
+    Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
+}
+
+impl Block {
+    /// Reads a block pair, checking that every row's entry lies in the
+    /// value (not that the rows are ordered: see [`check`]).
+    pub fn parse(key: Slice, value: Slice) -> Result<Block> {
+        let bad = |what: &str| corrupt(what, &key);
+        if value.first() != Some(&VERSION) {
+            return Err(bad("unknown block version"));
+        }
+        let rows = u32_at(&value, 1).ok_or_else(|| bad("truncated header"))?;
+        if rows == 0 {
+            return Err(bad("no rows"));
+        }
+        let body = rows
+            .checked_add(1)
+            .and_then(|n| n.checked_mul(4))
+            .and_then(|n| n.checked_add(5))
+            .filter(|&b| b <= value.len())
+            .ok_or_else(|| bad("truncated offset table"))?;
+        let len = value.len() - body;
+        let mut previous = 0;
+        for i in 0..=rows {
+            let at = u32_at(&value, 5 + 4 * i).ok_or_else(|| bad("truncated offset table"))?;
+            let first_ok = i > 0 || at == 0;
+            let last_ok = i < rows || at == len;
+            if at < previous || !first_ok || !last_ok {
+                return Err(bad("row offsets out of order"));
+            }
+            if i > 0 {
+                let entry = at - previous;
+                let key_len = u32_at(&value, body + previous).filter(|_| entry >= 4);
+                if key_len.is_none_or(|k| k > entry - 4) {
+                    return Err(bad("a row entry is cut short"));
+                }
+            }
+            previous = at;
+        }
+        Ok(Block {
+            key,
+            value,
+            rows,
+            body,
+        })
+    }
+
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// The block's own key (its last row's escaped key).
+    pub fn key(&self) -> &Slice {
+        &self.key
+    }
+
+    /// Where row `i`'s entry lies in the value: (key start, value start,
+    /// end). Checked by [`Block::parse`].
+    fn place(&self, i: usize) -> (usize, usize, usize) {
+        let offset = |j: usize| u32_at(&self.value, 5 + 4 * j).unwrap_or(0);
+        let (start, end) = (self.body + offset(i), self.body + offset(i + 1));
+        let key_len = u32_at(&self.value, start).unwrap_or(0);
+        (start + 4, start + 4 + key_len, end)
+    }
+
+    /// Row `i`'s escaped key.
+    pub fn row_key(&self, i: usize) -> &[u8] {
+        let (k, v, _) = self.place(i);
+        &self.value[k..v]
+    }
+
+    /// Row `i` as a pair (escaped key, PACKED value) sharing the block's bytes.
+    pub fn row(&self, i: usize) -> (Slice, Slice) {
+        let (k, v, end) = self.place(i);
+        (part(&self.value, k..v), part(&self.value, v..end))
+    }
+
+    /// The first row whose key is at or after `key` (`len()` if none).
+    pub fn lower_bound(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.rows);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.row_key(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+}
+
+/// The row `escaped_row`'s PACKED value in the family's blocks, if a block
+/// holds it.
+pub(crate) fn get(
+    snapshot: &Snapshot,
+    blocks: &Keyspace,
+    escaped_row: &[u8],
+) -> Result<Option<Slice>> {
+    let Some(guard) = snapshot.range(blocks, escaped_row..).next() else {
+        return Ok(None);
+    };
+    let (key, value) = guard.into_inner()?;
+    let block = Block::parse(key, value)?;
+    let i = block.lower_bound(escaped_row);
+    Ok((i < block.len() && block.row_key(i) == escaped_row).then(|| block.row(i).1))
+}
+
+/// Whether the blocks hold any row from `first` to `last` (escaped, both
+/// included).
+pub(crate) fn any_in(
+    snapshot: &Snapshot,
+    blocks: &Keyspace,
+    first: &[u8],
+    last: &[u8],
+) -> Result<bool> {
+    let Some(guard) = snapshot.range(blocks, first..).next() else {
+        return Ok(false);
+    };
+    let (key, value) = guard.into_inner()?;
+    let block = Block::parse(key, value)?;
+    let i = block.lower_bound(first);
+    Ok(i < block.len() && block.row_key(i) <= last)
+}
+
+/// Checks a block pair: well formed, its rows ascending, its key its last
+/// row's; calls `row` with each row's pair. The number of rows.
+pub(crate) fn check(
+    key: Slice,
+    value: Slice,
+    mut row: impl FnMut(&[u8], &[u8]) -> Result<()>,
+) -> Result<usize> {
+    let block = Block::parse(key, value)?;
+    for i in 0..block.len() {
+        if i > 0 && block.row_key(i - 1) >= block.row_key(i) {
+            return Err(corrupt("rows out of order", block.key()));
+        }
+        let (k, v) = block.row(i);
+        row(&k, &v)?;
+    }
+    if block.row_key(block.len() - 1) != &block.key()[..] {
+        return Err(corrupt("the key is not its last row's", block.key()));
+    }
+    Ok(block.len())
+}
+
+/// The rows of a key range of blocks, one direction, as pairs.
+pub(crate) struct BlockCursor {
+    iter: fjall::Iter,
+    block: Option<Block>,
+    /// Forward: the next row to give; backwards: one past it.
+    at: usize,
+    start: Vec<u8>,
+    end: Option<Vec<u8>>,
+    reverse: bool,
+    done: bool,
+    /// Whether the block being read is the first (where rows before the
+    /// range are skipped).
+    first: bool,
+    /// When kept: the keys of the blocks read, in order.
+    read: Option<Vec<Slice>>,
+}
+
+impl BlockCursor {
+    /// The rows from `start` to `end` (escaped keys, end excluded).
+    pub fn open(
+        snapshot: &Snapshot,
+        blocks: &Keyspace,
+        start: &[u8],
+        end: Option<&[u8]>,
+        reverse: bool,
+    ) -> Result<BlockCursor> {
+        let empty = end.is_some_and(|end| end <= start);
+        // Backwards, the last block to read is the first whose last row is
+        // at or after `end` (it may hold rows before `end`).
+        let iter = match end {
+            _ if empty => snapshot.range(blocks, start..start),
+            Some(end) if reverse => match snapshot.range(blocks, end..).next() {
+                Some(guard) => {
+                    let last = guard.key()?;
+                    snapshot.range(blocks, start.to_vec()..=last.to_vec())
+                }
+                None => snapshot.range(blocks, start..),
+            },
+            _ => snapshot.range(blocks, start..),
+        };
+        Ok(BlockCursor {
+            iter,
+            block: None,
+            at: 0,
+            start: start.to_vec(),
+            end: end.map(<[u8]>::to_vec),
+            reverse,
+            done: empty,
+            first: true,
+            read: None,
+        })
+    }
+
+    /// Keeps the keys of the blocks read (see [`Merged::read_blocks`]).
+    fn keep_keys(&mut self) {
+        self.read = Some(Vec::new());
+    }
+
+    /// The next row, in the cursor's direction.
+    pub fn next(&mut self) -> Result<Option<(Slice, Slice)>> {
+        loop {
+            if self.done {
+                return Ok(None);
+            }
+            if let Some(block) = &self.block {
+                if !self.reverse && self.at < block.len() {
+                    if self
+                        .end
+                        .as_deref()
+                        .is_some_and(|end| block.row_key(self.at) >= end)
+                    {
+                        self.done = true;
+                        return Ok(None);
+                    }
+                    self.at += 1;
+                    return Ok(Some(block.row(self.at - 1)));
+                }
+                if self.reverse && self.at > 0 {
+                    if block.row_key(self.at - 1) < self.start.as_slice() {
+                        self.done = true;
+                        return Ok(None);
+                    }
+                    self.at -= 1;
+                    return Ok(Some(block.row(self.at)));
+                }
+            }
+            let next = if self.reverse {
+                self.iter.next_back()
+            } else {
+                self.iter.next()
+            };
+            let Some(guard) = next else {
+                self.done = true;
+                self.block = None;
+                return Ok(None);
+            };
+            let (key, value) = guard.into_inner()?;
+            if let Some(read) = &mut self.read {
+                read.push(key.clone());
+            }
+            let block = Block::parse(key, value)?;
+            self.at = match (self.reverse, self.first) {
+                (false, true) => block.lower_bound(&self.start),
+                (false, false) => 0,
+                (true, true) => match &self.end {
+                    Some(end) => block.lower_bound(end),
+                    None => block.len(),
+                },
+                (true, false) => block.len(),
+            };
+            self.first = false;
+            self.block = Some(block);
+        }
+    }
+
+    /// Whether the row given last was its block's first (forward).
+    fn at_block_start(&self) -> bool {
+        self.at == 1
+    }
+}
+
+/// A family's pairs in key order over one snapshot: its own keyspace's
+/// alone, or merged with its blocks'.
+pub(crate) enum Pairs {
+    Plain(fjall::Iter),
+    Merged(Box<Merged>),
+}
+
+impl Pairs {
+    /// The pairs of keys `start..end` of `keyspace` (and of `blocks`, when
+    /// the family has them), read in one direction.
+    pub fn open(
+        snapshot: &Snapshot,
+        keyspace: &Keyspace,
+        blocks: Option<&Keyspace>,
+        start: &[u8],
+        end: Option<&[u8]>,
+        reverse: bool,
+    ) -> Result<Pairs> {
+        let plain = match end {
+            Some(end) => snapshot.range(keyspace, start..end),
+            None => snapshot.range(keyspace, start..),
+        };
+        Ok(match blocks {
+            None => Pairs::Plain(plain),
+            Some(blocks) => Pairs::Merged(Box::new(Merged::open(
+                plain,
+                BlockCursor::open(snapshot, blocks, start, end, reverse)?,
+                reverse,
+            )?)),
+        })
+    }
+
+    /// The next pair (`reverse` as opened).
+    #[inline]
+    pub fn next(&mut self, reverse: bool) -> Result<Option<(Slice, Slice)>> {
+        match self {
+            Pairs::Plain(iter) => {
+                let next = if reverse {
+                    iter.next_back()
+                } else {
+                    iter.next()
+                };
+                Ok(next.map(|g| g.into_inner()).transpose()?)
+            }
+            Pairs::Merged(merged) => merged.next(),
+        }
+    }
+}
+
+/// A PACKED family's own keyspace merged with its blocks: the row
+/// keyspace's pair wins where both hold a row, and a tombstone there
+/// hides the row.
+pub(crate) struct Merged {
+    rows: fjall::Iter,
+    row_head: Option<(Slice, Slice)>,
+    blocks: BlockCursor,
+    block_head: Option<(Slice, Slice)>,
+    reverse: bool,
+    /// When kept: the row keyspace's keys read, tombstones included.
+    rows_read: Option<Vec<Slice>>,
+}
+
+impl Merged {
+    fn open(rows: fjall::Iter, blocks: BlockCursor, reverse: bool) -> Result<Merged> {
+        let mut merged = Merged {
+            rows,
+            row_head: None,
+            blocks,
+            block_head: None,
+            reverse,
+            rows_read: None,
+        };
+        merged.advance_rows()?;
+        merged.block_head = merged.blocks.next()?;
+        Ok(merged)
+    }
+
+    /// A forward merge of the keys from `start` on that keeps what it
+    /// reads, for a merge step that rewrites them (see
+    /// [`Merged::rows_read`] and [`Merged::read_blocks`]).
+    pub fn keeping(
+        snapshot: &Snapshot,
+        keyspace: &Keyspace,
+        blocks: &Keyspace,
+        start: &[u8],
+    ) -> Result<Merged> {
+        let mut cursor = BlockCursor::open(snapshot, blocks, start, None, false)?;
+        cursor.keep_keys();
+        let mut merged = Merged {
+            rows: snapshot.range(keyspace, start..),
+            row_head: None,
+            blocks: cursor,
+            block_head: None,
+            reverse: false,
+            rows_read: Some(Vec::new()),
+        };
+        merged.advance_rows()?;
+        merged.block_head = merged.blocks.next()?;
+        Ok(merged)
+    }
+
+    fn advance_rows(&mut self) -> Result<()> {
+        let next = if self.reverse {
+            self.rows.next_back()
+        } else {
+            self.rows.next()
+        };
+        self.row_head = next.map(|g| g.into_inner()).transpose()?;
+        if let (Some(read), Some((key, _))) = (&mut self.rows_read, &self.row_head) {
+            read.push(key.clone());
+        }
+        Ok(())
+    }
+
+    /// The next live row's pair.
+    pub fn next(&mut self) -> Result<Option<(Slice, Slice)>> {
+        loop {
+            let order = match (&self.row_head, &self.block_head) {
+                (None, None) => return Ok(None),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some((r, _)), Some((b, _))) => {
+                    let order = r.cmp(b);
+                    if self.reverse { order.reverse() } else { order }
+                }
+            };
+            let pair = match order {
+                Ordering::Greater => {
+                    let pair = self.block_head.take();
+                    self.block_head = self.blocks.next()?;
+                    return Ok(pair);
+                }
+                Ordering::Equal => {
+                    self.block_head = self.blocks.next()?;
+                    self.row_head.take()
+                }
+                Ordering::Less => self.row_head.take(),
+            };
+            self.advance_rows()?;
+            match pair {
+                Some((_, value)) if value.is_empty() => continue,
+                pair => return Ok(pair),
+            }
+        }
+    }
+
+    /// Whether stopping here leaves no block half read: the next block row
+    /// (if any) is its block's first.
+    pub fn at_block_boundary(&self) -> bool {
+        self.block_head.is_none() || self.blocks.at_block_start()
+    }
+
+    /// The row keyspace's keys read so far, tombstones included, the one
+    /// not yet given (the lookahead) excluded.
+    pub fn rows_read(&self) -> Vec<Slice> {
+        let mut read = self.rows_read.clone().unwrap_or_default();
+        if self.row_head.is_some() {
+            read.pop();
+        }
+        read
+    }
+
+    /// The keys of the blocks read whole so far (at a block boundary: all
+    /// read but the one the next row starts).
+    pub fn read_blocks(&self) -> Vec<Slice> {
+        let mut read = self.blocks.read.clone().unwrap_or_default();
+        if self.block_head.is_some() {
+            read.pop();
+        }
+        read
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_gives_back_its_rows() {
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..5u8)
+            .map(|i| (vec![b'a' + i, 0, 1], vec![4, i, i, i, i, i, i, i, i]))
+            .collect();
+        let value = encode(&rows);
+        let key = Slice::from(rows[4].0.clone());
+        let block = Block::parse(key.clone(), Slice::from(value.clone())).unwrap();
+        assert_eq!(block.len(), 5);
+        for (i, (k, v)) in rows.iter().enumerate() {
+            let (bk, bv) = block.row(i);
+            assert_eq!((&bk[..], &bv[..]), (&k[..], &v[..]));
+        }
+        assert_eq!(block.lower_bound(b"c"), 2);
+        assert_eq!(block.lower_bound(b"z"), 5);
+        assert_eq!(check(key, Slice::from(value), |_, _| Ok(())).unwrap(), 5);
+    }
+
+    #[test]
+    fn damaged_blocks_are_errors_not_panics() {
+        let rows = [(b"k\0\x01".to_vec(), vec![4u8; 12])];
+        let value = encode(&rows);
+        for cut in 0..value.len() {
+            let _ = Block::parse(Slice::from(&b"k"[..]), Slice::from(&value[..cut]));
+        }
+        for i in 0..value.len() {
+            for byte in [0u8, 1, 0x7f, 0xff] {
+                let mut bad = value.clone();
+                bad[i] = byte;
+                if let Ok(block) = Block::parse(Slice::from(&b"k"[..]), Slice::from(bad)) {
+                    for r in 0..block.len() {
+                        let _ = block.row(r);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Merging a PACKED family's rows into blocks (`format/blocks.rs`): what
+//! `COMPACT TABLE` runs for each PACKED family, with the table readable
+//! and writable throughout.
+//!
+//! The first merge gives the family a blocks keyspace (one catalog write).
+//! Then the merge walks the family in key order, a step at a time; each
+//! step holds every row lock, reads the next rows as a reader sees them
+//! (the row keyspace's pairs over the blocks' rows, tombstones hiding
+//! rows), drops what the GC policy discards, and in one batch writes them
+//! as new blocks, deletes the blocks it read and deletes the row
+//! keyspace's pairs it read. A step ends only where a block ends, so a
+//! block is always read whole and rewritten whole. In any snapshot a row
+//! is then in at most one block, and the row keyspace's pair, if any,
+//! shadows it; a crash between steps leaves the family correct, and the
+//! next merge carries on.
+
+use super::format::blocks::{self, BLOCK_BYTES, BLOCK_ROWS, Merged};
+use super::format::{FamilyFormat, without_garbage};
+use super::{FjallStore, GcStats, TableHandle, lock, now_micros};
+use crate::error::Result;
+use fjall::{PersistMode, Slice};
+
+/// Rows a step reads at least (then on to the end of the block it is in).
+const STEP_ROWS: usize = 4096;
+
+impl FjallStore {
+    /// Merges the rows of `table`'s PACKED family `family` into blocks,
+    /// dropping what its GC policy discards; a no-op for a CELLS family or
+    /// one whose format is being changed. What GC removed.
+    pub fn merge_blocks(&self, table: &str, family: &str) -> Result<GcStats> {
+        self.merge_blocks_sized(table, family, BLOCK_ROWS, STEP_ROWS)
+    }
+
+    /// [`FjallStore::merge_blocks`] with blocks of at most `block_rows`
+    /// rows and steps of at least `step_rows` (tests use small ones).
+    #[doc(hidden)]
+    pub fn merge_blocks_sized(
+        &self,
+        table: &str,
+        family: &str,
+        block_rows: usize,
+        step_rows: usize,
+    ) -> Result<GcStats> {
+        let sizes = (block_rows.max(1), step_rows.max(1));
+        let _one = lock(&self.inner.merges);
+        {
+            let _ddl = lock(&self.inner.ddl);
+            let handle = self.handle(table)?;
+            let index = handle.def.family_index(family)?;
+            let def = &handle.def.families[index];
+            if def.format != FamilyFormat::Packed || def.converting.is_some() {
+                return Ok(GcStats::default());
+            }
+            if def.blocks.is_none() {
+                let mut def = handle.def.clone();
+                let id = self.next_id()?;
+                def.families[index].blocks = Some(id);
+                let fresh = self.open_handle(def.clone())?;
+                self.write_catalog(Some(&def), None, id + 1)?;
+                self.install(fresh);
+            }
+        }
+        let mut stats = GcStats::default();
+        let mut start: Vec<u8> = Vec::new();
+        loop {
+            let handle = self.handle(table)?;
+            let index = handle.def.family_index(family)?;
+            let def = &handle.def.families[index];
+            // (A format change started meanwhile moves the rows itself.)
+            if def.format != FamilyFormat::Packed || def.converting.is_some() {
+                return Ok(stats);
+            }
+            match self.merge_step(&handle, index, &start, sizes, &mut stats)? {
+                Some(next) => start = next,
+                None => return Ok(stats),
+            }
+        }
+    }
+
+    /// Merges the rows from `start` (an escaped key) on, at least
+    /// `step_rows` of them and to the end of a block, into blocks of at
+    /// most `block_rows`; where the next
+    /// step starts, `None` when the family is done.
+    fn merge_step(
+        &self,
+        handle: &TableHandle,
+        index: usize,
+        start: &[u8],
+        (block_rows, step_rows): (usize, usize),
+        stats: &mut GcStats,
+    ) -> Result<Option<Vec<u8>>> {
+        let Some(blocks_ks) = &handle.blocks[index] else {
+            return Ok(None);
+        };
+        let rows_ks = &handle.keyspaces[index];
+        let family = &handle.def.families[index];
+        let _all: Vec<_> = self.inner.row_locks.iter().map(lock).collect();
+        let snapshot = self.inner.db.snapshot();
+        let now = now_micros();
+        let mut merged = Merged::keeping(&snapshot, rows_ks, blocks_ks, start)?;
+        let mut kept: Vec<(Slice, Slice)> = Vec::new();
+        let (mut read, mut last) = (0usize, None::<Slice>);
+        let mut more = false;
+        while let Some((key, value)) = merged.next()? {
+            read += 1;
+            let (value, removed) = without_garbage(&family.gc, now, &family.name, &key, value)?;
+            if removed > 0 {
+                stats.rows_touched += 1;
+                stats.cells_removed += removed;
+            }
+            last = Some(key.clone());
+            if let Some(value) = value {
+                kept.push((key, value));
+            }
+            if read >= step_rows && merged.at_block_boundary() {
+                more = true;
+                break;
+            }
+        }
+        let (rows_read, blocks_read) = (merged.rows_read(), merged.read_blocks());
+        if rows_read.is_empty() && blocks_read.is_empty() {
+            return Ok(None);
+        }
+        // New blocks: up to BLOCK_ROWS rows, closed early at BLOCK_BYTES.
+        let mut new_blocks: Vec<(Slice, Vec<u8>)> = Vec::new();
+        let mut from = 0;
+        let mut bytes = 0;
+        for (i, (key, value)) in kept.iter().enumerate() {
+            bytes += key.len() + value.len();
+            if i + 1 - from >= block_rows || bytes >= BLOCK_BYTES || i + 1 == kept.len() {
+                new_blocks.push((key.clone(), blocks::encode(&kept[from..=i])));
+                from = i + 1;
+                bytes = 0;
+            }
+        }
+        // Where the span held no block, the new ones go in as sorted
+        // tables (no journal): until the batch below deletes the row
+        // keyspace's pairs, those shadow them with the same rows, and the
+        // locks keep writers out.
+        let ingest = blocks_read.is_empty() && !new_blocks.is_empty();
+        if ingest {
+            let mut ingestion = blocks_ks.start_ingestion()?;
+            for (key, value) in &new_blocks {
+                ingestion.write(key.clone(), value.clone())?;
+            }
+            ingestion.finish()?;
+        }
+        let mut batch = self.inner.db.batch().durability(Some(PersistMode::Buffer));
+        for key in rows_read {
+            batch.remove(rows_ks, key);
+        }
+        // (A key written anew is not also removed: one batch gives both
+        // the same sequence number.)
+        for key in blocks_read {
+            if new_blocks.binary_search_by(|(k, _)| k.cmp(&key)).is_err() {
+                batch.remove(blocks_ks, key);
+            }
+        }
+        if !ingest {
+            for (key, value) in new_blocks {
+                batch.insert(blocks_ks, key, value);
+            }
+        }
+        batch.commit()?;
+        Ok(match (more, last) {
+            (true, Some(last)) => {
+                let mut next = last.to_vec();
+                next.push(0);
+                Some(next)
+            }
+            _ => None,
+        })
+    }
+}
