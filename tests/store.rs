@@ -1724,3 +1724,91 @@ fn batches_encoded_ahead_merge_with_rows_stored_meanwhile() {
         );
     }
 }
+
+/// A bulk load into a PACKED family writes its rows as blocks where no
+/// stored block holds rows among them (cut where the load's rows surround
+/// a stored block), and as rows where they fall among a block's rows;
+/// reads see them all in order either way, and a merge folds the rows in.
+#[test]
+fn bulk_loads_write_blocks_where_their_rows_fit_between_blocks() {
+    use cellar::{BadRows, CellBatch, INGEST_MIN_ROWS};
+    let n = INGEST_MIN_ROWS;
+    let (_dir, store) = store();
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("m").format(FamilyFormat::Packed)))
+        .unwrap();
+    let load = |keys: &mut dyn Iterator<Item = Vec<u8>>| {
+        let mut batch = CellBatch::new();
+        let m = batch.family("m");
+        for key in keys {
+            batch.begin_row(&key);
+            batch.set(m, b"v", 2, &key);
+        }
+        store.prepare_batch("t", &mut batch).unwrap();
+        assert!(
+            store
+                .write_batch("t", &batch, BadRows::Stop)
+                .unwrap()
+                .is_empty()
+        );
+    };
+    let pairs = || store.local().unwrap().scan_pairs("t").unwrap().0 as usize;
+    let key = |i: usize| format!("k{i:08}").into_bytes();
+    // Contiguous rows into an empty family: blocks, about n / 64 pairs.
+    load(&mut (100_000..100_000 + n).map(key));
+    assert!(
+        store
+            .table("t")
+            .unwrap()
+            .family("m")
+            .unwrap()
+            .blocks
+            .is_some()
+    );
+    assert!(pairs() <= n / 32, "{} pairs for {n} rows", pairs());
+    // Rows below and above them in one load: blocks again, in two runs.
+    load(&mut (0..n / 2).chain(500_000..500_000 + n / 2).map(key));
+    assert!(
+        pairs() <= 2 * n / 32,
+        "{} pairs for {} rows",
+        pairs(),
+        2 * n
+    );
+    // Rows among the first load's: they cannot go in blocks.
+    let between = |i: usize| {
+        let mut k = key(i);
+        k.push(b'x');
+        k
+    };
+    load(&mut (100_000..100_000 + n).map(between));
+    assert!(pairs() >= n, "{} pairs", pairs());
+    let mut expected: Vec<Vec<u8>> = (0..n / 2)
+        .chain(100_000..100_000 + n)
+        .chain(500_000..500_000 + n / 2)
+        .map(key)
+        .chain((100_000..100_000 + n).map(between))
+        .collect();
+    expected.sort();
+    let check_all = || {
+        let rows: Vec<_> = store
+            .read_rows("t", ReadRequest::all())
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(rows.len(), expected.len());
+        for (row, key) in rows.iter().zip(&expected) {
+            assert_eq!(&row.key, key);
+            assert_eq!(row.latest("m", b"v"), Some(&key[..]));
+        }
+        let backwards = keys(&store, "t", ReadRequest::all().reverse());
+        assert!(backwards.iter().rev().eq(expected.iter()));
+        let some = [key(3), between(100_005), key(500_001), key(400_000)];
+        let found = keys(&store, "t", ReadRequest::rows(RowSet::keys(some.clone())));
+        assert_eq!(found, some[..3].to_vec());
+        assert!(store.local().unwrap().check().unwrap().healthy());
+    };
+    check_all();
+    store.collect_and_compact("t").unwrap();
+    assert!(pairs() <= 3 * n / 32, "{} pairs after the merge", pairs());
+    check_all();
+}

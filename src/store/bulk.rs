@@ -290,6 +290,7 @@ impl FjallStore {
         batch: &CellBatch,
         bad: BadRows,
     ) -> Result<Vec<(usize, Error)>> {
+        self.blocks_for_load(table, batch)?;
         let first = self.handle(table)?;
         let resolved = resolve(&first, batch)?;
         let (valid, mut failed) = match checked_rows(batch, &resolved, bad) {
@@ -346,6 +347,8 @@ impl FjallStore {
         }
         let written = valid.len() - failed.len();
         match ingestible(&overlay, &direct, written) {
+            // A family's own PACKED rows go in as blocks where they can.
+            Some(slot) if self.ingest_blocks(&handle, slot, &direct, written)? => {}
             Some(slot) => self.ingest_pairs(&handle, slot, direct, written)?,
             None => self.commit_pairs(&handle, overlay, direct)?,
         }
@@ -361,6 +364,7 @@ impl FjallStore {
     /// a cursor that moves), nor when a bad row stops the batch anyway.
     pub fn prepare_batch(&self, table: &str, batch: &mut CellBatch) -> Result<()> {
         batch.prepared.drop_it();
+        self.blocks_for_load(table, batch)?;
         let handle = self.handle(table)?;
         if handle.moving.iter().any(Option::is_some) {
             return Ok(());
@@ -383,6 +387,21 @@ impl FjallStore {
             parts,
         };
         batch.prepared.put(encoded);
+        Ok(())
+    }
+}
+
+impl FjallStore {
+    /// Gives the PACKED families a batch large enough to be ingested
+    /// writes a blocks keyspace, so that its rows can go in as blocks
+    /// (before any row lock is taken: it is a catalog change).
+    fn blocks_for_load(&self, table: &str, batch: &CellBatch) -> Result<()> {
+        if batch.len() < INGEST_MIN_ROWS {
+            return Ok(());
+        }
+        for family in &batch.families {
+            self.ensure_blocks(table, family)?;
+        }
         Ok(())
     }
 }

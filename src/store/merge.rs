@@ -14,7 +14,7 @@
 //! shadows it; a crash between steps leaves the family correct, and the
 //! next merge carries on.
 
-use super::format::blocks::{self, BLOCK_BYTES, BLOCK_ROWS, Merged};
+use super::format::blocks::{self, BLOCK_ROWS, Merged};
 use super::format::{FamilyFormat, without_garbage};
 use super::{FjallStore, GcStats, TableHandle, lock, now_micros};
 use crate::error::Result;
@@ -43,22 +43,8 @@ impl FjallStore {
     ) -> Result<GcStats> {
         let sizes = (block_rows.max(1), step_rows.max(1));
         let _one = lock(&self.inner.merges);
-        {
-            let _ddl = lock(&self.inner.ddl);
-            let handle = self.handle(table)?;
-            let index = handle.def.family_index(family)?;
-            let def = &handle.def.families[index];
-            if def.format != FamilyFormat::Packed || def.converting.is_some() {
-                return Ok(GcStats::default());
-            }
-            if def.blocks.is_none() {
-                let mut def = handle.def.clone();
-                let id = self.next_id()?;
-                def.families[index].blocks = Some(id);
-                let fresh = self.open_handle(def.clone())?;
-                self.write_catalog(Some(&def), None, id + 1)?;
-                self.install(fresh);
-            }
+        if !self.ensure_blocks(table, family)? {
+            return Ok(GcStats::default());
         }
         let mut stats = GcStats::default();
         let mut start: Vec<u8> = Vec::new();
@@ -75,6 +61,37 @@ impl FjallStore {
                 None => return Ok(stats),
             }
         }
+    }
+
+    /// Gives `table`'s family `family` a blocks keyspace if it is PACKED
+    /// and has none (one catalog write); whether it has one now (not for
+    /// a CELLS family, nor while its format changes).
+    pub(super) fn ensure_blocks(&self, table: &str, family: &str) -> Result<bool> {
+        let handle = self.handle(table)?;
+        let index = handle.def.family_index(family)?;
+        let def = &handle.def.families[index];
+        if def.format != FamilyFormat::Packed || def.converting.is_some() {
+            return Ok(false);
+        }
+        if def.blocks.is_some() {
+            return Ok(true);
+        }
+        let _ddl = lock(&self.inner.ddl);
+        let handle = self.handle(table)?;
+        let index = handle.def.family_index(family)?;
+        let def = &handle.def.families[index];
+        if def.format != FamilyFormat::Packed || def.converting.is_some() {
+            return Ok(false);
+        }
+        if def.blocks.is_none() {
+            let mut def = handle.def.clone();
+            let id = self.next_id()?;
+            def.families[index].blocks = Some(id);
+            let fresh = self.open_handle(def.clone())?;
+            self.write_catalog(Some(&def), None, id + 1)?;
+            self.install(fresh);
+        }
+        Ok(true)
     }
 
     /// Merges the rows from `start` (an escaped key) on, at least
@@ -121,18 +138,7 @@ impl FjallStore {
         if rows_read.is_empty() && blocks_read.is_empty() {
             return Ok(None);
         }
-        // New blocks: up to BLOCK_ROWS rows, closed early at BLOCK_BYTES.
-        let mut new_blocks: Vec<(Slice, Vec<u8>)> = Vec::new();
-        let mut from = 0;
-        let mut bytes = 0;
-        for (i, (key, value)) in kept.iter().enumerate() {
-            bytes += key.len() + value.len();
-            if i + 1 - from >= block_rows || bytes >= BLOCK_BYTES || i + 1 == kept.len() {
-                new_blocks.push((key.clone(), blocks::encode(&kept[from..=i])));
-                from = i + 1;
-                bytes = 0;
-            }
-        }
+        let new_blocks = blocks::build(&kept, &[], block_rows);
         // Where the span held no block, the new ones go in as sorted
         // tables (no journal): until the batch below deletes the row
         // keyspace's pairs, those shadow them with the same rows, and the
@@ -140,8 +146,8 @@ impl FjallStore {
         let ingest = blocks_read.is_empty() && !new_blocks.is_empty();
         if ingest {
             let mut ingestion = blocks_ks.start_ingestion()?;
-            for (key, value) in &new_blocks {
-                ingestion.write(key.clone(), value.clone())?;
+            for (key, value) in new_blocks.iter() {
+                ingestion.write(key.as_slice(), value.as_slice())?;
             }
             ingestion.finish()?;
         }
@@ -152,7 +158,10 @@ impl FjallStore {
         // (A key written anew is not also removed: one batch gives both
         // the same sequence number.)
         for key in blocks_read {
-            if new_blocks.binary_search_by(|(k, _)| k.cmp(&key)).is_err() {
+            if new_blocks
+                .binary_search_by(|(k, _)| k.as_slice().cmp(&key))
+                .is_err()
+            {
                 batch.remove(blocks_ks, key);
             }
         }
@@ -170,5 +179,44 @@ impl FjallStore {
             }
             _ => None,
         })
+    }
+
+    /// Writes a bulk batch's new PACKED rows (all of slot `slot`, the
+    /// family's own, which has blocks; (slot, escaped row, value), strictly
+    /// ascending) straight into blocks by ingestion; false, writing
+    /// nothing, when a row falls within a stored block's rows (the caller
+    /// writes them as rows). The caller holds the rows' locks and has made
+    /// sure that none of them is stored. One loader at a time looks and
+    /// ingests, so no two put blocks around each other's rows; a merge,
+    /// which holds every row lock, cannot run meanwhile.
+    pub(super) fn ingest_blocks(
+        &self,
+        table: &TableHandle,
+        slot: usize,
+        pairs: &[(usize, Vec<u8>, Vec<u8>)],
+        rows: usize,
+    ) -> Result<bool> {
+        let Some(blocks_ks) = &table.blocks[slot] else {
+            return Ok(false);
+        };
+        let rows_of: Vec<(&[u8], &[u8])> = pairs
+            .iter()
+            .map(|(_, k, v)| (k.as_slice(), v.as_slice()))
+            .collect();
+        let keys: Vec<&[u8]> = rows_of.iter().map(|(k, _)| *k).collect();
+        let _one = lock(&self.inner.block_loads);
+        let snapshot = self.inner.db.snapshot();
+        let Some(cuts) = blocks::gaps(&snapshot, blocks_ks, &keys)? else {
+            return Ok(false);
+        };
+        let mut ingestion = blocks_ks.start_ingestion()?;
+        for (key, value) in blocks::build(&rows_of, &cuts, BLOCK_ROWS) {
+            ingestion.write(key, value)?;
+        }
+        ingestion.finish()?;
+        self.inner
+            .ingested
+            .fetch_add(rows as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(true)
     }
 }

@@ -308,6 +308,8 @@ struct Inner {
     ddl: Mutex<()>,
     /// Held by a merge into blocks: one at a time.
     merges: Mutex<()>,
+    /// Held by a bulk load writing blocks while it looks where they go.
+    block_loads: Mutex<()>,
     row_locks: Box<[Mutex<()>]>,
     /// Seeds the hash that spreads row keys over the lock stripes.
     lock_seed: u64,
@@ -466,6 +468,7 @@ impl FjallStore {
             damaged: RwLock::default(),
             ddl: Mutex::default(),
             merges: Mutex::default(),
+            block_loads: Mutex::default(),
             row_locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             lock_seed: {
                 use std::hash::BuildHasher;

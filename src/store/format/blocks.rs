@@ -209,6 +209,69 @@ pub(crate) fn any_in(
     Ok(i < block.len() && block.row_key(i) <= last)
 }
 
+/// Where new blocks of the rows `keys` (escaped, strictly ascending) may
+/// go among the blocks stored: the indexes at which the runs of rows
+/// between stored blocks start (after the first run, which starts at 0),
+/// so that no block ever spans another's rows; `None` when a row falls
+/// within a stored block's rows. One seek per stored block the rows
+/// surround, and one more.
+pub(crate) fn gaps<K: AsRef<[u8]>>(
+    snapshot: &Snapshot,
+    blocks: &Keyspace,
+    keys: &[K],
+) -> Result<Option<Vec<usize>>> {
+    let mut cuts = Vec::new();
+    let mut i = 0;
+    while i < keys.len() {
+        let at = keys[i].as_ref();
+        let Some(guard) = snapshot.range(blocks, at..).next() else {
+            break;
+        };
+        let (key, value) = guard.into_inner()?;
+        let block = Block::parse(key, value)?;
+        let (first, last) = (block.row_key(0), block.row_key(block.len() - 1));
+        if first <= at {
+            return Ok(None);
+        }
+        // The rows before the block's first go in the gap before it.
+        let j = i + keys[i..].partition_point(|k| k.as_ref() < first);
+        if j < keys.len() && keys[j].as_ref() <= last {
+            return Ok(None);
+        }
+        if j < keys.len() && j > 0 {
+            cuts.push(j);
+        }
+        i = j;
+    }
+    Ok(Some(cuts))
+}
+
+/// Rows (escaped key, PACKED value), strictly ascending, as blocks: runs
+/// of up to `block_rows` rows, closed early at [`BLOCK_BYTES`] and at each
+/// of `cuts` (see [`gaps`]); (block key, block value).
+pub(crate) fn build<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+    rows: &[(K, V)],
+    cuts: &[usize],
+    block_rows: usize,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::with_capacity(rows.len() / block_rows.max(1) + cuts.len() + 1);
+    let (mut from, mut bytes, mut next_cut) = (0, 0, 0);
+    for (i, (key, value)) in rows.iter().enumerate() {
+        bytes += key.as_ref().len() + value.as_ref().len();
+        let end = i + 1;
+        let cut = cuts.get(next_cut) == Some(&end);
+        if cut {
+            next_cut += 1;
+        }
+        if cut || end == rows.len() || end - from >= block_rows || bytes >= BLOCK_BYTES {
+            out.push((key.as_ref().to_vec(), encode(&rows[from..end])));
+            from = end;
+            bytes = 0;
+        }
+    }
+    out
+}
+
 /// Checks a block pair: well formed, its rows ascending, its key its last
 /// row's; calls `row` with each row's pair. The number of rows.
 pub(crate) fn check(
