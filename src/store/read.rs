@@ -438,7 +438,11 @@ struct Cursor {
     keyspace: Keyspace,
     blocks: Option<Keyspace>,
     iter: Pairs,
+    /// The current pair of plain pairs (with blocks, `iter` lends it).
     head: Option<(Slice, Slice)>,
+    /// Whether the cursor was ended before its pairs were (see
+    /// [`Cursor::end`]).
+    ended: bool,
     /// The length of the head's escaped row, parsed once per pair.
     head_row_len: usize,
 }
@@ -448,26 +452,68 @@ impl Cursor {
         self.advance_in(reverse, &[])
     }
 
+    /// Makes the first pair of a newly opened `iter` the head.
+    fn start(&mut self, reverse: bool) -> Result<()> {
+        self.ended = false;
+        if let Pairs::Plain(_) = self.iter {
+            self.head = self.iter.next(reverse)?;
+        }
+        self.find_row(&[])
+    }
+
     /// [`Cursor::advance`] while reading the escaped row `row`: a CELLS
     /// pair of the same row starts with it (escaped rows are prefix free),
     /// so its row is found without delimiting the key again. (A PACKED
     /// row has one pair: a second one starting with the row is damage,
     /// which `row_of` names.)
     fn advance_in(&mut self, reverse: bool, row: &[u8]) -> Result<()> {
-        self.head = self.iter.next(reverse)?;
-        if let Some((key, _)) = &self.head {
+        match &mut self.iter {
+            Pairs::Plain(_) => self.head = self.iter.next(reverse)?,
+            Pairs::Merged(merged) => merged.advance()?,
+        }
+        self.find_row(row)
+    }
+
+    fn find_row(&mut self, row: &[u8]) -> Result<()> {
+        let format = self.format;
+        if let Some((key, _)) = self.head_pair() {
             self.head_row_len =
-                if self.format == FamilyFormat::Cells && !row.is_empty() && key.starts_with(row) {
+                if format == FamilyFormat::Cells && !row.is_empty() && key.starts_with(row) {
                     row.len()
                 } else {
-                    self.format.row_of(key)?.len()
+                    format.row_of(key)?.len()
                 };
         }
         Ok(())
     }
 
+    /// The current pair, borrowed.
+    #[inline]
+    fn head_pair(&self) -> Option<(&[u8], &[u8])> {
+        match &self.iter {
+            _ if self.ended => None,
+            Pairs::Plain(_) => self.head.as_ref().map(|(k, v)| (&k[..], &v[..])),
+            Pairs::Merged(merged) => merged.peek(),
+        }
+    }
+
+    /// The current pair, owned; the cursor stays on it.
+    fn take_head(&mut self) -> Option<(Slice, Slice)> {
+        match &self.iter {
+            _ if self.ended => None,
+            Pairs::Plain(_) => self.head.take(),
+            Pairs::Merged(merged) => merged.current(),
+        }
+    }
+
     fn head_row(&self) -> Option<&[u8]> {
-        self.head.as_ref().map(|(key, _)| &key[..self.head_row_len])
+        self.head_pair().map(|(key, _)| &key[..self.head_row_len])
+    }
+
+    /// Ends the cursor here.
+    fn end(&mut self) {
+        self.head = None;
+        self.ended = true;
     }
 
     /// Reads on from the keys `start..end` of `snapshot` (an empty
@@ -480,7 +526,7 @@ impl Cursor {
         reverse: bool,
     ) -> Result<()> {
         if end.is_some_and(|end| end <= start) {
-            self.head = None;
+            self.end();
             return Ok(());
         }
         self.iter = Pairs::open(
@@ -491,7 +537,7 @@ impl Cursor {
             end,
             reverse,
         )?;
-        self.advance(reverse)
+        self.start(reverse)
     }
 }
 
@@ -518,7 +564,7 @@ fn take_newest(
         }
         let past = match newest {
             Some(n) if pairs.len() - column_from >= n.saturating_add(PAIRS_BEFORE_SEEK) => {
-                let key = cursor.head.as_ref().map_or(&[][..], |(key, _)| &key[..]);
+                let key = cursor.head_pair().map_or(&[][..], |(key, _)| key);
                 let column = cursor.format.column_of(key).unwrap_or_default();
                 column_from = column_start(cursor.format, pairs, column_from, column);
                 let read = pairs.len() - column_from;
@@ -529,7 +575,7 @@ fn take_newest(
         };
         match past {
             None => {
-                pairs.extend(cursor.head.take());
+                pairs.extend(cursor.take_head());
                 *scanned += 1;
                 cursor.advance_in(false, row)?;
             }
@@ -537,7 +583,7 @@ fn take_newest(
                 pairs.truncate(keep);
                 match past {
                     Some(past) => cursor.seek(snapshot, &past, end, false)?,
-                    None => cursor.head = None,
+                    None => cursor.end(),
                 }
                 column_from = pairs.len();
             }
@@ -690,9 +736,10 @@ impl FjallRows {
                     blocks: source.blocks.clone(),
                     iter,
                     head: None,
+                    ended: false,
                     head_row_len: 0,
                 };
-                cursor.advance(self.reverse)?;
+                cursor.start(self.reverse)?;
                 self.cursors.push(cursor);
             }
         }
@@ -743,7 +790,7 @@ impl FjallRows {
                 [c] if c.format == FamilyFormat::Packed
             );
             let more = if lone_packed {
-                self.cursors[0].head.is_some()
+                self.cursors[0].head_pair().is_some()
             } else {
                 self.next_row_key()?
             };
@@ -781,13 +828,18 @@ impl FjallRows {
                     from_cell = self.buf.cells.len();
                 }
                 let from_pair = self.buf.pairs.len();
+                // A lone PACKED pair read as numbers is decoded where the
+                // cursor holds it (in a block, no pair is made of it).
+                let in_cursor = lone_packed && numbers.is_some() && self.numbers.is_some();
                 if lone_packed {
-                    let cursor = &mut self.cursors[c];
-                    if let Some(pair) = cursor.head.take() {
-                        self.buf.pairs.push(pair);
-                        self.stats.cells_scanned += 1;
+                    if !in_cursor {
+                        let cursor = &mut self.cursors[c];
+                        if let Some(pair) = cursor.take_head() {
+                            self.buf.pairs.push(pair);
+                            self.stats.cells_scanned += 1;
+                        }
+                        cursor.advance(self.reverse)?;
                     }
-                    cursor.advance(self.reverse)?;
                 } else {
                     self.take_row(c, newest)?;
                 }
@@ -797,7 +849,7 @@ impl FjallRows {
                 let format = self.cursors[c].format;
                 if let (Some(out), Some(plan)) = (numbers.as_mut(), &mut self.numbers)
                     && self.families[family].sources.len() == 1
-                    && self.buf.pairs.len() == from_pair + 1
+                    && (in_cursor || self.buf.pairs.len() == from_pair + 1)
                 {
                     let (gc, filter, now) = (&self.families[family].gc, &self.filter, self.now);
                     let selection = format::Selection {
@@ -807,11 +859,26 @@ impl FjallRows {
                             && filter.time_range == TimeRange::ALL
                             && filter.cells_per_column != Some(0),
                     };
-                    let (key, value) = &self.buf.pairs[from_pair];
+                    let (key, value) = match in_cursor {
+                        true => self.cursors[c].head_pair().unwrap_or_default(),
+                        false => {
+                            let (key, value) = &self.buf.pairs[from_pair];
+                            (&key[..], &value[..])
+                        }
+                    };
                     let (wanted, shape) = (&plan.by_family[family], &mut plan.shapes[family]);
-                    if let Some(any) =
-                        format.decode_numbers(key, value, wanted, &selection, out, shape)?
-                    {
+                    let any = format.decode_numbers(key, value, wanted, &selection, out, shape)?;
+                    if in_cursor {
+                        self.escaped_row.clear();
+                        self.escaped_row.extend_from_slice(key);
+                        let cursor = &mut self.cursors[c];
+                        if any.is_none() {
+                            self.buf.pairs.extend(cursor.take_head());
+                        }
+                        self.stats.cells_scanned += 1;
+                        cursor.advance(self.reverse)?;
+                    }
+                    if let Some(any) = any {
                         selected |= any;
                         continue;
                     }
@@ -851,10 +918,9 @@ impl FjallRows {
             // (A lone PACKED pair's whole key is its escaped row: `row_of`
             // found it so.)
             let RowBuf { pairs, key, .. } = &mut self.buf;
-            let escaped = if lone_packed {
-                &pairs[0].0[..]
-            } else {
-                self.escaped_row.as_slice()
+            let escaped = match pairs.first() {
+                Some((key, _)) if lone_packed => &key[..],
+                _ => self.escaped_row.as_slice(),
             };
             match numbers.as_mut() {
                 // Its numbers are all in `out`, no cell: the key goes there.
@@ -902,13 +968,13 @@ impl FjallRows {
             if cursor.head_row() != Some(row) {
                 return Ok(());
             }
-            let key = cursor.head.as_ref().map_or(&[][..], |(key, _)| &key[..]);
+            let key = cursor.head_pair().map_or(&[][..], |(key, _)| key);
             let column = cursor.format.column_of(key).unwrap_or_default();
             if pairs.len() - column_from >= long {
                 column_from = column_start(cursor.format, pairs, column_from, column);
             }
             if pairs.len() - column_from < long {
-                pairs.extend(cursor.head.take());
+                pairs.extend(cursor.take_head());
                 *scanned += 1;
                 cursor.advance_in(true, row)?;
                 continue;
@@ -929,10 +995,11 @@ impl FjallRows {
                 keyspace: cursor.keyspace.clone(),
                 blocks: cursor.blocks.clone(),
                 head: None,
+                ended: false,
                 head_row_len: 0,
                 ..*cursor
             };
-            forward.advance(false)?;
+            forward.start(false)?;
             take_newest(
                 &mut forward,
                 &self.snapshot,

@@ -155,6 +155,13 @@ impl Block {
         &self.value[k..v]
     }
 
+    /// Row `i`'s (escaped key, PACKED value), borrowed.
+    #[inline]
+    pub fn row_bytes(&self, i: usize) -> (&[u8], &[u8]) {
+        let (k, v, end) = self.place(i);
+        (&self.value[k..v], &self.value[v..end])
+    }
+
     /// Row `i` as a pair (escaped key, PACKED value) sharing the block's bytes.
     pub fn row(&self, i: usize) -> (Slice, Slice) {
         let (k, v, end) = self.place(i);
@@ -293,31 +300,36 @@ pub(crate) fn check(
     Ok(block.len())
 }
 
-/// The rows of a key range of blocks, one direction, as pairs.
+/// The rows of a key range of blocks, one direction: the current row is
+/// lent from its block (see [`BlockCursor::peek`]) until the cursor moves.
 pub(crate) struct BlockCursor {
     iter: fjall::Iter,
+    /// The block of the current row; `None` at the end.
     block: Option<Block>,
-    /// Forward: the next row to give; backwards: one past it.
-    at: usize,
+    /// The current row's place in `block`.
+    cur: usize,
     start: Vec<u8>,
     end: Option<Vec<u8>>,
     reverse: bool,
     done: bool,
-    /// Whether the block being read is the first (where rows before the
+    /// Whether the next block loaded is the first (where rows outside the
     /// range are skipped).
     first: bool,
-    /// When kept: the keys of the blocks read, in order.
+    /// When kept: the keys of the blocks loaded, in order.
     read: Option<Vec<Slice>>,
 }
 
 impl BlockCursor {
-    /// The rows from `start` to `end` (escaped keys, end excluded).
-    pub fn open(
+    /// The rows from `start` to `end` (escaped keys, end excluded); with
+    /// `keep`, forward only, the keys of the blocks read are kept and the
+    /// first block is read whole (see [`Merged::keeping`]).
+    fn open(
         snapshot: &Snapshot,
         blocks: &Keyspace,
         start: &[u8],
         end: Option<&[u8]>,
         reverse: bool,
+        keep: bool,
     ) -> Result<BlockCursor> {
         let empty = end.is_some_and(|end| end <= start);
         // Backwards, the last block to read is the first whose last row is
@@ -333,52 +345,26 @@ impl BlockCursor {
             },
             _ => snapshot.range(blocks, start..),
         };
-        Ok(BlockCursor {
+        let mut cursor = BlockCursor {
             iter,
             block: None,
-            at: 0,
+            cur: 0,
             start: start.to_vec(),
             end: end.map(<[u8]>::to_vec),
             reverse,
             done: empty,
-            first: true,
-            read: None,
-        })
+            first: !keep,
+            read: keep.then(Vec::new),
+        };
+        cursor.load()?;
+        Ok(cursor)
     }
 
-    /// Keeps the keys of the blocks read (see [`Merged::read_blocks`]).
-    fn keep_keys(&mut self) {
-        self.read = Some(Vec::new());
-    }
-
-    /// The next row, in the cursor's direction.
-    pub fn next(&mut self) -> Result<Option<(Slice, Slice)>> {
-        loop {
-            if self.done {
-                return Ok(None);
-            }
-            if let Some(block) = &self.block {
-                if !self.reverse && self.at < block.len() {
-                    if self
-                        .end
-                        .as_deref()
-                        .is_some_and(|end| block.row_key(self.at) >= end)
-                    {
-                        self.done = true;
-                        return Ok(None);
-                    }
-                    self.at += 1;
-                    return Ok(Some(block.row(self.at - 1)));
-                }
-                if self.reverse && self.at > 0 {
-                    if block.row_key(self.at - 1) < self.start.as_slice() {
-                        self.done = true;
-                        return Ok(None);
-                    }
-                    self.at -= 1;
-                    return Ok(Some(block.row(self.at)));
-                }
-            }
+    /// Loads the next block with a row in range and makes that row
+    /// current, or ends.
+    fn load(&mut self) -> Result<()> {
+        self.block = None;
+        while !self.done {
             let next = if self.reverse {
                 self.iter.next_back()
             } else {
@@ -386,31 +372,87 @@ impl BlockCursor {
             };
             let Some(guard) = next else {
                 self.done = true;
-                self.block = None;
-                return Ok(None);
+                break;
             };
             let (key, value) = guard.into_inner()?;
             if let Some(read) = &mut self.read {
                 read.push(key.clone());
             }
             let block = Block::parse(key, value)?;
-            self.at = match (self.reverse, self.first) {
-                (false, true) => block.lower_bound(&self.start),
-                (false, false) => 0,
-                (true, true) => match &self.end {
-                    Some(end) => block.lower_bound(end),
-                    None => block.len(),
-                },
-                (true, false) => block.len(),
-            };
-            self.first = false;
+            let first = std::mem::replace(&mut self.first, false);
+            if self.reverse {
+                let top = match (&self.end, first) {
+                    (Some(end), true) => block.lower_bound(end),
+                    _ => block.len(),
+                };
+                if top == 0 {
+                    continue;
+                }
+                self.cur = top - 1;
+            } else {
+                let cur = if first {
+                    block.lower_bound(&self.start)
+                } else {
+                    0
+                };
+                if cur >= block.len() {
+                    continue;
+                }
+                self.cur = cur;
+            }
             self.block = Some(block);
+            self.check_bound();
+            break;
+        }
+        Ok(())
+    }
+
+    /// Ends the cursor if its current row is past the range.
+    fn check_bound(&mut self) {
+        if let Some(block) = &self.block {
+            let key = block.row_key(self.cur);
+            let past = if self.reverse {
+                key < self.start.as_slice()
+            } else {
+                self.end.as_deref().is_some_and(|end| key >= end)
+            };
+            if past {
+                self.done = true;
+                self.block = None;
+            }
         }
     }
 
-    /// Whether the row given last was its block's first (forward).
+    /// The current row (escaped key, PACKED value), borrowed.
+    #[inline]
+    pub fn peek(&self) -> Option<(&[u8], &[u8])> {
+        self.block.as_ref().map(|b| b.row_bytes(self.cur))
+    }
+
+    /// The current row as a pair sharing the block's bytes.
+    pub fn current(&self) -> Option<(Slice, Slice)> {
+        self.block.as_ref().map(|b| b.row(self.cur))
+    }
+
+    /// Moves to the next row.
+    pub fn advance(&mut self) -> Result<()> {
+        let Some(block) = &self.block else {
+            return Ok(());
+        };
+        if !self.reverse && self.cur + 1 < block.len() {
+            self.cur += 1;
+        } else if self.reverse && self.cur > 0 {
+            self.cur -= 1;
+        } else {
+            return self.load();
+        }
+        self.check_bound();
+        Ok(())
+    }
+
+    /// Whether the current row (if any) is its block's first (forward).
     fn at_block_start(&self) -> bool {
-        self.at == 1
+        self.block.is_none() || self.cur == 0
     }
 }
 
@@ -440,7 +482,7 @@ impl Pairs {
             None => Pairs::Plain(plain),
             Some(blocks) => Pairs::Merged(Box::new(Merged::open(
                 plain,
-                BlockCursor::open(snapshot, blocks, start, end, reverse)?,
+                BlockCursor::open(snapshot, blocks, start, end, reverse, false)?,
                 reverse,
             )?)),
         })
@@ -463,15 +505,26 @@ impl Pairs {
     }
 }
 
+/// Which keyspace a merge's current pair comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    End,
+    Row,
+    Block,
+    /// The row keyspace's pair, shadowing the block's row of its key.
+    Both,
+}
+
 /// A PACKED family's own keyspace merged with its blocks: the row
 /// keyspace's pair wins where both hold a row, and a tombstone there
-/// hides the row.
+/// hides the row. Its current pair is lent ([`Merged::peek`]) until it
+/// moves ([`Merged::advance`]).
 pub(crate) struct Merged {
     rows: fjall::Iter,
     row_head: Option<(Slice, Slice)>,
     blocks: BlockCursor,
-    block_head: Option<(Slice, Slice)>,
     reverse: bool,
+    side: Side,
     /// When kept: the row keyspace's keys read, tombstones included.
     rows_read: Option<Vec<Slice>>,
 }
@@ -482,36 +535,35 @@ impl Merged {
             rows,
             row_head: None,
             blocks,
-            block_head: None,
             reverse,
+            side: Side::End,
             rows_read: None,
         };
         merged.advance_rows()?;
-        merged.block_head = merged.blocks.next()?;
+        merged.settle()?;
         Ok(merged)
     }
 
     /// A forward merge of the keys from `start` on that keeps what it
-    /// reads, for a merge step that rewrites them (see
-    /// [`Merged::rows_read`] and [`Merged::read_blocks`]).
+    /// reads, for a step that rewrites them (see [`Merged::rows_read`] and
+    /// [`Merged::read_blocks`]). The first block is read whole, rows
+    /// before `start` too: a step starts where a block does.
     pub fn keeping(
         snapshot: &Snapshot,
         keyspace: &Keyspace,
         blocks: &Keyspace,
         start: &[u8],
     ) -> Result<Merged> {
-        let mut cursor = BlockCursor::open(snapshot, blocks, start, None, false)?;
-        cursor.keep_keys();
         let mut merged = Merged {
             rows: snapshot.range(keyspace, start..),
             row_head: None,
-            blocks: cursor,
-            block_head: None,
+            blocks: BlockCursor::open(snapshot, blocks, start, None, false, true)?,
             reverse: false,
+            side: Side::End,
             rows_read: Some(Vec::new()),
         };
         merged.advance_rows()?;
-        merged.block_head = merged.blocks.next()?;
+        merged.settle()?;
         Ok(merged)
     }
 
@@ -528,46 +580,87 @@ impl Merged {
         Ok(())
     }
 
-    /// The next live row's pair.
-    pub fn next(&mut self) -> Result<Option<(Slice, Slice)>> {
+    /// Finds the current pair, stepping over tombstones and the rows they
+    /// hide.
+    fn settle(&mut self) -> Result<()> {
         loop {
-            let order = match (&self.row_head, &self.block_head) {
-                (None, None) => return Ok(None),
-                (Some(_), None) => Ordering::Less,
-                (None, Some(_)) => Ordering::Greater,
+            self.side = match (&self.row_head, self.blocks.peek()) {
+                (None, None) => Side::End,
+                (Some(_), None) => Side::Row,
+                (None, Some(_)) => Side::Block,
                 (Some((r, _)), Some((b, _))) => {
-                    let order = r.cmp(b);
-                    if self.reverse { order.reverse() } else { order }
+                    let order = r[..].cmp(b);
+                    match if self.reverse { order.reverse() } else { order } {
+                        Ordering::Less => Side::Row,
+                        Ordering::Equal => Side::Both,
+                        Ordering::Greater => Side::Block,
+                    }
                 }
             };
-            let pair = match order {
-                Ordering::Greater => {
-                    let pair = self.block_head.take();
-                    self.block_head = self.blocks.next()?;
-                    return Ok(pair);
-                }
-                Ordering::Equal => {
-                    self.block_head = self.blocks.next()?;
-                    self.row_head.take()
-                }
-                Ordering::Less => self.row_head.take(),
-            };
-            self.advance_rows()?;
-            match pair {
-                Some((_, value)) if value.is_empty() => continue,
-                pair => return Ok(pair),
+            let tombstone = matches!(self.side, Side::Row | Side::Both)
+                && self.row_head.as_ref().is_some_and(|(_, v)| v.is_empty());
+            if !tombstone {
+                return Ok(());
+            }
+            self.step()?;
+        }
+    }
+
+    /// Moves past the current pair (both, where one shadows the other).
+    fn step(&mut self) -> Result<()> {
+        match self.side {
+            Side::End => Ok(()),
+            Side::Row => self.advance_rows(),
+            Side::Block => self.blocks.advance(),
+            Side::Both => {
+                self.blocks.advance()?;
+                self.advance_rows()
             }
         }
+    }
+
+    /// The current pair, borrowed.
+    #[inline]
+    pub fn peek(&self) -> Option<(&[u8], &[u8])> {
+        match self.side {
+            Side::End => None,
+            Side::Row | Side::Both => self.row_head.as_ref().map(|(k, v)| (&k[..], &v[..])),
+            Side::Block => self.blocks.peek(),
+        }
+    }
+
+    /// The current pair, owned (sharing its block's bytes).
+    pub fn current(&self) -> Option<(Slice, Slice)> {
+        match self.side {
+            Side::End => None,
+            Side::Row | Side::Both => self.row_head.clone(),
+            Side::Block => self.blocks.current(),
+        }
+    }
+
+    /// Moves to the next live pair.
+    pub fn advance(&mut self) -> Result<()> {
+        self.step()?;
+        self.settle()
+    }
+
+    /// The current pair, owned, and moves on.
+    pub fn next(&mut self) -> Result<Option<(Slice, Slice)>> {
+        let current = self.current();
+        if current.is_some() {
+            self.advance()?;
+        }
+        Ok(current)
     }
 
     /// Whether stopping here leaves no block half read: the next block row
     /// (if any) is its block's first.
     pub fn at_block_boundary(&self) -> bool {
-        self.block_head.is_none() || self.blocks.at_block_start()
+        self.blocks.at_block_start()
     }
 
-    /// The row keyspace's keys read so far, tombstones included, the one
-    /// not yet given (the lookahead) excluded.
+    /// The row keyspace's keys read so far, tombstones included, the
+    /// current one excluded.
     pub fn rows_read(&self) -> Vec<Slice> {
         let mut read = self.rows_read.clone().unwrap_or_default();
         if self.row_head.is_some() {
@@ -577,10 +670,10 @@ impl Merged {
     }
 
     /// The keys of the blocks read whole so far (at a block boundary: all
-    /// read but the one the next row starts).
+    /// loaded but the current row's).
     pub fn read_blocks(&self) -> Vec<Slice> {
         let mut read = self.blocks.read.clone().unwrap_or_default();
-        if self.block_head.is_some() {
+        if self.blocks.block.is_some() {
             read.pop();
         }
         read
