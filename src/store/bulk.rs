@@ -6,6 +6,7 @@
 //! any other row goes through the overlay as a row mutation does.
 
 use super::format::Overlay;
+use super::format::blocks::BLOCK_ROWS;
 use super::mutation::{self, check_key, check_qualifier, check_value};
 use super::{FjallStore, Mutation, RowMutation, TableHandle, aggregate, now_micros};
 use crate::codec;
@@ -290,13 +291,13 @@ impl FjallStore {
         batch: &CellBatch,
         bad: BadRows,
     ) -> Result<Vec<(usize, Error)>> {
-        self.blocks_for_load(table, batch)?;
         let first = self.handle(table)?;
         let resolved = resolve(&first, batch)?;
         let (valid, mut failed) = match checked_rows(batch, &resolved, bad) {
             Ok(rows) => rows,
             Err(stop) => return Ok(vec![stop]),
         };
+        self.blocks_for_load(table, batch, &valid)?;
         let _guards = self.lock_rows(&first, valid.iter().map(|&r| batch.key(r)));
         let (handle, snapshot) = self.locked_view(table, &first)?;
         // Families cannot change under a handle of the same table, but the
@@ -346,9 +347,13 @@ impl FjallStore {
             }
         }
         let written = valid.len() - failed.len();
+        // A family's own PACKED rows go in as blocks where they can, cut
+        // where the batch's runs meet (see [`runs`]).
+        let runs = runs(&valid).filter(|_| failed.is_empty() && direct.len() == valid.len());
         match ingestible(&overlay, &direct, written) {
-            // A family's own PACKED rows go in as blocks where they can.
-            Some(slot) if self.ingest_blocks(&handle, slot, &direct, written)? => {}
+            Some(slot)
+                if let Some(runs) = &runs
+                    && self.ingest_blocks(&handle, slot, &direct, runs, written)? => {}
             Some(slot) => self.ingest_pairs(&handle, slot, direct, written)?,
             None => self.commit_pairs(&handle, overlay, direct)?,
         }
@@ -364,8 +369,7 @@ impl FjallStore {
     /// a cursor that moves), nor when a bad row stops the batch anyway.
     pub fn prepare_batch(&self, table: &str, batch: &mut CellBatch) -> Result<()> {
         batch.prepared.drop_it();
-        self.blocks_for_load(table, batch)?;
-        let handle = self.handle(table)?;
+        let mut handle = self.handle(table)?;
         if handle.moving.iter().any(Option::is_some) {
             return Ok(());
         }
@@ -373,6 +377,11 @@ impl FjallStore {
         let Ok((valid, _)) = checked_rows(batch, &resolved, BadRows::Skip) else {
             return Ok(());
         };
+        // (Before the encoding: a family given blocks is a new handle.)
+        if handle.def.families.iter().any(|f| f.blocks.is_none()) {
+            self.blocks_for_load(table, batch, &valid)?;
+            handle = self.handle(table)?;
+        }
         let repeated = repeated_keys(batch, &valid);
         let fresh = Fresh {
             snapshot: None,
@@ -395,8 +404,8 @@ impl FjallStore {
     /// Gives the PACKED families a batch large enough to be ingested
     /// writes a blocks keyspace, so that its rows can go in as blocks
     /// (before any row lock is taken: it is a catalog change).
-    fn blocks_for_load(&self, table: &str, batch: &CellBatch) -> Result<()> {
-        if batch.len() < INGEST_MIN_ROWS {
+    fn blocks_for_load(&self, table: &str, batch: &CellBatch, valid: &[usize]) -> Result<()> {
+        if valid.len() < INGEST_MIN_ROWS || runs(valid).is_none() {
             return Ok(());
         }
         for family in &batch.families {
@@ -430,6 +439,21 @@ fn checked_rows(
         valid.sort_by(|&a, &b| batch.key(a).cmp(batch.key(b)));
     }
     Ok((valid, failed))
+}
+
+/// Where the runs of rows `valid` (sorted by key) that came one after
+/// another in the batch start (after the first), when the runs are long
+/// enough to fill blocks: a batch gathered from sources read in key order
+/// (a sorted file's partitions) has a few long runs. Blocks are cut where
+/// runs meet, so that no block spans the key range between two sources,
+/// where their later batches bring rows. `None` for a batch in no order:
+/// blocks of its rows would be sparse, each spanning rows later loads
+/// bring, which then could go only to the row keyspace.
+fn runs(valid: &[usize]) -> Option<Vec<usize>> {
+    let cuts: Vec<usize> = (1..valid.len())
+        .filter(|&i| valid[i] != valid[i - 1] + 1)
+        .collect();
+    (valid.len() >= (cuts.len() + 1) * BLOCK_ROWS).then_some(cuts)
 }
 
 /// A batch's valid rows in key order, and its invalid rows with why.

@@ -183,7 +183,8 @@ impl FjallStore {
 
     /// Writes a bulk batch's new PACKED rows (all of slot `slot`, the
     /// family's own, which has blocks; (slot, escaped row, value), strictly
-    /// ascending) straight into blocks by ingestion; false, writing
+    /// ascending, with `runs` where blocks must be cut) straight into
+    /// blocks by ingestion; false, writing
     /// nothing, when a row falls within a stored block's rows (the caller
     /// writes them as rows). The caller holds the rows' locks and has made
     /// sure that none of them is stored. One loader at a time looks and
@@ -194,6 +195,7 @@ impl FjallStore {
         table: &TableHandle,
         slot: usize,
         pairs: &[(usize, Vec<u8>, Vec<u8>)],
+        runs: &[usize],
         rows: usize,
     ) -> Result<bool> {
         let Some(blocks_ks) = &table.blocks[slot] else {
@@ -206,9 +208,12 @@ impl FjallStore {
         let keys: Vec<&[u8]> = rows_of.iter().map(|(k, _)| *k).collect();
         let _one = lock(&self.inner.block_loads);
         let snapshot = self.inner.db.snapshot();
-        let Some(cuts) = blocks::gaps(&snapshot, blocks_ks, &keys)? else {
+        let Some(mut cuts) = blocks::gaps(&snapshot, blocks_ks, &keys)? else {
             return Ok(false);
         };
+        cuts.extend_from_slice(runs);
+        cuts.sort_unstable();
+        cuts.dedup();
         let mut ingestion = blocks_ks.start_ingestion()?;
         for (key, value) in blocks::build(&rows_of, &cuts, BLOCK_ROWS) {
             ingestion.write(key, value)?;
