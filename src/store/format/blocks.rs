@@ -303,7 +303,13 @@ pub(crate) fn check(
 /// The rows of a key range of blocks, one direction: the current row is
 /// lent from its block (see [`BlockCursor::peek`]) until the cursor moves.
 pub(crate) struct BlockCursor {
-    iter: fjall::Iter,
+    /// The blocks still to read; backwards, opened only when the first
+    /// block (`pending`) is read.
+    iter: Option<fjall::Iter>,
+    /// Backwards: the first block to read, found by the seek that bounds
+    /// the range, and what opens `iter` after it.
+    pending: Option<(Slice, Slice)>,
+    reopen: Option<(Snapshot, Keyspace, Slice)>,
     /// The block of the current row; `None` at the end.
     block: Option<Block>,
     /// The current row's place in `block`.
@@ -332,21 +338,26 @@ impl BlockCursor {
         keep: bool,
     ) -> Result<BlockCursor> {
         let empty = end.is_some_and(|end| end <= start);
-        // Backwards, the last block to read is the first whose last row is
-        // at or after `end` (it may hold rows before `end`).
-        let iter = match end {
-            _ if empty => snapshot.range(blocks, start..start),
+        // Backwards, the first block to read is the first whose last row
+        // is at or after `end` (it may hold rows before `end`): the seek
+        // that finds it reads it, and the blocks before it are opened only
+        // if the read goes on past it (a LIMIT often does not).
+        let (iter, pending, reopen) = match end {
+            _ if empty => (Some(snapshot.range(blocks, start..start)), None, None),
             Some(end) if reverse => match snapshot.range(blocks, end..).next() {
                 Some(guard) => {
-                    let last = guard.key()?;
-                    snapshot.range(blocks, start.to_vec()..=last.to_vec())
+                    let block = guard.into_inner()?;
+                    let reopen = (snapshot.clone(), blocks.clone(), block.0.clone());
+                    (None, Some(block), Some(reopen))
                 }
-                None => snapshot.range(blocks, start..),
+                None => (Some(snapshot.range(blocks, start..)), None, None),
             },
-            _ => snapshot.range(blocks, start..),
+            _ => (Some(snapshot.range(blocks, start..)), None, None),
         };
         let mut cursor = BlockCursor {
             iter,
+            pending,
+            reopen,
             block: None,
             cur: 0,
             start: start.to_vec(),
@@ -365,16 +376,29 @@ impl BlockCursor {
     fn load(&mut self) -> Result<()> {
         self.block = None;
         while !self.done {
-            let next = if self.reverse {
-                self.iter.next_back()
-            } else {
-                self.iter.next()
+            let (key, value) = match self.pending.take() {
+                Some(block) => block,
+                None => {
+                    // The blocks before the first, now that they are wanted.
+                    if let Some((snapshot, blocks, first)) = self.reopen.take() {
+                        let start = self.start.as_slice();
+                        self.iter = Some(match start < first.as_ref() {
+                            true => snapshot.range(&blocks, start.to_vec()..first.to_vec()),
+                            false => snapshot.range(&blocks, start..start),
+                        });
+                    }
+                    let next = match &mut self.iter {
+                        Some(iter) if self.reverse => iter.next_back(),
+                        Some(iter) => iter.next(),
+                        None => None,
+                    };
+                    let Some(guard) = next else {
+                        self.done = true;
+                        break;
+                    };
+                    guard.into_inner()?
+                }
             };
-            let Some(guard) = next else {
-                self.done = true;
-                break;
-            };
-            let (key, value) = guard.into_inner()?;
             if let Some(read) = &mut self.read {
                 read.push(key.clone());
             }
