@@ -431,13 +431,7 @@ impl TableDef {
 
     /// The family of that name.
     pub fn family(&self, name: &str) -> Result<&FamilyDef> {
-        self.families
-            .iter()
-            .find(|f| f.name == name)
-            .ok_or_else(|| Error::FamilyNotFound {
-                table: self.name.clone(),
-                family: name.to_string(),
-            })
+        self.family_index(name).map(|i| &self.families[i])
     }
 }
 

@@ -70,23 +70,25 @@ impl FjallStore {
     /// and has none (one catalog write); whether it has one now (not for
     /// a CELLS family, nor while its format changes).
     pub(super) fn ensure_blocks(&self, table: &str, family: &str) -> Result<bool> {
-        let handle = self.handle(table)?;
-        let index = handle.def.family_index(family)?;
-        let def = &handle.def.families[index];
-        if def.format != FamilyFormat::Packed || def.converting.is_some() {
-            return Ok(false);
-        }
-        if def.blocks.is_some() {
-            return Ok(true);
+        // (Whether the family is PACKED and steady, and has blocks.)
+        let state = |handle: &TableHandle| -> Result<(usize, Option<bool>)> {
+            let index = handle.def.family_index(family)?;
+            let def = &handle.def.families[index];
+            let steady = def.format == FamilyFormat::Packed && def.converting.is_none();
+            Ok((index, steady.then_some(def.blocks.is_some())))
+        };
+        // Asked by every large batch of a load: looked at first without
+        // the DDL lock.
+        if let (_, found @ (None | Some(true))) = state(&*self.handle(table)?)? {
+            return Ok(found.is_some());
         }
         let _ddl = lock(&self.inner.ddl);
         let handle = self.handle(table)?;
-        let index = handle.def.family_index(family)?;
-        let def = &handle.def.families[index];
-        if def.format != FamilyFormat::Packed || def.converting.is_some() {
+        let (index, has) = state(&handle)?;
+        let Some(has) = has else {
             return Ok(false);
-        }
-        if def.blocks.is_none() {
+        };
+        if !has {
             let mut def = handle.def.clone();
             let id = self.next_id()?;
             def.families[index].blocks = Some(id);

@@ -435,8 +435,7 @@ struct Cursor {
     /// The family's place among the families read.
     family: usize,
     format: FamilyFormat,
-    keyspace: Keyspace,
-    blocks: Option<Keyspace>,
+    source: Source,
     iter: Pairs,
     /// The current pair of plain pairs (with blocks, `iter` lends it).
     head: Option<(Slice, Slice)>,
@@ -529,14 +528,7 @@ impl Cursor {
             self.end();
             return Ok(());
         }
-        self.iter = Pairs::open(
-            snapshot,
-            &self.keyspace,
-            self.blocks.as_ref(),
-            start,
-            end,
-            reverse,
-        )?;
+        self.iter = self.source.pairs(snapshot, start, end, reverse)?;
         self.start(reverse)
     }
 }
@@ -732,8 +724,7 @@ impl FjallRows {
                 let mut cursor = Cursor {
                     family: i,
                     format: source.format,
-                    keyspace: source.keyspace.clone(),
-                    blocks: source.blocks.clone(),
+                    source: source.clone(),
                     iter,
                     head: None,
                     ended: false,
@@ -984,16 +975,10 @@ impl FjallRows {
             pairs.truncate(column_from);
             let end = codec::prefix_successor(column);
             let mut forward = Cursor {
-                iter: Pairs::open(
-                    &self.snapshot,
-                    &cursor.keyspace,
-                    cursor.blocks.as_ref(),
-                    row,
-                    end.as_deref(),
-                    false,
-                )?,
-                keyspace: cursor.keyspace.clone(),
-                blocks: cursor.blocks.clone(),
+                iter: cursor
+                    .source
+                    .pairs(&self.snapshot, row, end.as_deref(), false)?,
+                source: cursor.source.clone(),
                 head: None,
                 ended: false,
                 head_row_len: 0,
