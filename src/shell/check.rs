@@ -74,11 +74,21 @@ pub fn run(dir: &Path, repair: bool) -> bool {
         println!("  table {table}");
         for f in families {
             let state = if f.healthy() { "ok" } else { "DAMAGED" };
+            let (what, unit) = match f.blocks {
+                true => (", blocks", "rows"),
+                false => ("", "cells"),
+            };
             println!(
-                "    family {} ({}): {state}, {} cells read",
+                "    family {} ({}{what}): {state}, {} {unit} read",
                 f.family, f.keyspace, f.cells
             );
-            if f.bad_keys > 0 {
+            if f.bad_keys > 0 && f.blocks {
+                println!(
+                    "      {} blocks are damaged (first: {})",
+                    f.bad_keys,
+                    f.first_bad_key.as_deref().unwrap_or("?")
+                );
+            } else if f.bad_keys > 0 {
                 println!(
                     "      {} cells have keys that are not cell keys (first: {})",
                     f.bad_keys,

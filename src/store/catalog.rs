@@ -249,7 +249,7 @@ pub struct FamilyDef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub converting: Option<Conversion>,
     /// The keyspace (`f<id>`) of the family's blocks, once a merge has
-    /// made them (PACKED only; see `format/blocks.rs`).
+    /// made them (PACKED only; see `format/blocks/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocks: Option<u64>,
 }

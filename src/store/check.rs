@@ -18,6 +18,10 @@ pub struct FamilyCheck {
     pub family: String,
     /// Its fjall keyspace (`f<id>`).
     pub keyspace: String,
+    /// Whether the keyspace holds the family's blocks (a PACKED family
+    /// merged by `COMPACT`); `cells` then counts rows, `bad_keys` damaged
+    /// blocks (`first_bad_key` the first one's key and why).
+    pub blocks: bool,
     /// Cells read.
     pub cells: u64,
     /// Cells whose key does not parse as a cell key.
@@ -81,6 +85,7 @@ impl FjallStore {
                 let mut check = FamilyCheck {
                     family: family.name.clone(),
                     keyspace: crate::store::catalog::keyspace_name(ids[slot]),
+                    blocks: false,
                     cells: 0,
                     bad_keys: 0,
                     first_bad_key: None,
@@ -104,11 +109,12 @@ impl FjallStore {
                 }
                 families.push(check);
                 // Its blocks: each well formed, rows ascending, every row a
-                // PACKED pair; a row counts as a cell.
+                // PACKED pair; rows are counted, and damaged blocks.
                 if let (Some(blocks), Some(id)) = (blocks, family.blocks) {
                     let mut check = FamilyCheck {
                         family: family.name.clone(),
                         keyspace: crate::store::catalog::keyspace_name(id),
+                        blocks: true,
                         cells: 0,
                         bad_keys: 0,
                         first_bad_key: None,
@@ -117,16 +123,16 @@ impl FjallStore {
                     for guard in snapshot.iter(blocks) {
                         match guard.into_inner() {
                             Ok((key, value)) => {
-                                let shown = show_bytes(&key);
-                                let rows = blocks::check(key, value, |k, v| {
+                                let rows = blocks::check(key.clone(), value, |k, v| {
                                     format.check_pair(k, v, false)
                                 });
                                 match rows {
                                     Ok(rows) => check.cells += rows as u64,
-                                    Err(_) => {
-                                        check.cells += 1;
+                                    Err(e) => {
                                         check.bad_keys += 1;
-                                        check.first_bad_key.get_or_insert(shown);
+                                        check.first_bad_key.get_or_insert_with(|| {
+                                            format!("{}: {e}", show_bytes(&key))
+                                        });
                                     }
                                 }
                             }

@@ -1,4 +1,4 @@
-//! Merging a PACKED family's rows into blocks (`format/blocks.rs`): what
+//! Merging a PACKED family's rows into blocks (`format/blocks/`): what
 //! `COMPACT TABLE` runs for each PACKED family, with the table readable
 //! and writable throughout.
 //!

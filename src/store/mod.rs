@@ -209,7 +209,7 @@ pub(crate) struct TableHandle {
     /// Per family: the change of format under way, if any.
     pub moving: Vec<Option<Moving>>,
     /// Per slot: the keyspace of the family's blocks, if it has them (a
-    /// family's own slot only; see `format/blocks.rs`).
+    /// family's own slot only; see `format/blocks/`).
     pub blocks: Vec<Option<Keyspace>>,
 }
 
