@@ -6,7 +6,7 @@
 //! any other row goes through the overlay as a row mutation does.
 
 use super::format::Overlay;
-use super::format::blocks::BLOCK_ROWS;
+use super::format::blocks::{self, BLOCK_ROWS};
 use super::mutation::{self, check_key, check_qualifier, check_value};
 use super::{FjallStore, Mutation, RowMutation, TableHandle, aggregate, now_micros};
 use crate::codec;
@@ -311,6 +311,7 @@ impl FjallStore {
             batch,
             families: &resolved,
             span: span(batch, &valid),
+            raw: bound_for_blocks(&handle, &valid),
         };
         // The encoding done ahead holds where the table is as it was then
         // and its rows have nothing stored to merge with, as it assumed.
@@ -350,12 +351,24 @@ impl FjallStore {
         // A family's own PACKED rows go in as blocks where they can, cut
         // where the batch's runs meet (see [`runs`]).
         let runs = runs(&valid).filter(|_| failed.is_empty() && direct.len() == valid.len());
+        let name = |slot: usize| &handle.def.families[handle.family_of(slot)].name;
+        let compress_row = |key: &[u8], value: &[u8]| {
+            let slot = direct.first().map_or(0, |d| d.0);
+            handle.formats[slot].compress(name(slot), key, value)
+        };
+        let compress: Option<blocks::Compress<'_>> = fresh.raw.then_some(&compress_row);
         match ingestible(&overlay, &direct, written) {
             Some(slot)
                 if let Some(runs) = &runs
-                    && self.ingest_blocks(&handle, slot, &direct, runs, written)? => {}
-            Some(slot) => self.ingest_pairs(&handle, slot, direct, written)?,
-            None => self.commit_pairs(&handle, overlay, direct)?,
+                    && self.ingest_blocks(&handle, slot, &direct, runs, written, compress)? => {}
+            Some(slot) => {
+                let direct = compressed(&fresh, direct)?;
+                self.ingest_pairs(&handle, slot, direct, written)?
+            }
+            None => {
+                let direct = compressed(&fresh, direct)?;
+                self.commit_pairs(&handle, overlay, direct)?
+            }
         }
         failed.sort_by_key(|(row, _)| *row);
         Ok(failed)
@@ -389,6 +402,7 @@ impl FjallStore {
             batch,
             families: &resolved,
             span: span(batch, &valid),
+            raw: bound_for_blocks(&handle, &valid),
         };
         let parts = encode_new_rows(&fresh, &valid, &repeated);
         let encoded = Encoded {
@@ -456,8 +470,34 @@ fn runs(valid: &[usize]) -> Option<Vec<usize>> {
     (valid.len() >= (cuts.len() + 1) * BLOCK_ROWS).then_some(cuts)
 }
 
+/// Whether the new rows of a batch (its valid rows, `valid`) are likely
+/// to go in as blocks: many, in runs (see [`runs`]), of a table of one
+/// family that has blocks. Their PACKED values are then encoded `raw`
+/// (see `FamilyFormat::fresh_pairs`): the block stores them anew.
+fn bound_for_blocks(table: &TableHandle, valid: &[usize]) -> bool {
+    valid.len() >= INGEST_MIN_ROWS
+        && matches!(table.blocks.as_slice(), [Some(_)])
+        && runs(valid).is_some()
+}
+
+/// The pairs of rows encoded for blocks that go in alone after all, in
+/// their smallest form.
+fn compressed(fresh: &Fresh<'_>, mut direct: SlotPairs) -> Result<SlotPairs> {
+    if fresh.raw {
+        let table = fresh.table;
+        for (slot, key, value) in &mut direct {
+            let name = &table.def.families[table.family_of(*slot)].name;
+            *value = table.formats[*slot].compress(name, key, value)?;
+        }
+    }
+    Ok(direct)
+}
+
 /// A batch's valid rows in key order, and its invalid rows with why.
 type Checked = (Vec<usize>, Vec<(usize, Error)>);
+
+/// Pairs to write: (slot, key, value).
+type SlotPairs = Vec<(usize, Vec<u8>, Vec<u8>)>;
 
 /// The first and last keys of rows `valid` (in key order), if any.
 fn span(batch: &CellBatch, valid: &[usize]) -> Option<(Vec<u8>, Vec<u8>)> {
@@ -552,6 +592,9 @@ struct Fresh<'a> {
     families: &'a [Resolved],
     /// The batch's first and last keys (none when it is empty).
     span: Option<(Vec<u8>, Vec<u8>)>,
+    /// Whether its PACKED rows are encoded for blocks
+    /// ([`bound_for_blocks`]).
+    raw: bool,
 }
 
 impl Fresh<'_> {
@@ -826,7 +869,7 @@ fn encode_new_row(
             })
             .collect();
         let name = &table.def.families[table.family_of(slot)].name;
-        format.fresh_pairs(key, &escaped, name, &sorted, &mut |k, v| {
+        format.fresh_pairs(key, &escaped, name, &sorted, fresh.raw, &mut |k, v| {
             out.push((slot, k, v))
         })?;
         start = end;

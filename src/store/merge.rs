@@ -178,7 +178,7 @@ impl FjallStore {
         if rows_read.is_empty() && blocks_read.is_empty() {
             return Ok(None);
         }
-        let new_blocks = blocks::build(&kept, &[], block_rows);
+        let new_blocks = blocks::build(&kept, &[], block_rows, None)?;
         // Where the span held no block, the new ones go in as sorted
         // tables (no journal): until the batch below deletes the row
         // keyspace's pairs, those shadow them with the same rows, and the
@@ -223,7 +223,8 @@ impl FjallStore {
 
     /// Writes a bulk batch's new PACKED rows (all of slot `slot`, the
     /// family's own, which has blocks; (slot, escaped row, value), strictly
-    /// ascending, with `runs` where blocks must be cut) straight into
+    /// ascending, with `runs` where blocks must be cut; `compress`: as
+    /// `blocks::encode` takes it, for rows encoded raw) straight into
     /// blocks by ingestion; false, writing
     /// nothing, when a row falls within a stored block's rows (the caller
     /// writes them as rows). The caller holds the rows' locks and has made
@@ -237,6 +238,7 @@ impl FjallStore {
         pairs: &[(usize, Vec<u8>, Vec<u8>)],
         runs: &[usize],
         rows: usize,
+        compress: Option<blocks::Compress<'_>>,
     ) -> Result<bool> {
         let Some(blocks_ks) = &table.blocks[slot] else {
             return Ok(false);
@@ -255,7 +257,7 @@ impl FjallStore {
         cuts.sort_unstable();
         cuts.dedup();
         let mut ingestion = blocks_ks.start_ingestion()?;
-        for (key, value) in blocks::build(&rows_of, &cuts, BLOCK_ROWS) {
+        for (key, value) in blocks::build(&rows_of, &cuts, BLOCK_ROWS, compress)? {
             ingestion.write(key, value)?;
         }
         ingestion.finish()?;

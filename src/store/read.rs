@@ -2,7 +2,7 @@
 //! and the streaming [`FjallRows`] that walks one fjall snapshot.
 
 use super::catalog::GcPolicy;
-use super::format::blocks::Pairs;
+use super::format::blocks::{Block, Pairs};
 use super::format::{self, FamilyFormat, NumberColumns, NumberRow, RowBuf, RowView};
 use crate::codec::{self, EncodedRange};
 use crate::error::{Error, Result};
@@ -475,7 +475,7 @@ impl Cursor {
 
     fn find_row(&mut self, row: &[u8]) -> Result<()> {
         let format = self.format;
-        if let Some((key, _)) = self.head_pair() {
+        if let Some(key) = self.head_key() {
             self.head_row_len =
                 if format == FamilyFormat::Cells && !row.is_empty() && key.starts_with(row) {
                     row.len()
@@ -496,6 +496,27 @@ impl Cursor {
         }
     }
 
+    /// The current pair's key, borrowed.
+    #[inline]
+    fn head_key(&self) -> Option<&[u8]> {
+        match &self.iter {
+            _ if self.ended => None,
+            Pairs::Plain(_) => self.head.as_ref().map(|(k, _)| &k[..]),
+            Pairs::Merged(merged) => merged.peek_key(),
+        }
+    }
+
+    /// The current row's column-wise block and its place there, when the
+    /// row comes from one.
+    #[inline]
+    fn head_tall(&self) -> Option<(&Block, usize)> {
+        match &self.iter {
+            _ if self.ended => None,
+            Pairs::Plain(_) => None,
+            Pairs::Merged(merged) => merged.peek_tall(),
+        }
+    }
+
     /// The current pair, owned; the cursor stays on it.
     fn take_head(&mut self) -> Option<(Slice, Slice)> {
         match &self.iter {
@@ -506,7 +527,7 @@ impl Cursor {
     }
 
     fn head_row(&self) -> Option<&[u8]> {
-        self.head_pair().map(|(key, _)| &key[..self.head_row_len])
+        self.head_key().map(|key| &key[..self.head_row_len])
     }
 
     /// Ends the cursor here.
@@ -556,7 +577,7 @@ fn take_newest(
         }
         let past = match newest {
             Some(n) if pairs.len() - column_from >= n.saturating_add(PAIRS_BEFORE_SEEK) => {
-                let key = cursor.head_pair().map_or(&[][..], |(key, _)| key);
+                let key = cursor.head_key().unwrap_or_default();
                 let column = cursor.format.column_of(key).unwrap_or_default();
                 column_from = column_start(cursor.format, pairs, column_from, column);
                 let read = pairs.len() - column_from;
@@ -781,7 +802,7 @@ impl FjallRows {
                 [c] if c.format == FamilyFormat::Packed
             );
             let more = if lone_packed {
-                self.cursors[0].head_pair().is_some()
+                self.cursors[0].head_key().is_some()
             } else {
                 self.next_row_key()?
             };
@@ -850,16 +871,26 @@ impl FjallRows {
                             && filter.time_range == TimeRange::ALL
                             && filter.cells_per_column != Some(0),
                     };
-                    let (key, value) = match in_cursor {
-                        true => self.cursors[c].head_pair().unwrap_or_default(),
-                        false => {
-                            let (key, value) = &self.buf.pairs[from_pair];
-                            (&key[..], &value[..])
+                    let (wanted, shape) = (&plan.by_family[family], &mut plan.shapes[family]);
+                    let cursor = &self.cursors[c];
+                    let any = match cursor.head_tall().filter(|_| in_cursor) {
+                        // A row of a column-wise block: read from its columns.
+                        Some((block, i)) => Some(FamilyFormat::decode_tall_numbers(
+                            block, i, wanted, &selection, out, shape,
+                        )?),
+                        None => {
+                            let (key, value) = match in_cursor {
+                                true => cursor.head_pair().unwrap_or_default(),
+                                false => {
+                                    let (key, value) = &self.buf.pairs[from_pair];
+                                    (&key[..], &value[..])
+                                }
+                            };
+                            format.decode_numbers(key, value, wanted, &selection, out, shape)?
                         }
                     };
-                    let (wanted, shape) = (&plan.by_family[family], &mut plan.shapes[family]);
-                    let any = format.decode_numbers(key, value, wanted, &selection, out, shape)?;
                     if in_cursor {
+                        let key = self.cursors[c].head_key().unwrap_or_default();
                         self.escaped_row.clear();
                         self.escaped_row.extend_from_slice(key);
                         let cursor = &mut self.cursors[c];
@@ -959,7 +990,7 @@ impl FjallRows {
             if cursor.head_row() != Some(row) {
                 return Ok(());
             }
-            let key = cursor.head_pair().map_or(&[][..], |(key, _)| key);
+            let key = cursor.head_key().unwrap_or_default();
             let column = cursor.format.column_of(key).unwrap_or_default();
             if pairs.len() - column_from >= long {
                 column_from = column_start(cursor.format, pairs, column_from, column);

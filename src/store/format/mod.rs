@@ -352,6 +352,24 @@ impl FamilyFormat {
         }
     }
 
+    /// [`FamilyFormat::decode_numbers`] of row `i` of a column-wise block
+    /// (of a PACKED family), taken from the block's columns.
+    pub(crate) fn decode_tall_numbers(
+        block: &blocks::Block,
+        i: usize,
+        wanted: &[(Vec<u8>, usize)],
+        selection: &Selection<'_>,
+        out: &mut NumberRow,
+        shape: &mut Shape,
+    ) -> Result<bool> {
+        let Some((tall, value)) = block.tall() else {
+            return Err(Error::Corrupt {
+                reason: "a block read by columns is not column-wise".into(),
+            });
+        };
+        packed::decode_tall_numbers(block.key(), tall, value, i, wanted, selection, out, shape)
+    }
+
     /// The timestamp a compaction filter judges a pair by (the newest cell
     /// it holds); `None` keeps the pair.
     pub(crate) fn gc_timestamp(self, key: &[u8], value: &[u8]) -> Option<i64> {
@@ -425,13 +443,15 @@ impl FamilyFormat {
     /// The pairs that write `cells` (sorted by qualifier, then newest
     /// first, no coordinate twice) into a row for which
     /// [`FamilyFormat::must_merge`] is false; `family` names the family
-    /// in a size-limit error.
+    /// in a size-limit error. `raw`: a PACKED row bound for a block, its
+    /// values stored as they are (see [`FamilyFormat::compress`]).
     pub(crate) fn fresh_pairs(
         self,
         row: &[u8],
         escaped_row: &[u8],
         family: &str,
         cells: &[(&[u8], i64, &[u8])],
+        raw: bool,
         out: &mut impl FnMut(Vec<u8>, Vec<u8>),
     ) -> Result<()> {
         match self {
@@ -441,12 +461,21 @@ impl FamilyFormat {
                 }
             }
             FamilyFormat::Packed => {
-                if let Some(value) = packed::encode_sorted(row, family, cells)? {
+                if let Some(value) = packed::encode_sorted(row, family, cells, raw)? {
                     out(escaped_row.to_vec(), value);
                 }
             }
         }
         Ok(())
+    }
+
+    /// A pair written `raw` by [`FamilyFormat::fresh_pairs`] (values as
+    /// they are, for a block) in its smallest form, to go in alone.
+    pub(crate) fn compress(self, family: &str, key: &[u8], value: &[u8]) -> Result<Vec<u8>> {
+        match self {
+            FamilyFormat::Cells => Ok(value.to_vec()),
+            FamilyFormat::Packed => packed::compress(key, family, value),
+        }
     }
 
     /// Checks that a pair is well formed; `tombstones`: whether an empty

@@ -160,6 +160,21 @@ impl BlockCursor {
         self.block.as_ref().map(|b| b.row_bytes(self.cur))
     }
 
+    /// The current row's escaped key.
+    #[inline]
+    pub fn peek_key(&self) -> Option<&[u8]> {
+        self.block.as_ref().map(|b| b.row_key(self.cur))
+    }
+
+    /// The current row's block, when column-wise, and its place there.
+    #[inline]
+    fn peek_tall(&self) -> Option<(&Block, usize)> {
+        self.block
+            .as_ref()
+            .filter(|b| b.tall().is_some())
+            .map(|b| (b, self.cur))
+    }
+
     /// The current row as a pair sharing the block's bytes.
     pub fn current(&self) -> Option<(Slice, Slice)> {
         self.block.as_ref().map(|b| b.row(self.cur))
@@ -315,11 +330,11 @@ impl Merged {
     /// hide.
     fn settle(&mut self) -> Result<()> {
         loop {
-            self.side = match (&self.row_head, self.blocks.peek()) {
+            self.side = match (&self.row_head, self.blocks.peek_key()) {
                 (None, None) => Side::End,
                 (Some(_), None) => Side::Row,
                 (None, Some(_)) => Side::Block,
-                (Some((r, _)), Some((b, _))) => {
+                (Some((r, _)), Some(b)) => {
                     let order = r[..].cmp(b);
                     match if self.reverse { order.reverse() } else { order } {
                         Ordering::Less => Side::Row,
@@ -357,6 +372,26 @@ impl Merged {
             Side::End => None,
             Side::Row | Side::Both => self.row_head.as_ref().map(|(k, v)| (&k[..], &v[..])),
             Side::Block => self.blocks.peek(),
+        }
+    }
+
+    /// The current pair's key, borrowed.
+    #[inline]
+    pub fn peek_key(&self) -> Option<&[u8]> {
+        match self.side {
+            Side::End => None,
+            Side::Row | Side::Both => self.row_head.as_ref().map(|(k, _)| &k[..]),
+            Side::Block => self.blocks.peek_key(),
+        }
+    }
+
+    /// The current row's column-wise block and its place there, when the
+    /// row comes from one (no PACKED value is made of it).
+    #[inline]
+    pub fn peek_tall(&self) -> Option<(&Block, usize)> {
+        match self.side {
+            Side::Block => self.blocks.peek_tall(),
+            _ => None,
         }
     }
 

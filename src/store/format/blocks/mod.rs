@@ -26,13 +26,17 @@ mod cursor;
 
 pub(crate) use cursor::{Merged, Pairs};
 
+use super::packed::{self, Tall};
 use crate::codec::show_bytes;
 use crate::error::{Error, Result};
 use byteview::ByteView;
 use fjall::{Keyspace, Readable, Slice, Snapshot};
+use std::sync::OnceLock;
 
-/// The version written.
-const VERSION: u8 = 1;
+/// The versions written: rows one after another, and tall rows of one
+/// shape column-wise.
+const ROWS: u8 = 1;
+const COLUMNS: u8 = 2;
 
 /// A block closes at this many rows...
 pub(crate) const BLOCK_ROWS: usize = 64;
@@ -50,15 +54,50 @@ fn part(bytes: &Slice, range: std::ops::Range<usize>) -> Slice {
     Slice::from(ByteView::from(bytes.clone()).slice(range))
 }
 
+/// How the values of rows encoded `raw` (see
+/// `FamilyFormat::fresh_pairs`) take their smallest form, given each
+/// row's (escaped key, value).
+pub(crate) type Compress<'a> = &'a dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>>;
+
 /// Encodes rows (escaped key, PACKED value), ascending by key and at
-/// least one, into a block's value.
-pub(crate) fn encode<K: AsRef<[u8]>, V: AsRef<[u8]>>(rows: &[(K, V)]) -> Vec<u8> {
+/// least one, into a block's value: column-wise when they are tall rows
+/// of one shape, else one after another (then values encoded raw are
+/// compressed with `compress` first).
+pub(crate) fn encode<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+    rows: &[(K, V)],
+    compress: Option<Compress<'_>>,
+) -> Result<Vec<u8>> {
+    let keys: usize = rows.iter().map(|(k, _)| k.as_ref().len()).sum();
+    let values: Vec<&[u8]> = rows.iter().map(|(_, v)| v.as_ref()).collect();
+    let mut out = Vec::with_capacity(5 + 4 * (rows.len() + 1) + keys + values.len() * 16);
+    out.push(COLUMNS);
+    out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+    let mut at = 0usize;
+    for (k, _) in rows {
+        out.extend_from_slice(&(at as u32).to_le_bytes());
+        at += k.as_ref().len();
+    }
+    out.extend_from_slice(&(at as u32).to_le_bytes());
+    for (k, _) in rows {
+        out.extend_from_slice(k.as_ref());
+    }
+    if packed::encode_tall(&values, &mut out).is_some() {
+        return Ok(out);
+    }
+    if let Some(compress) = compress {
+        let rows = rows
+            .iter()
+            .map(|(k, v)| Ok((k.as_ref(), compress(k.as_ref(), v.as_ref())?)))
+            .collect::<Result<Vec<_>>>()?;
+        return encode(&rows, None);
+    }
     let body: usize = rows
         .iter()
         .map(|(k, v)| 4 + k.as_ref().len() + v.as_ref().len())
         .sum();
-    let mut out = Vec::with_capacity(5 + 4 * (rows.len() + 1) + body);
-    out.push(VERSION);
+    out.clear();
+    out.reserve(5 + 4 * (rows.len() + 1) + body);
+    out.push(ROWS);
     out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
     let mut at = 0usize;
     for (k, v) in rows {
@@ -72,7 +111,7 @@ pub(crate) fn encode<K: AsRef<[u8]>, V: AsRef<[u8]>>(rows: &[(K, V)]) -> Vec<u8>
         out.extend_from_slice(k);
         out.extend_from_slice(v);
     }
-    out
+    Ok(out)
 }
 
 /// One block as read: its key and value, with its rows' places checked.
@@ -80,8 +119,13 @@ pub(crate) struct Block {
     key: Slice,
     value: Slice,
     rows: usize,
-    /// Where the body starts in the value.
+    /// Where the body starts in the value: rows' entries, or (column-wise)
+    /// their keys.
     body: usize,
+    /// Column-wise: the columns, and every row's PACKED value once one is
+    /// lent (`None` if they are malformed).
+    tall: Option<Tall>,
+    lent: OnceLock<Option<(Slice, Vec<usize>)>>,
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> Option<usize> {
@@ -94,7 +138,8 @@ impl Block {
     /// value (not that the rows are ordered: see [`check`]).
     pub fn parse(key: Slice, value: Slice) -> Result<Block> {
         let bad = |what: &str| corrupt(what, &key);
-        if value.first() != Some(&VERSION) {
+        let version = value.first().copied();
+        if !matches!(version, Some(ROWS | COLUMNS)) {
             return Err(bad("unknown block version"));
         }
         let rows = u32_at(&value, 1).ok_or_else(|| bad("truncated header"))?;
@@ -112,11 +157,11 @@ impl Block {
         for i in 0..=rows {
             let at = u32_at(&value, 5 + 4 * i).ok_or_else(|| bad("truncated offset table"))?;
             let first_ok = i > 0 || at == 0;
-            let last_ok = i < rows || at == len;
-            if at < previous || !first_ok || !last_ok {
+            let last_ok = i < rows || version == Some(COLUMNS) || at == len;
+            if at < previous || at > len || !first_ok || !last_ok {
                 return Err(bad("row offsets out of order"));
             }
-            if i > 0 {
+            if i > 0 && version == Some(ROWS) {
                 let entry = at - previous;
                 let key_len = u32_at(&value, body + previous).filter(|_| entry >= 4);
                 if key_len.is_none_or(|k| k > entry - 4) {
@@ -125,11 +170,20 @@ impl Block {
             }
             previous = at;
         }
+        let tall = match version {
+            Some(COLUMNS) => Some(
+                Tall::parse(&value, body + previous, rows)
+                    .ok_or_else(|| bad("malformed columns"))?,
+            ),
+            _ => None,
+        };
         Ok(Block {
             key,
             value,
             rows,
             body,
+            tall,
+            lent: OnceLock::new(),
         })
     }
 
@@ -143,32 +197,93 @@ impl Block {
         &self.key
     }
 
-    /// Where row `i`'s entry lies in the value: (key start, value start,
-    /// end). Checked by [`Block::parse`].
-    fn place(&self, i: usize) -> (usize, usize, usize) {
+    /// Where row `i`'s escaped key lies in the value. Checked by
+    /// [`Block::parse`].
+    fn key_place(&self, i: usize) -> std::ops::Range<usize> {
         let offset = |j: usize| u32_at(&self.value, 5 + 4 * j).unwrap_or(0);
-        let (start, end) = (self.body + offset(i), self.body + offset(i + 1));
-        let key_len = u32_at(&self.value, start).unwrap_or(0);
-        (start + 4, start + 4 + key_len, end)
+        let start = self.body + offset(i);
+        match self.tall {
+            Some(_) => start..self.body + offset(i + 1),
+            None => {
+                let key_len = u32_at(&self.value, start).unwrap_or(0);
+                start + 4..start + 4 + key_len
+            }
+        }
+    }
+
+    /// Row `i`'s PACKED value: the bytes it lies in and where. Column-wise
+    /// and malformed, it is empty, which no reader takes for a row.
+    fn value_place(&self, i: usize) -> (&Slice, std::ops::Range<usize>) {
+        match (&self.tall, self.lent()) {
+            (None, _) => {
+                let offset = u32_at(&self.value, 5 + 4 * (i + 1)).unwrap_or(0);
+                (&self.value, self.key_place(i).end..self.body + offset)
+            }
+            (Some(_), Some((bytes, ends))) => {
+                let from = i.checked_sub(1).map_or(0, |p| ends[p]);
+                (bytes, from..ends[i])
+            }
+            (Some(_), None) => (&self.key, 0..0),
+        }
+    }
+
+    /// Column-wise: every row's PACKED value, made once.
+    fn lent(&self) -> Option<&(Slice, Vec<usize>)> {
+        let tall = self.tall.as_ref()?;
+        self.lent
+            .get_or_init(|| {
+                let (bytes, ends) = tall.row_values(&self.value)?;
+                Some((Slice::from(bytes), ends))
+            })
+            .as_ref()
     }
 
     /// Row `i`'s escaped key.
+    #[inline]
     pub fn row_key(&self, i: usize) -> &[u8] {
-        let (k, v, _) = self.place(i);
-        &self.value[k..v]
+        &self.value[self.key_place(i)]
     }
 
     /// Row `i`'s (escaped key, PACKED value), borrowed.
     #[inline]
     pub fn row_bytes(&self, i: usize) -> (&[u8], &[u8]) {
-        let (k, v, end) = self.place(i);
-        (&self.value[k..v], &self.value[v..end])
+        let (bytes, place) = self.value_place(i);
+        (self.row_key(i), &bytes[place])
     }
 
-    /// Row `i` as a pair (escaped key, PACKED value) sharing the block's bytes.
+    /// Row `i` as a pair (escaped key, PACKED value) sharing the block's
+    /// bytes (column-wise, those of the rows made of its columns).
     pub fn row(&self, i: usize) -> (Slice, Slice) {
-        let (k, v, end) = self.place(i);
-        (part(&self.value, k..v), part(&self.value, v..end))
+        let (bytes, place) = self.value_place(i);
+        (part(&self.value, self.key_place(i)), part(bytes, place))
+    }
+
+    /// Row `i`'s PACKED value alone (what a point read takes: column-wise,
+    /// only that row is made).
+    pub fn value_of(&self, i: usize) -> Result<Slice> {
+        match &self.tall {
+            None => Ok(self.row(i).1),
+            Some(tall) => {
+                let mut out = Vec::new();
+                tall.row_value(&self.value, i, &mut out)
+                    .ok_or_else(|| corrupt("malformed columns", &self.key))?;
+                Ok(Slice::from(out))
+            }
+        }
+    }
+
+    /// Column-wise: the columns, and the value they lie in.
+    #[inline]
+    pub fn tall(&self) -> Option<(&Tall, &[u8])> {
+        self.tall.as_ref().map(|t| (t, &self.value[..]))
+    }
+
+    /// Checks that every row's value can be made.
+    fn check_values(&self) -> Result<()> {
+        match &self.tall {
+            Some(_) if self.lent().is_none() => Err(corrupt("malformed columns", &self.key)),
+            _ => Ok(()),
+        }
     }
 
     /// The first row whose key is at or after `key` (`len()` if none).
@@ -199,7 +314,10 @@ pub(crate) fn get(
     let (key, value) = guard.into_inner()?;
     let block = Block::parse(key, value)?;
     let i = block.lower_bound(escaped_row);
-    Ok((i < block.len() && block.row_key(i) == escaped_row).then(|| block.row(i).1))
+    match i < block.len() && block.row_key(i) == escaped_row {
+        true => block.value_of(i).map(Some),
+        false => Ok(None),
+    }
 }
 
 /// Whether the blocks hold any row from `first` to `last` (escaped, both
@@ -258,12 +376,14 @@ pub(crate) fn gaps<K: AsRef<[u8]>>(
 
 /// Rows (escaped key, PACKED value), strictly ascending, as blocks: runs
 /// of up to `block_rows` rows, closed early at [`BLOCK_BYTES`] and at each
-/// of `cuts` (see [`gaps`]); (block key, block value).
+/// of `cuts` (see [`gaps`]); (block key, block value). `compress`: as
+/// [`encode`] takes it.
 pub(crate) fn build<K: AsRef<[u8]>, V: AsRef<[u8]>>(
     rows: &[(K, V)],
     cuts: &[usize],
     block_rows: usize,
-) -> Vec<(Vec<u8>, Vec<u8>)> {
+    compress: Option<Compress<'_>>,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let mut out = Vec::with_capacity(rows.len() / block_rows.max(1) + cuts.len() + 1);
     let (mut from, mut bytes, mut next_cut) = (0, 0, 0);
     for (i, (key, value)) in rows.iter().enumerate() {
@@ -274,12 +394,12 @@ pub(crate) fn build<K: AsRef<[u8]>, V: AsRef<[u8]>>(
             next_cut += 1;
         }
         if cut || end == rows.len() || end - from >= block_rows || bytes >= BLOCK_BYTES {
-            out.push((key.as_ref().to_vec(), encode(&rows[from..end])));
+            out.push((key.as_ref().to_vec(), encode(&rows[from..end], compress)?));
             from = end;
             bytes = 0;
         }
     }
-    out
+    Ok(out)
 }
 
 /// Checks a block pair: well formed, its rows ascending, its key its last
@@ -290,6 +410,7 @@ pub(crate) fn check(
     mut row: impl FnMut(&[u8], &[u8]) -> Result<()>,
 ) -> Result<usize> {
     let block = Block::parse(key, value)?;
+    block.check_values()?;
     for i in 0..block.len() {
         if i > 0 && block.row_key(i - 1) >= block.row_key(i) {
             return Err(corrupt("rows out of order", block.key()));
@@ -312,7 +433,7 @@ mod tests {
         let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..5u8)
             .map(|i| (vec![b'a' + i, 0, 1], vec![4, i, i, i, i, i, i, i, i]))
             .collect();
-        let value = encode(&rows);
+        let value = encode(&rows, None).unwrap();
         let key = Slice::from(rows[4].0.clone());
         let block = Block::parse(key.clone(), Slice::from(value.clone())).unwrap();
         assert_eq!(block.len(), 5);
@@ -328,7 +449,7 @@ mod tests {
     #[test]
     fn damaged_blocks_are_errors_not_panics() {
         let rows = [(b"k\0\x01".to_vec(), vec![4u8; 12])];
-        let value = encode(&rows);
+        let value = encode(&rows, None).unwrap();
         for cut in 0..value.len() {
             let _ = Block::parse(Slice::from(&b"k"[..]), Slice::from(&value[..cut]));
         }

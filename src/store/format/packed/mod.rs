@@ -30,11 +30,13 @@
 mod numbers;
 mod qualifiers;
 mod runs;
+mod tall;
 mod v1;
 mod values;
 
-pub(crate) use numbers::{Selection, Shape, decode_numbers};
+pub(crate) use numbers::{Selection, Shape, decode_numbers, decode_tall_numbers};
 pub(crate) use qualifiers::Names;
+pub(crate) use tall::{Tall, encode as encode_tall};
 
 use super::{CellPos, Place, QualifierFilter, RowBuf};
 use crate::codec::{self, show_bytes};
@@ -139,15 +141,18 @@ pub(crate) fn encode(row: &[u8], family: &str, cells: &Cells) -> Result<Option<V
         .iter()
         .map(|((q, Reverse(ts)), v)| (q.as_slice(), *ts, v.as_slice()))
         .collect();
-    encode_sorted(row, family, &sorted)
+    encode_sorted(row, family, &sorted, false)
 }
 
 /// [`encode`] of cells given as (qualifier, timestamp, value), sorted by
-/// qualifier, then newest first, no coordinate twice.
+/// qualifier, then newest first, no coordinate twice. With `raw`, values
+/// are stored as they are, no smaller form sought: for a row bound for a
+/// block, which stores its values anew (see `tall.rs`).
 pub(crate) fn encode_sorted(
     row: &[u8],
     family: &str,
     cells: &[(&[u8], i64, &[u8])],
+    raw: bool,
 ) -> Result<Option<Vec<u8>>> {
     let Some(newest) = cells.iter().map(|(_, ts, _)| *ts).max() else {
         return Ok(None);
@@ -196,6 +201,13 @@ pub(crate) fn encode_sorted(
         qualifiers::write(starts.iter().map(|&start| cells[start].0), &mut out);
         for run in [&*counts, &*firsts, &*gaps, &*lengths] {
             Plan::write_run(run, &mut out);
+        }
+        if raw {
+            values::write_raw_header(n, &mut out);
+            for (_, _, value) in cells {
+                out.extend_from_slice(value);
+            }
+            return Ok(Some(out));
         }
         // Segments of whole columns: cut at a column's end.
         let (mut start, mut end) = (0, 0);
@@ -446,6 +458,14 @@ fn decode_value(
         }
     }
     (cell == n && segments.end()? == value.len()).then_some(())
+}
+
+/// A value encoded anew from its cells, each segment in its smallest form
+/// (what a row encoded `raw` becomes when it goes in alone after all).
+pub(crate) fn compress(key: &[u8], family: &str, value: &[u8]) -> Result<Vec<u8>> {
+    let (row, _) = codec::unescape(key)?;
+    encode(&row, family, &cells_of(key, value)?)?
+        .ok_or_else(|| corrupt("a packed row without cells", key))
 }
 
 /// Decodes a packed value into owned cells.

@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use super::qualifiers::{Lies, Qualifiers};
 use super::runs::Run;
+use super::tall::{Tall, Word};
 use super::values::Segments;
 use super::{Firsts, MAX_CELLS, columnar, corrupt, varint};
 use crate::error::Result;
@@ -139,6 +140,56 @@ pub(crate) fn decode_numbers(
     decode(value, selection, out, shape)
         .map(Some)
         .ok_or_else(|| corrupt("the value is not a packed row", key))
+}
+
+/// [`decode_numbers`] of row `row` of a column-wise block (`tall`, read
+/// from the block's value `value`), taken from the block's columns as
+/// decoded once for all its rows: what it gives for the PACKED value the
+/// row was.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_tall_numbers(
+    key: &[u8],
+    tall: &Tall,
+    value: &[u8],
+    row: usize,
+    wanted: &[(Vec<u8>, usize)],
+    selection: &Selection<'_>,
+    out: &mut NumberRow,
+    shape: &mut Shape,
+) -> Result<bool> {
+    let bad = || corrupt("malformed columns", key);
+    let header = tall.header();
+    if !shape.fits(header) {
+        shape.parse(header, wanted, selection).ok_or_else(bad)?;
+    }
+    if !shape.wanted && selection.keeps_all {
+        return Ok(shape.selects);
+    }
+    let mut selected = false;
+    for (j, c) in shape.columns.iter().enumerate() {
+        let Some(place) = c.place else {
+            if !selected && c.selects {
+                selected = selection.keeps_all || {
+                    let column = tall.column(value, j).ok_or_else(bad)?;
+                    !(selection.keep)(&column.times[row..row + 1]).is_empty()
+                };
+            }
+            continue;
+        };
+        let column = tall.column(value, j).ok_or_else(bad)?;
+        let start = out.open();
+        let time = column.times[row];
+        if !(selection.keep)(std::slice::from_ref(&time)).is_empty() {
+            selected = true;
+            out.push_time(time);
+            match column.words[row] {
+                Word::Word(word) => out.push_word(word),
+                Word::Other(s, e) => out.set_misfit(place, &value[s..e]),
+            }
+        }
+        out.close(place, start);
+    }
+    Ok(selected)
 }
 
 /// Pushes a column's `count` timestamps into `out`: the newest `first`,
@@ -369,6 +420,92 @@ mod tests {
             }
             prop_assert_eq!(got.misfit(), want.misfit());
             prop_assert_eq!(selected, !buf.cells.is_empty(), "whether any cell is selected");
+        }
+
+        /// A row of a column-wise block reads as the PACKED value it was,
+        /// whatever the selection, with one shape kept across both kinds
+        /// of rows.
+        #[test]
+        fn tall_block_rows_read_as_their_values(
+            columns in prop::collection::btree_map(0u8..6, 0u8..3, 1..5),
+            times in prop::collection::vec((0i64..40_000, 0i64..3), 1..12),
+            wanted in prop::collection::vec(0u8..6, 0..4),
+            read in prop::option::of(prop::collection::btree_set(0u8..6, 0..4)),
+            age in prop::option::of(0i64..40_000),
+            range in prop::option::of((0i64..40_000, 0i64..40_000)),
+            per_column in prop::option::of(0usize..2),
+            seed in any::<i64>(),
+        ) {
+            let values: Vec<Vec<u8>> = times
+                .iter()
+                .enumerate()
+                .map(|(r, &(time, spread))| {
+                    let mut cells = Cells::new();
+                    for (j, (&q, &kind)) in columns.iter().enumerate() {
+                        let x = seed.wrapping_add(r as i64 * 7919 + j as i64) % 100_000;
+                        let value = match kind {
+                            0 => (x as f64 / 100.0).to_be_bytes().to_vec(),
+                            1 => x.to_be_bytes().to_vec(),
+                            _ => format!("s{x}").into_bytes(),
+                        };
+                        let ts = time + spread * j as i64;
+                        cells.insert((qualifier(q), Reverse(ts)), value);
+                    }
+                    encode(b"r", "f", &cells).unwrap().unwrap()
+                })
+                .collect();
+            let mut body = Vec::new();
+            crate::store::format::packed::encode_tall(&values, &mut body).expect("tall rows");
+            let tall = Tall::parse(&body, 0, values.len()).unwrap();
+            let gc = match age {
+                Some(a) => GcPolicy::MaxAge(a),
+                None => GcPolicy::KeepAll,
+            };
+            let now = 50_000;
+            let mut filter = ReadFilter::all();
+            if let Some((a, b)) = range {
+                filter = filter.time_range(TimeRange::new(a.min(b), a.max(b)));
+            }
+            if let Some(n) = per_column {
+                filter = filter.cells_per_column(n);
+            }
+            if let Some(read) = &read {
+                filter = filter.qualifiers(QualifierFilter::Set(
+                    read.iter().map(|q| qualifier(*q)).collect(),
+                ));
+            }
+            let mut names: Vec<Vec<u8>> = wanted
+                .iter()
+                .map(|q| qualifier(*q))
+                .filter(|q| filter.qualifiers.matches(q))
+                .collect();
+            names.sort();
+            names.dedup();
+            let sorted: Vec<(Vec<u8>, usize)> =
+                names.iter().cloned().enumerate().map(|(i, q)| (q, i)).collect();
+            let keep = |times: &[i64]| window(&gc, &filter, now, times);
+            let selects = |q: &[u8]| filter.qualifiers.matches(q);
+            let keeps_all = gc == GcPolicy::KeepAll
+                && filter.time_range == TimeRange::ALL
+                && filter.cells_per_column != Some(0);
+            let selection = Selection { selects: &selects, keep: &keep, keeps_all };
+            let mut shape = Shape::default();
+            for (r, value) in values.iter().enumerate() {
+                let mut want = NumberRow::default();
+                want.reset(names.len());
+                let want_any = decode_numbers(b"r", value, &sorted, &selection, &mut want, &mut shape)
+                    .unwrap()
+                    .unwrap();
+                let mut got = NumberRow::default();
+                got.reset(names.len());
+                let any = decode_tall_numbers(b"k", &tall, &body, r, &sorted, &selection, &mut got, &mut shape)
+                    .unwrap();
+                prop_assert_eq!(any, want_any, "row {}: whether any cell is selected", r);
+                for c in 0..names.len() {
+                    prop_assert_eq!(got.column(c), want.column(c), "row {} column {}", r, c);
+                }
+                prop_assert_eq!(got.misfit(), want.misfit());
+            }
         }
     }
 }

@@ -248,6 +248,13 @@ pub(super) fn write_segment<V: Value>(values: &[V], out: &mut Vec<u8>) {
     }
 }
 
+/// Starts a raw segment of `count` values (at least one): the values
+/// follow, back to back.
+pub(super) fn write_raw_header(count: usize, out: &mut Vec<u8>) {
+    put_varint(out, count as u64);
+    out.push(RAW);
+}
+
 /// Where a decoded value lies.
 pub(super) enum Piece {
     /// In the packed value, `start..end`.

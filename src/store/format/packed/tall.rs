@@ -1,0 +1,440 @@
+//! Tall rows stored column-wise: the body of a block (`format/blocks`)
+//! whose rows are all *tall* (each column holds one cell) and of one shape
+//! (the same columns, their qualifiers stored alike), as a tall table's
+//! rows and a serialized layout's are. Their values are stored as the
+//! block's columns, each one segment of its rows' values, so that a block
+//! is encoded with one segment a column instead of one a row, a scan
+//! decodes a column of 64 rows as one run, and what repeats from row to
+//! row (a series' timestamps a minute apart, a measure's few decimals)
+//! takes the bits its change needs.
+//!
+//! ```text
+//! body = varint S, S bytes: the rows' shape: a PACKED value's bytes after
+//!          its newest timestamp up to its timestamps (column count C,
+//!          cell count C, the qualifiers, the run of counts, all ones)
+//!        run of R numbers: each row's newest timestamp
+//!        run of R × C numbers: each cell's age (its row's newest
+//!          timestamp minus its own), column by column
+//!        run of R × C numbers: each value's length, column by column
+//!        C + 1 × u32 LE: where each column's segment starts, from the
+//!          first segment's start (the last: where the segments end)
+//!        C segments (values.rs): column j's R values, in row order
+//! ```
+//!
+//! A row is lent as the PACKED value it was ([`Tall::row_value`]): the
+//! same header, its runs, and one raw segment of its values. The numbers
+//! read decodes a block's wanted columns once and takes each row's cells
+//! from them ([`Tall::column`]).
+
+use super::qualifiers::Qualifiers;
+use super::runs::{Plan, Run, put_varint, varint};
+use super::values::{self, Piece, Segments};
+use super::{MAX_CELLS, VERSION};
+use std::ops::Range;
+use std::sync::OnceLock;
+
+/// A PACKED value's parts, when it is a tall row of the version written.
+struct TallRow<'a> {
+    shape: &'a [u8],
+    columns: usize,
+    newest: i64,
+    ages: Run<'a>,
+    lengths: Run<'a>,
+    values_at: usize,
+}
+
+/// The column count of a shape (see the layout), read from `value` at
+/// `*at` (past the newest timestamp) and checked tall; `at` ends past it.
+fn tall_shape(value: &[u8], at: &mut usize) -> Option<usize> {
+    let columns = usize::try_from(varint(value, at)?).ok()?;
+    let n = usize::try_from(varint(value, at)?).ok()?;
+    if columns == 0 || columns != n || n > MAX_CELLS {
+        return None;
+    }
+    Qualifiers::read(value, at, columns, VERSION)?;
+    let counts = Run::read(value, at, columns)?;
+    counts.all_equal(0, columns, 1).then_some(columns)
+}
+
+fn tall_row(value: &[u8]) -> Option<TallRow<'_>> {
+    if value.first() != Some(&VERSION) {
+        return None;
+    }
+    let newest = super::newest(value)?;
+    let mut at = 9;
+    let columns = tall_shape(value, &mut at)?;
+    let shape = &value[9..at];
+    let ages = Run::read(value, &mut at, columns)?;
+    Run::read(value, &mut at, 0)?;
+    let lengths = Run::read(value, &mut at, columns)?;
+    Some(TallRow {
+        shape,
+        columns,
+        newest,
+        ages,
+        lengths,
+        values_at: at,
+    })
+}
+
+/// Appends the body of a block of `values` (PACKED values, at least one)
+/// to `out`, if they are all tall rows of one shape; `None`, with `out`
+/// as it was, if not.
+pub(crate) fn encode<V: AsRef<[u8]>>(values: &[V], out: &mut Vec<u8>) -> Option<()> {
+    let first = tall_row(values.first()?.as_ref())?;
+    let (shape, c, r) = (first.shape, first.columns, values.len());
+    let cells = r.checked_mul(c)?;
+    let mut newest = Vec::with_capacity(r);
+    let mut ages = vec![0i64; cells];
+    let mut lengths = vec![0i64; cells];
+    // Each column's values, back to back, and where each ends.
+    let mut bytes: Vec<Vec<u8>> = vec![Vec::new(); c];
+    let mut ends: Vec<Vec<usize>> = vec![Vec::with_capacity(r); c];
+    for (i, value) in values.iter().enumerate() {
+        let value = value.as_ref();
+        let row = tall_row(value).filter(|row| row.shape == shape)?;
+        newest.push(row.newest);
+        let mut segments = Segments::new(value, row.values_at);
+        for j in 0..c {
+            ages[j * r + i] = row.ages.get(j);
+            let len = usize::try_from(row.lengths.get(j)).ok()?;
+            lengths[j * r + i] = len as i64;
+            match segments.next(len)? {
+                Piece::Value(s, e) => bytes[j].extend_from_slice(value.get(s..e)?),
+                Piece::Bytes(b) => bytes[j].extend_from_slice(&b),
+            }
+            ends[j].push(bytes[j].len());
+        }
+        if segments.end()? != value.len() {
+            return None;
+        }
+    }
+    put_varint(out, shape.len() as u64);
+    out.extend_from_slice(shape);
+    for run in [&newest, &ages, &lengths] {
+        Plan::write_run(run, out);
+    }
+    let table = out.len();
+    out.resize(table + 4 * (c + 1), 0);
+    let start = out.len();
+    let mut column: Vec<&[u8]> = Vec::with_capacity(r);
+    for j in 0..c {
+        let at = (out.len() - start) as u32;
+        out[table + 4 * j..table + 4 * j + 4].copy_from_slice(&at.to_le_bytes());
+        column.clear();
+        let mut from = 0;
+        for &end in &ends[j] {
+            column.push(&bytes[j][from..end]);
+            from = end;
+        }
+        values::write_segment(&column, out);
+    }
+    let at = (out.len() - start) as u32;
+    out[table + 4 * c..table + 4 * c + 4].copy_from_slice(&at.to_le_bytes());
+    Some(())
+}
+
+/// A value of a column as the numbers read takes it: an 8-byte value as
+/// its big-endian word, any other by where it lies in the block.
+#[derive(Clone, Copy)]
+pub(crate) enum Word {
+    Word(u64),
+    Other(usize, usize),
+}
+
+/// One column of a block decoded: its rows' timestamps and values.
+pub(crate) struct Column {
+    pub times: Vec<i64>,
+    pub words: Vec<Word>,
+}
+
+/// A tall body as read (offsets into the block's value, checked to lie in
+/// it), with the columns decoded so far.
+pub(crate) struct Tall {
+    rows: usize,
+    columns: usize,
+    /// A PACKED value's header with the shape (its newest timestamp
+    /// zero): what a numbers read parses the shape from.
+    header: Vec<u8>,
+    newest: usize,
+    ages: usize,
+    lengths: usize,
+    /// Where the segments start, and each column's segment.
+    segments: Vec<Range<usize>>,
+    decoded: Vec<OnceLock<Option<Column>>>,
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<usize> {
+    let b = bytes.get(at..at + 4)?;
+    Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
+}
+
+impl Tall {
+    /// Reads the body of `rows` rows at `at` of `value`, which it ends;
+    /// `None` when it is malformed.
+    pub fn parse(value: &[u8], mut at: usize, rows: usize) -> Option<Tall> {
+        let len = usize::try_from(varint(value, &mut at)?).ok()?;
+        let shape = value.get(at..at.checked_add(len)?)?;
+        at += len;
+        let mut header = Vec::with_capacity(9 + len);
+        header.push(VERSION);
+        header.extend_from_slice(&[0; 8]);
+        header.extend_from_slice(shape);
+        let mut end = 9;
+        let columns = tall_shape(&header, &mut end)?;
+        if end != header.len() {
+            return None;
+        }
+        let cells = rows.checked_mul(columns)?;
+        let newest = at;
+        Run::read(value, &mut at, rows)?;
+        let ages = at;
+        Run::read(value, &mut at, cells)?;
+        let lengths = at;
+        Run::read(value, &mut at, cells)?;
+        let start = at.checked_add(columns.checked_add(1)?.checked_mul(4)?)?;
+        let mut segments = Vec::with_capacity(columns);
+        let mut previous = start;
+        for j in 0..=columns {
+            let here = start.checked_add(u32_at(value, at + 4 * j)?)?;
+            let first_ok = j > 0 || here == start;
+            if here < previous || here > value.len() || !first_ok {
+                return None;
+            }
+            if j > 0 {
+                segments.push(previous..here);
+            }
+            previous = here;
+        }
+        if previous != value.len() {
+            return None;
+        }
+        Some(Tall {
+            rows,
+            columns,
+            header,
+            newest,
+            ages,
+            lengths,
+            segments,
+            decoded: (0..columns).map(|_| OnceLock::new()).collect(),
+        })
+    }
+
+    /// A PACKED value's header with the rows' shape, its newest
+    /// timestamp zero.
+    pub fn header(&self) -> &[u8] {
+        &self.header
+    }
+
+    fn runs<'a>(&self, value: &'a [u8]) -> Option<(Run<'a>, Run<'a>, Run<'a>)> {
+        let cells = self.rows * self.columns;
+        let newest = Run::read(value, &mut self.newest.clone(), self.rows)?;
+        let ages = Run::read(value, &mut self.ages.clone(), cells)?;
+        let lengths = Run::read(value, &mut self.lengths.clone(), cells)?;
+        Some((newest, ages, lengths))
+    }
+
+    /// Column `j` of the block `value` (the value this was parsed from),
+    /// decoded once; `None` when it is malformed.
+    pub fn column(&self, value: &[u8], j: usize) -> Option<&Column> {
+        self.decoded
+            .get(j)?
+            .get_or_init(|| self.decode_column(value, j))
+            .as_ref()
+    }
+
+    fn decode_column(&self, value: &[u8], j: usize) -> Option<Column> {
+        let (newest, ages, lengths) = self.runs(value)?;
+        let r = self.rows;
+        let segment = self.segments.get(j)?;
+        let mut segments = Segments::new(value.get(..segment.end)?, segment.start);
+        let mut column = Column {
+            times: Vec::with_capacity(r),
+            words: Vec::with_capacity(r),
+        };
+        for i in 0..r {
+            let age = ages.get(j * r + i);
+            let time = newest
+                .get(i)
+                .checked_sub(age)
+                .filter(|t| age >= 0 && *t >= 0)?;
+            column.times.push(time);
+            let len = usize::try_from(lengths.get(j * r + i)).ok()?;
+            column.words.push(match segments.next_word(len)? {
+                Ok(word) => Word::Word(word),
+                Err((s, e)) => Word::Other(s, e),
+            });
+        }
+        (segments.end()? == segment.end).then_some(column)
+    }
+
+    /// Row `i`'s PACKED value, appended to `out`; `None` when the body is
+    /// malformed.
+    pub fn row_value(&self, value: &[u8], i: usize, out: &mut Vec<u8>) -> Option<()> {
+        let (newest, ages, lengths) = self.runs(value)?;
+        let (r, c) = (self.rows, self.columns);
+        out.push(VERSION);
+        out.extend_from_slice(&newest.get(i).to_be_bytes());
+        out.extend_from_slice(&self.header[9..]);
+        let of_row = |run: &Run<'_>| (0..c).map(|j| run.get(j * r + i)).collect::<Vec<i64>>();
+        Plan::write_run(&of_row(&ages), out);
+        Plan::write_run(&[], out);
+        Plan::write_run(&of_row(&lengths), out);
+        values::write_raw_header(c, out);
+        for j in 0..c {
+            let segment = self.segments.get(j)?;
+            let mut segments = Segments::new(value.get(..segment.end)?, segment.start);
+            segments.skip_many(&lengths, j * r, i)?;
+            let len = usize::try_from(lengths.get(j * r + i)).ok()?;
+            match segments.next(len)? {
+                Piece::Value(s, e) => out.extend_from_slice(value.get(s..e)?),
+                Piece::Bytes(b) => out.extend_from_slice(&b),
+            }
+        }
+        Some(())
+    }
+
+    /// Every row's PACKED value, back to back, and where each ends;
+    /// `None` when the body is malformed.
+    pub fn row_values(&self, value: &[u8]) -> Option<(Vec<u8>, Vec<usize>)> {
+        let (newest, ages, lengths) = self.runs(value)?;
+        let (r, c) = (self.rows, self.columns);
+        let mut pieces: Vec<Piece> = Vec::with_capacity(r * c);
+        for j in 0..c {
+            let segment = self.segments.get(j)?;
+            let mut segments = Segments::new(value.get(..segment.end)?, segment.start);
+            for i in 0..r {
+                let len = usize::try_from(lengths.get(j * r + i)).ok()?;
+                pieces.push(segments.next(len)?);
+            }
+            if segments.end()? != segment.end {
+                return None;
+            }
+        }
+        let mut out = Vec::with_capacity(value.len() * 3);
+        let mut ends = Vec::with_capacity(r);
+        let mut row = Vec::with_capacity(c);
+        for i in 0..r {
+            out.push(VERSION);
+            out.extend_from_slice(&newest.get(i).to_be_bytes());
+            out.extend_from_slice(&self.header[9..]);
+            row.clear();
+            row.extend((0..c).map(|j| ages.get(j * r + i)));
+            Plan::write_run(&row, &mut out);
+            Plan::write_run(&[], &mut out);
+            row.clear();
+            row.extend((0..c).map(|j| lengths.get(j * r + i)));
+            Plan::write_run(&row, &mut out);
+            values::write_raw_header(c, &mut out);
+            for j in 0..c {
+                match &pieces[j * r + i] {
+                    Piece::Value(s, e) => out.extend_from_slice(value.get(*s..*e)?),
+                    Piece::Bytes(b) => out.extend_from_slice(b),
+                }
+            }
+            ends.push(out.len());
+        }
+        Some((out, ends))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cells, cells_of, encode as encode_row};
+    use super::*;
+    use proptest::prelude::*;
+    use std::cmp::Reverse;
+
+    fn tall_value(row: u32, columns: &[(u8, u8)], seed: i64) -> Vec<u8> {
+        let mut cells = Cells::new();
+        for (i, &(q, kind)) in columns.iter().enumerate() {
+            let x = seed
+                .wrapping_mul(31)
+                .wrapping_add(i as i64 * 7 + row as i64)
+                % 10_000;
+            let value = match kind {
+                0 => (x as f64 / 10.0).to_be_bytes().to_vec(),
+                1 => x.to_be_bytes().to_vec(),
+                _ => format!("v{x}").into_bytes(),
+            };
+            let ts = 60_000_000 * i64::from(row) + if kind == 1 { 5 } else { 0 };
+            cells.insert((vec![b'a' + q], Reverse(ts)), value);
+        }
+        encode_row(b"r", "f", &cells).unwrap().unwrap()
+    }
+
+    proptest! {
+        /// Tall rows of one shape come back as the cells they held, one
+        /// row at a time or all, and their columns as their values.
+        #[test]
+        fn tall_rows_read_back(
+            columns in prop::collection::btree_map(0u8..20, 0u8..3, 1..6),
+            rows in 1u32..70,
+            seed in any::<i64>(),
+        ) {
+            let columns: Vec<(u8, u8)> = columns.into_iter().collect();
+            let values: Vec<Vec<u8>> = (0..rows).map(|r| tall_value(r, &columns, seed)).collect();
+            let mut body = vec![0xaa];
+            encode(&values, &mut body).expect("tall rows of one shape");
+            let tall = Tall::parse(&body, 1, values.len()).expect("a well-formed body");
+            let (all, ends) = tall.row_values(&body).unwrap();
+            let mut from = 0;
+            for (i, value) in values.iter().enumerate() {
+                let mut one = Vec::new();
+                tall.row_value(&body, i, &mut one).unwrap();
+                prop_assert_eq!(&all[from..ends[i]], &one[..]);
+                from = ends[i];
+                let want = cells_of(b"r", value).unwrap();
+                prop_assert_eq!(cells_of(b"r", &one).unwrap(), want.clone());
+                for (j, ((_, Reverse(ts)), v)) in want.iter().enumerate() {
+                    let column = tall.column(&body, j).unwrap();
+                    prop_assert_eq!(column.times[i], *ts);
+                    match column.words[i] {
+                        Word::Word(w) => prop_assert_eq!(&w.to_be_bytes()[..], &v[..]),
+                        Word::Other(s, e) => prop_assert_eq!(&body[s..e], &v[..]),
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rows_of_other_shapes_are_not_tall() {
+        let a = tall_value(0, &[(0, 0), (1, 0)], 1);
+        let b = tall_value(1, &[(0, 0), (2, 0)], 1);
+        assert!(encode(&[&a, &b], &mut Vec::new()).is_none());
+        let mut cells = Cells::new();
+        cells.insert((b"q".to_vec(), Reverse(2)), b"x".to_vec());
+        cells.insert((b"q".to_vec(), Reverse(1)), b"y".to_vec());
+        let two = encode_row(b"r", "f", &cells).unwrap().unwrap();
+        assert!(encode(&[&two], &mut Vec::new()).is_none());
+    }
+
+    #[test]
+    fn damaged_bodies_are_errors_not_panics() {
+        let values: Vec<Vec<u8>> = (0..5)
+            .map(|r| tall_value(r, &[(0, 0), (1, 2)], 9))
+            .collect();
+        let mut body = Vec::new();
+        encode(&values, &mut body).unwrap();
+        for cut in 0..body.len() {
+            assert!(Tall::parse(&body[..cut], 0, 5).is_none());
+        }
+        for i in 0..body.len() {
+            for byte in [0u8, 1, 0x7f, 0xff] {
+                let mut bad = body.clone();
+                bad[i] = byte;
+                if let Some(tall) = Tall::parse(&bad, 0, 5) {
+                    let _ = tall.row_values(&bad);
+                    for r in 0..5 {
+                        let _ = tall.row_value(&bad, r, &mut Vec::new());
+                    }
+                    for j in 0..2 {
+                        let _ = tall.column(&bad, j);
+                    }
+                }
+            }
+        }
+    }
+}
