@@ -689,34 +689,8 @@ struct Part {
 /// of consecutive rows spread over the cores when there are many; the
 /// parts in order.
 fn encode_new_rows(fresh: &Fresh<'_>, rows: &[usize], repeated: &[bool]) -> Vec<Part> {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let parts = cores.min(rows.len() / PARALLEL_MIN_ROWS).max(1);
-    if parts == 1 {
-        return vec![encode_part(fresh, rows, repeated)];
-    }
-    let chunk = rows.len().div_ceil(parts);
-    std::thread::scope(|scope| {
-        let mut chunks = rows.chunks(chunk);
-        let first = chunks.next().unwrap_or_default();
-        // A part whose thread cannot be started is encoded here, after.
-        let others: Vec<_> = chunks
-            .map(|rows| {
-                std::thread::Builder::new()
-                    .spawn_scoped(scope, move || encode_part(fresh, rows, repeated))
-                    .map_err(|_| rows)
-            })
-            .collect();
-        let mut done = vec![encode_part(fresh, first, repeated)];
-        for other in others {
-            done.push(match other {
-                Ok(thread) => thread
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                Err(rows) => encode_part(fresh, rows, repeated),
-            });
-        }
-        done
+    super::parallel::in_parts(rows, PARALLEL_MIN_ROWS, |rows| {
+        encode_part(fresh, rows, repeated)
     })
 }
 

@@ -19,6 +19,7 @@ mod gc;
 pub mod journal;
 mod merge;
 mod mutation;
+mod parallel;
 mod probe;
 mod read;
 mod replace;

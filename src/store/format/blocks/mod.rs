@@ -57,7 +57,7 @@ fn part(bytes: &Slice, range: std::ops::Range<usize>) -> Slice {
 /// How the values of rows encoded `raw` (see
 /// `FamilyFormat::fresh_pairs`) take their smallest form, given each
 /// row's (escaped key, value).
-pub(crate) type Compress<'a> = &'a dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>>;
+pub(crate) type Compress<'a> = &'a (dyn Fn(&[u8], &[u8]) -> Result<Vec<u8>> + Sync);
 
 /// Encodes rows (escaped key, PACKED value), ascending by key and at
 /// least one, into a block's value: column-wise when they are tall rows
@@ -378,13 +378,15 @@ pub(crate) fn gaps<K: AsRef<[u8]>>(
 /// of up to `block_rows` rows, closed early at [`BLOCK_BYTES`] and at each
 /// of `cuts` (see [`gaps`]); (block key, block value). `compress`: as
 /// [`encode`] takes it.
-pub(crate) fn build<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+pub(crate) fn build<K: AsRef<[u8]> + Sync, V: AsRef<[u8]> + Sync>(
     rows: &[(K, V)],
     cuts: &[usize],
     block_rows: usize,
     compress: Option<Compress<'_>>,
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut out = Vec::with_capacity(rows.len() / block_rows.max(1) + cuts.len() + 1);
+    // Where each block's rows start and end, then the blocks encoded,
+    // spread over the cores.
+    let mut spans = Vec::with_capacity(rows.len() / block_rows.max(1) + cuts.len() + 1);
     let (mut from, mut bytes, mut next_cut) = (0, 0, 0);
     for (i, (key, value)) in rows.iter().enumerate() {
         bytes += key.as_ref().len() + value.as_ref().len();
@@ -394,13 +396,29 @@ pub(crate) fn build<K: AsRef<[u8]>, V: AsRef<[u8]>>(
             next_cut += 1;
         }
         if cut || end == rows.len() || end - from >= block_rows || bytes >= BLOCK_BYTES {
-            out.push((key.as_ref().to_vec(), encode(&rows[from..end], compress)?));
+            spans.push((from, end));
             from = end;
             bytes = 0;
         }
     }
+    let parts = super::super::parallel::in_parts(&spans, PARALLEL_MIN_BLOCKS, |spans| {
+        spans
+            .iter()
+            .map(|&(from, end)| {
+                let value = encode(&rows[from..end], compress)?;
+                Ok((rows[end - 1].0.as_ref().to_vec(), value))
+            })
+            .collect::<Result<Vec<_>>>()
+    });
+    let mut out = Vec::with_capacity(spans.len());
+    for part in parts {
+        out.extend(part?);
+    }
     Ok(out)
 }
+
+/// Blocks from which building them is shared among the cores.
+const PARALLEL_MIN_BLOCKS: usize = 64;
 
 /// Checks a block pair: well formed, its rows ascending, its key its last
 /// row's; calls `row` with each row's pair. The number of rows.

@@ -94,6 +94,20 @@ fn smallest_exact(v: f64) -> Option<usize> {
     Some(high)
 }
 
+/// [`smallest_exact`], found in two tries when it is `hint` (a
+/// neighbour's, in a column of values with as many decimals): below 2^50
+/// (see there), exact at `hint` and not at the one before, no smaller
+/// exponent is exact either.
+fn smallest_exact_near(v: f64, hint: usize) -> Option<usize> {
+    const MONOTONE: f64 = 1_125_899_906_842_624.0;
+    let exact = |e: usize| scaled(v, e).is_some();
+    let fits = hint < POW10.len() && (v * POW10[hint]).abs() < MONOTONE;
+    if fits && exact(hint) && (hint == 0 || !exact(hint - 1)) {
+        return Some(hint);
+    }
+    smallest_exact(v)
+}
+
 /// The integer nearest `v · 10^e`, if it is below 2^53 (where every
 /// integer is exact and the division back rounds once).
 fn nearest(v: f64, e: usize) -> Option<i64> {
@@ -151,17 +165,29 @@ fn correction(v: f64, n: i64, e: usize) -> i64 {
 
 /// A segment's values as decimal numbers and bit corrections, at the
 /// exponent that takes least room; `None` when a value is not 8 bytes or
-/// none has a decimal form. The values are all 8 bytes when it is `Some`.
-fn decimal(values: &[impl Value]) -> Option<Decimal> {
+/// none has a decimal form. The values are all 8 bytes when it is `Some`,
+/// and the chosen exponent's numbers and corrections are left in
+/// `scratch` (`best_numbers`, `best_corrections`).
+fn decimal(values: &[impl Value], scratch: &mut Scratch) -> Option<Decimal> {
     if values.iter().any(|v| v.bytes().len() != 8) {
         return None;
     }
-    let floats = || values.iter().map(|v| float(v.bytes()).unwrap_or_default());
+    let Scratch {
+        floats,
+        numbers,
+        corrections,
+        best_numbers,
+        best_corrections,
+    } = scratch;
+    floats.clear();
+    floats.extend(values.iter().map(|v| float(v.bytes()).unwrap_or_default()));
     // The exponents worth trying: each value's smallest exact one.
     let mut tried = [false; POW10.len()];
-    for v in floats() {
-        if let Some(e) = smallest_exact(v) {
+    let mut hint = 0;
+    for &v in floats.iter() {
+        if let Some(e) = smallest_exact_near(v, hint) {
             tried[e] = true;
+            hint = e;
         }
     }
     let mut best: Option<Decimal> = None;
@@ -169,25 +195,31 @@ fn decimal(values: &[impl Value]) -> Option<Decimal> {
         // An exponent that takes a finite value past 2^53 is not tried:
         // that value would be all correction (one of 4.909999999999997,
         // exact only at 10^15, beside a pressure of 90753.5).
-        let mut numbers = Planning::default();
-        for v in floats() {
-            match nearest(v, e) {
-                Some(n) => numbers.push(n),
+        let mut planning = Planning::default();
+        numbers.clear();
+        for &v in floats.iter() {
+            let n = match nearest(v, e) {
+                Some(n) => n,
                 None if v.is_finite() => continue 'exponents,
-                None => numbers.push(0),
-            }
+                None => 0,
+            };
+            numbers.push(n);
+            planning.push(n);
         }
-        let numbers = numbers.plan();
+        let numbers_plan = planning.plan();
         // A run of corrections takes at least its 3-byte header.
-        let floor = 1 + numbers.size(values.len()) + 3;
+        let floor = 1 + numbers_plan.size(values.len()) + 3;
         if best.as_ref().is_some_and(|b| floor >= b.size) {
             continue;
         }
-        let mut corrections = Planning::default();
-        for v in floats() {
-            corrections.push(correction(v, nearest(v, e).unwrap_or(0), e));
+        let mut planning = Planning::default();
+        corrections.clear();
+        for (&v, &n) in floats.iter().zip(numbers.iter()) {
+            let c = correction(v, n, e);
+            corrections.push(c);
+            planning.push(c);
         }
-        let plans = (numbers, corrections.plan());
+        let plans = (numbers_plan, planning.plan());
         let size = 1 + plans.0.size(values.len()) + plans.1.size(values.len());
         if best.as_ref().is_none_or(|b| size < b.size) {
             best = Some(Decimal {
@@ -195,9 +227,28 @@ fn decimal(values: &[impl Value]) -> Option<Decimal> {
                 exponent: e as u8,
                 plans,
             });
+            std::mem::swap(numbers, best_numbers);
+            std::mem::swap(corrections, best_corrections);
         }
     }
     best
+}
+
+/// What [`decimal`] works in, kept per thread.
+#[derive(Default)]
+struct Scratch {
+    floats: Vec<f64>,
+    numbers: Vec<i64>,
+    corrections: Vec<i64>,
+    best_numbers: Vec<i64>,
+    best_corrections: Vec<i64>,
+}
+
+/// Values a segment's scratch keeps room for after it: a larger one's goes.
+const SCRATCH_KEPT: usize = 1 << 12;
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
 }
 
 /// A segment's values as decimal numbers (see [`decimal`]).
@@ -221,31 +272,30 @@ fn integers<V: Value>(values: &[V]) -> Option<impl Iterator<Item = i64> + Clone 
 pub(super) fn write_segment<V: Value>(values: &[V], out: &mut Vec<u8>) {
     put_varint(out, values.len() as u64);
     let raw: usize = values.iter().map(|v| v.bytes().len()).sum();
-    let decimal = decimal(values).filter(|d| d.size < raw);
-    let integer = integers(values)
-        .map(|n| (Plan::of_iter(n.clone()), n))
-        .filter(|(plan, _)| plan.size(values.len()) < decimal.as_ref().map_or(raw, |d| d.size));
-    if let Some((plan, numbers)) = integer {
-        out.push(INTEGER);
-        plan.write_iter(numbers, out);
-    } else if let Some(d) = decimal {
-        let e = usize::from(d.exponent);
-        let floats = || values.iter().map(|v| float(v.bytes()).unwrap_or_default());
-        out.push(DECIMAL);
-        out.push(d.exponent);
-        d.plans
-            .0
-            .write_iter(floats().map(|v| nearest(v, e).unwrap_or(0)), out);
-        d.plans.1.write_iter(
-            floats().map(|v| correction(v, nearest(v, e).unwrap_or(0), e)),
-            out,
-        );
-    } else {
-        out.push(RAW);
-        for v in values {
-            out.extend_from_slice(v.bytes());
+    SCRATCH.with(|scratch| {
+        let scratch = &mut *scratch.borrow_mut();
+        let decimal = decimal(values, scratch).filter(|d| d.size < raw);
+        let integer = integers(values)
+            .map(|n| (Plan::of_iter(n.clone()), n))
+            .filter(|(plan, _)| plan.size(values.len()) < decimal.as_ref().map_or(raw, |d| d.size));
+        if let Some((plan, numbers)) = integer {
+            out.push(INTEGER);
+            plan.write_iter(numbers, out);
+        } else if let Some(d) = decimal {
+            out.push(DECIMAL);
+            out.push(d.exponent);
+            d.plans.0.write(&scratch.best_numbers, out);
+            d.plans.1.write(&scratch.best_corrections, out);
+        } else {
+            out.push(RAW);
+            for v in values {
+                out.extend_from_slice(v.bytes());
+            }
         }
-    }
+        if scratch.floats.capacity() > SCRATCH_KEPT {
+            *scratch = Scratch::default();
+        }
+    });
 }
 
 /// Starts a raw segment of `count` values (at least one): the values
@@ -587,6 +637,18 @@ mod tests {
         ) {
             let linear = (0..POW10.len()).find(|&e| scaled(v, e).is_some());
             proptest::prop_assert_eq!(smallest_exact(v), linear);
+        }
+
+        #[test]
+        fn a_hint_finds_the_smallest_exact_exponent_too(
+            v in proptest::prop_oneof![
+                proptest::num::f64::ANY,
+                (-10_000_000_000i64..10_000_000_000, 0i32..16).prop_map(|(n, e)| n as f64 / 10f64.powi(e)),
+                (-1000i64..1000, 0i32..4, 0i64..100).prop_map(|(n, e, k)| n as f64 / 10f64.powi(e) + k as f64 * 0.07),
+            ],
+            hint in 0usize..17,
+        ) {
+            proptest::prop_assert_eq!(smallest_exact_near(v, hint), smallest_exact(v));
         }
 
         #[test]
