@@ -94,8 +94,10 @@ pub fn unescape(input: &[u8]) -> Result<(Vec<u8>, usize)> {
     Ok((unescape_exact(&input[..len]), len))
 }
 
-/// Decodes an escaped string that `escaped_len` has already delimited,
-/// terminator included, appending it to `out`.
+/// Decodes an escaped string, terminator included, appending it to `out`;
+/// an error (with `out` perhaps extended) unless `escaped` is exactly one
+/// escaped string (what `escaped_len` finds all of), so that it checks
+/// what it decodes.
 pub fn unescape_into(escaped: &[u8], out: &mut Vec<u8>) -> Result<()> {
     let body = escaped
         .strip_suffix(&TERMINATOR)
@@ -104,8 +106,11 @@ pub fn unescape_into(escaped: &[u8], out: &mut Vec<u8>) -> Result<()> {
     // Runs between escaped zeros copy whole; each `0x00 0xFF` is one 0x00.
     let mut rest = body;
     while let Some(zero) = rest.iter().position(|&b| b == 0) {
+        if rest.get(zero + 1) != Some(&0xFF) {
+            return Err(corrupt("invalid escape sequence", escaped));
+        }
         out.extend_from_slice(&rest[..=zero]);
-        rest = rest.get(zero + 2..).unwrap_or_default();
+        rest = &rest[zero + 2..];
     }
     out.extend_from_slice(rest);
     Ok(())
@@ -373,6 +378,15 @@ mod tests {
         fn cell_key_round_trips(row in tricky_bytes(16), q in tricky_bytes(16), ts in 0..=i64::MAX) {
             let key = CellKey { row, qualifier: q, timestamp: ts };
             prop_assert_eq!(CellKey::decode(&key.encode()).unwrap(), key);
+        }
+
+        #[test]
+        fn unescape_into_takes_exactly_one_escaped_string(x in tricky_bytes(24)) {
+            let whole = escaped_len(&x).is_ok_and(|n| n == x.len());
+            prop_assert_eq!(unescape_into(&x, &mut Vec::new()).is_ok(), whole);
+            let mut twice = escape(&x);
+            twice.extend_from_slice(&escape(b"more"));
+            prop_assert!(unescape_into(&twice, &mut Vec::new()).is_err());
         }
 
         #[test]

@@ -476,12 +476,13 @@ impl Cursor {
     fn find_row(&mut self, row: &[u8]) -> Result<()> {
         let format = self.format;
         if let Some(key) = self.head_key() {
-            self.head_row_len =
-                if format == FamilyFormat::Cells && !row.is_empty() && key.starts_with(row) {
-                    row.len()
-                } else {
-                    format.row_of(key)?.len()
-                };
+            self.head_row_len = match format {
+                // A PACKED pair's key is its escaped row, whole: checked
+                // where a row read is given, by `unescape_into`.
+                FamilyFormat::Packed => key.len(),
+                FamilyFormat::Cells if !row.is_empty() && key.starts_with(row) => row.len(),
+                FamilyFormat::Cells => format.row_of(key)?.len(),
+            };
         }
         Ok(())
     }

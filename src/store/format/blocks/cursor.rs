@@ -30,6 +30,11 @@ pub(crate) struct BlockCursor {
     first: bool,
     /// When kept: the keys of the blocks loaded, in order.
     read: Option<Vec<Slice>>,
+    /// How many blocks were loaded: which block is current.
+    loads: u64,
+    /// Whether the current block's rows all lie in the range (then its
+    /// rows are not each compared with the range's bound).
+    inside: bool,
 }
 
 impl BlockCursor {
@@ -73,6 +78,8 @@ impl BlockCursor {
             done: empty,
             first: !keep,
             read: keep.then(Vec::new),
+            loads: 0,
+            inside: false,
         };
         cursor.load()?;
         Ok(cursor)
@@ -131,6 +138,12 @@ impl BlockCursor {
                 }
                 self.cur = cur;
             }
+            self.inside = if self.reverse {
+                block.row_key(0) >= self.start.as_slice()
+            } else {
+                self.end.as_deref().is_none_or(|end| &block.key()[..] < end)
+            };
+            self.loads += 1;
             self.block = Some(block);
             self.check_bound();
             break;
@@ -139,7 +152,11 @@ impl BlockCursor {
     }
 
     /// Ends the cursor if its current row is past the range.
+    #[inline]
     fn check_bound(&mut self) {
+        if self.inside {
+            return;
+        }
         if let Some(block) = &self.block {
             let key = block.row_key(self.cur);
             let past = if self.reverse {
@@ -273,6 +290,10 @@ pub(crate) struct Merged {
     side: Side,
     /// When kept: the row keyspace's keys read, tombstones included.
     rows_read: Option<Vec<Slice>>,
+    /// The block (by [`BlockCursor::loads`]) whose rows left all come
+    /// before the row keyspace's next pair, found once for the block and
+    /// that pair: its rows are then taken with no comparison.
+    blocks_first: Option<u64>,
 }
 
 impl Merged {
@@ -284,6 +305,7 @@ impl Merged {
             reverse,
             side: Side::End,
             rows_read: None,
+            blocks_first: None,
         };
         merged.advance_rows()?;
         merged.settle()?;
@@ -307,6 +329,7 @@ impl Merged {
             reverse: false,
             side: Side::End,
             rows_read: Some(Vec::new()),
+            blocks_first: None,
         };
         merged.advance_rows()?;
         merged.settle()?;
@@ -320,6 +343,7 @@ impl Merged {
             self.rows.next()
         };
         self.row_head = next.map(|g| g.into_inner()).transpose()?;
+        self.blocks_first = None;
         if let (Some(read), Some((key, _))) = (&mut self.rows_read, &self.row_head) {
             read.push(key.clone());
         }
@@ -330,6 +354,10 @@ impl Merged {
     /// hide.
     fn settle(&mut self) -> Result<()> {
         loop {
+            if self.blocks_first == Some(self.blocks.loads) && self.blocks.block.is_some() {
+                self.side = Side::Block;
+                return Ok(());
+            }
             self.side = match (&self.row_head, self.blocks.peek_key()) {
                 (None, None) => Side::End,
                 (Some(_), None) => Side::Row,
@@ -343,6 +371,19 @@ impl Merged {
                     }
                 }
             };
+            if self.side == Side::Block
+                && let (Some((row, _)), Some(block)) = (&self.row_head, &self.blocks.block)
+            {
+                // The block's rows left: forward up to its last, backward
+                // down to its first.
+                let first = match self.reverse {
+                    false => block.key()[..] < row[..],
+                    true => block.row_key(0) > &row[..],
+                };
+                if first {
+                    self.blocks_first = Some(self.blocks.loads);
+                }
+            }
             let tombstone = matches!(self.side, Side::Row | Side::Both)
                 && self.row_head.as_ref().is_some_and(|(_, v)| v.is_empty());
             if !tombstone {

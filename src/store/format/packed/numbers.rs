@@ -39,6 +39,9 @@ pub(crate) struct Shape {
     /// Whether any column is wanted, and whether any is selected.
     wanted: bool,
     selects: bool,
+    /// The column-wise block whose shape this is known to be (its
+    /// [`Tall::id`]), so that its rows need no comparison; 0: none.
+    tall: u64,
 }
 
 struct ColumnShape {
@@ -61,6 +64,7 @@ impl Shape {
     ) -> Option<()> {
         self.bytes.clear();
         self.columns.clear();
+        self.tall = 0;
         let mut at = 9;
         let columns = usize::try_from(varint(value, &mut at)?).ok()?;
         let n = usize::try_from(varint(value, &mut at)?).ok()?;
@@ -158,9 +162,12 @@ pub(crate) fn decode_tall_numbers(
     shape: &mut Shape,
 ) -> Result<bool> {
     let bad = || corrupt("malformed columns", key);
-    let header = tall.header();
-    if !shape.fits(header) {
-        shape.parse(header, wanted, selection).ok_or_else(bad)?;
+    if shape.tall != tall.id() {
+        let header = tall.header();
+        if !shape.fits(header) {
+            shape.parse(header, wanted, selection).ok_or_else(bad)?;
+        }
+        shape.tall = tall.id();
     }
     if !shape.wanted && selection.keeps_all {
         return Ok(shape.selects);
@@ -496,6 +503,16 @@ mod tests {
                 let want_any = decode_numbers(b"r", value, &sorted, &selection, &mut want, &mut shape)
                     .unwrap()
                     .unwrap();
+                if r % 2 == 1 {
+                    // A row of another shape read between: the block's
+                    // shape is found again.
+                    let mut cells = Cells::new();
+                    cells.insert((qualifier(9), Reverse(1)), 1i64.to_be_bytes().to_vec());
+                    let other = encode(b"o", "f", &cells).unwrap().unwrap();
+                    let mut scratch = NumberRow::default();
+                    scratch.reset(names.len());
+                    decode_numbers(b"o", &other, &sorted, &selection, &mut scratch, &mut shape).unwrap();
+                }
                 let mut got = NumberRow::default();
                 got.reset(names.len());
                 let any = decode_tall_numbers(b"k", &tall, &body, r, &sorted, &selection, &mut got, &mut shape)

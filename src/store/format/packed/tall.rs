@@ -32,6 +32,7 @@ use super::values::{self, Piece, Segments};
 use super::{MAX_CELLS, VERSION};
 use std::ops::Range;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A PACKED value's parts, when it is a tall row of the version written.
 struct TallRow<'a> {
@@ -151,6 +152,8 @@ pub(crate) struct Column {
 /// A tall body as read (offsets into the block's value, checked to lie in
 /// it), with the columns decoded so far.
 pub(crate) struct Tall {
+    /// This body's own number among those read (from 1).
+    id: u64,
     rows: usize,
     columns: usize,
     /// A PACKED value's header with the shape (its newest timestamp
@@ -209,7 +212,9 @@ impl Tall {
         if previous != value.len() {
             return None;
         }
+        static READ: AtomicU64 = AtomicU64::new(1);
         Some(Tall {
+            id: READ.fetch_add(1, Ordering::Relaxed),
             rows,
             columns,
             header,
@@ -219,6 +224,12 @@ impl Tall {
             segments,
             decoded: (0..columns).map(|_| OnceLock::new()).collect(),
         })
+    }
+
+    /// This body's own number among those read in the process: two
+    /// bodies read never share one.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// A PACKED value's header with the rows' shape, its newest
