@@ -306,7 +306,7 @@ impl Report {
                 && let Some(d) = duck
             {
                 line += &format!(
-                    "  {:.2}× DuckDB CTAS: a load target above it is out of reach",
+                    "  {:.2}× DuckDB CTAS: the floor of a load into blocks",
                     per_s / d
                 );
             }
