@@ -507,6 +507,29 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// A row encoded raw (for a block) holds the same cells, and
+        /// compressed is the row encoded in its smallest form.
+        #[test]
+        fn raw_rows_compress_to_their_smallest_form(
+            cells in any_cells(1..40),
+            doubles in prop::collection::vec(-1000i64..1000, 0..8),
+        ) {
+            let mut cells = cells;
+            for (i, d) in doubles.iter().enumerate() {
+                let value = (*d as f64 / 4.0).to_be_bytes().to_vec();
+                cells.insert((b"d".to_vec(), Reverse(i as i64 + 1)), value);
+            }
+            let sorted: Vec<(&[u8], i64, &[u8])> = cells
+                .iter()
+                .map(|((q, Reverse(ts)), v)| (q.as_slice(), *ts, v.as_slice()))
+                .collect();
+            let raw = encode_sorted(b"row", "f", &sorted, true).unwrap().unwrap();
+            let small = encode_sorted(b"row", "f", &sorted, false).unwrap().unwrap();
+            let key = codec::escape(b"row");
+            prop_assert_eq!(cells_of(&key, &raw).unwrap(), cells.clone());
+            prop_assert_eq!(compress(&key, "f", &raw).unwrap(), small);
+        }
+
         #[test]
         fn columns_turned_away_yield_no_cells(
             cells in any_cells(0..40),
