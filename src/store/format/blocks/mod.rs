@@ -126,6 +126,8 @@ pub(crate) struct Block {
     /// lent (`None` if they are malformed).
     tall: Option<Tall>,
     lent: OnceLock<Option<(Slice, Vec<usize>)>>,
+    /// Column-wise: the first row lent, made alone.
+    lent_one: OnceLock<Option<(usize, Slice)>>,
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> Option<usize> {
@@ -184,6 +186,7 @@ impl Block {
             body,
             tall,
             lent: OnceLock::new(),
+            lent_one: OnceLock::new(),
         })
     }
 
@@ -213,17 +216,32 @@ impl Block {
 
     /// Row `i`'s PACKED value: the bytes it lies in and where. Column-wise
     /// and malformed, it is empty, which no reader takes for a row.
+    /// Column-wise, the first row asked for is made alone (a point read,
+    /// the newest row of a series read backwards, take one), and all of
+    /// them once another is.
     fn value_place(&self, i: usize) -> (&Slice, std::ops::Range<usize>) {
-        match (&self.tall, self.lent()) {
-            (None, _) => {
-                let offset = u32_at(&self.value, 5 + 4 * (i + 1)).unwrap_or(0);
-                (&self.value, self.key_place(i).end..self.body + offset)
+        let Some(tall) = &self.tall else {
+            let offset = u32_at(&self.value, 5 + 4 * (i + 1)).unwrap_or(0);
+            return (&self.value, self.key_place(i).end..self.body + offset);
+        };
+        if self.lent.get().is_none() {
+            let one = self.lent_one.get_or_init(|| {
+                let mut out = Vec::new();
+                tall.row_value(&self.value, i, &mut out)?;
+                Some((i, Slice::from(out)))
+            });
+            if let Some((row, bytes)) = one
+                && *row == i
+            {
+                return (bytes, 0..bytes.len());
             }
-            (Some(_), Some((bytes, ends))) => {
+        }
+        match self.lent() {
+            Some((bytes, ends)) => {
                 let from = i.checked_sub(1).map_or(0, |p| ends[p]);
                 (bytes, from..ends[i])
             }
-            (Some(_), None) => (&self.key, 0..0),
+            None => (&self.key, 0..0),
         }
     }
 
@@ -464,20 +482,72 @@ mod tests {
         assert_eq!(check(key, Slice::from(value), |_, _| Ok(())).unwrap(), 5);
     }
 
+    /// Tall rows of one shape go column-wise and come back as their
+    /// cells in any order a reader asks for them, one alone first.
+    #[test]
+    fn a_column_wise_block_lends_its_rows_in_any_order() {
+        use std::cmp::Reverse;
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..6i64)
+            .map(|i| {
+                let mut cells = packed::Cells::new();
+                for (q, v) in [(b"a", i as f64 / 4.0), (b"b", 1000.0 + i as f64)] {
+                    let value = v.to_be_bytes().to_vec();
+                    cells.insert((q.to_vec(), Reverse(60 * i)), value);
+                }
+                let key = crate::codec::escape(format!("r{i}").as_bytes());
+                (key, packed::encode(b"r", "f", &cells).unwrap().unwrap())
+            })
+            .collect();
+        let value = encode(&rows, None).unwrap();
+        assert_eq!(value[0], COLUMNS);
+        let key = Slice::from(rows[5].0.clone());
+        let cells = |(k, v): (&[u8], &[u8])| packed::cells_of(k, v).unwrap();
+        for order in [[2, 0, 5, 1, 4, 3], [3, 3, 1, 0, 2, 5]] {
+            let block = Block::parse(key.clone(), Slice::from(value.clone())).unwrap();
+            for i in order {
+                let (k, v) = block.row(i);
+                assert_eq!(&k[..], &rows[i].0[..]);
+                assert_eq!(cells((&k, &v)), cells((&rows[i].0, &rows[i].1)));
+                assert_eq!(cells(block.row_bytes(i)), cells((&rows[i].0, &rows[i].1)));
+                assert_eq!(&block.value_of(i).unwrap()[..], &v[..]);
+            }
+        }
+        assert_eq!(check(key, Slice::from(value), |_, _| Ok(())).unwrap(), 6);
+    }
+
     #[test]
     fn damaged_blocks_are_errors_not_panics() {
+        use std::cmp::Reverse;
         let rows = [(b"k\0\x01".to_vec(), vec![4u8; 12])];
-        let value = encode(&rows, None).unwrap();
-        for cut in 0..value.len() {
-            let _ = Block::parse(Slice::from(&b"k"[..]), Slice::from(&value[..cut]));
-        }
-        for i in 0..value.len() {
-            for byte in [0u8, 1, 0x7f, 0xff] {
-                let mut bad = value.clone();
-                bad[i] = byte;
-                if let Ok(block) = Block::parse(Slice::from(&b"k"[..]), Slice::from(bad)) {
-                    for r in 0..block.len() {
-                        let _ = block.row(r);
+        let tall: Vec<(Vec<u8>, Vec<u8>)> = (0..3i64)
+            .map(|i| {
+                let mut cells = packed::Cells::new();
+                cells.insert(
+                    (b"q".to_vec(), Reverse(i)),
+                    (i as f64).to_be_bytes().to_vec(),
+                );
+                cells.insert((b"s".to_vec(), Reverse(i)), b"text".to_vec());
+                (
+                    vec![b'k', i as u8, 0, 1],
+                    packed::encode(b"k", "f", &cells).unwrap().unwrap(),
+                )
+            })
+            .collect();
+        for value in [encode(&rows, None).unwrap(), encode(&tall, None).unwrap()] {
+            for cut in 0..value.len() {
+                let _ = Block::parse(Slice::from(&b"k"[..]), Slice::from(&value[..cut]));
+            }
+            for i in 0..value.len() {
+                for byte in [0u8, 1, 0x7f, 0xff] {
+                    let mut bad = value.clone();
+                    bad[i] = byte;
+                    if let Ok(block) = Block::parse(Slice::from(&b"k"[..]), Slice::from(bad)) {
+                        for r in (0..block.len()).rev() {
+                            let _ = block.value_of(r);
+                            let _ = block.row(r);
+                            let _ = block.row_bytes(r);
+                        }
+                        let _ = block.check_values();
                     }
                 }
             }
