@@ -186,7 +186,8 @@ pub(crate) fn decode_tall_numbers(
         let column = tall.column(value, j).ok_or_else(bad)?;
         let start = out.open();
         let time = column.times[row];
-        if !(selection.keep)(std::slice::from_ref(&time)).is_empty() {
+        // (A selection that keeps every cell keeps a column's one.)
+        if selection.keeps_all || !(selection.keep)(std::slice::from_ref(&time)).is_empty() {
             selected = true;
             out.push_time(time);
             match column.words[row] {
