@@ -868,9 +868,7 @@ impl FjallRows {
                     let selection = format::Selection {
                         selects: &|q: &[u8]| filter.qualifiers.matches(q),
                         keep: &|times: &[i64]| format::window(gc, filter, now, times),
-                        keeps_all: matches!(gc, GcPolicy::KeepAll)
-                            && filter.time_range == TimeRange::ALL
-                            && filter.cells_per_column != Some(0),
+                        keeps_all: format::keeps_every_cell(gc, filter),
                     };
                     let (wanted, shape) = (&plan.by_family[family], &mut plan.shapes[family]);
                     let cursor = &self.cursors[c];

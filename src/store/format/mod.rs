@@ -24,8 +24,8 @@ mod packed;
 pub use packed::MAX_PACKED_LEN;
 
 pub(crate) use convert::reencode;
-pub(crate) use numbers::window;
 pub use numbers::{NumberColumns, NumberRow};
+pub(crate) use numbers::{keeps_every_cell, window};
 pub(crate) use overlay::{CellWrite, Overlay};
 pub(crate) use packed::{Selection, Shape};
 

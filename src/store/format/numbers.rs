@@ -166,6 +166,14 @@ impl NumberRow {
     }
 }
 
+/// Whether a read keeps every cell a column holds (no GC, no time range,
+/// at least one cell a column): what [`super::Selection::keeps_all`] says.
+pub(crate) fn keeps_every_cell(gc: &GcPolicy, filter: &ReadFilter) -> bool {
+    matches!(gc, GcPolicy::KeepAll)
+        && filter.time_range == crate::store::read::TimeRange::ALL
+        && filter.cells_per_column != Some(0)
+}
+
 /// Which of one column's cells (`times`: all it holds, newest first) a
 /// read keeps: those GC keeps (a prefix, as GC discards from some version
 /// or some age on), then those in the filter's time range (a window, the

@@ -298,11 +298,49 @@ fn decode(
 mod tests {
     use super::super::{Cells, encode};
     use super::*;
-    use crate::store::format::numbers::window;
+    use crate::store::format::numbers::{keeps_every_cell, window};
     use crate::store::format::{QualifierFilter, RowBuf, select};
     use crate::store::{GcPolicy, ReadFilter, TimeRange};
     use proptest::prelude::*;
     use std::cmp::Reverse;
+
+    /// A read's filter (time range, cells per column, qualifiers read),
+    /// and its wanted columns among those read (as a numbers read asks):
+    /// their qualifiers, and each with its place, sorted.
+    #[allow(clippy::type_complexity)]
+    fn read_of(
+        range: Option<(i64, i64)>,
+        per_column: Option<usize>,
+        read: Option<&std::collections::BTreeSet<u8>>,
+        wanted: &[u8],
+    ) -> (ReadFilter, Vec<Vec<u8>>, Vec<(Vec<u8>, usize)>) {
+        let mut filter = ReadFilter::all();
+        if let Some((a, b)) = range {
+            filter = filter.time_range(TimeRange::new(a.min(b), a.max(b)));
+        }
+        if let Some(n) = per_column {
+            filter = filter.cells_per_column(n);
+        }
+        if let Some(read) = read {
+            filter = filter.qualifiers(QualifierFilter::Set(
+                read.iter().map(|q| qualifier(*q)).collect(),
+            ));
+        }
+        let mut names: Vec<Vec<u8>> = wanted
+            .iter()
+            .map(|q| qualifier(*q))
+            .filter(|q| filter.qualifiers.matches(q))
+            .collect();
+        names.sort();
+        names.dedup();
+        let sorted = names
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, q)| (q, i))
+            .collect();
+        (filter, names, sorted)
+    }
 
     /// Column `q`'s qualifier: `q0` to `q5`, which rows of four or more
     /// columns store numbered.
@@ -365,35 +403,12 @@ mod tests {
                 (None, None) => GcPolicy::KeepAll,
             };
             let now = 50_000;
-            let mut filter = ReadFilter::all();
-            if let Some((a, b)) = range {
-                filter = filter.time_range(TimeRange::new(a.min(b), a.max(b)));
-            }
-            if let Some(n) = per_column {
-                filter = filter.cells_per_column(n);
-            }
-            if let Some(read) = &read {
-                filter = filter.qualifiers(QualifierFilter::Set(
-                    read.iter().map(|q| qualifier(*q)).collect(),
-                ));
-            }
-            // Wanted columns are among those read (as a numbers read asks).
-            let mut names: Vec<Vec<u8>> = wanted
-                .iter()
-                .map(|q| qualifier(*q))
-                .filter(|q| filter.qualifiers.matches(q))
-                .collect();
-            names.sort();
-            names.dedup();
-            let sorted: Vec<(Vec<u8>, usize)> =
-                names.iter().cloned().enumerate().map(|(i, q)| (q, i)).collect();
+            let (filter, names, sorted) = read_of(range, per_column, read.as_ref(), &wanted);
             let mut got = NumberRow::default();
             got.reset(names.len());
             let keep = |times: &[i64]| window(&gc, &filter, now, times);
             let selects = |q: &[u8]| filter.qualifiers.matches(q);
-            let keeps_all = gc == GcPolicy::KeepAll
-                && filter.time_range == TimeRange::ALL
-                && filter.cells_per_column != Some(0);
+            let keeps_all = keeps_every_cell(&gc, &filter);
             let selection = Selection { selects: &selects, keep: &keep, keeps_all };
             let key = crate::codec::escape(b"r");
             // A shape parsed from another row (or none) and this row's own
@@ -470,32 +485,10 @@ mod tests {
                 None => GcPolicy::KeepAll,
             };
             let now = 50_000;
-            let mut filter = ReadFilter::all();
-            if let Some((a, b)) = range {
-                filter = filter.time_range(TimeRange::new(a.min(b), a.max(b)));
-            }
-            if let Some(n) = per_column {
-                filter = filter.cells_per_column(n);
-            }
-            if let Some(read) = &read {
-                filter = filter.qualifiers(QualifierFilter::Set(
-                    read.iter().map(|q| qualifier(*q)).collect(),
-                ));
-            }
-            let mut names: Vec<Vec<u8>> = wanted
-                .iter()
-                .map(|q| qualifier(*q))
-                .filter(|q| filter.qualifiers.matches(q))
-                .collect();
-            names.sort();
-            names.dedup();
-            let sorted: Vec<(Vec<u8>, usize)> =
-                names.iter().cloned().enumerate().map(|(i, q)| (q, i)).collect();
+            let (filter, names, sorted) = read_of(range, per_column, read.as_ref(), &wanted);
             let keep = |times: &[i64]| window(&gc, &filter, now, times);
             let selects = |q: &[u8]| filter.qualifiers.matches(q);
-            let keeps_all = gc == GcPolicy::KeepAll
-                && filter.time_range == TimeRange::ALL
-                && filter.cells_per_column != Some(0);
+            let keeps_all = keeps_every_cell(&gc, &filter);
             let selection = Selection { selects: &selects, keep: &keep, keeps_all };
             let mut shape = Shape::default();
             for (r, value) in values.iter().enumerate() {

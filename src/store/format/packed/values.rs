@@ -626,14 +626,22 @@ mod tests {
         out
     }
 
+    /// Any f64, or one with a few decimals (perhaps an ulp off, as
+    /// computed measurements are).
+    fn measures() -> impl proptest::strategy::Strategy<Value = f64> {
+        proptest::prop_oneof![
+            proptest::num::f64::ANY,
+            (-10_000_000_000i64..10_000_000_000, 0i32..16)
+                .prop_map(|(n, e)| n as f64 / 10f64.powi(e)),
+            (-1000i64..1000, 0i32..4, 0i64..100)
+                .prop_map(|(n, e, k)| n as f64 / 10f64.powi(e) + k as f64 * 0.07),
+        ]
+    }
+
     proptest::proptest! {
         #[test]
         fn smallest_exact_exponents_are_found_by_halves(
-            v in proptest::prop_oneof![
-                proptest::num::f64::ANY,
-                (-10_000_000_000i64..10_000_000_000, 0i32..16).prop_map(|(n, e)| n as f64 / 10f64.powi(e)),
-                (-1000i64..1000, 0i32..4, 0i64..100).prop_map(|(n, e, k)| n as f64 / 10f64.powi(e) + k as f64 * 0.07),
-            ],
+            v in measures(),
         ) {
             let linear = (0..POW10.len()).find(|&e| scaled(v, e).is_some());
             proptest::prop_assert_eq!(smallest_exact(v), linear);
@@ -641,11 +649,7 @@ mod tests {
 
         #[test]
         fn a_hint_finds_the_smallest_exact_exponent_too(
-            v in proptest::prop_oneof![
-                proptest::num::f64::ANY,
-                (-10_000_000_000i64..10_000_000_000, 0i32..16).prop_map(|(n, e)| n as f64 / 10f64.powi(e)),
-                (-1000i64..1000, 0i32..4, 0i64..100).prop_map(|(n, e, k)| n as f64 / 10f64.powi(e) + k as f64 * 0.07),
-            ],
+            v in measures(),
             hint in 0usize..17,
         ) {
             proptest::prop_assert_eq!(smallest_exact_near(v, hint), smallest_exact(v));
