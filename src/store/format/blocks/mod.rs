@@ -403,11 +403,31 @@ pub(crate) fn build<K: AsRef<[u8]> + Sync, V: AsRef<[u8]> + Sync>(
     compress: Option<Compress<'_>>,
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     // Where each block's rows start and end, then the blocks encoded,
-    // spread over the cores.
+    // spread over the cores. Blocks are also cut around runs of rows of
+    // one shape (see [`SHAPE_RUN`]), so that a tall table's rows go
+    // column-wise even where a row lacks a column.
     let mut spans = Vec::with_capacity(rows.len() / block_rows.max(1) + cuts.len() + 1);
     let (mut from, mut bytes, mut next_cut) = (0, 0, 0);
-    for (i, (key, value)) in rows.iter().enumerate() {
-        bytes += key.as_ref().len() + value.as_ref().len();
+    let size = |i: usize| rows[i].0.as_ref().len() + rows[i].1.as_ref().len();
+    // The shape of the rows since `run`, where it began.
+    let (mut shape, mut run) = (None, 0);
+    for (i, (_, value)) in rows.iter().enumerate() {
+        let this = packed::shape_of(value.as_ref());
+        if i == 0 || this != shape {
+            // A block of one shape closes where its shape ends.
+            if i > from && run <= from && i - from >= SHAPE_RUN {
+                spans.push((from, i));
+                from = i;
+                bytes = 0;
+            }
+            (shape, run) = (this, i);
+        } else if run > from && i + 1 - run >= SHAPE_RUN {
+            // A long run of one shape starts a block of its own.
+            spans.push((from, run));
+            from = run;
+            bytes = (run..i).map(size).sum();
+        }
+        bytes += size(i);
         let end = i + 1;
         let cut = cuts.get(next_cut) == Some(&end);
         if cut {
@@ -434,6 +454,9 @@ pub(crate) fn build<K: AsRef<[u8]> + Sync, V: AsRef<[u8]> + Sync>(
     }
     Ok(out)
 }
+
+/// Rows of one shape worth a block of their own among rows of others.
+const SHAPE_RUN: usize = 16;
 
 /// Blocks from which building them is shared among the cores.
 const PARALLEL_MIN_BLOCKS: usize = 64;
@@ -513,6 +536,54 @@ mod tests {
             }
         }
         assert_eq!(check(key, Slice::from(value), |_, _| Ok(())).unwrap(), 6);
+    }
+
+    /// Blocks are cut around runs of one shape, so that a tall table
+    /// with a row lacking a column here and there stays column-wise, and
+    /// rows of ever-changing shapes still fill blocks of 64.
+    #[test]
+    fn blocks_are_cut_around_runs_of_one_shape() {
+        use std::cmp::Reverse;
+        let row = |i: usize, columns: &[&[u8]]| {
+            let mut cells = packed::Cells::new();
+            for q in columns {
+                cells.insert(
+                    (q.to_vec(), Reverse(i as i64)),
+                    (i as f64).to_be_bytes().to_vec(),
+                );
+            }
+            let key = crate::codec::escape(format!("r{i:05}").as_bytes());
+            (key, packed::encode(b"r", "f", &cells).unwrap().unwrap())
+        };
+        let blocks_of = |rows: &[(Vec<u8>, Vec<u8>)]| {
+            let blocks = build(rows, &[], BLOCK_ROWS, None).unwrap();
+            let mut keys = Vec::new();
+            let mut versions = Vec::new();
+            for (key, value) in &blocks {
+                let block =
+                    Block::parse(Slice::from(key.clone()), Slice::from(value.clone())).unwrap();
+                keys.extend((0..block.len()).map(|i| block.row_key(i).to_vec()));
+                versions.push((value[0], block.len()));
+            }
+            let want: Vec<Vec<u8>> = rows.iter().map(|(k, _)| k.clone()).collect();
+            assert_eq!(keys, want);
+            versions
+        };
+        // A tall table: now and then a row lacks a column.
+        let rows: Vec<_> = (0..300)
+            .map(|i| match i % 97 {
+                50 => row(i, &[b"a"]),
+                _ => row(i, &[b"a", b"b"]),
+            })
+            .collect();
+        let versions = blocks_of(&rows);
+        assert!(versions.iter().all(|(v, _)| *v == COLUMNS), "{versions:?}");
+        // Every row a shape of its own: blocks of 64, one after another.
+        let names: Vec<Vec<u8>> = (0..200).map(|i| format!("q{i}").into_bytes()).collect();
+        let rows: Vec<_> = (0..200).map(|i| row(i, &[&names[i]])).collect();
+        let versions = blocks_of(&rows);
+        assert_eq!(versions.len(), 4, "{versions:?}");
+        assert!(versions.iter().all(|(v, _)| *v == ROWS));
     }
 
     #[test]

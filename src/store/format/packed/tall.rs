@@ -57,6 +57,17 @@ fn tall_shape(value: &[u8], at: &mut usize) -> Option<usize> {
     counts.all_equal(0, columns, 1).then_some(columns)
 }
 
+/// A PACKED value's shape (see the layout), if it is a tall row of the
+/// version written: rows of one shape may share a column-wise block.
+pub(crate) fn shape_of(value: &[u8]) -> Option<&[u8]> {
+    if value.first() != Some(&VERSION) || value.len() < 9 {
+        return None;
+    }
+    let mut at = 9;
+    tall_shape(value, &mut at)?;
+    Some(&value[9..at])
+}
+
 fn tall_row(value: &[u8]) -> Option<TallRow<'_>> {
     if value.first() != Some(&VERSION) {
         return None;
