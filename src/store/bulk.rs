@@ -6,7 +6,7 @@
 //! any other row goes through the overlay as a row mutation does.
 
 use super::format::Overlay;
-use super::format::blocks::{self, BLOCK_ROWS};
+use super::format::blocks::BLOCK_ROWS;
 use super::mutation::{self, check_key, check_qualifier, check_value};
 use super::{FjallStore, Mutation, RowMutation, TableHandle, aggregate, now_micros};
 use crate::codec;
@@ -351,16 +351,10 @@ impl FjallStore {
         // A family's own PACKED rows go in as blocks where they can, cut
         // where the batch's runs meet (see [`runs`]).
         let runs = runs(&valid).filter(|_| failed.is_empty() && direct.len() == valid.len());
-        let name = |slot: usize| &handle.def.families[handle.family_of(slot)].name;
-        let compress_row = |key: &[u8], value: &[u8]| {
-            let slot = direct.first().map_or(0, |d| d.0);
-            handle.formats[slot].compress(name(slot), key, value)
-        };
-        let compress: Option<blocks::Compress<'_>> = fresh.raw.then_some(&compress_row);
         match ingestible(&overlay, &direct, written) {
             Some(slot)
                 if let Some(runs) = &runs
-                    && self.ingest_blocks(&handle, slot, &direct, runs, written, compress)? => {}
+                    && self.ingest_blocks(&handle, slot, &direct, runs, written, fresh.raw)? => {}
             Some(slot) => {
                 let direct = compressed(&fresh, direct)?;
                 self.ingest_pairs(&handle, slot, direct, written)?
@@ -484,13 +478,22 @@ fn bound_for_blocks(table: &TableHandle, valid: &[usize]) -> bool {
 /// their smallest form.
 fn compressed(fresh: &Fresh<'_>, mut direct: SlotPairs) -> Result<SlotPairs> {
     if fresh.raw {
-        let table = fresh.table;
         for (slot, key, value) in &mut direct {
-            let name = &table.def.families[table.family_of(*slot)].name;
-            *value = table.formats[*slot].compress(name, key, value)?;
+            *value = compress_pair(fresh.table, *slot, key, value)?;
         }
     }
     Ok(direct)
+}
+
+/// A pair of `slot` encoded raw for a block, in its smallest form.
+pub(super) fn compress_pair(
+    table: &TableHandle,
+    slot: usize,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Vec<u8>> {
+    let name = &table.def.families[table.family_of(slot)].name;
+    table.formats[slot].compress(name, key, value)
 }
 
 /// A batch's valid rows in key order, and its invalid rows with why.

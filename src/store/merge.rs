@@ -223,8 +223,8 @@ impl FjallStore {
 
     /// Writes a bulk batch's new PACKED rows (all of slot `slot`, the
     /// family's own, which has blocks; (slot, escaped row, value), strictly
-    /// ascending, with `runs` where blocks must be cut; `compress`: as
-    /// `blocks::encode` takes it, for rows encoded raw) straight into
+    /// ascending, with `runs` where blocks must be cut; `raw`: whether
+    /// their values were encoded raw, for blocks) straight into
     /// blocks by ingestion; false, writing
     /// nothing, when a row falls within a stored block's rows (the caller
     /// writes them as rows). The caller holds the rows' locks and has made
@@ -238,7 +238,7 @@ impl FjallStore {
         pairs: &[(usize, Vec<u8>, Vec<u8>)],
         runs: &[usize],
         rows: usize,
-        compress: Option<blocks::Compress<'_>>,
+        raw: bool,
     ) -> Result<bool> {
         let Some(blocks_ks) = &table.blocks[slot] else {
             return Ok(false);
@@ -257,6 +257,10 @@ impl FjallStore {
         cuts.sort_unstable();
         cuts.dedup();
         let mut ingestion = blocks_ks.start_ingestion()?;
+        // A block that cannot go column-wise holds raw rows compressed.
+        let compress =
+            |key: &[u8], value: &[u8]| super::bulk::compress_pair(table, slot, key, value);
+        let compress: Option<blocks::Compress<'_>> = raw.then_some(&compress);
         for (key, value) in blocks::build(&rows_of, &cuts, BLOCK_ROWS, compress)? {
             ingestion.write(key, value)?;
         }

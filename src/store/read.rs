@@ -2,7 +2,7 @@
 //! and the streaming [`FjallRows`] that walks one fjall snapshot.
 
 use super::catalog::GcPolicy;
-use super::format::blocks::{Block, Pairs};
+use super::format::blocks::{Pairs, TallRow};
 use super::format::{self, FamilyFormat, NumberColumns, NumberRow, RowBuf, RowView};
 use crate::codec::{self, EncodedRange};
 use crate::error::{Error, Result};
@@ -434,7 +434,6 @@ const PAIRS_BEFORE_SEEK: usize = 8;
 struct Cursor {
     /// The family's place among the families read.
     family: usize,
-    format: FamilyFormat,
     source: Source,
     iter: Pairs,
     /// The current pair of plain pairs (with blocks, `iter` lends it).
@@ -474,7 +473,7 @@ impl Cursor {
     }
 
     fn find_row(&mut self, row: &[u8]) -> Result<()> {
-        let format = self.format;
+        let format = self.source.format;
         if let Some(key) = self.head_key() {
             self.head_row_len = match format {
                 // A PACKED pair's key is its escaped row, whole: checked
@@ -507,10 +506,9 @@ impl Cursor {
         }
     }
 
-    /// The current row's column-wise block and its place there, when the
-    /// row comes from one.
+    /// The current row, when it comes from a column-wise block.
     #[inline]
-    fn head_tall(&self) -> Option<(&Block, usize)> {
+    fn head_tall(&self) -> Option<TallRow<'_>> {
         match &self.iter {
             _ if self.ended => None,
             Pairs::Plain(_) => None,
@@ -579,8 +577,8 @@ fn take_newest(
         let past = match newest {
             Some(n) if pairs.len() - column_from >= n.saturating_add(PAIRS_BEFORE_SEEK) => {
                 let key = cursor.head_key().unwrap_or_default();
-                let column = cursor.format.column_of(key).unwrap_or_default();
-                column_from = column_start(cursor.format, pairs, column_from, column);
+                let column = cursor.source.format.column_of(key).unwrap_or_default();
+                column_from = column_start(cursor.source.format, pairs, column_from, column);
                 let read = pairs.len() - column_from;
                 (read >= n.saturating_add(PAIRS_BEFORE_SEEK))
                     .then(|| (column_from + n, codec::prefix_successor(column)))
@@ -745,7 +743,6 @@ impl FjallRows {
                 )?;
                 let mut cursor = Cursor {
                     family: i,
-                    format: source.format,
                     source: source.clone(),
                     iter,
                     head: None,
@@ -800,7 +797,7 @@ impl FjallRows {
             // its key the escaped row (no row to find among cursors).
             let lone_packed = matches!(
                 self.cursors.as_slice(),
-                [c] if c.format == FamilyFormat::Packed
+                [c] if c.source.format == FamilyFormat::Packed
             );
             let more = if lone_packed {
                 self.cursors[0].head_key().is_some()
@@ -859,7 +856,7 @@ impl FjallRows {
                 if self.reverse {
                     self.buf.pairs[from_pair..].reverse();
                 }
-                let format = self.cursors[c].format;
+                let format = self.cursors[c].source.format;
                 if let (Some(out), Some(plan)) = (numbers.as_mut(), &mut self.numbers)
                     && self.families[family].sources.len() == 1
                     && (in_cursor || self.buf.pairs.len() == from_pair + 1)
@@ -874,9 +871,7 @@ impl FjallRows {
                     let cursor = &self.cursors[c];
                     let any = match cursor.head_tall().filter(|_| in_cursor) {
                         // A row of a column-wise block: read from its columns.
-                        Some((block, i)) => Some(FamilyFormat::decode_tall_numbers(
-                            block, i, wanted, &selection, out, shape,
-                        )?),
+                        Some(row) => Some(row.decode_numbers(wanted, &selection, out, shape)?),
                         None => {
                             let (key, value) = match in_cursor {
                                 true => cursor.head_pair().unwrap_or_default(),
@@ -975,7 +970,7 @@ impl FjallRows {
         let row = self.escaped_row.as_slice();
         let pairs = &mut self.buf.pairs;
         let scanned = &mut self.stats.cells_scanned;
-        let newest = newest.filter(|_| cursor.format.pair_per_cell());
+        let newest = newest.filter(|_| cursor.source.format.pair_per_cell());
         if !self.reverse {
             let end = self.range.end.as_deref();
             return take_newest(cursor, &self.snapshot, row, newest, end, pairs, scanned);
@@ -990,9 +985,9 @@ impl FjallRows {
                 return Ok(());
             }
             let key = cursor.head_key().unwrap_or_default();
-            let column = cursor.format.column_of(key).unwrap_or_default();
+            let column = cursor.source.format.column_of(key).unwrap_or_default();
             if pairs.len() - column_from >= long {
-                column_from = column_start(cursor.format, pairs, column_from, column);
+                column_from = column_start(cursor.source.format, pairs, column_from, column);
             }
             if pairs.len() - column_from < long {
                 pairs.extend(cursor.take_head());

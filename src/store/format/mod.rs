@@ -352,24 +352,6 @@ impl FamilyFormat {
         }
     }
 
-    /// [`FamilyFormat::decode_numbers`] of row `i` of a column-wise block
-    /// (of a PACKED family), taken from the block's columns.
-    pub(crate) fn decode_tall_numbers(
-        block: &blocks::Block,
-        i: usize,
-        wanted: &[(Vec<u8>, usize)],
-        selection: &Selection<'_>,
-        out: &mut NumberRow,
-        shape: &mut Shape,
-    ) -> Result<bool> {
-        let Some((tall, value)) = block.tall() else {
-            return Err(Error::Corrupt {
-                reason: "a block read by columns is not column-wise".into(),
-            });
-        };
-        packed::decode_tall_numbers(block.key(), tall, value, i, wanted, selection, out, shape)
-    }
-
     /// The timestamp a compaction filter judges a pair by (the newest cell
     /// it holds); `None` keeps the pair.
     pub(crate) fn gc_timestamp(self, key: &[u8], value: &[u8]) -> Option<i64> {

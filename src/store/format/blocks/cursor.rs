@@ -2,7 +2,7 @@
 //! pairs with its blocks' rows merged in under its own keyspace's (see
 //! the module above for the layout and the rules of shadowing).
 
-use super::Block;
+use super::{Block, TallRow};
 use crate::error::Result;
 use fjall::{Keyspace, Readable, Slice, Snapshot};
 use std::cmp::Ordering;
@@ -183,13 +183,10 @@ impl BlockCursor {
         self.block.as_ref().map(|b| b.row_key(self.cur))
     }
 
-    /// The current row's block, when column-wise, and its place there.
+    /// The current row, when its block is column-wise.
     #[inline]
-    fn peek_tall(&self) -> Option<(&Block, usize)> {
-        self.block
-            .as_ref()
-            .filter(|b| b.tall().is_some())
-            .map(|b| (b, self.cur))
+    fn peek_tall(&self) -> Option<TallRow<'_>> {
+        self.block.as_ref()?.tall_row(self.cur)
     }
 
     /// The current row as a pair sharing the block's bytes.
@@ -429,7 +426,7 @@ impl Merged {
     /// The current row's column-wise block and its place there, when the
     /// row comes from one (no PACKED value is made of it).
     #[inline]
-    pub fn peek_tall(&self) -> Option<(&Block, usize)> {
+    pub fn peek_tall(&self) -> Option<TallRow<'_>> {
         match self.side {
             Side::Block => self.blocks.peek_tall(),
             _ => None,

@@ -12,6 +12,10 @@
 //!           u32 LE key length, the escaped row key, the row's PACKED value
 //! ```
 //!
+//! A block of tall rows of one shape (a tall table's) is stored
+//! column-wise instead, version 2: the rows' keys, then their values as
+//! the block's columns (`packed/tall.rs` has that body's layout).
+//!
 //! Blocks are written only by a merge (`COMPACT TABLE`, and a format
 //! change moving rows out) under every row lock; between merges they are
 //! read-only. Writes go to the family's own keyspace as before, and a
@@ -20,13 +24,16 @@
 //! never a PACKED value) hides a row a block holds. A read of the family
 //! merges the two keyspaces by row key ([`Pairs`]) and lends each block
 //! row as a *virtual pair*: its key and value are slices of the block's
-//! value, so everything downstream decodes it as the PACKED pair it is.
+//! value (column-wise, of the PACKED values made of its columns when a
+//! reader asks for one; a numbers read takes the columns, [`TallRow`]),
+//! so everything downstream decodes it as the PACKED pair it is.
 
 mod cursor;
 
 pub(crate) use cursor::{Merged, Pairs};
 
-use super::packed::{self, Tall};
+use super::packed::{self, Tall, u32_at};
+use super::{NumberRow, Selection, Shape};
 use crate::codec::show_bytes;
 use crate::error::{Error, Result};
 use byteview::ByteView;
@@ -70,14 +77,11 @@ pub(crate) fn encode<K: AsRef<[u8]>, V: AsRef<[u8]>>(
     let keys: usize = rows.iter().map(|(k, _)| k.as_ref().len()).sum();
     let values: Vec<&[u8]> = rows.iter().map(|(_, v)| v.as_ref()).collect();
     let mut out = Vec::with_capacity(5 + 4 * (rows.len() + 1) + keys + values.len() * 16);
-    out.push(COLUMNS);
-    out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
-    let mut at = 0usize;
-    for (k, _) in rows {
-        out.extend_from_slice(&(at as u32).to_le_bytes());
-        at += k.as_ref().len();
-    }
-    out.extend_from_slice(&(at as u32).to_le_bytes());
+    header(
+        &mut out,
+        COLUMNS,
+        rows.iter().map(|(k, _)| k.as_ref().len()),
+    );
     for (k, _) in rows {
         out.extend_from_slice(k.as_ref());
     }
@@ -97,14 +101,8 @@ pub(crate) fn encode<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         .sum();
     out.clear();
     out.reserve(5 + 4 * (rows.len() + 1) + body);
-    out.push(ROWS);
-    out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
-    let mut at = 0usize;
-    for (k, v) in rows {
-        out.extend_from_slice(&(at as u32).to_le_bytes());
-        at += 4 + k.as_ref().len() + v.as_ref().len();
-    }
-    out.extend_from_slice(&(at as u32).to_le_bytes());
+    let entry = |(k, v): &(K, V)| 4 + k.as_ref().len() + v.as_ref().len();
+    header(&mut out, ROWS, rows.iter().map(entry));
     for (k, v) in rows {
         let (k, v) = (k.as_ref(), v.as_ref());
         out.extend_from_slice(&(k.len() as u32).to_le_bytes());
@@ -112,6 +110,19 @@ pub(crate) fn encode<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         out.extend_from_slice(v);
     }
     Ok(out)
+}
+
+/// Writes a block's version, row count and offset table: where each of
+/// the entries `lengths` long starts, and where the last ends.
+fn header(out: &mut Vec<u8>, version: u8, lengths: impl ExactSizeIterator<Item = usize>) {
+    out.push(version);
+    out.extend_from_slice(&(lengths.len() as u32).to_le_bytes());
+    let mut at = 0usize;
+    for len in lengths {
+        out.extend_from_slice(&(at as u32).to_le_bytes());
+        at += len;
+    }
+    out.extend_from_slice(&(at as u32).to_le_bytes());
 }
 
 /// One block as read: its key and value, with its rows' places checked.
@@ -128,11 +139,6 @@ pub(crate) struct Block {
     lent: OnceLock<Option<(Slice, Vec<usize>)>>,
     /// Column-wise: the first row lent, made alone.
     lent_one: OnceLock<Option<(usize, Slice)>>,
-}
-
-fn u32_at(bytes: &[u8], at: usize) -> Option<usize> {
-    let b = bytes.get(at..at + 4)?;
-    Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
 }
 
 impl Block {
@@ -290,10 +296,14 @@ impl Block {
         }
     }
 
-    /// Column-wise: the columns, and the value they lie in.
+    /// Row `i` as a numbers read takes it, when the block is column-wise.
     #[inline]
-    pub fn tall(&self) -> Option<(&Tall, &[u8])> {
-        self.tall.as_ref().map(|t| (t, &self.value[..]))
+    pub fn tall_row(&self, i: usize) -> Option<TallRow<'_>> {
+        self.tall.as_ref().map(|tall| TallRow {
+            block: self,
+            tall,
+            row: i,
+        })
     }
 
     /// Checks that every row's value can be made.
@@ -316,6 +326,31 @@ impl Block {
             }
         }
         lo
+    }
+}
+
+/// A row of a column-wise block, read by its columns (no PACKED value is
+/// made of it).
+pub(crate) struct TallRow<'a> {
+    block: &'a Block,
+    tall: &'a Tall,
+    row: usize,
+}
+
+impl TallRow<'_> {
+    /// What `FamilyFormat::decode_numbers` gives for the row's PACKED
+    /// value, taken from the block's columns decoded once.
+    pub fn decode_numbers(
+        &self,
+        wanted: &[(Vec<u8>, usize)],
+        selection: &Selection<'_>,
+        out: &mut NumberRow,
+        shape: &mut Shape,
+    ) -> Result<bool> {
+        let Block { key, value, .. } = self.block;
+        packed::decode_tall_numbers(
+            key, self.tall, value, self.row, wanted, selection, out, shape,
+        )
     }
 }
 

@@ -36,7 +36,7 @@ mod values;
 
 pub(crate) use numbers::{Selection, Shape, decode_numbers, decode_tall_numbers};
 pub(crate) use qualifiers::Names;
-pub(crate) use tall::{Tall, encode as encode_tall, shape_of};
+pub(crate) use tall::{Tall, encode as encode_tall, shape_of, u32_at};
 
 use super::{CellPos, Place, QualifierFilter, RowBuf};
 use crate::codec::{self, show_bytes};

@@ -178,7 +178,8 @@ pub(crate) struct Tall {
     decoded: Vec<OnceLock<Option<Column>>>,
 }
 
-fn u32_at(bytes: &[u8], at: usize) -> Option<usize> {
+/// The little-endian u32 at `at` of `bytes`, if they hold one there.
+pub(crate) fn u32_at(bytes: &[u8], at: usize) -> Option<usize> {
     let b = bytes.get(at..at + 4)?;
     Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
 }
@@ -294,40 +295,29 @@ impl Tall {
     /// Row `i`'s PACKED value, appended to `out`; `None` when the body is
     /// malformed.
     pub fn row_value(&self, value: &[u8], i: usize, out: &mut Vec<u8>) -> Option<()> {
-        let (newest, ages, lengths) = self.runs(value)?;
-        let (r, c) = (self.rows, self.columns);
-        out.push(VERSION);
-        out.extend_from_slice(&newest.get(i).to_be_bytes());
-        out.extend_from_slice(&self.header[9..]);
-        let of_row = |run: &Run<'_>| (0..c).map(|j| run.get(j * r + i)).collect::<Vec<i64>>();
-        Plan::write_run(&of_row(&ages), out);
-        Plan::write_run(&[], out);
-        Plan::write_run(&of_row(&lengths), out);
-        values::write_raw_header(c, out);
-        for j in 0..c {
+        let runs = self.runs(value)?;
+        let lengths = &runs.2;
+        let r = self.rows;
+        self.write_row(value, &runs, i, out, |j| {
             let segment = self.segments.get(j)?;
             let mut segments = Segments::new(value.get(..segment.end)?, segment.start);
-            segments.skip_many(&lengths, j * r, i)?;
-            let len = usize::try_from(lengths.get(j * r + i)).ok()?;
-            match segments.next(len)? {
-                Piece::Value(s, e) => out.extend_from_slice(value.get(s..e)?),
-                Piece::Bytes(b) => out.extend_from_slice(&b),
-            }
-        }
-        Some(())
+            segments.skip_many(lengths, j * r, i)?;
+            segments.next(usize::try_from(lengths.get(j * r + i)).ok()?)
+        })
     }
 
     /// Every row's PACKED value, back to back, and where each ends;
     /// `None` when the body is malformed.
     pub fn row_values(&self, value: &[u8]) -> Option<(Vec<u8>, Vec<usize>)> {
-        let (newest, ages, lengths) = self.runs(value)?;
+        let runs = self.runs(value)?;
         let (r, c) = (self.rows, self.columns);
+        // Each column's values, read once.
         let mut pieces: Vec<Piece> = Vec::with_capacity(r * c);
         for j in 0..c {
             let segment = self.segments.get(j)?;
             let mut segments = Segments::new(value.get(..segment.end)?, segment.start);
             for i in 0..r {
-                let len = usize::try_from(lengths.get(j * r + i)).ok()?;
+                let len = usize::try_from(runs.2.get(j * r + i)).ok()?;
                 pieces.push(segments.next(len)?);
             }
             if segments.end()? != segment.end {
@@ -336,28 +326,41 @@ impl Tall {
         }
         let mut out = Vec::with_capacity(value.len() * 3);
         let mut ends = Vec::with_capacity(r);
-        let mut row = Vec::with_capacity(c);
         for i in 0..r {
-            out.push(VERSION);
-            out.extend_from_slice(&newest.get(i).to_be_bytes());
-            out.extend_from_slice(&self.header[9..]);
-            row.clear();
-            row.extend((0..c).map(|j| ages.get(j * r + i)));
-            Plan::write_run(&row, &mut out);
-            Plan::write_run(&[], &mut out);
-            row.clear();
-            row.extend((0..c).map(|j| lengths.get(j * r + i)));
-            Plan::write_run(&row, &mut out);
-            values::write_raw_header(c, &mut out);
-            for j in 0..c {
-                match &pieces[j * r + i] {
-                    Piece::Value(s, e) => out.extend_from_slice(value.get(*s..*e)?),
-                    Piece::Bytes(b) => out.extend_from_slice(b),
-                }
-            }
+            self.write_row(value, &runs, i, &mut out, |j| {
+                pieces.get(j * r + i).copied()
+            })?;
             ends.push(out.len());
         }
         Some((out, ends))
+    }
+
+    /// Appends row `i`'s PACKED value (`runs`: the body's, from `value`),
+    /// its values given by column, one raw segment of them.
+    fn write_row(
+        &self,
+        value: &[u8],
+        (newest, ages, lengths): &(Run<'_>, Run<'_>, Run<'_>),
+        i: usize,
+        out: &mut Vec<u8>,
+        mut piece: impl FnMut(usize) -> Option<Piece>,
+    ) -> Option<()> {
+        let (r, c) = (self.rows, self.columns);
+        out.push(VERSION);
+        out.extend_from_slice(&newest.get(i).to_be_bytes());
+        out.extend_from_slice(&self.header[9..]);
+        let of_row = |run: &Run<'_>| (0..c).map(|j| run.get(j * r + i)).collect::<Vec<i64>>();
+        Plan::write_run(&of_row(ages), out);
+        Plan::write_run(&[], out);
+        Plan::write_run(&of_row(lengths), out);
+        values::write_raw_header(c, out);
+        for j in 0..c {
+            match piece(j)? {
+                Piece::Value(s, e) => out.extend_from_slice(value.get(s..e)?),
+                Piece::Bytes(b) => out.extend_from_slice(&b),
+            }
+        }
+        Some(())
     }
 }
 

@@ -306,6 +306,7 @@ pub(super) fn write_raw_header(count: usize, out: &mut Vec<u8>) {
 }
 
 /// Where a decoded value lies.
+#[derive(Clone, Copy)]
 pub(super) enum Piece {
     /// In the packed value, `start..end`.
     Value(usize, usize),
