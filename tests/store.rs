@@ -1047,6 +1047,75 @@ fn compact_compresses_a_bulk_load() {
     );
 }
 
+/// A large load of tall rows (each sets one cell in each of the same
+/// columns) goes straight into column-wise blocks, with each cell's own
+/// timestamp and value; a load over rows stored already merges with them
+/// instead, and one whose rows differ in their columns goes as rows.
+/// Everything reads back as written, through the blocks and after a
+/// compaction.
+#[test]
+fn tall_loads_go_into_blocks_and_read_back_as_written() {
+    use cellar::{BadRows, CellBatch, INGEST_MIN_ROWS};
+    use std::collections::BTreeMap;
+    let (_dir, store) = store();
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("m").format(FamilyFormat::Packed)))
+        .unwrap();
+    // What the table holds: (key, qualifier) -> (timestamp, value).
+    type Cells = BTreeMap<(Vec<u8>, Vec<u8>), (i64, Vec<u8>)>;
+    let mut want = Cells::new();
+    let n = 2 * INGEST_MIN_ROWS as u64;
+    let load = |from: u64, columns: &[&[u8]], lacking: Option<u64>, want: &mut Cells| {
+        let mut batch = CellBatch::new();
+        let m = batch.family("m");
+        for i in from..from + n {
+            let key = format!("k{i:08}").into_bytes();
+            batch.begin_row(&key);
+            for (j, q) in columns.iter().enumerate() {
+                if lacking == Some(i) && j == 0 {
+                    continue;
+                }
+                // Each cell its own time; values 8 bytes or text.
+                let ts = 1_000 + (i as i64 % 7) * 60 + j as i64;
+                let value = match j % 2 {
+                    0 => (i as f64 / 4.0 + j as f64).to_be_bytes().to_vec(),
+                    _ => format!("v{}", i * 31 % 1000).into_bytes(),
+                };
+                batch.set(m, q, ts, &value);
+                want.insert((key.clone(), q.to_vec()), (ts, value));
+            }
+        }
+        store.write_batch("t", &batch, BadRows::Stop).unwrap()
+    };
+    let ingested = || store.local().unwrap().rows_ingested();
+    let before = ingested();
+    // Columns given out of qualifier order.
+    assert!(load(0, &[b"t", b"a", b"pressure"], None, &mut want).is_empty());
+    assert_eq!(ingested() - before, n, "a tall load is ingested");
+    // Half over the rows stored: those merge, another column added.
+    assert!(load(n / 2, &[b"t", b"a", b"pressure", b"z"], None, &mut want).is_empty());
+    // Rows of which one lacks a column: rows, not tall.
+    assert!(load(3 * n, &[b"t", b"a"], Some(3 * n + 5), &mut want).is_empty());
+    let read = |want: &Cells| {
+        let mut got = Cells::new();
+        for row in store.read_rows("t", ReadRequest::all()).unwrap() {
+            let row = row.unwrap();
+            for cell in row.cells {
+                let old = got.insert(
+                    (row.key.clone(), cell.qualifier),
+                    (cell.timestamp, cell.value),
+                );
+                assert!(old.is_none(), "one cell a column");
+            }
+        }
+        assert_eq!(got.len(), want.len());
+        assert!(got == *want, "the table holds what was written");
+    };
+    read(&want);
+    store.compact("t").unwrap();
+    read(&want);
+}
+
 /// One call's pending writes to a family are never read as another
 /// family's cells: the second family's increment starts from its own
 /// (absent) value, not from the first family's new one.

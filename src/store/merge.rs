@@ -231,6 +231,38 @@ impl FjallStore {
     /// sure that none of them is stored. One loader at a time looks and
     /// ingests, so no two put blocks around each other's rows; a merge,
     /// which holds every row lock, cannot run meanwhile.
+    /// [`FjallStore::ingest_blocks`] of tall rows given by their cells
+    /// (`blocks::build_tall`): `false`, with nothing written, when a row
+    /// falls within a stored block.
+    pub(super) fn ingest_tall(
+        &self,
+        table: &TableHandle,
+        rows: &blocks::TallRows<'_>,
+        slot: usize,
+        runs: &[usize],
+    ) -> Result<bool> {
+        let Some(blocks_ks) = &table.blocks[slot] else {
+            return Ok(false);
+        };
+        let _one = lock(&self.inner.block_loads);
+        let snapshot = self.inner.db.snapshot();
+        let Some(mut cuts) = blocks::gaps(&snapshot, blocks_ks, &rows.keys)? else {
+            return Ok(false);
+        };
+        cuts.extend_from_slice(runs);
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut ingestion = blocks_ks.start_ingestion()?;
+        for (key, value) in blocks::build_tall(rows, &cuts, BLOCK_ROWS) {
+            ingestion.write(key, value)?;
+        }
+        ingestion.finish()?;
+        self.inner
+            .ingested
+            .fetch_add(rows.keys.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(true)
+    }
+
     pub(super) fn ingest_blocks(
         &self,
         table: &TableHandle,

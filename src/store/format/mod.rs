@@ -27,7 +27,7 @@ pub(crate) use convert::reencode;
 pub use numbers::{NumberColumns, NumberRow};
 pub(crate) use numbers::{keeps_every_cell, window};
 pub(crate) use overlay::{CellWrite, Overlay};
-pub(crate) use packed::{Selection, Shape};
+pub(crate) use packed::{Selection, Shape, cell_size as packed_cell_size, tall_shape};
 
 use super::catalog::GcPolicy;
 use super::read::{QualifierFilter, ReadFilter, TimeRange};

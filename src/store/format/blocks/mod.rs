@@ -490,6 +490,93 @@ pub(crate) fn build<K: AsRef<[u8]> + Sync, V: AsRef<[u8]> + Sync>(
     Ok(out)
 }
 
+/// Tall rows of one shape given by their cells, to be built into blocks
+/// with no PACKED value made of each: what a bulk load of a tall table
+/// brings.
+pub(crate) struct TallRows<'a> {
+    /// The rows' escaped keys, strictly ascending.
+    pub keys: Vec<&'a [u8]>,
+    /// Their shape (`packed::tall_shape`) and how many columns it has.
+    pub shape: &'a [u8],
+    pub columns: usize,
+    /// Each row's cells, row by row, a column's after another's in the
+    /// shape's order: (timestamp, value).
+    pub cells: Vec<(i64, &'a [u8])>,
+}
+
+impl TallRows<'_> {
+    fn row(&self, i: usize) -> &[(i64, &[u8])] {
+        &self.cells[i * self.columns..(i + 1) * self.columns]
+    }
+
+    /// About what row `i` takes in a block: its key and values.
+    fn size(&self, i: usize) -> usize {
+        self.keys[i].len() + self.row(i).iter().map(|(_, v)| 2 + v.len()).sum::<usize>()
+    }
+
+    /// The column-wise block of rows `from..end`.
+    fn block(&self, from: usize, end: usize) -> Vec<u8> {
+        let keys = &self.keys[from..end];
+        let bytes: usize = (from..end).map(|i| self.size(i)).sum();
+        let mut out = Vec::with_capacity(64 + 4 * (keys.len() + 1) + bytes);
+        header(&mut out, COLUMNS, keys.iter().map(|k| k.len()));
+        for k in keys {
+            out.extend_from_slice(k);
+        }
+        let r = end - from;
+        let newest: Vec<i64> = (from..end)
+            .map(|i| {
+                self.row(i)
+                    .iter()
+                    .map(|&(ts, _)| ts)
+                    .max()
+                    .unwrap_or_default()
+            })
+            .collect();
+        let mut ages = Vec::with_capacity(r * self.columns);
+        let mut columns = Vec::with_capacity(self.columns);
+        for j in 0..self.columns {
+            let cells = (from..end).map(|i| self.cells[i * self.columns + j]);
+            ages.extend(cells.clone().zip(&newest).map(|((ts, _), n)| n - ts));
+            columns.push(cells.map(|(_, v)| v).collect());
+        }
+        packed::write_tall_body(self.shape, &newest, &ages, &columns, &mut out);
+        out
+    }
+}
+
+/// [`build`] of tall rows of one shape (at least one; `cuts` and
+/// `block_rows` as there): each block column-wise.
+pub(crate) fn build_tall(
+    rows: &TallRows<'_>,
+    cuts: &[usize],
+    block_rows: usize,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let n = rows.keys.len();
+    let mut spans = Vec::with_capacity(n / block_rows.max(1) + cuts.len() + 1);
+    let (mut from, mut bytes, mut next_cut) = (0, 0, 0);
+    for i in 0..n {
+        bytes += rows.size(i);
+        let end = i + 1;
+        let cut = cuts.get(next_cut) == Some(&end);
+        if cut {
+            next_cut += 1;
+        }
+        if cut || end == n || end - from >= block_rows || bytes >= BLOCK_BYTES {
+            spans.push((from, end));
+            from = end;
+            bytes = 0;
+        }
+    }
+    let parts = super::super::parallel::in_parts(&spans, PARALLEL_MIN_BLOCKS, |spans| {
+        spans
+            .iter()
+            .map(|&(from, end)| (rows.keys[end - 1].to_vec(), rows.block(from, end)))
+            .collect::<Vec<_>>()
+    });
+    parts.concat()
+}
+
 /// Rows of one shape worth a block of their own among rows of others.
 const SHAPE_RUN: usize = 16;
 
@@ -619,6 +706,62 @@ mod tests {
         let versions = blocks_of(&rows);
         assert_eq!(versions.len(), 4, "{versions:?}");
         assert!(versions.iter().all(|(v, _)| *v == ROWS));
+    }
+
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        /// Tall rows built into blocks from their cells are the blocks
+        /// built from their PACKED values (made raw, as a load makes
+        /// them): byte for byte, cut alike.
+        #[test]
+        fn tall_rows_from_their_cells_are_the_blocks_of_their_values(
+            columns in proptest::collection::btree_set(
+                proptest::collection::vec(0u8..4, 0..3), 1..5),
+            rows in proptest::collection::vec(
+                proptest::collection::vec(
+                    (0i64..1_000_000, proptest::prop_oneof![
+                        (-1000i64..1000).prop_map(|n| (n as f64 / 8.0).to_be_bytes().to_vec()),
+                        proptest::collection::vec(0u8..255, 0..12),
+                    ]),
+                    5,
+                ),
+                1..200,
+            ),
+            cut in proptest::collection::btree_set(1usize..200, 0..4),
+        ) {
+            let qualifiers: Vec<&[u8]> = columns.iter().map(Vec::as_slice).collect();
+            let c = qualifiers.len();
+            let shape = packed::tall_shape(&qualifiers).unwrap();
+            let keys: Vec<Vec<u8>> = (0..rows.len())
+                .map(|i| crate::codec::escape(format!("r{i:04}").as_bytes()))
+                .collect();
+            let cuts: Vec<usize> = cut.into_iter().filter(|&k| k < rows.len()).collect();
+            let tall = TallRows {
+                keys: keys.iter().map(Vec::as_slice).collect(),
+                shape: &shape,
+                columns: c,
+                cells: rows
+                    .iter()
+                    .flat_map(|row| row[..c].iter().map(|(ts, v)| (*ts, v.as_slice())))
+                    .collect(),
+            };
+            let values: Vec<(Vec<u8>, Vec<u8>)> = rows
+                .iter()
+                .zip(&keys)
+                .map(|(row, key)| {
+                    let cells: Vec<(&[u8], i64, &[u8])> = qualifiers
+                        .iter()
+                        .zip(row)
+                        .map(|(q, (ts, v))| (*q, *ts, v.as_slice()))
+                        .collect();
+                    let value = packed::encode_sorted(key, "f", &cells, true).unwrap().unwrap();
+                    (key.clone(), value)
+                })
+                .collect();
+            let want = build(&values, &cuts, BLOCK_ROWS, None).unwrap();
+            proptest::prop_assert_eq!(build_tall(&tall, &cuts, BLOCK_ROWS), want);
+        }
     }
 
     #[test]

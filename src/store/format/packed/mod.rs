@@ -36,7 +36,9 @@ mod values;
 
 pub(crate) use numbers::{Selection, Shape, decode_numbers, decode_tall_numbers};
 pub(crate) use qualifiers::Names;
-pub(crate) use tall::{Tall, encode as encode_tall, shape_of, u32_at};
+pub(crate) use tall::{
+    Tall, encode as encode_tall, shape_of, u32_at, write_body as write_tall_body,
+};
 
 use super::{CellPos, Place, QualifierFilter, RowBuf};
 use crate::codec::{self, show_bytes};
@@ -134,6 +136,36 @@ pub(crate) fn too_large(row: &[u8], family: &str, size: usize) -> Error {
     }
 }
 
+/// Writes what a PACKED value holds after its newest timestamp up to its
+/// timestamps: its column and cell counts, its qualifiers and the run of
+/// each column's cell count. For a tall row (each column one cell) it is
+/// the row's *shape*: rows of one shape share a column-wise block.
+fn write_shape<'q>(
+    columns: usize,
+    cells: usize,
+    qualifiers: impl Iterator<Item = &'q [u8]> + Clone,
+    counts: &[i64],
+    out: &mut Vec<u8>,
+) {
+    put_varint(out, columns as u64);
+    put_varint(out, cells as u64);
+    qualifiers::write(qualifiers, out);
+    Plan::write_run(counts, out);
+}
+
+/// The shape (see [`write_shape`]) of tall rows whose columns are
+/// `qualifiers`, ascending; `None` when there are none or more than a
+/// packed value may hold.
+pub(crate) fn tall_shape(qualifiers: &[&[u8]]) -> Option<Vec<u8>> {
+    let c = qualifiers.len();
+    if c == 0 || c > MAX_CELLS || !qualifiers.windows(2).all(|w| w[0] < w[1]) {
+        return None;
+    }
+    let mut out = Vec::new();
+    write_shape(c, c, qualifiers.iter().copied(), &vec![1; c], &mut out);
+    Some(out)
+}
+
 /// Encodes a row's cells; `None` when there are none (the pair goes).
 /// `row` names the row in the error when the cells are over the limit.
 pub(crate) fn encode(row: &[u8], family: &str, cells: &Cells) -> Result<Option<Vec<u8>>> {
@@ -196,10 +228,14 @@ pub(crate) fn encode_sorted(
         let mut out = Vec::with_capacity(64 + n * 2 + value_bytes);
         out.push(VERSION);
         out.extend_from_slice(&newest.to_be_bytes());
-        put_varint(&mut out, starts.len() as u64);
-        put_varint(&mut out, n as u64);
-        qualifiers::write(starts.iter().map(|&start| cells[start].0), &mut out);
-        for run in [&*counts, &*firsts, &*gaps, &*lengths] {
+        write_shape(
+            starts.len(),
+            n,
+            starts.iter().map(|&start| cells[start].0),
+            counts,
+            &mut out,
+        );
+        for run in [&*firsts, &*gaps, &*lengths] {
             Plan::write_run(run, &mut out);
         }
         if raw {

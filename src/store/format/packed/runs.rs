@@ -243,6 +243,20 @@ impl Planning {
         }
     }
 
+    /// The least a run of `n` numbers takes with those pushed so far
+    /// among them: its width only grows as numbers are pushed (their
+    /// spread widens, their common step shrinks), and its header takes at
+    /// least 3 bytes.
+    pub fn least_size(&self, n: usize) -> usize {
+        let width = match self.first {
+            None => 0,
+            Some(_) => {
+                64 - (self.max.abs_diff(self.min) / self.step.max(1)).leading_zeros() as usize
+            }
+        };
+        3 + (n * width).div_ceil(8)
+    }
+
     pub fn plan(&self) -> Plan {
         if self.first.is_none() {
             return Plan {
@@ -471,6 +485,25 @@ mod tests {
                                          spread in 0u32..64, scale in 1i64..1000) {
             let numbers: Vec<i64> = numbers.iter().map(|n| (n >> spread).wrapping_mul(scale)).collect();
             prop_assert_eq!(Plan::of(&numbers), plan_slowly(&numbers));
+        }
+
+        #[test]
+        fn a_run_takes_no_less_than_its_first_numbers_need(
+            numbers in prop::collection::vec(any::<i64>(), 1..40),
+            spread in 0u32..64,
+            scale in 1i64..1000,
+        ) {
+            let numbers: Vec<i64> = numbers.iter().map(|n| (n >> spread).wrapping_mul(scale)).collect();
+            let n = numbers.len();
+            let whole = Plan::of(&numbers).size(n);
+            let mut planning = Planning::default();
+            let mut least = planning.least_size(n);
+            for &number in &numbers {
+                planning.push(number);
+                let now = planning.least_size(n);
+                prop_assert!(least <= now && now <= whole, "{least} {now} {whole}");
+                least = now;
+            }
         }
 
         #[test]

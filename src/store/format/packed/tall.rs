@@ -98,7 +98,6 @@ pub(crate) fn encode<V: AsRef<[u8]>>(values: &[V], out: &mut Vec<u8>) -> Option<
     let cells = r.checked_mul(c)?;
     let mut newest = Vec::with_capacity(r);
     let mut ages = vec![0i64; cells];
-    let mut lengths = vec![0i64; cells];
     // Each column's values, back to back, and where each ends.
     let mut bytes: Vec<Vec<u8>> = vec![Vec::new(); c];
     let mut ends: Vec<Vec<usize>> = vec![Vec::with_capacity(r); c];
@@ -110,7 +109,6 @@ pub(crate) fn encode<V: AsRef<[u8]>>(values: &[V], out: &mut Vec<u8>) -> Option<
         for j in 0..c {
             ages[j * r + i] = row.ages.get(j);
             let len = usize::try_from(row.lengths.get(j)).ok()?;
-            lengths[j * r + i] = len as i64;
             match segments.next(len)? {
                 Piece::Value(s, e) => bytes[j].extend_from_slice(value.get(s..e)?),
                 Piece::Bytes(b) => bytes[j].extend_from_slice(&b),
@@ -121,29 +119,54 @@ pub(crate) fn encode<V: AsRef<[u8]>>(values: &[V], out: &mut Vec<u8>) -> Option<
             return None;
         }
     }
+    let columns: Vec<Vec<&[u8]>> = (0..c)
+        .map(|j| {
+            let mut from = 0;
+            ends[j]
+                .iter()
+                .map(|&end| {
+                    let value = &bytes[j][from..end];
+                    from = end;
+                    value
+                })
+                .collect()
+        })
+        .collect();
+    write_body(shape, &newest, &ages, &columns, out);
+    Some(())
+}
+
+/// Appends the body of a block of tall rows of the shape `shape` (see
+/// [`write_shape`]): each row's newest timestamp, each cell's age
+/// (column by column: cell `j · rows + i` is row i's of column j), and
+/// each column's values in row order.
+pub(crate) fn write_body(
+    shape: &[u8],
+    newest: &[i64],
+    ages: &[i64],
+    columns: &[Vec<&[u8]>],
+    out: &mut Vec<u8>,
+) {
     put_varint(out, shape.len() as u64);
     out.extend_from_slice(shape);
-    for run in [&newest, &ages, &lengths] {
-        Plan::write_run(run, out);
-    }
+    Plan::write_run(newest, out);
+    Plan::write_run(ages, out);
+    let lengths: Vec<i64> = columns
+        .iter()
+        .flat_map(|column| column.iter().map(|v| v.len() as i64))
+        .collect();
+    Plan::write_run(&lengths, out);
+    let c = columns.len();
     let table = out.len();
     out.resize(table + 4 * (c + 1), 0);
     let start = out.len();
-    let mut column: Vec<&[u8]> = Vec::with_capacity(r);
-    for j in 0..c {
+    for (j, column) in columns.iter().enumerate() {
         let at = (out.len() - start) as u32;
         out[table + 4 * j..table + 4 * j + 4].copy_from_slice(&at.to_le_bytes());
-        column.clear();
-        let mut from = 0;
-        for &end in &ends[j] {
-            column.push(&bytes[j][from..end]);
-            from = end;
-        }
-        values::write_segment(&column, out);
+        values::write_segment(column, out);
     }
     let at = (out.len() - start) as u32;
     out[table + 4 * c..table + 4 * c + 4].copy_from_slice(&at.to_le_bytes());
-    Some(())
 }
 
 /// A value of a column as the numbers read takes it: an 8-byte value as

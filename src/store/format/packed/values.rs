@@ -64,25 +64,33 @@ const FEW_DECIMALS: usize = 3;
 /// once), so the exponents below 2^50 are searched by halves from the
 /// largest; above it lies at most one more, tried alone.
 fn smallest_exact(v: f64) -> Option<usize> {
-    const MONOTONE: f64 = 1_125_899_906_842_624.0;
-    let exact = |e: usize| scaled(v, e).is_some();
     // Measurements mostly carry a few decimals: the first exponents are
     // tried in turn first (the first exact one is the smallest), which
     // takes fewer tries than halving from the largest.
-    if let Some(e) = (0..FEW_DECIMALS).find(|&e| exact(e)) {
+    smallest_exact_from(v, 0, FEW_DECIMALS)
+}
+
+/// [`smallest_exact`] of a value exact at no exponent below `low`: the
+/// `linear` exponents from `low` are tried in turn, then the rest by
+/// halves.
+fn smallest_exact_from(v: f64, low: usize, linear: usize) -> Option<usize> {
+    const MONOTONE: f64 = 1_125_899_906_842_624.0;
+    let exact = |e: usize| scaled(v, e).is_some();
+    let few = (low + linear).min(POW10.len());
+    if let Some(e) = (low..few).find(|&e| exact(e)) {
         return Some(e);
     }
-    let Some(top) = (0..POW10.len())
+    let Some(top) = (few..POW10.len())
         .rev()
         .find(|&e| (v * POW10[e]).abs() < MONOTONE)
     else {
-        return (FEW_DECIMALS..POW10.len()).find(|&e| exact(e));
+        return (few..POW10.len()).find(|&e| exact(e));
     };
     if !exact(top) {
         return (top + 1..POW10.len()).find(|&e| exact(e));
     }
     // (`top` is past the exponents tried already: it is exact.)
-    let (mut low, mut high) = (FEW_DECIMALS.min(top), top);
+    let (mut low, mut high) = (few, top);
     while low < high {
         let middle = (low + high) / 2;
         if exact(middle) {
@@ -94,18 +102,27 @@ fn smallest_exact(v: f64) -> Option<usize> {
     Some(high)
 }
 
-/// [`smallest_exact`], found in two tries when it is `hint` (a
-/// neighbour's, in a column of values with as many decimals): below 2^50
-/// (see there), exact at `hint` and not at the one before, no smaller
-/// exponent is exact either.
+/// [`smallest_exact`], found from `hint` (a neighbour's, in a column of
+/// values with about as many decimals): below 2^50 (see there) a value
+/// exact at `hint` is exact at every larger exponent and one not exact
+/// there at no smaller one, so the search walks down from `hint` while
+/// the exponents stay exact, or tries the one above it before it halves
+/// the rest (a value with no short decimal form, an ulp off one, is
+/// exact only near 2^50 if at all).
 fn smallest_exact_near(v: f64, hint: usize) -> Option<usize> {
     const MONOTONE: f64 = 1_125_899_906_842_624.0;
     let exact = |e: usize| scaled(v, e).is_some();
-    let fits = hint < POW10.len() && (v * POW10[hint]).abs() < MONOTONE;
-    if fits && exact(hint) && (hint == 0 || !exact(hint - 1)) {
-        return Some(hint);
+    if hint >= POW10.len() || (v * POW10[hint]).abs() >= MONOTONE {
+        return smallest_exact(v);
     }
-    smallest_exact(v)
+    if exact(hint) {
+        let mut e = hint;
+        while e > 0 && exact(e - 1) {
+            e -= 1;
+        }
+        return Some(e);
+    }
+    smallest_exact_from(v, hint + 1, 1)
 }
 
 /// The integer nearest `v · 10^e`, if it is below 2^53 (where every
@@ -121,13 +138,10 @@ fn nearest(v: f64, e: usize) -> Option<i64> {
     // 2^53 the integer part is exact and so is the fraction left.
     let whole = x as i64;
     let fraction = x - whole as f64;
-    let n = if fraction >= 0.5 {
-        whole + 1
-    } else if fraction <= -0.5 {
-        whole - 1
-    } else {
-        whole
-    };
+    // (Without branches: the fraction of a value scaled at too small an
+    // exponent is anything, and a branch on it mispredicted half the
+    // time cost more than the rest of the rounding.)
+    let n = whole + i64::from(fraction >= 0.5) - i64::from(fraction <= -0.5);
     (n.unsigned_abs() < 1 << 53).then_some(n)
 }
 
@@ -164,16 +178,29 @@ fn correction(v: f64, n: i64, e: usize) -> i64 {
 }
 
 /// A segment's values as decimal numbers and bit corrections, at the
-/// exponent that takes least room; `None` when a value is not 8 bytes or
-/// none has a decimal form. The values are all 8 bytes when it is `Some`,
-/// and the chosen exponent's numbers and corrections are left in
-/// `scratch` (`best_numbers`, `best_corrections`).
+/// exponent that takes least room (the smallest such); `None` when a
+/// value is not 8 bytes or none has a decimal form. The values are all 8
+/// bytes when it is `Some`, and the chosen exponent's numbers and
+/// corrections are left in `scratch` (`best_numbers`,
+/// `best_corrections`).
+///
+/// The exponents worth trying are each value's smallest exact one. They
+/// are tried from the largest at which every value stays below 2^50 down
+/// (the first is mostly the best), then the larger ones. A value known
+/// exact at an exponent (its smallest is no larger, and below 2^50, see
+/// [`smallest_exact`]) has no correction to compute, and an exponent is
+/// given up as soon as what its runs already need (their width only
+/// grows as numbers come) exceeds the best size.
 fn decimal(values: &[impl Value], scratch: &mut Scratch) -> Option<Decimal> {
+    const MONOTONE: f64 = 1_125_899_906_842_624.0;
+    /// Values between two looks at whether an exponent is already lost.
+    const LOOK: usize = 8;
     if values.iter().any(|v| v.bytes().len() != 8) {
         return None;
     }
     let Scratch {
         floats,
+        smallest,
         numbers,
         corrections,
         best_numbers,
@@ -181,23 +208,44 @@ fn decimal(values: &[impl Value], scratch: &mut Scratch) -> Option<Decimal> {
     } = scratch;
     floats.clear();
     floats.extend(values.iter().map(|v| float(v.bytes()).unwrap_or_default()));
-    // The exponents worth trying: each value's smallest exact one.
     let mut tried = [false; POW10.len()];
     let mut hint = 0;
+    smallest.clear();
     for &v in floats.iter() {
-        if let Some(e) = smallest_exact_near(v, hint) {
+        let e = smallest_exact_near(v, hint);
+        if let Some(e) = e {
             tried[e] = true;
             hint = e;
         }
+        smallest.push(e.map_or(u8::MAX, |e| e as u8));
     }
+    let count = values.len();
     let mut best: Option<Decimal> = None;
-    'exponents: for e in (0..POW10.len()).filter(|&e| tried[e]) {
+    // From the largest exponent at which every value stays below 2^50
+    // (every value exact at a smaller one is exact there) down, then the
+    // larger ones.
+    let largest = floats
+        .iter()
+        .filter(|v| v.is_finite())
+        .fold(0f64, |m, v| m.max(v.abs()));
+    let order = (0..POW10.len())
+        .rev()
+        .filter(|&e| largest * POW10[e] < MONOTONE)
+        .chain((0..POW10.len()).filter(|&e| largest * POW10[e] >= MONOTONE))
+        .filter(|&e| tried[e]);
+    // Of two exponents alike in size, the smaller wins.
+    let beats = |size: usize, e: usize, best: &Option<Decimal>| {
+        best.as_ref()
+            .is_none_or(|b| (size, e) < (b.size, usize::from(b.exponent)))
+    };
+    'exponents: for e in order {
+        let lost = |least: usize, best: &Option<Decimal>| !beats(least, e, best);
         // An exponent that takes a finite value past 2^53 is not tried:
         // that value would be all correction (one of 4.909999999999997,
         // exact only at 10^15, beside a pressure of 90753.5).
         let mut planning = Planning::default();
         numbers.clear();
-        for &v in floats.iter() {
+        for (i, &v) in floats.iter().enumerate() {
             let n = match nearest(v, e) {
                 Some(n) => n,
                 None if v.is_finite() => continue 'exponents,
@@ -205,23 +253,40 @@ fn decimal(values: &[impl Value], scratch: &mut Scratch) -> Option<Decimal> {
             };
             numbers.push(n);
             planning.push(n);
+            // (A run of corrections takes at least its 3-byte header.)
+            if i % LOOK == LOOK - 1 && lost(1 + planning.least_size(count) + 3, &best) {
+                continue 'exponents;
+            }
         }
         let numbers_plan = planning.plan();
-        // A run of corrections takes at least its 3-byte header.
-        let floor = 1 + numbers_plan.size(values.len()) + 3;
-        if best.as_ref().is_some_and(|b| floor >= b.size) {
+        let floor = 1 + numbers_plan.size(count) + 3;
+        if lost(floor, &best) {
             continue;
         }
         let mut planning = Planning::default();
         corrections.clear();
-        for (&v, &n) in floats.iter().zip(numbers.iter()) {
-            let c = correction(v, n, e);
+        let known =
+            |i: usize, v: f64| usize::from(smallest[i]) <= e && (v * POW10[e]).abs() < MONOTONE;
+        for (i, (&v, &number)) in floats.iter().zip(numbers.iter()).enumerate() {
+            let c = if known(i, v) {
+                0
+            } else {
+                correction(v, number, e)
+            };
             corrections.push(c);
             planning.push(c);
+            if i % LOOK == LOOK - 1
+                && lost(
+                    1 + numbers_plan.size(count) + planning.least_size(count),
+                    &best,
+                )
+            {
+                continue 'exponents;
+            }
         }
         let plans = (numbers_plan, planning.plan());
-        let size = 1 + plans.0.size(values.len()) + plans.1.size(values.len());
-        if best.as_ref().is_none_or(|b| size < b.size) {
+        let size = 1 + plans.0.size(count) + plans.1.size(count);
+        if beats(size, e, &best) {
             best = Some(Decimal {
                 size,
                 exponent: e as u8,
@@ -238,6 +303,8 @@ fn decimal(values: &[impl Value], scratch: &mut Scratch) -> Option<Decimal> {
 #[derive(Default)]
 struct Scratch {
     floats: Vec<f64>,
+    /// Each value's smallest exact exponent (`u8::MAX`: none).
+    smallest: Vec<u8>,
     numbers: Vec<i64>,
     corrections: Vec<i64>,
     best_numbers: Vec<i64>,

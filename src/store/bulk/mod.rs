@@ -5,6 +5,8 @@
 //! straight into its pairs (a PACKED row-family from its sorted cells);
 //! any other row goes through the overlay as a row mutation does.
 
+mod tall;
+
 use super::format::Overlay;
 use super::format::blocks::BLOCK_ROWS;
 use super::mutation::{self, check_key, check_qualifier, check_value};
@@ -13,6 +15,7 @@ use crate::codec;
 use crate::error::{Error, Result};
 use std::ops::Range;
 use std::sync::Arc;
+use tall::TallBatch;
 
 /// A family of a [`CellBatch`], named once per batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +59,10 @@ struct Prepared(std::sync::Mutex<Option<Box<Encoded>>>);
 
 struct Encoded {
     handle: Arc<TableHandle>,
+    /// Either the rows' pairs, or (nothing encoded yet) the rows as tall
+    /// rows bound for blocks.
     parts: Vec<Part>,
+    tall: Option<TallBatch>,
 }
 
 impl Prepared {
@@ -297,6 +303,7 @@ impl FjallStore {
             Ok(rows) => rows,
             Err(stop) => return Ok(vec![stop]),
         };
+
         self.blocks_for_load(table, batch, &valid)?;
         let _guards = self.lock_rows(&first, valid.iter().map(|&r| batch.key(r)));
         let (handle, snapshot) = self.locked_view(table, &first)?;
@@ -315,9 +322,29 @@ impl FjallStore {
         };
         // The encoding done ahead holds where the table is as it was then
         // and its rows have nothing stored to merge with, as it assumed.
-        let parts = match batch.prepared.take() {
-            Some(p) if Arc::ptr_eq(&p.handle, &handle) => fresh.settle(p.parts, &valid)?,
-            _ => encode_new_rows(&fresh, &valid, &repeated),
+        let prepared = batch
+            .prepared
+            .take()
+            .filter(|p| Arc::ptr_eq(&p.handle, &handle));
+        let (parts, tall) = match prepared {
+            Some(p) if p.tall.is_none() => (Some(p.parts), None),
+            Some(p) => (None, p.tall),
+            None => (None, None),
+        };
+        // A load of tall rows, none of them stored, goes straight into
+        // blocks.
+        if failed.is_empty()
+            && fresh.raw
+            && let Some(runs) = runs(&valid)
+            && let Some(tall) = tall.or_else(|| TallBatch::of(&handle, batch, &resolved, &valid))
+            && Vacant::new(&fresh).holds_none(&snapshot, &handle, tall.slot)?
+            && self.ingest_tall(&handle, &tall.rows(batch), tall.slot, &runs)?
+        {
+            return Ok(Vec::new());
+        }
+        let parts = match parts {
+            Some(parts) => fresh.settle(parts, &valid)?,
+            None => encode_new_rows(&fresh, &valid, &repeated),
         };
         let mut overlay = Overlay::default();
         let mut direct: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
@@ -389,6 +416,16 @@ impl FjallStore {
             self.blocks_for_load(table, batch, &valid)?;
             handle = self.handle(table)?;
         }
+        let raw = bound_for_blocks(&handle, &valid);
+        // Tall rows bound for blocks are encoded there, as the blocks.
+        if raw && let Some(tall) = TallBatch::of(&handle, batch, &resolved, &valid) {
+            batch.prepared.put(Encoded {
+                handle: Arc::clone(&handle),
+                parts: Vec::new(),
+                tall: Some(tall),
+            });
+            return Ok(());
+        }
         let repeated = repeated_keys(batch, &valid);
         let fresh = Fresh {
             snapshot: None,
@@ -396,12 +433,13 @@ impl FjallStore {
             batch,
             families: &resolved,
             span: span(batch, &valid),
-            raw: bound_for_blocks(&handle, &valid),
+            raw,
         };
         let parts = encode_new_rows(&fresh, &valid, &repeated);
         let encoded = Encoded {
             handle: Arc::clone(&handle),
             parts,
+            tall: None,
         };
         batch.prepared.put(encoded);
         Ok(())
@@ -611,10 +649,7 @@ impl Fresh<'_> {
             return Ok(parts);
         };
         let table = self.table;
-        let mut vacant = Vacant {
-            span: self.span.clone(),
-            slots: vec![None; table.keyspaces.len()],
-        };
+        let mut vacant = Vacant::new(self);
         let mut look = vec![false; table.keyspaces.len()];
         for family in self.families {
             let slot = family.index;
@@ -698,10 +733,7 @@ fn encode_new_rows(fresh: &Fresh<'_>, rows: &[usize], repeated: &[bool]) -> Vec<
 }
 
 fn encode_part(fresh: &Fresh<'_>, rows: &[usize], repeated: &[bool]) -> Part {
-    let mut vacant = Vacant {
-        span: fresh.span.clone(),
-        slots: vec![None; fresh.table.keyspaces.len()],
-    };
+    let mut vacant = Vacant::new(fresh);
     let mut order = Vec::new();
     let mut part = Part {
         outcomes: Vec::with_capacity(rows.len()),
@@ -733,6 +765,13 @@ struct Vacant {
 }
 
 impl Vacant {
+    fn new(fresh: &Fresh<'_>) -> Vacant {
+        Vacant {
+            span: fresh.span.clone(),
+            slots: vec![None; fresh.table.keyspaces.len()],
+        }
+    }
+
     fn holds_none(
         &mut self,
         snapshot: &fjall::Snapshot,

@@ -1,0 +1,120 @@
+//! A bulk load of tall rows straight into column-wise blocks: when every
+//! row of a batch bound for blocks sets one cell in each of the same
+//! columns of its family (a tall table's load), the blocks are built from
+//! the batch's cells, column by column, with no PACKED value made of
+//! each row first and parsed again.
+
+use super::{CellBatch, Resolved};
+use crate::codec;
+use crate::store::TableHandle;
+use crate::store::format::blocks::TallRows;
+use crate::store::format::{MAX_PACKED_LEN, packed_cell_size, tall_shape};
+
+/// A batch's rows as tall rows of one shape (see [`TallBatch::of`]).
+pub(super) struct TallBatch {
+    /// The slot the rows go to, and their shape with its column count.
+    pub slot: usize,
+    shape: Vec<u8>,
+    columns: usize,
+    /// Per row, in key order: its cells' places in the batch, in the
+    /// shape's column order.
+    cells: Vec<usize>,
+    /// The rows' escaped keys back to back, and where each ends.
+    keys: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl TallBatch {
+    /// The rows `valid` (checked, in key order) as tall rows, if each
+    /// sets exactly one cell in each of the columns of the first, of one
+    /// PACKED family with blocks and no other, and no key comes twice.
+    /// Not while a family's format is being changed (a row's slot then
+    /// depends on where the change is).
+    pub fn of(
+        table: &TableHandle,
+        batch: &CellBatch,
+        families: &[Resolved],
+        valid: &[usize],
+    ) -> Option<TallBatch> {
+        if table.moving.iter().any(Option::is_some) {
+            return None;
+        }
+        let first = batch.row_cells(*valid.first()?);
+        let family = first.first()?.family;
+        let slot = families[family.0 as usize].index;
+        if table.formats[slot].pair_per_cell() || table.blocks.get(slot)?.is_none() {
+            return None;
+        }
+        // The first row's columns in qualifier order: the shape's.
+        let mut order: Vec<usize> = (0..first.len()).collect();
+        order.sort_by(|&a, &b| batch.qualifier(&first[a]).cmp(batch.qualifier(&first[b])));
+        let qualifiers: Vec<&[u8]> = order.iter().map(|&k| batch.qualifier(&first[k])).collect();
+        let shape = tall_shape(&qualifiers)?;
+        let columns = qualifiers.len();
+        let mut tall = TallBatch {
+            slot,
+            shape,
+            columns,
+            cells: Vec::with_capacity(valid.len() * columns),
+            keys: Vec::with_capacity(valid.iter().map(|&r| batch.key(r).len() + 2).sum()),
+            ends: Vec::with_capacity(valid.len()),
+        };
+        let mut previous: Option<&[u8]> = None;
+        for &row in valid {
+            let key = batch.key(row);
+            if previous.is_some_and(|p| p >= key) {
+                return None;
+            }
+            previous = Some(key);
+            let start = batch.rows[row].cells.start;
+            let cells = batch.row_cells(row);
+            if cells.len() != columns {
+                return None;
+            }
+            let mut size = 0;
+            for (&k, &qualifier) in order.iter().zip(&qualifiers) {
+                let cell = &cells[k];
+                if cell.family != family || cell.add || batch.qualifier(cell) != qualifier {
+                    return None;
+                }
+                size += packed_cell_size(qualifier, batch.value(cell));
+                tall.cells.push(start + k);
+            }
+            // (A row over the limit takes the general path, which says so.)
+            if size > MAX_PACKED_LEN {
+                return None;
+            }
+            codec::escape_into(&mut tall.keys, key);
+            tall.ends.push(tall.keys.len());
+        }
+        Some(tall)
+    }
+
+    /// The rows as the blocks take them.
+    pub fn rows<'a>(&'a self, batch: &'a CellBatch) -> TallRows<'a> {
+        let mut from = 0;
+        let keys = self
+            .ends
+            .iter()
+            .map(|&end| {
+                let key = &self.keys[from..end];
+                from = end;
+                key
+            })
+            .collect();
+        let cells = self
+            .cells
+            .iter()
+            .map(|&c| {
+                let cell = &batch.cells[c];
+                (cell.timestamp, batch.value(cell))
+            })
+            .collect();
+        TallRows {
+            keys,
+            shape: &self.shape,
+            columns: self.columns,
+            cells,
+        }
+    }
+}
