@@ -156,6 +156,11 @@ impl Plan {
         }
     }
 
+    /// Bits a number takes.
+    pub fn width(&self) -> u8 {
+        self.width
+    }
+
     /// How many bytes the run of `n` numbers takes.
     pub fn size(&self, n: usize) -> usize {
         let mut header = varint_len(zigzag(self.base)) + varint_len(self.step) + 1;

@@ -22,9 +22,11 @@
 //! 0.07 often lands an ulp off) carries the difference of its bits as a
 //! correction, so corrections are a run of zeros and ones where decimals
 //! were parsed or computed, and wide where values have no short decimal
-//! form (then raw is smaller and wins). The exponent tried are those that
-//! make some value exact; the smallest segment wins. Integer does the same
-//! for BIGINT columns and counters.
+//! form (then raw is smaller and wins). The exponents tried are those
+//! that make some value of a sample exact, and when the best of them
+//! leaves wide corrections, those that make any value exact (see
+//! [`decimal`]); the smallest segment wins. Integer does the same for
+//! BIGINT columns and counters.
 
 use super::runs::{Plan, Planning, Run, put_varint, varint};
 
@@ -177,37 +179,52 @@ fn correction(v: f64, n: i64, e: usize) -> i64 {
     (v.to_bits() as i64).wrapping_sub(decoded(n, e).to_bits() as i64)
 }
 
-/// A segment's values as decimal numbers and bit corrections, at the
-/// exponent that takes least room (the smallest such); `None` when a
-/// value is not 8 bytes or none has a decimal form. The values are all 8
-/// bytes when it is `Some`, and the chosen exponent's numbers and
+/// Values whose smallest exact exponents are the ones a segment tries
+/// first, spread over it.
+const SAMPLE: usize = 8;
+
+/// Corrections this many bits wide or fewer (values exact at the
+/// exponent, or an ulp or so off it) make the exponents the sample
+/// chose final.
+const SMALL_CORRECTIONS: u8 = 8;
+
+/// A segment's values as decimal numbers and bit corrections; `None`
+/// when a value is not 8 bytes or none has a decimal form. The values are
+/// all 8 bytes when it is `Some`, and the chosen exponent's numbers and
 /// corrections are left in `scratch` (`best_numbers`,
 /// `best_corrections`).
 ///
-/// The exponents worth trying are each value's smallest exact one. They
-/// are tried from the largest at which every value stays below 2^50 down
-/// (the first is mostly the best), then the larger ones. A value known
-/// exact at an exponent (its smallest is no larger, and below 2^50, see
-/// [`smallest_exact`]) has no correction to compute, and an exponent is
-/// given up as soon as what its runs already need (their width only
-/// grows as numbers come) exceeds the best size.
+/// The exponent is the one that takes least room (the smallest such)
+/// among the smallest exact exponents of a [`SAMPLE`] of the values, when
+/// its corrections are [`SMALL_CORRECTIONS`]: what a column of
+/// measurements with a few decimals gets, at the cost of a division a
+/// value. Otherwise it is the one that takes least room among every
+/// value's smallest exact exponent.
 fn decimal(values: &[impl Value], scratch: &mut Scratch) -> Option<Decimal> {
-    const MONOTONE: f64 = 1_125_899_906_842_624.0;
-    /// Values between two looks at whether an exponent is already lost.
-    const LOOK: usize = 8;
     if values.iter().any(|v| v.bytes().len() != 8) {
         return None;
     }
-    let Scratch {
-        floats,
-        smallest,
-        numbers,
-        corrections,
-        best_numbers,
-        best_corrections,
-    } = scratch;
+    let floats = &mut scratch.floats;
     floats.clear();
     floats.extend(values.iter().map(|v| float(v.bytes()).unwrap_or_default()));
+    let n = floats.len();
+    let m = n.min(SAMPLE);
+    let mut sampled = [false; POW10.len()];
+    for k in 0..m {
+        if let Some(e) = smallest_exact(floats[k * n / m]) {
+            sampled[e] = true;
+        }
+    }
+    let best = search(scratch, &sampled, false);
+    if best
+        .as_ref()
+        .is_some_and(|b| b.plans.1.width() <= SMALL_CORRECTIONS)
+    {
+        return best;
+    }
+    let Scratch {
+        floats, smallest, ..
+    } = scratch;
     let mut tried = [false; POW10.len()];
     let mut hint = 0;
     smallest.clear();
@@ -219,11 +236,32 @@ fn decimal(values: &[impl Value], scratch: &mut Scratch) -> Option<Decimal> {
         }
         smallest.push(e.map_or(u8::MAX, |e| e as u8));
     }
-    let count = values.len();
-    let mut best: Option<Decimal> = None;
-    // From the largest exponent at which every value stays below 2^50
-    // (every value exact at a smaller one is exact there) down, then the
-    // larger ones.
+    search(scratch, &tried, true)
+}
+
+/// The exponent among `tried` at which `scratch.floats` take least room
+/// as decimal numbers and corrections (the smallest such). With `known`,
+/// `scratch.smallest` holds each value's smallest exact exponent: a value
+/// exact at an exponent (its smallest no larger, and below 2^50, see
+/// [`smallest_exact`]) has no correction to compute.
+///
+/// The exponents are tried from the largest at which every value stays
+/// below 2^50 down (the first is mostly the best), then the larger ones;
+/// an exponent is given up as soon as what its runs already need (their
+/// width only grows as numbers come) exceeds the best size.
+fn search(scratch: &mut Scratch, tried: &[bool; POW10.len()], known: bool) -> Option<Decimal> {
+    const MONOTONE: f64 = 1_125_899_906_842_624.0;
+    /// Values between two looks at whether an exponent is already lost.
+    const LOOK: usize = 8;
+    let Scratch {
+        floats,
+        smallest,
+        numbers,
+        corrections,
+        best_numbers,
+        best_corrections,
+    } = scratch;
+    let count = floats.len();
     let largest = floats
         .iter()
         .filter(|v| v.is_finite())
@@ -238,53 +276,40 @@ fn decimal(values: &[impl Value], scratch: &mut Scratch) -> Option<Decimal> {
         best.as_ref()
             .is_none_or(|b| (size, e) < (b.size, usize::from(b.exponent)))
     };
+    let mut best: Option<Decimal> = None;
     'exponents: for e in order {
         let lost = |least: usize, best: &Option<Decimal>| !beats(least, e, best);
-        // An exponent that takes a finite value past 2^53 is not tried:
-        // that value would be all correction (one of 4.909999999999997,
-        // exact only at 10^15, beside a pressure of 90753.5).
-        let mut planning = Planning::default();
+        let exact = |i: usize, v: f64| {
+            known && usize::from(smallest[i]) <= e && (v * POW10[e]).abs() < MONOTONE
+        };
+        let (mut planning, mut planning_corrections) = (Planning::default(), Planning::default());
         numbers.clear();
+        corrections.clear();
         for (i, &v) in floats.iter().enumerate() {
+            // An exponent that takes a finite value past 2^53 is not
+            // tried: that value would be all correction (one of
+            // 4.909999999999997, exact only at 10^15, beside a pressure
+            // of 90753.5).
             let n = match nearest(v, e) {
                 Some(n) => n,
                 None if v.is_finite() => continue 'exponents,
                 None => 0,
             };
+            let c = if exact(i, v) { 0 } else { correction(v, n, e) };
             numbers.push(n);
-            planning.push(n);
-            // (A run of corrections takes at least its 3-byte header.)
-            if i % LOOK == LOOK - 1 && lost(1 + planning.least_size(count) + 3, &best) {
-                continue 'exponents;
-            }
-        }
-        let numbers_plan = planning.plan();
-        let floor = 1 + numbers_plan.size(count) + 3;
-        if lost(floor, &best) {
-            continue;
-        }
-        let mut planning = Planning::default();
-        corrections.clear();
-        let known =
-            |i: usize, v: f64| usize::from(smallest[i]) <= e && (v * POW10[e]).abs() < MONOTONE;
-        for (i, (&v, &number)) in floats.iter().zip(numbers.iter()).enumerate() {
-            let c = if known(i, v) {
-                0
-            } else {
-                correction(v, number, e)
-            };
             corrections.push(c);
-            planning.push(c);
+            planning.push(n);
+            planning_corrections.push(c);
             if i % LOOK == LOOK - 1
                 && lost(
-                    1 + numbers_plan.size(count) + planning.least_size(count),
+                    1 + planning.least_size(count) + planning_corrections.least_size(count),
                     &best,
                 )
             {
                 continue 'exponents;
             }
         }
-        let plans = (numbers_plan, planning.plan());
+        let plans = (planning.plan(), planning_corrections.plan());
         let size = 1 + plans.0.size(count) + plans.1.size(count);
         if beats(size, e, &best) {
             best = Some(Decimal {
@@ -327,12 +352,28 @@ struct Decimal {
 }
 
 /// The values of a segment as big-endian integers, if all are 8 bytes.
-fn integers<V: Value>(values: &[V]) -> Option<impl Iterator<Item = i64> + Clone + '_> {
+fn integers<V: Value>(values: &[V]) -> Option<impl ExactSizeIterator<Item = i64> + Clone + '_> {
     values.iter().all(|v| v.bytes().len() == 8).then(|| {
         values
             .iter()
             .map(|v| i64::from_be_bytes(v.bytes().try_into().unwrap_or_default()))
     })
+}
+
+/// The plan of a run of `numbers` if it takes less than `bound` bytes;
+/// given up as soon as what it already needs does not (as a double's
+/// bits do at once).
+fn integer_plan(numbers: impl ExactSizeIterator<Item = i64>, bound: usize) -> Option<Plan> {
+    const LOOK: usize = 8;
+    let count = numbers.len();
+    let mut planning = Planning::default();
+    for (i, n) in numbers.enumerate() {
+        planning.push(n);
+        if i % LOOK == LOOK - 1 && planning.least_size(count) >= bound {
+            return None;
+        }
+    }
+    Some(planning.plan()).filter(|plan| plan.size(count) < bound)
 }
 
 /// Appends a segment holding `values`, in the kind that takes least room.
@@ -342,9 +383,10 @@ pub(super) fn write_segment<V: Value>(values: &[V], out: &mut Vec<u8>) {
     SCRATCH.with(|scratch| {
         let scratch = &mut *scratch.borrow_mut();
         let decimal = decimal(values, scratch).filter(|d| d.size < raw);
-        let integer = integers(values)
-            .map(|n| (Plan::of_iter(n.clone()), n))
-            .filter(|(plan, _)| plan.size(values.len()) < decimal.as_ref().map_or(raw, |d| d.size));
+        let integer = integers(values).and_then(|numbers| {
+            let plan = integer_plan(numbers.clone(), decimal.as_ref().map_or(raw, |d| d.size))?;
+            Some((plan, numbers))
+        });
         if let Some((plan, numbers)) = integer {
             out.push(INTEGER);
             plan.write_iter(numbers, out);
@@ -634,7 +676,8 @@ mod tests {
 
     use proptest::strategy::Strategy;
 
-    /// The segment as first written, with every number collected.
+    /// The segment as [`decimal`] describes it, with every number
+    /// collected and every exponent tried in full.
     fn segment_slowly(values: &[&[u8]]) -> Vec<u8> {
         let mut out = Vec::new();
         put_varint(&mut out, values.len() as u64);
@@ -642,32 +685,44 @@ mod tests {
         let floats: Option<Vec<f64>> = values.iter().map(|v| float(v)).collect();
         let mut best: Option<(usize, usize, Vec<i64>, Vec<i64>)> = None;
         if let Some(floats) = &floats {
-            let mut tried = [false; POW10.len()];
-            for &v in floats {
-                if let Some(e) = (0..POW10.len()).find(|&e| scaled(v, e).is_some()) {
-                    tried[e] = true;
+            let first_exact = |v: &f64| (0..POW10.len()).find(|&e| scaled(*v, e).is_some());
+            // The smallest (size, exponent) among `exponents`.
+            let best_of = |exponents: std::collections::BTreeSet<usize>| {
+                let mut best: Option<(usize, usize, Vec<i64>, Vec<i64>)> = None;
+                for e in exponents {
+                    if floats
+                        .iter()
+                        .any(|&v| v.is_finite() && nearest(v, e).is_none())
+                    {
+                        continue;
+                    }
+                    let numbers: Vec<i64> =
+                        floats.iter().map(|&v| nearest(v, e).unwrap_or(0)).collect();
+                    let corrections: Vec<i64> = floats
+                        .iter()
+                        .zip(&numbers)
+                        .map(|(&v, &n)| correction(v, n, e))
+                        .collect();
+                    let size = 1
+                        + Plan::of(&numbers).size(numbers.len())
+                        + Plan::of(&corrections).size(corrections.len());
+                    if best.as_ref().is_none_or(|b| size < b.0) {
+                        best = Some((size, e, numbers, corrections));
+                    }
                 }
-            }
-            for e in (0..POW10.len()).filter(|&e| tried[e]) {
-                if floats
-                    .iter()
-                    .any(|&v| v.is_finite() && nearest(v, e).is_none())
-                {
-                    continue;
-                }
-                let numbers: Vec<i64> =
-                    floats.iter().map(|&v| nearest(v, e).unwrap_or(0)).collect();
-                let corrections: Vec<i64> = floats
-                    .iter()
-                    .zip(&numbers)
-                    .map(|(&v, &n)| correction(v, n, e))
-                    .collect();
-                let size = 1
-                    + Plan::of(&numbers).size(numbers.len())
-                    + Plan::of(&corrections).size(corrections.len());
-                if best.as_ref().is_none_or(|b| size < b.0) {
-                    best = Some((size, e, numbers, corrections));
-                }
+                best
+            };
+            let n = floats.len();
+            let m = n.min(SAMPLE);
+            let sample = (0..m)
+                .filter_map(|k| first_exact(&floats[k * n / m]))
+                .collect();
+            best = best_of(sample);
+            if best
+                .as_ref()
+                .is_none_or(|b| Plan::of(&b.3).width() > SMALL_CORRECTIONS)
+            {
+                best = best_of(floats.iter().filter_map(first_exact).collect());
             }
         }
         let best = best.filter(|b| b.0 < raw);
