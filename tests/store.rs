@@ -1065,10 +1065,16 @@ fn tall_loads_go_into_blocks_and_read_back_as_written() {
     type Cells = BTreeMap<(Vec<u8>, Vec<u8>), (i64, Vec<u8>)>;
     let mut want = Cells::new();
     let n = 2 * INGEST_MIN_ROWS as u64;
-    let load = |from: u64, columns: &[&[u8]], lacking: Option<u64>, want: &mut Cells| {
+    // Rows `keys`, each setting `columns` (the first lacking in row
+    // `lacking`), encoded `ahead` of the write (as INSERT does) or not.
+    let load = |keys: &[(u64, u64)],
+                columns: &[&[u8]],
+                lacking: Option<u64>,
+                ahead: bool,
+                want: &mut Cells| {
         let mut batch = CellBatch::new();
         let m = batch.family("m");
-        for i in from..from + n {
+        for i in keys.iter().flat_map(|&(from, to)| from..to) {
             let key = format!("k{i:08}").into_bytes();
             batch.begin_row(&key);
             for (j, q) in columns.iter().enumerate() {
@@ -1085,21 +1091,39 @@ fn tall_loads_go_into_blocks_and_read_back_as_written() {
                 want.insert((key.clone(), q.to_vec()), (ts, value));
             }
         }
+        if ahead {
+            store.prepare_batch("t", &mut batch).unwrap();
+        }
         store.write_batch("t", &batch, BadRows::Stop).unwrap()
     };
     let ingested = || store.local().unwrap().rows_ingested();
     let before = ingested();
     // Columns given out of qualifier order.
-    assert!(load(0, &[b"t", b"a", b"pressure"], None, &mut want).is_empty());
+    let columns: &[&[u8]] = &[b"t", b"a", b"pressure"];
+    assert!(load(&[(0, n)], columns, None, false, &mut want).is_empty());
     assert_eq!(ingested() - before, n, "a tall load is ingested");
+    // Encoded ahead; then around rows stored (the general path, its
+    // blocks cut where the stored rows lie).
+    assert!(load(&[(5 * n, 6 * n)], columns, None, true, &mut want).is_empty());
+    let around = [(4 * n, 5 * n), (6 * n, 7 * n)];
+    assert!(load(&around, columns, None, true, &mut want).is_empty());
+    assert_eq!(ingested() - before, 4 * n, "tall loads are ingested");
     // Half over the rows stored: those merge, another column added.
-    assert!(load(n / 2, &[b"t", b"a", b"pressure", b"z"], None, &mut want).is_empty());
+    let more: &[&[u8]] = &[b"t", b"a", b"pressure", b"z"];
+    assert!(load(&[(n / 2, 3 * n / 2)], more, None, true, &mut want).is_empty());
     // Rows of which one lacks a column: rows, not tall.
-    assert!(load(3 * n, &[b"t", b"a"], Some(3 * n + 5), &mut want).is_empty());
+    let lacking = Some(3 * n + 5);
+    assert!(load(&[(3 * n, 4 * n)], &[b"t", b"a"], lacking, true, &mut want).is_empty());
     let read = |want: &Cells| {
         let mut got = Cells::new();
+        let mut last: Option<Vec<u8>> = None;
         for row in store.read_rows("t", ReadRequest::all()).unwrap() {
             let row = row.unwrap();
+            assert!(
+                last.as_ref().is_none_or(|l| *l < row.key),
+                "rows in key order"
+            );
+            last = Some(row.key.clone());
             for cell in row.cells {
                 let old = got.insert(
                     (row.key.clone(), cell.qualifier),
@@ -1110,6 +1134,17 @@ fn tall_loads_go_into_blocks_and_read_back_as_written() {
         }
         assert_eq!(got.len(), want.len());
         assert!(got == *want, "the table holds what was written");
+        // Each row alone, too.
+        for ((key, qualifier), (ts, value)) in want.iter().step_by(97) {
+            let row = store.read_row("t", key, ReadFilter::default()).unwrap();
+            let row = row.unwrap_or_else(|| panic!("row {key:?} is read"));
+            let cell = row
+                .cells
+                .iter()
+                .find(|c| &c.qualifier == qualifier)
+                .unwrap();
+            assert_eq!((&cell.timestamp, &cell.value), (ts, value));
+        }
     };
     read(&want);
     store.compact("t").unwrap();

@@ -221,85 +221,68 @@ impl FjallStore {
         })
     }
 
-    /// Writes a bulk batch's new PACKED rows (all of slot `slot`, the
-    /// family's own, which has blocks; (slot, escaped row, value), strictly
-    /// ascending, with `runs` where blocks must be cut; `raw`: whether
-    /// their values were encoded raw, for blocks) straight into
-    /// blocks by ingestion; false, writing
-    /// nothing, when a row falls within a stored block's rows (the caller
-    /// writes them as rows). The caller holds the rows' locks and has made
-    /// sure that none of them is stored. One loader at a time looks and
-    /// ingests, so no two put blocks around each other's rows; a merge,
-    /// which holds every row lock, cannot run meanwhile.
-    /// [`FjallStore::ingest_blocks`] of tall rows given by their cells
-    /// (`blocks::build_tall`): `false`, with nothing written, when a row
-    /// falls within a stored block.
-    pub(super) fn ingest_tall(
-        &self,
-        table: &TableHandle,
-        rows: &blocks::TallRows<'_>,
-        slot: usize,
-        runs: &[usize],
-    ) -> Result<bool> {
-        let Some(blocks_ks) = &table.blocks[slot] else {
-            return Ok(false);
-        };
-        let _one = lock(&self.inner.block_loads);
-        let snapshot = self.inner.db.snapshot();
-        let Some(mut cuts) = blocks::gaps(&snapshot, blocks_ks, &rows.keys)? else {
-            return Ok(false);
-        };
-        cuts.extend_from_slice(runs);
-        cuts.sort_unstable();
-        cuts.dedup();
-        let mut ingestion = blocks_ks.start_ingestion()?;
-        for (key, value) in blocks::build_tall(rows, &cuts, BLOCK_ROWS) {
-            ingestion.write(key, value)?;
-        }
-        ingestion.finish()?;
-        self.inner
-            .ingested
-            .fetch_add(rows.keys.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        Ok(true)
-    }
-
+    /// Writes a bulk batch's new PACKED rows (of slot `slot`; (slot,
+    /// escaped row, value), strictly ascending; `raw`: whether their
+    /// values were encoded raw, for blocks) straight into blocks, as
+    /// [`FjallStore::ingest_built`] says.
     pub(super) fn ingest_blocks(
         &self,
         table: &TableHandle,
         slot: usize,
         pairs: &[(usize, Vec<u8>, Vec<u8>)],
         runs: &[usize],
-        rows: usize,
         raw: bool,
     ) -> Result<bool> {
-        let Some(blocks_ks) = &table.blocks[slot] else {
-            return Ok(false);
-        };
         let rows_of: Vec<(&[u8], &[u8])> = pairs
             .iter()
             .map(|(_, k, v)| (k.as_slice(), v.as_slice()))
             .collect();
         let keys: Vec<&[u8]> = rows_of.iter().map(|(k, _)| *k).collect();
+        // A block that cannot go column-wise holds raw rows compressed.
+        let compress =
+            |key: &[u8], value: &[u8]| super::bulk::compress_pair(table, slot, key, value);
+        let compress: Option<blocks::Compress<'_>> = raw.then_some(&compress);
+        self.ingest_built(table, slot, &keys, runs, |cuts| {
+            blocks::build(&rows_of, cuts, BLOCK_ROWS, compress)
+        })
+    }
+
+    /// Rows (their escaped keys `keys`, strictly ascending, all of one
+    /// slot, which has blocks) ingested as the blocks `build` makes of
+    /// them, given where blocks must be cut (`runs`, and where the rows
+    /// surround a stored block); `false`, with nothing written, when a
+    /// row falls within a stored block's rows (the caller writes them as
+    /// rows). The caller holds the rows' locks and has made sure that
+    /// none of them is stored. One loader at a time looks and ingests, so
+    /// no two put blocks around each other's rows; a merge, which holds
+    /// every row lock, cannot run meanwhile.
+    pub(super) fn ingest_built(
+        &self,
+        table: &TableHandle,
+        slot: usize,
+        keys: &[&[u8]],
+        runs: &[usize],
+        build: impl FnOnce(&[usize]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>,
+    ) -> Result<bool> {
+        let Some(blocks_ks) = &table.blocks[slot] else {
+            return Ok(false);
+        };
         let _one = lock(&self.inner.block_loads);
         let snapshot = self.inner.db.snapshot();
-        let Some(mut cuts) = blocks::gaps(&snapshot, blocks_ks, &keys)? else {
+        let Some(mut cuts) = blocks::gaps(&snapshot, blocks_ks, keys)? else {
             return Ok(false);
         };
         cuts.extend_from_slice(runs);
         cuts.sort_unstable();
         cuts.dedup();
         let mut ingestion = blocks_ks.start_ingestion()?;
-        // A block that cannot go column-wise holds raw rows compressed.
-        let compress =
-            |key: &[u8], value: &[u8]| super::bulk::compress_pair(table, slot, key, value);
-        let compress: Option<blocks::Compress<'_>> = raw.then_some(&compress);
-        for (key, value) in blocks::build(&rows_of, &cuts, BLOCK_ROWS, compress)? {
+        for (key, value) in build(&cuts)? {
             ingestion.write(key, value)?;
         }
         ingestion.finish()?;
         self.inner
             .ingested
-            .fetch_add(rows as u64, std::sync::atomic::Ordering::Relaxed);
+            .fetch_add(keys.len() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(true)
     }
 }

@@ -1,13 +1,14 @@
 //! INSERT's pipeline. Input batches gather into units of
 //! [`WRITE_BATCH_ROWS`] (a file reader's batches are smaller, and a bulk
 //! load needs units large enough for the store to ingest); each unit is
-//! encoded (typed once, keys built, cells laid out, and the store's pairs
-//! made ahead: `Backend::prepare_batch`) on one blocking thread while the
-//! unit before it is written by the store on another, and the next is
-//! read meanwhile. Units are written in order, one at a time, so
+//! encoded (typed once, keys built, cells laid out) in turn, then the
+//! store makes its pairs or blocks ahead (`Backend::prepare_batch`) on a
+//! blocking thread of its own, beside the unit before's ([`UNITS_AHEAD`]),
+//! while the unit before those is written. Units are written in order, one at a time, so
 //! a bad row stops the insert with every unit before its own written and
 //! nothing of its own.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -39,6 +40,8 @@ pub(super) async fn insert(
         columns: None,
         spare: Vec::new(),
     });
+    // Units encoded and being prepared by the store, oldest first.
+    let mut preparing: VecDeque<JoinHandle<crate::Result<Prepared>>> = VecDeque::new();
     let mut writing: Option<JoinHandle<crate::Result<Written>>> = None;
     let mut written = 0;
     let schema = data.schema();
@@ -79,33 +82,94 @@ pub(super) async fn insert(
             let mut state = encoding
                 .take()
                 .ok_or_else(|| to_df(Error::Internal("insert lost its state".into())))?;
-            let (store_, layout_, options_) = (store.clone(), Arc::clone(layout), options.clone());
-            let (state, prepared) = joined(tokio::task::spawn_blocking(move || {
-                let prepared = state.prepare(&store_, &layout_, &options_, &unit);
-                Ok((state, prepared))
+            let (layout_, options_) = (Arc::clone(layout), options.clone());
+            let (state, encoded) = joined(tokio::task::spawn_blocking(move || {
+                let encoded = state.encode(&layout_, &options_, &unit);
+                Ok((state, encoded))
             }))
             .await?;
             let state = encoding.insert(state);
-            // The unit before is written first: its rows come first.
-            if let Some(task) = writing.take() {
-                let done = joined(task).await?;
-                written += done.rows;
-                state.spare.extend(done.cells);
-            }
-            let prepared = prepared.map_err(to_df)?;
-            let (store_, layout_, options_) = (store.clone(), Arc::clone(layout), options.clone());
-            writing = Some(tokio::task::spawn_blocking(move || {
-                write(&store_, &layout_, &options_, prepared)
+            let encoded = match encoded {
+                Ok(encoded) => encoded,
+                Err(e) => {
+                    // A bad row stops the insert once every unit before
+                    // its own is written.
+                    while let Some(task) = preparing.pop_front() {
+                        hand_over(store, layout, options, task, state, &mut writing).await?;
+                    }
+                    if let Some(task) = writing.take() {
+                        joined(task).await?;
+                    }
+                    return Err(to_df(e));
+                }
+            };
+            // The store's own encoding of the unit, beside the unit before's.
+            let (store_, layout_) = (store.clone(), Arc::clone(layout));
+            preparing.push_back(tokio::task::spawn_blocking(move || {
+                ahead(&store_, &layout_, encoded)
             }));
+            while preparing.len() > UNITS_AHEAD {
+                if let Some(task) = preparing.pop_front() {
+                    written += hand_over(store, layout, options, task, state, &mut writing).await?;
+                }
+            }
         }
         if end {
             break;
         }
     }
+    while let Some(task) = preparing.pop_front() {
+        let state = encoding
+            .as_mut()
+            .ok_or_else(|| to_df(Error::Internal("insert lost its state".into())))?;
+        written += hand_over(store, layout, options, task, state, &mut writing).await?;
+    }
     if let Some(task) = writing.take() {
         written += joined(task).await?.rows;
     }
     Ok(written)
+}
+
+/// Units the store prepares at once, each on a core of its own, while
+/// the one before them is written.
+const UNITS_AHEAD: usize = 2;
+
+/// Takes the oldest unit being prepared once it is, waits for the unit
+/// before it to be written (its rows come first; a bad row of this unit
+/// then stops the insert with every unit before written), and starts its
+/// write; the rows the unit before wrote.
+async fn hand_over(
+    store: &Store,
+    layout: &Arc<Layout>,
+    options: &WriteOptions,
+    preparing: JoinHandle<crate::Result<Prepared>>,
+    state: &mut Encoding,
+    writing: &mut Option<JoinHandle<crate::Result<Written>>>,
+) -> DfResult<u64> {
+    let prepared = preparing
+        .await
+        .map_err(|e| to_df(Error::Internal(format!("write task failed: {e}"))));
+    let mut written = 0;
+    if let Some(task) = writing.take() {
+        let done = joined(task).await?;
+        written = done.rows;
+        state.spare.extend(done.cells);
+    }
+    let prepared = prepared?.map_err(to_df)?;
+    let (store, layout, options) = (store.clone(), Arc::clone(layout), options.clone());
+    *writing = Some(tokio::task::spawn_blocking(move || {
+        write(&store, &layout, &options, prepared)
+    }));
+    Ok(written)
+}
+
+/// The store's own encoding of a unit's rows, made ahead of its write
+/// (`Backend::prepare_batch`).
+fn ahead(store: &Store, layout: &Layout, mut prepared: Prepared) -> crate::Result<Prepared> {
+    if let Prepared::Cells { cells, .. } = &mut prepared {
+        store.prepare_batch(&layout.table, cells)?;
+    }
+    Ok(prepared)
 }
 
 /// What encoding carries from one unit to the next.
@@ -155,9 +219,8 @@ fn at(options: &WriteOptions, seen: u64, row: usize, error: Error) -> Error {
 impl Encoding {
     /// Types and encodes one unit (at most [`WRITE_BATCH_ROWS`] rows). A
     /// bad row is an error here when bad rows stop the insert.
-    fn prepare(
+    fn encode(
         &mut self,
-        store: &Store,
         layout: &Layout,
         options: &WriteOptions,
         unit: &RecordBatch,
@@ -187,9 +250,6 @@ impl Encoding {
         {
             return Err(at(options, seen, row, e));
         }
-        // The store's own encoding of the rows too, while the unit before
-        // is written.
-        store.prepare_batch(&layout.table, &mut cells)?;
         Ok(Prepared::Cells {
             cells,
             rows,

@@ -59,8 +59,11 @@ struct Prepared(std::sync::Mutex<Option<Box<Encoded>>>);
 
 struct Encoded {
     handle: Arc<TableHandle>,
-    /// Either the rows' pairs, or (nothing encoded yet) the rows as tall
-    /// rows bound for blocks.
+    /// The batch's valid rows in key order, and whether that is all.
+    valid: Vec<usize>,
+    all_valid: bool,
+    /// Either the rows' pairs, or the rows as tall rows bound for blocks
+    /// (with the blocks built).
     parts: Vec<Part>,
     tall: Option<TallBatch>,
 }
@@ -299,7 +302,17 @@ impl FjallStore {
     ) -> Result<Vec<(usize, Error)>> {
         let first = self.handle(table)?;
         let resolved = resolve(&first, batch)?;
-        let (valid, mut failed) = match checked_rows(batch, &resolved, bad) {
+        // The encoding done ahead holds where the table is as it was then
+        // and its rows have nothing stored to merge with, as it assumed.
+        let mut prepared = batch
+            .prepared
+            .take()
+            .filter(|p| Arc::ptr_eq(&p.handle, &first));
+        let checked = match &mut prepared {
+            Some(p) if p.all_valid => Ok((std::mem::take(&mut p.valid), Vec::new())),
+            _ => checked_rows(batch, &resolved, bad),
+        };
+        let (valid, mut failed) = match checked {
             Ok(rows) => rows,
             Err(stop) => return Ok(vec![stop]),
         };
@@ -311,7 +324,6 @@ impl FjallStore {
         // format of one can: resolve again against what is locked.
         let resolved = resolve(&handle, batch)?;
         let now = now_micros();
-        let repeated = repeated_keys(batch, &valid);
         let fresh = Fresh {
             snapshot: Some(&snapshot),
             table: &handle,
@@ -320,12 +332,7 @@ impl FjallStore {
             span: span(batch, &valid),
             raw: bound_for_blocks(&handle, &valid),
         };
-        // The encoding done ahead holds where the table is as it was then
-        // and its rows have nothing stored to merge with, as it assumed.
-        let prepared = batch
-            .prepared
-            .take()
-            .filter(|p| Arc::ptr_eq(&p.handle, &handle));
+        let prepared = prepared.filter(|p| Arc::ptr_eq(&p.handle, &handle));
         let (parts, tall) = match prepared {
             Some(p) if p.tall.is_none() => (Some(p.parts), None),
             Some(p) => (None, p.tall),
@@ -338,13 +345,13 @@ impl FjallStore {
             && let Some(runs) = runs(&valid)
             && let Some(tall) = tall.or_else(|| TallBatch::of(&handle, batch, &resolved, &valid))
             && Vacant::new(&fresh).holds_none(&snapshot, &handle, tall.slot)?
-            && self.ingest_tall(&handle, &tall.rows(batch), tall.slot, &runs)?
+            && tall.ingest(self, &handle, batch, &runs)?
         {
             return Ok(Vec::new());
         }
         let parts = match parts {
             Some(parts) => fresh.settle(parts, &valid)?,
-            None => encode_new_rows(&fresh, &valid, &repeated),
+            None => encode_new_rows(&fresh, &valid, &repeated_keys(batch, &valid)),
         };
         let mut overlay = Overlay::default();
         let mut direct: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
@@ -381,7 +388,7 @@ impl FjallStore {
         match ingestible(&overlay, &direct, written) {
             Some(slot)
                 if let Some(runs) = &runs
-                    && self.ingest_blocks(&handle, slot, &direct, runs, written, fresh.raw)? => {}
+                    && self.ingest_blocks(&handle, slot, &direct, runs, fresh.raw)? => {}
             Some(slot) => {
                 let direct = compressed(&fresh, direct)?;
                 self.ingest_pairs(&handle, slot, direct, written)?
@@ -408,19 +415,29 @@ impl FjallStore {
             return Ok(());
         }
         let resolved = resolve(&handle, batch)?;
-        let Ok((valid, _)) = checked_rows(batch, &resolved, BadRows::Skip) else {
+        let Ok((valid, failed)) = checked_rows(batch, &resolved, BadRows::Skip) else {
             return Ok(());
         };
+        let all_valid = failed.is_empty();
         // (Before the encoding: a family given blocks is a new handle.)
         if handle.def.families.iter().any(|f| f.blocks.is_none()) {
             self.blocks_for_load(table, batch, &valid)?;
             handle = self.handle(table)?;
         }
         let raw = bound_for_blocks(&handle, &valid);
-        // Tall rows bound for blocks are encoded there, as the blocks.
-        if raw && let Some(tall) = TallBatch::of(&handle, batch, &resolved, &valid) {
+        // Tall rows bound for blocks are encoded as the blocks, cut where
+        // the batch's runs meet (and built again if stored blocks lie
+        // among them when they are written).
+        if raw
+            && all_valid
+            && let Some(runs) = runs(&valid)
+            && let Some(mut tall) = TallBatch::of(&handle, batch, &resolved, &valid)
+        {
+            tall.build(batch, &runs);
             batch.prepared.put(Encoded {
                 handle: Arc::clone(&handle),
+                valid,
+                all_valid,
                 parts: Vec::new(),
                 tall: Some(tall),
             });
@@ -438,6 +455,8 @@ impl FjallStore {
         let parts = encode_new_rows(&fresh, &valid, &repeated);
         let encoded = Encoded {
             handle: Arc::clone(&handle),
+            valid,
+            all_valid,
             parts,
             tall: None,
         };

@@ -6,9 +6,13 @@
 
 use super::{CellBatch, Resolved};
 use crate::codec;
-use crate::store::TableHandle;
-use crate::store::format::blocks::TallRows;
+use crate::error::Result;
+use crate::store::format::blocks::{self, BLOCK_ROWS, TallRows};
 use crate::store::format::{MAX_PACKED_LEN, packed_cell_size, tall_shape};
+use crate::store::{FjallStore, TableHandle};
+
+/// Blocks: (key, value) pairs.
+type Blocks = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// A batch's rows as tall rows of one shape (see [`TallBatch::of`]).
 pub(super) struct TallBatch {
@@ -22,6 +26,8 @@ pub(super) struct TallBatch {
     /// The rows' escaped keys back to back, and where each ends.
     keys: Vec<u8>,
     ends: Vec<usize>,
+    /// The rows' blocks built ahead, and where they were cut.
+    built: Option<(Vec<usize>, Blocks)>,
 }
 
 impl TallBatch {
@@ -58,6 +64,7 @@ impl TallBatch {
             cells: Vec::with_capacity(valid.len() * columns),
             keys: Vec::with_capacity(valid.iter().map(|&r| batch.key(r).len() + 2).sum()),
             ends: Vec::with_capacity(valid.len()),
+            built: None,
         };
         let mut previous: Option<&[u8]> = None;
         for &row in valid {
@@ -90,18 +97,46 @@ impl TallBatch {
         Some(tall)
     }
 
-    /// The rows as the blocks take them.
-    pub fn rows<'a>(&'a self, batch: &'a CellBatch) -> TallRows<'a> {
+    /// Builds the rows' blocks ahead of their write, cut at `cuts`.
+    pub fn build(&mut self, batch: &CellBatch, cuts: &[usize]) {
+        let blocks = blocks::build_tall(&self.rows(batch), cuts, BLOCK_ROWS);
+        self.built = Some((cuts.to_vec(), blocks));
+    }
+
+    /// Ingests the rows as blocks (see `FjallStore::ingest_built`), cut
+    /// at `runs` and where they surround stored blocks: those built ahead
+    /// when they were cut so.
+    pub fn ingest(
+        mut self,
+        store: &FjallStore,
+        table: &TableHandle,
+        batch: &CellBatch,
+        runs: &[usize],
+    ) -> Result<bool> {
+        let built = self.built.take();
+        store.ingest_built(table, self.slot, &self.keys(), runs, |cuts| {
+            Ok(match built {
+                Some((made, blocks)) if made == cuts => blocks,
+                _ => blocks::build_tall(&self.rows(batch), cuts, BLOCK_ROWS),
+            })
+        })
+    }
+
+    fn keys(&self) -> Vec<&[u8]> {
         let mut from = 0;
-        let keys = self
-            .ends
+        self.ends
             .iter()
             .map(|&end| {
                 let key = &self.keys[from..end];
                 from = end;
                 key
             })
-            .collect();
+            .collect()
+    }
+
+    /// The rows as the blocks take them.
+    fn rows<'a>(&'a self, batch: &'a CellBatch) -> TallRows<'a> {
+        let keys = self.keys();
         let cells = self
             .cells
             .iter()
