@@ -143,7 +143,8 @@ enum Column<'a> {
         family: usize,
         qualifier: &'a [u8],
         values: Values<'a>,
-        array: &'a ArrayRef,
+        /// Which rows are NULL (none when there are no NULLs).
+        nulls: Option<&'a NullBuffer>,
     },
     Map(MapValues<'a>),
 }
@@ -240,7 +241,7 @@ impl<'l> Encoder<'l> {
                 family: family_index(layout, &def.family)?,
                 qualifier: def.qualifier.as_bytes(),
                 values: Values::of(array, def, layout.protos[*d].as_ref())?,
-                array,
+                nulls: array.nulls(),
             });
         }
         let mut explicit: Option<&TimestampMicrosecondArray> = None;
@@ -256,7 +257,7 @@ impl<'l> Encoder<'l> {
                         family: family_index(layout, &def.family)?,
                         qualifier: def.qualifier.as_bytes(),
                         values: Values::of(array, def, layout.protos[*d].as_ref())?,
-                        array,
+                        nulls: array.nulls(),
                     });
                 }
                 ColumnSource::FamilyMap(f) => {
@@ -673,9 +674,9 @@ impl<'l> Encoder<'l> {
                     family,
                     qualifier,
                     values,
-                    array,
+                    nulls,
                 } => {
-                    if array.is_null(row) {
+                    if nulls.is_some_and(|n| n.is_null(row)) {
                         continue;
                     }
                     value.clear();
