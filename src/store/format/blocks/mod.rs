@@ -441,39 +441,26 @@ pub(crate) fn build<K: AsRef<[u8]> + Sync, V: AsRef<[u8]> + Sync>(
     // spread over the cores. Blocks are also cut around runs of rows of
     // one shape (see [`SHAPE_RUN`]), so that a tall table's rows go
     // column-wise even where a row lacks a column.
-    let mut spans = Vec::with_capacity(rows.len() / block_rows.max(1) + cuts.len() + 1);
-    let (mut from, mut bytes, mut next_cut) = (0, 0, 0);
     let size = |i: usize| rows[i].0.as_ref().len() + rows[i].1.as_ref().len();
+    let mut spans = Spans::new(rows.len(), cuts, block_rows);
     // The shape of the rows since `run`, where it began.
     let (mut shape, mut run) = (None, 0);
     for (i, (_, value)) in rows.iter().enumerate() {
         let this = packed::shape_of(value.as_ref());
+        let from = spans.from;
         if i == 0 || this != shape {
             // A block of one shape closes where its shape ends.
             if i > from && run <= from && i - from >= SHAPE_RUN {
-                spans.push((from, i));
-                from = i;
-                bytes = 0;
+                spans.close(i, 0);
             }
             (shape, run) = (this, i);
         } else if run > from && i + 1 - run >= SHAPE_RUN {
             // A long run of one shape starts a block of its own.
-            spans.push((from, run));
-            from = run;
-            bytes = (run..i).map(size).sum();
+            spans.close(run, (run..i).map(size).sum());
         }
-        bytes += size(i);
-        let end = i + 1;
-        let cut = cuts.get(next_cut) == Some(&end);
-        if cut {
-            next_cut += 1;
-        }
-        if cut || end == rows.len() || end - from >= block_rows || bytes >= BLOCK_BYTES {
-            spans.push((from, end));
-            from = end;
-            bytes = 0;
-        }
+        spans.row(i, size(i));
     }
+    let spans = spans.spans;
     let parts = super::super::parallel::in_parts(&spans, PARALLEL_MIN_BLOCKS, |spans| {
         spans
             .iter()
@@ -553,21 +540,11 @@ pub(crate) fn build_tall(
     block_rows: usize,
 ) -> Vec<(Vec<u8>, Vec<u8>)> {
     let n = rows.keys.len();
-    let mut spans = Vec::with_capacity(n / block_rows.max(1) + cuts.len() + 1);
-    let (mut from, mut bytes, mut next_cut) = (0, 0, 0);
+    let mut spans = Spans::new(n, cuts, block_rows);
     for i in 0..n {
-        bytes += rows.size(i);
-        let end = i + 1;
-        let cut = cuts.get(next_cut) == Some(&end);
-        if cut {
-            next_cut += 1;
-        }
-        if cut || end == n || end - from >= block_rows || bytes >= BLOCK_BYTES {
-            spans.push((from, end));
-            from = end;
-            bytes = 0;
-        }
+        spans.row(i, rows.size(i));
     }
+    let spans = spans.spans;
     let parts = super::super::parallel::in_parts(&spans, PARALLEL_MIN_BLOCKS, |spans| {
         spans
             .iter()
@@ -575,6 +552,58 @@ pub(crate) fn build_tall(
             .collect::<Vec<_>>()
     });
     parts.concat()
+}
+
+/// Where a build's blocks start and end: a block closes at `block_rows`
+/// rows, once its rows hold [`BLOCK_BYTES`], at each of `cuts` and at the
+/// last row.
+struct Spans<'c> {
+    rows: usize,
+    cuts: &'c [usize],
+    block_rows: usize,
+    /// The open block's first row and its rows' bytes, and the next cut.
+    from: usize,
+    bytes: usize,
+    next_cut: usize,
+    spans: Vec<(usize, usize)>,
+}
+
+impl<'c> Spans<'c> {
+    fn new(rows: usize, cuts: &'c [usize], block_rows: usize) -> Spans<'c> {
+        Spans {
+            rows,
+            cuts,
+            block_rows,
+            from: 0,
+            bytes: 0,
+            next_cut: 0,
+            spans: Vec::with_capacity(rows / block_rows.max(1) + cuts.len() + 1),
+        }
+    }
+
+    /// Row `i`, `size` bytes, joins the open block.
+    fn row(&mut self, i: usize, size: usize) {
+        self.bytes += size;
+        let end = i + 1;
+        let cut = self.cuts.get(self.next_cut) == Some(&end);
+        if cut {
+            self.next_cut += 1;
+        }
+        if cut
+            || end == self.rows
+            || end - self.from >= self.block_rows
+            || self.bytes >= BLOCK_BYTES
+        {
+            self.close(end, 0);
+        }
+    }
+
+    /// Closes the open block before row `at`; the next holds `bytes`.
+    fn close(&mut self, at: usize, bytes: usize) {
+        self.spans.push((self.from, at));
+        self.from = at;
+        self.bytes = bytes;
+    }
 }
 
 /// Rows of one shape worth a block of their own among rows of others.
