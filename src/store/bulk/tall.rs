@@ -7,7 +7,7 @@
 use super::{CellBatch, Resolved};
 use crate::codec;
 use crate::error::Result;
-use crate::store::format::blocks::{self, BLOCK_ROWS, TallRows};
+use crate::store::format::blocks::{self, BLOCK_ROWS, TallCells, TallRows};
 use crate::store::format::{MAX_PACKED_LEN, packed_cell_size, tall_shape};
 use crate::store::{FjallStore, TableHandle};
 
@@ -135,21 +135,31 @@ impl TallBatch {
     }
 
     /// The rows as the blocks take them.
-    fn rows<'a>(&'a self, batch: &'a CellBatch) -> TallRows<'a> {
-        let keys = self.keys();
-        let cells = self
-            .cells
-            .iter()
-            .map(|&c| {
-                let cell = &batch.cells[c];
-                (cell.timestamp, batch.value(cell))
-            })
-            .collect();
+    fn rows<'a>(&'a self, batch: &'a CellBatch) -> TallRows<'a, InBatch<'a>> {
         TallRows {
-            keys,
+            keys: self.keys(),
             shape: &self.shape,
             columns: self.columns,
-            cells,
+            cells: InBatch {
+                batch,
+                cells: &self.cells,
+                columns: self.columns,
+            },
         }
+    }
+}
+
+/// A tall batch's cells where the batch holds them.
+struct InBatch<'a> {
+    batch: &'a CellBatch,
+    /// Per row, its cells' places in the batch (see [`TallBatch`]).
+    cells: &'a [usize],
+    columns: usize,
+}
+
+impl TallCells for InBatch<'_> {
+    fn cell(&self, i: usize, j: usize) -> (i64, &[u8]) {
+        let cell = &self.batch.cells[self.cells[i * self.columns + j]];
+        (cell.timestamp, self.batch.value(cell))
     }
 }

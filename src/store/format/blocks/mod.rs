@@ -477,28 +477,32 @@ pub(crate) fn build<K: AsRef<[u8]> + Sync, V: AsRef<[u8]> + Sync>(
     Ok(out)
 }
 
+/// The cells of tall rows, read where they lie.
+pub(crate) trait TallCells: Sync {
+    /// Row `i`'s cell of column `j` (in the shape's order): its
+    /// timestamp and value.
+    fn cell(&self, i: usize, j: usize) -> (i64, &[u8]);
+}
+
 /// Tall rows of one shape given by their cells, to be built into blocks
 /// with no PACKED value made of each: what a bulk load of a tall table
 /// brings.
-pub(crate) struct TallRows<'a> {
+pub(crate) struct TallRows<'a, C> {
     /// The rows' escaped keys, strictly ascending.
     pub keys: Vec<&'a [u8]>,
     /// Their shape (`packed::tall_shape`) and how many columns it has.
     pub shape: &'a [u8],
     pub columns: usize,
-    /// Each row's cells, row by row, a column's after another's in the
-    /// shape's order: (timestamp, value).
-    pub cells: Vec<(i64, &'a [u8])>,
+    pub cells: C,
 }
 
-impl TallRows<'_> {
-    fn row(&self, i: usize) -> &[(i64, &[u8])] {
-        &self.cells[i * self.columns..(i + 1) * self.columns]
-    }
-
+impl<C: TallCells> TallRows<'_, C> {
     /// About what row `i` takes in a block: its key and values.
     fn size(&self, i: usize) -> usize {
-        self.keys[i].len() + self.row(i).iter().map(|(_, v)| 2 + v.len()).sum::<usize>()
+        let values: usize = (0..self.columns)
+            .map(|j| 2 + self.cells.cell(i, j).1.len())
+            .sum();
+        self.keys[i].len() + values
     }
 
     /// The column-wise block of rows `from..end`.
@@ -513,9 +517,8 @@ impl TallRows<'_> {
         let r = end - from;
         let newest: Vec<i64> = (from..end)
             .map(|i| {
-                self.row(i)
-                    .iter()
-                    .map(|&(ts, _)| ts)
+                (0..self.columns)
+                    .map(|j| self.cells.cell(i, j).0)
                     .max()
                     .unwrap_or_default()
             })
@@ -523,7 +526,7 @@ impl TallRows<'_> {
         let mut ages = Vec::with_capacity(r * self.columns);
         let mut columns = Vec::with_capacity(self.columns);
         for j in 0..self.columns {
-            let cells = (from..end).map(|i| self.cells[i * self.columns + j]);
+            let cells = (from..end).map(|i| self.cells.cell(i, j));
             ages.extend(cells.clone().zip(&newest).map(|((ts, _), n)| n - ts));
             columns.push(cells.map(|(_, v)| v).collect());
         }
@@ -534,8 +537,8 @@ impl TallRows<'_> {
 
 /// [`build`] of tall rows of one shape (at least one; `cuts` and
 /// `block_rows` as there): each block column-wise.
-pub(crate) fn build_tall(
-    rows: &TallRows<'_>,
+pub(crate) fn build_tall<C: TallCells>(
+    rows: &TallRows<'_, C>,
     cuts: &[usize],
     block_rows: usize,
 ) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -739,6 +742,18 @@ mod tests {
 
     use proptest::strategy::Strategy as _;
 
+    /// Cells row by row, a column's after another's.
+    struct Flat<'a> {
+        cells: Vec<(i64, &'a [u8])>,
+        columns: usize,
+    }
+
+    impl TallCells for Flat<'_> {
+        fn cell(&self, i: usize, j: usize) -> (i64, &[u8]) {
+            self.cells[i * self.columns + j]
+        }
+    }
+
     proptest::proptest! {
         /// Tall rows built into blocks from their cells are the blocks
         /// built from their PACKED values (made raw, as a load makes
@@ -766,14 +781,15 @@ mod tests {
                 .map(|i| crate::codec::escape(format!("r{i:04}").as_bytes()))
                 .collect();
             let cuts: Vec<usize> = cut.into_iter().filter(|&k| k < rows.len()).collect();
+            let cells: Vec<(i64, &[u8])> = rows
+                .iter()
+                .flat_map(|row| row[..c].iter().map(|(ts, v)| (*ts, v.as_slice())))
+                .collect();
             let tall = TallRows {
                 keys: keys.iter().map(Vec::as_slice).collect(),
                 shape: &shape,
                 columns: c,
-                cells: rows
-                    .iter()
-                    .flat_map(|row| row[..c].iter().map(|(ts, v)| (*ts, v.as_slice())))
-                    .collect(),
+                cells: Flat { cells, columns: c },
             };
             let values: Vec<(Vec<u8>, Vec<u8>)> = rows
                 .iter()
