@@ -4,9 +4,9 @@
 //! encoded (typed once, keys built, cells laid out) in turn, then the
 //! store makes its pairs or blocks ahead (`Backend::prepare_batch`) on a
 //! blocking thread of its own, beside the unit before's ([`UNITS_AHEAD`]),
-//! while the unit before those is written. Units are written in order, one at a time, so
-//! a bad row stops the insert with every unit before its own written and
-//! nothing of its own.
+//! while the unit before those is written. Units are written in order,
+//! one at a time, so a bad row stops the insert with every unit before
+//! its own written and nothing of its own.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -94,12 +94,7 @@ pub(super) async fn insert(
                 Err(e) => {
                     // A bad row stops the insert once every unit before
                     // its own is written.
-                    while let Some(task) = preparing.pop_front() {
-                        hand_over(store, layout, options, task, state, &mut writing).await?;
-                    }
-                    if let Some(task) = writing.take() {
-                        joined(task).await?;
-                    }
+                    drain(store, layout, options, &mut preparing, state, writing).await?;
                     return Err(to_df(e));
                 }
             };
@@ -108,20 +103,34 @@ pub(super) async fn insert(
             preparing.push_back(tokio::task::spawn_blocking(move || {
                 ahead(&store_, &layout_, encoded)
             }));
-            while preparing.len() > UNITS_AHEAD {
-                if let Some(task) = preparing.pop_front() {
-                    written += hand_over(store, layout, options, task, state, &mut writing).await?;
-                }
+            while preparing.len() > UNITS_AHEAD
+                && let Some(task) = preparing.pop_front()
+            {
+                written += hand_over(store, layout, options, task, state, &mut writing).await?;
             }
         }
         if end {
             break;
         }
     }
+    let state = encoding
+        .as_mut()
+        .ok_or_else(|| to_df(Error::Internal("insert lost its state".into())))?;
+    Ok(written + drain(store, layout, options, &mut preparing, state, writing).await?)
+}
+
+/// Hands every unit being prepared over in turn and waits for the last
+/// write; the rows written meanwhile.
+async fn drain(
+    store: &Store,
+    layout: &Arc<Layout>,
+    options: &WriteOptions,
+    preparing: &mut VecDeque<JoinHandle<crate::Result<Prepared>>>,
+    state: &mut Encoding,
+    mut writing: Option<JoinHandle<crate::Result<Written>>>,
+) -> DfResult<u64> {
+    let mut written = 0;
     while let Some(task) = preparing.pop_front() {
-        let state = encoding
-            .as_mut()
-            .ok_or_else(|| to_df(Error::Internal("insert lost its state".into())))?;
         written += hand_over(store, layout, options, task, state, &mut writing).await?;
     }
     if let Some(task) = writing.take() {
@@ -146,16 +155,15 @@ async fn hand_over(
     state: &mut Encoding,
     writing: &mut Option<JoinHandle<crate::Result<Written>>>,
 ) -> DfResult<u64> {
-    let prepared = preparing
-        .await
-        .map_err(|e| to_df(Error::Internal(format!("write task failed: {e}"))));
+    // (An error preparing it waits for the unit before to be written.)
+    let prepared = joined(preparing).await;
     let mut written = 0;
     if let Some(task) = writing.take() {
         let done = joined(task).await?;
         written = done.rows;
         state.spare.extend(done.cells);
     }
-    let prepared = prepared?.map_err(to_df)?;
+    let prepared = prepared?;
     let (store, layout, options) = (store.clone(), Arc::clone(layout), options.clone());
     *writing = Some(tokio::task::spawn_blocking(move || {
         write(&store, &layout, &options, prepared)

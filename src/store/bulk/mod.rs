@@ -59,13 +59,17 @@ struct Prepared(std::sync::Mutex<Option<Box<Encoded>>>);
 
 struct Encoded {
     handle: Arc<TableHandle>,
-    /// The batch's valid rows in key order, and whether that is all.
-    valid: Vec<usize>,
-    all_valid: bool,
-    /// Either the rows' pairs, or the rows as tall rows bound for blocks
-    /// (with the blocks built).
-    parts: Vec<Part>,
-    tall: Option<TallBatch>,
+    /// The batch's rows in key order, when all of them are valid.
+    valid: Option<Vec<usize>>,
+    ahead: Ahead,
+}
+
+/// What a batch's rows were encoded into ahead.
+enum Ahead {
+    /// Pairs, part by part.
+    Pairs(Vec<Part>),
+    /// Tall rows bound for blocks, with the blocks built.
+    Tall(TallBatch),
 }
 
 impl Prepared {
@@ -308,12 +312,21 @@ impl FjallStore {
             .prepared
             .take()
             .filter(|p| Arc::ptr_eq(&p.handle, &first));
-        let checked = match &mut prepared {
-            Some(p) if p.all_valid => Ok((std::mem::take(&mut p.valid), Vec::new())),
-            _ => checked_rows(batch, &resolved, bad),
+        let checked = match prepared.as_mut().and_then(|p| p.valid.take()) {
+            // (Ahead, the order was checked too: it decided `ahead`.)
+            Some(valid) => Ok(Checked {
+                valid,
+                failed: Vec::new(),
+                strict: false,
+            }),
+            None => checked_rows(batch, &resolved, bad),
         };
-        let (valid, mut failed) = match checked {
-            Ok(rows) => rows,
+        let Checked {
+            valid,
+            mut failed,
+            strict,
+        } = match checked {
+            Ok(checked) => checked,
             Err(stop) => return Ok(vec![stop]),
         };
 
@@ -324,28 +337,35 @@ impl FjallStore {
         // format of one can: resolve again against what is locked.
         let resolved = resolve(&handle, batch)?;
         let now = now_micros();
+        let runs = runs(&valid);
         let fresh = Fresh {
             snapshot: Some(&snapshot),
             table: &handle,
             batch,
             families: &resolved,
             span: span(batch, &valid),
-            raw: bound_for_blocks(&handle, &valid),
+            raw: bound_for_blocks(&handle, &valid, runs.as_deref()),
         };
-        let prepared = prepared.filter(|p| Arc::ptr_eq(&p.handle, &handle));
-        let (parts, tall) = match prepared {
-            Some(p) if p.tall.is_none() => (Some(p.parts), None),
-            Some(p) => (None, p.tall),
+        let tall_bound = failed.is_empty() && fresh.raw;
+        let ahead = prepared
+            .filter(|p| Arc::ptr_eq(&p.handle, &handle))
+            .map(|p| p.ahead);
+        let (parts, tall) = match ahead {
+            Some(Ahead::Pairs(parts)) => (Some(parts), None),
+            Some(Ahead::Tall(tall)) => (None, Some(tall)),
+            None if tall_bound => (
+                None,
+                TallBatch::of(&handle, batch, &resolved, &valid, strict),
+            ),
             None => (None, None),
         };
         // A load of tall rows, none of them stored, goes straight into
         // blocks.
-        if failed.is_empty()
-            && fresh.raw
-            && let Some(runs) = runs(&valid)
-            && let Some(tall) = tall.or_else(|| TallBatch::of(&handle, batch, &resolved, &valid))
+        if tall_bound
+            && let Some(runs) = &runs
+            && let Some(tall) = tall
             && Vacant::new(&fresh).holds_none(&snapshot, &handle, tall.slot)?
-            && tall.ingest(self, &handle, batch, &runs)?
+            && tall.ingest(self, &handle, batch, runs)?
         {
             return Ok(Vec::new());
         }
@@ -384,7 +404,7 @@ impl FjallStore {
         let written = valid.len() - failed.len();
         // A family's own PACKED rows go in as blocks where they can, cut
         // where the batch's runs meet (see [`runs`]).
-        let runs = runs(&valid).filter(|_| failed.is_empty() && direct.len() == valid.len());
+        let runs = runs.filter(|_| failed.is_empty() && direct.len() == valid.len());
         match ingestible(&overlay, &direct, written) {
             Some(slot)
                 if let Some(runs) = &runs
@@ -415,7 +435,12 @@ impl FjallStore {
             return Ok(());
         }
         let resolved = resolve(&handle, batch)?;
-        let Ok((valid, failed)) = checked_rows(batch, &resolved, BadRows::Skip) else {
+        let Ok(Checked {
+            valid,
+            failed,
+            strict,
+        }) = checked_rows(batch, &resolved, BadRows::Skip)
+        else {
             return Ok(());
         };
         let all_valid = failed.is_empty();
@@ -424,22 +449,21 @@ impl FjallStore {
             self.blocks_for_load(table, batch, &valid)?;
             handle = self.handle(table)?;
         }
-        let raw = bound_for_blocks(&handle, &valid);
+        let runs = runs(&valid);
+        let raw = bound_for_blocks(&handle, &valid, runs.as_deref());
         // Tall rows bound for blocks are encoded as the blocks, cut where
-        // the batch's runs meet (and built again if stored blocks lie
-        // among them when they are written).
+        // the batch's runs meet (the write sends them down the general
+        // path if any row of their span is stored by then).
         if raw
             && all_valid
-            && let Some(runs) = runs(&valid)
-            && let Some(mut tall) = TallBatch::of(&handle, batch, &resolved, &valid)
+            && let Some(runs) = &runs
+            && let Some(mut tall) = TallBatch::of(&handle, batch, &resolved, &valid, strict)
         {
-            tall.build(batch, &runs);
+            tall.build(batch, runs);
             batch.prepared.put(Encoded {
                 handle: Arc::clone(&handle),
-                valid,
-                all_valid,
-                parts: Vec::new(),
-                tall: Some(tall),
+                valid: Some(valid),
+                ahead: Ahead::Tall(tall),
             });
             return Ok(());
         }
@@ -455,10 +479,8 @@ impl FjallStore {
         let parts = encode_new_rows(&fresh, &valid, &repeated);
         let encoded = Encoded {
             handle: Arc::clone(&handle),
-            valid,
-            all_valid,
-            parts,
-            tall: None,
+            valid: all_valid.then_some(valid),
+            ahead: Ahead::Pairs(parts),
         };
         batch.prepared.put(encoded);
         Ok(())
@@ -478,6 +500,15 @@ impl FjallStore {
         }
         Ok(())
     }
+}
+
+/// A batch's valid rows in key order, its invalid rows with why, and
+/// whether the valid rows came strictly ascending (then no key comes
+/// twice).
+struct Checked {
+    valid: Vec<usize>,
+    failed: Vec<(usize, Error)>,
+    strict: bool,
 }
 
 /// The batch's valid rows in key order (a stable sort: a repeated key's
@@ -500,10 +531,15 @@ fn checked_rows(
             Err(e) => failed.push((row, e)),
         }
     }
-    if !valid.windows(2).all(|w| batch.key(w[0]) < batch.key(w[1])) {
+    let strict = valid.windows(2).all(|w| batch.key(w[0]) < batch.key(w[1]));
+    if !strict {
         valid.sort_by(|&a, &b| batch.key(a).cmp(batch.key(b)));
     }
-    Ok((valid, failed))
+    Ok(Checked {
+        valid,
+        failed,
+        strict,
+    })
 }
 
 /// Where the runs of rows `valid` (sorted by key) that came one after
@@ -521,14 +557,12 @@ fn runs(valid: &[usize]) -> Option<Vec<usize>> {
     (valid.len() >= (cuts.len() + 1) * BLOCK_ROWS).then_some(cuts)
 }
 
-/// Whether the new rows of a batch (its valid rows, `valid`) are likely
-/// to go in as blocks: many, in runs (see [`runs`]), of a table of one
+/// Whether the new rows of a batch (its valid rows, `valid`, and their
+/// `runs`) are likely to go in as blocks: many, in runs (see [`runs`]), of a table of one
 /// family that has blocks. Their PACKED values are then encoded `raw`
 /// (see `FamilyFormat::fresh_pairs`): the block stores them anew.
-fn bound_for_blocks(table: &TableHandle, valid: &[usize]) -> bool {
-    valid.len() >= INGEST_MIN_ROWS
-        && matches!(table.blocks.as_slice(), [Some(_)])
-        && runs(valid).is_some()
+fn bound_for_blocks(table: &TableHandle, valid: &[usize], runs: Option<&[usize]>) -> bool {
+    valid.len() >= INGEST_MIN_ROWS && matches!(table.blocks.as_slice(), [Some(_)]) && runs.is_some()
 }
 
 /// The pairs of rows encoded for blocks that go in alone after all, in
@@ -552,9 +586,6 @@ pub(super) fn compress_pair(
     let name = &table.def.families[table.family_of(slot)].name;
     table.formats[slot].compress(name, key, value)
 }
-
-/// A batch's valid rows in key order, and its invalid rows with why.
-type Checked = (Vec<usize>, Vec<(usize, Error)>);
 
 /// Pairs to write: (slot, key, value).
 type SlotPairs = Vec<(usize, Vec<u8>, Vec<u8>)>;

@@ -32,15 +32,18 @@ pub(super) struct TallBatch {
 
 impl TallBatch {
     /// The rows `valid` (checked, in key order) as tall rows, if each
-    /// sets exactly one cell in each of the columns of the first, of one
-    /// PACKED family with blocks and no other, and no key comes twice.
-    /// Not while a family's format is being changed (a row's slot then
-    /// depends on where the change is).
+    /// sets exactly one cell in each of the columns of the first, given
+    /// in its order (as a batch writer gives them), of one
+    /// PACKED family with blocks and no other, and no key comes twice
+    /// (none can when they came `strict`ly ascending). Not while a
+    /// family's format is being changed (a row's slot then depends on
+    /// where the change is).
     pub fn of(
         table: &TableHandle,
         batch: &CellBatch,
         families: &[Resolved],
         valid: &[usize],
+        strict: bool,
     ) -> Option<TallBatch> {
         if table.moving.iter().any(Option::is_some) {
             return None;
@@ -69,7 +72,7 @@ impl TallBatch {
         let mut previous: Option<&[u8]> = None;
         for &row in valid {
             let key = batch.key(row);
-            if previous.is_some_and(|p| p >= key) {
+            if !strict && previous.is_some_and(|p| p >= key) {
                 return None;
             }
             previous = Some(key);
@@ -143,7 +146,6 @@ impl TallBatch {
             cells: InBatch {
                 batch,
                 cells: &self.cells,
-                columns: self.columns,
             },
         }
     }
@@ -152,14 +154,106 @@ impl TallBatch {
 /// A tall batch's cells where the batch holds them.
 struct InBatch<'a> {
     batch: &'a CellBatch,
-    /// Per row, its cells' places in the batch (see [`TallBatch`]).
+    /// The cells' places in the batch (see [`TallBatch`]).
     cells: &'a [usize],
-    columns: usize,
 }
 
 impl TallCells for InBatch<'_> {
-    fn cell(&self, i: usize, j: usize) -> (i64, &[u8]) {
-        let cell = &self.batch.cells[self.cells[i * self.columns + j]];
+    fn cell(&self, at: usize) -> (i64, &[u8]) {
+        let cell = &self.batch.cells[self.cells[at]];
         (cell.timestamp, self.batch.value(cell))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{checked_rows, resolve};
+    use super::*;
+    use crate::store::{BadRows, FamilyFormat, FamilyKind, FamilySpec, TableSpec};
+
+    /// Which batches are tall: each row one cell in each of the first
+    /// row's columns, in its order, no add, no key twice; and which
+    /// tables: a PACKED family with blocks.
+    #[test]
+    fn tall_batches_are_told_from_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FjallStore::open(dir.path()).unwrap();
+        let packed = FamilySpec::new("m").format(FamilyFormat::Packed);
+        let tables = [
+            ("p", packed.clone()),
+            ("sum", packed.kind(FamilyKind::Sum)),
+            ("c", FamilySpec::new("m").format(FamilyFormat::Cells)),
+        ];
+        for (name, family) in tables {
+            store
+                .create_table(TableSpec::new(name).family(family))
+                .unwrap();
+        }
+        store.ensure_blocks("p", "m").unwrap();
+        store.ensure_blocks("sum", "m").unwrap();
+        // Rows `keys`, each setting columns b and a unless `edit`
+        // (called first) writes the row itself.
+        let tall = |table: &str, keys: &[u32], edit: &dyn Fn(&mut CellBatch, u32) -> bool| {
+            let mut batch = CellBatch::new();
+            let m = batch.family("m");
+            for &k in keys {
+                batch.begin_row(format!("k{k:04}").as_bytes());
+                if !edit(&mut batch, k) {
+                    batch.set(m, b"b", 5, &i64::from(k).to_be_bytes());
+                    batch.set(m, b"a", 7, &7i64.to_be_bytes());
+                }
+            }
+            let handle = store.handle(table).unwrap();
+            let families = resolve(&handle, &batch).unwrap();
+            let checked = checked_rows(&batch, &families, BadRows::Stop).ok().unwrap();
+            let of = TallBatch::of(&handle, &batch, &families, &checked.valid, checked.strict);
+            of.map(|t| (t.columns, t.ends.len()))
+        };
+        let none = |_: &mut CellBatch, _: u32| false;
+        // Row 50 written as `cells` (qualifier, whether an add).
+        let row_50 = |cells: &'static [(&'static [u8], bool)]| {
+            move |b: &mut CellBatch, k: u32| {
+                let m = b.family("m");
+                for &(qualifier, add) in cells.iter().filter(|_| k == 50) {
+                    match add {
+                        false => b.set(m, qualifier, 3, &1i64.to_be_bytes()),
+                        true => b.add(m, qualifier, 3, &1i64.to_be_bytes()),
+                    }
+                }
+                k == 50
+            }
+        };
+        let keys: Vec<u32> = (0..100).collect();
+        assert_eq!(tall("p", &keys, &none), Some((2, 100)));
+        assert_eq!(tall("sum", &keys, &none), Some((2, 100)));
+        assert_eq!(
+            tall("p", &keys, &row_50(&[(b"b", false), (b"a", false)])),
+            Some((2, 100))
+        );
+        // Rows given out of order are sorted first.
+        let shuffled: Vec<u32> = (0..100).map(|k| k * 37 % 100).collect();
+        assert_eq!(tall("p", &shuffled, &none), Some((2, 100)));
+        // A key twice, in order or not.
+        assert_eq!(tall("p", &[1, 2, 2, 3], &none), None);
+        assert_eq!(tall("p", &[3, 2, 1, 2], &none), None);
+        // A row lacking a column, with another instead or besides, with a
+        // column twice, or with its columns in another order than the
+        // first's; a row with an add.
+        let others: [&[(&[u8], bool)]; 5] = [
+            &[(b"b", false)],
+            &[(b"b", false), (b"c", false)],
+            &[(b"b", false), (b"a", false), (b"c", false)],
+            &[(b"b", false), (b"b", false)],
+            &[(b"a", false), (b"b", false)],
+        ];
+        for cells in others {
+            assert_eq!(tall("p", &keys, &row_50(cells)), None, "{cells:?}");
+        }
+        assert_eq!(
+            tall("sum", &keys, &row_50(&[(b"b", false), (b"a", true)])),
+            None
+        );
+        // A CELLS family.
+        assert_eq!(tall("c", &keys, &none), None);
     }
 }

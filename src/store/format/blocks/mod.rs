@@ -477,11 +477,11 @@ pub(crate) fn build<K: AsRef<[u8]> + Sync, V: AsRef<[u8]> + Sync>(
     Ok(out)
 }
 
-/// The cells of tall rows, read where they lie.
+/// The cells of tall rows, read where they lie: row by row, a row's in
+/// the shape's column order.
 pub(crate) trait TallCells: Sync {
-    /// Row `i`'s cell of column `j` (in the shape's order): its
-    /// timestamp and value.
-    fn cell(&self, i: usize, j: usize) -> (i64, &[u8]);
+    /// The cell at `at` in that order: its timestamp and value.
+    fn cell(&self, at: usize) -> (i64, &[u8]);
 }
 
 /// Tall rows of one shape given by their cells, to be built into blocks
@@ -497,11 +497,14 @@ pub(crate) struct TallRows<'a, C> {
 }
 
 impl<C: TallCells> TallRows<'_, C> {
+    /// Row `i`'s cell of column `j`.
+    fn cell(&self, i: usize, j: usize) -> (i64, &[u8]) {
+        self.cells.cell(i * self.columns + j)
+    }
+
     /// About what row `i` takes in a block: its key and values.
     fn size(&self, i: usize) -> usize {
-        let values: usize = (0..self.columns)
-            .map(|j| 2 + self.cells.cell(i, j).1.len())
-            .sum();
+        let values: usize = (0..self.columns).map(|j| 2 + self.cell(i, j).1.len()).sum();
         self.keys[i].len() + values
     }
 
@@ -518,7 +521,7 @@ impl<C: TallCells> TallRows<'_, C> {
         let newest: Vec<i64> = (from..end)
             .map(|i| {
                 (0..self.columns)
-                    .map(|j| self.cells.cell(i, j).0)
+                    .map(|j| self.cell(i, j).0)
                     .max()
                     .unwrap_or_default()
             })
@@ -526,7 +529,7 @@ impl<C: TallCells> TallRows<'_, C> {
         let mut ages = Vec::with_capacity(r * self.columns);
         let mut columns = Vec::with_capacity(self.columns);
         for j in 0..self.columns {
-            let cells = (from..end).map(|i| self.cells.cell(i, j));
+            let cells = (from..end).map(|i| self.cell(i, j));
             ages.extend(cells.clone().zip(&newest).map(|((ts, _), n)| n - ts));
             columns.push(cells.map(|(_, v)| v).collect());
         }
@@ -742,15 +745,10 @@ mod tests {
 
     use proptest::strategy::Strategy as _;
 
-    /// Cells row by row, a column's after another's.
-    struct Flat<'a> {
-        cells: Vec<(i64, &'a [u8])>,
-        columns: usize,
-    }
-
-    impl TallCells for Flat<'_> {
-        fn cell(&self, i: usize, j: usize) -> (i64, &[u8]) {
-            self.cells[i * self.columns + j]
+    /// Cells held in that order.
+    impl TallCells for Vec<(i64, &[u8])> {
+        fn cell(&self, at: usize) -> (i64, &[u8]) {
+            self[at]
         }
     }
 
@@ -789,7 +787,7 @@ mod tests {
                 keys: keys.iter().map(Vec::as_slice).collect(),
                 shape: &shape,
                 columns: c,
-                cells: Flat { cells, columns: c },
+                cells,
             };
             let values: Vec<(Vec<u8>, Vec<u8>)> = rows
                 .iter()

@@ -253,13 +253,12 @@ impl Planning {
     /// spread widens, their common step shrinks), and its header takes at
     /// least 3 bytes.
     pub fn least_size(&self, n: usize) -> usize {
-        let width = match self.first {
-            None => 0,
-            Some(_) => {
-                64 - (self.max.abs_diff(self.min) / self.step.max(1)).leading_zeros() as usize
-            }
-        };
-        3 + (n * width).div_ceil(8)
+        3 + (n * usize::from(self.width())).div_ceil(8)
+    }
+
+    /// Bits a number of those pushed so far takes (none pushed: none).
+    fn width(&self) -> u8 {
+        (64 - (self.max.abs_diff(self.min) / self.step.max(1)).leading_zeros()) as u8
     }
 
     pub fn plan(&self) -> Plan {
@@ -271,12 +270,10 @@ impl Planning {
                 slope: 0,
             };
         }
-        let step = self.step.max(1);
-        let width = (64 - (self.max.abs_diff(self.min) / step).leading_zeros()) as u8;
         Plan {
             base: self.min,
-            step,
-            width,
+            step: self.step.max(1),
+            width: self.width(),
             slope: 0,
         }
     }

@@ -56,6 +56,14 @@ fn scaled(v: f64, e: usize) -> Option<i64> {
     (decoded(n, e).to_bits() == v.to_bits()).then_some(n)
 }
 
+/// 2^50: below it, a value exact at an exponent is exact at the next too
+/// (see [`smallest_exact`]).
+const MONOTONE: f64 = 1_125_899_906_842_624.0;
+
+/// Values between two looks at whether a run being planned is already
+/// larger than what it must beat.
+const LOOK: usize = 8;
+
 /// Exponents [`smallest_exact`] tries one by one before it halves.
 const FEW_DECIMALS: usize = 3;
 
@@ -76,7 +84,6 @@ fn smallest_exact(v: f64) -> Option<usize> {
 /// `linear` exponents from `low` are tried in turn, then the rest by
 /// halves.
 fn smallest_exact_from(v: f64, low: usize, linear: usize) -> Option<usize> {
-    const MONOTONE: f64 = 1_125_899_906_842_624.0;
     let exact = |e: usize| scaled(v, e).is_some();
     let few = (low + linear).min(POW10.len());
     if let Some(e) = (low..few).find(|&e| exact(e)) {
@@ -112,7 +119,6 @@ fn smallest_exact_from(v: f64, low: usize, linear: usize) -> Option<usize> {
 /// the rest (a value with no short decimal form, an ulp off one, is
 /// exact only near 2^50 if at all).
 fn smallest_exact_near(v: f64, hint: usize) -> Option<usize> {
-    const MONOTONE: f64 = 1_125_899_906_842_624.0;
     let exact = |e: usize| scaled(v, e).is_some();
     if hint >= POW10.len() || (v * POW10[hint]).abs() >= MONOTONE {
         return smallest_exact(v);
@@ -184,8 +190,8 @@ fn correction(v: f64, n: i64, e: usize) -> i64 {
 const SAMPLE: usize = 8;
 
 /// Corrections this many bits wide or fewer (values exact at the
-/// exponent, or an ulp or so off it) make the exponents the sample
-/// chose final.
+/// exponent, or a few ulps off it) make the exponents the sample chose
+/// final.
 const SMALL_CORRECTIONS: u8 = 8;
 
 /// A segment's values as decimal numbers and bit corrections; `None`
@@ -196,7 +202,7 @@ const SMALL_CORRECTIONS: u8 = 8;
 ///
 /// The exponent is the one that takes least room (the smallest such)
 /// among the smallest exact exponents of a [`SAMPLE`] of the values, when
-/// its corrections are [`SMALL_CORRECTIONS`]: what a column of
+/// its corrections take at most [`SMALL_CORRECTIONS`] bits: what a column of
 /// measurements with a few decimals gets, at the cost of a division a
 /// value. Otherwise it is the one that takes least room among every
 /// value's smallest exact exponent.
@@ -250,9 +256,6 @@ fn decimal(values: &[impl Value], scratch: &mut Scratch) -> Option<Decimal> {
 /// an exponent is given up as soon as what its runs already need (their
 /// width only grows as numbers come) exceeds the best size.
 fn search(scratch: &mut Scratch, tried: &[bool; POW10.len()], known: bool) -> Option<Decimal> {
-    const MONOTONE: f64 = 1_125_899_906_842_624.0;
-    /// Values between two looks at whether an exponent is already lost.
-    const LOOK: usize = 8;
     let Scratch {
         floats,
         smallest,
@@ -364,7 +367,6 @@ fn integers<V: Value>(values: &[V]) -> Option<impl ExactSizeIterator<Item = i64>
 /// given up as soon as what it already needs does not (as a double's
 /// bits do at once).
 fn integer_plan(numbers: impl ExactSizeIterator<Item = i64>, bound: usize) -> Option<Plan> {
-    const LOOK: usize = 8;
     let count = numbers.len();
     let mut planning = Planning::default();
     for (i, n) in numbers.enumerate() {
