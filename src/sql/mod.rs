@@ -965,6 +965,7 @@ fn bare_context(options: &SessionOptions) -> SessionContext {
         .with_config(config)
         .with_runtime_env(runtime(options.memory_limit))
         .with_default_features()
+        .with_expr_planners(expr_planners())
         .with_physical_optimizer_rules(physical_rules())
         .build();
     // `SELECT * FROM 'path/file.parquet'`: a quoted path is a table.
@@ -972,8 +973,17 @@ fn bare_context(options: &SessionOptions) -> SessionContext {
     ctx.register_udf(functions::reverse_domain_udf());
     ctx.register_udf(functions::hll_count_udf());
     ctx.register_udf(functions::to_json_udf());
+    ctx.register_udf(functions::substr_udf());
     ctx.add_analyzer_rule(Arc::new(CheckedArithmetic));
     ctx
+}
+
+/// DataFusion's planners of SQL syntax, cellar's `SUBSTR` first.
+fn expr_planners() -> Vec<Arc<dyn datafusion::logical_expr::planner::ExprPlanner>> {
+    let mut planners: Vec<Arc<dyn datafusion::logical_expr::planner::ExprPlanner>> =
+        vec![Arc::new(functions::SubstrPlanner)];
+    planners.extend(datafusion::execution::SessionStateDefaults::default_expr_planners());
+    planners
 }
 
 /// `state` as a plan leaving this process is planned: without the scan
