@@ -1926,3 +1926,152 @@ fn bulk_loads_write_blocks_where_their_rows_fit_between_blocks() {
     assert_ne!(own(), before);
     check_all();
 }
+
+/// A numbers read taking a column-wise block's rows all at once
+/// (`next_number_rows`) gives exactly the rows, keys, timestamps, values
+/// and misfits that reading them one by one (`next_numbers`) gives: over
+/// blocks with rows of the row keyspace among them (rows rewritten,
+/// deleted, added between block rows), ranges cutting blocks, limits,
+/// any `max`, a time range and a qualifier filter (read a row at a time),
+/// a value that is not 8 bytes long, and a column no row has.
+#[test]
+fn rows_read_as_numbers_at_once_are_those_read_one_by_one() {
+    use cellar::{BadRows, CellBatch, INGEST_MIN_ROWS, NumberRow, NumberRows, Numbers};
+    let (_dir, store) = store();
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("m").format(FamilyFormat::Packed)))
+        .unwrap();
+    let n = 2 * INGEST_MIN_ROWS as u64;
+    let key = |i: u64| format!("k{:08}", i * 2).into_bytes();
+    let mut batch = CellBatch::new();
+    let m = batch.family("m");
+    for i in 0..n {
+        batch.begin_row(&key(i));
+        let ts = 1_000_000 + i as i64 * 60;
+        batch.set(m, b"a", ts, &(i as f64 / 4.0).to_be_bytes());
+        // Row 777's `b` is 3 bytes long.
+        let b = match i {
+            777 => b"odd".to_vec(),
+            _ => (i as i64 * 3).to_be_bytes().to_vec(),
+        };
+        batch.set(m, b"b", ts - 5, &b);
+        batch.set(m, b"c", ts, b"text");
+    }
+    assert!(
+        store
+            .write_batch("t", &batch, BadRows::Stop)
+            .unwrap()
+            .is_empty()
+    );
+    store.compact("t").unwrap();
+    // The row keyspace among the blocks: rows rewritten and deleted, rows
+    // added between block rows.
+    for i in (3..n).step_by(211) {
+        let set = Mutation::set_at("m", "a", 5, 7.5f64.to_be_bytes().to_vec());
+        store
+            .mutate_row("t", RowMutation::new(key(i), vec![set]))
+            .unwrap();
+        let delete = RowMutation::new(key(i + 1), vec![Mutation::DeleteRow]);
+        store.mutate_row("t", delete).unwrap();
+        let mut between = key(i + 5);
+        between.push(b'x');
+        let set = Mutation::set_at("m", "b", 9, 11i64.to_be_bytes().to_vec());
+        store
+            .mutate_row("t", RowMutation::new(between, vec![set]))
+            .unwrap();
+    }
+    // Each row as (key, per column its (timestamps, words), misfit).
+    type Read = (Vec<u8>, Vec<(Vec<i64>, Vec<u64>)>, Option<(usize, Vec<u8>)>);
+    let wanted = vec![
+        (0, b"a".to_vec()),
+        (0, b"b".to_vec()),
+        (0, b"none".to_vec()),
+    ];
+    let of_row = |row: &NumberRow| -> Read {
+        let columns = (0..wanted.len())
+            .map(|c| {
+                let (t, w) = row.column(c);
+                (t.to_vec(), w.to_vec())
+            })
+            .collect();
+        let misfit = row.misfit().map(|(c, v)| (c, v.to_vec()));
+        (row.key.clone(), columns, misfit)
+    };
+    let one_by_one = |request: ReadRequest| {
+        let mut stream = store.read_rows("t", request).unwrap();
+        let mut row = NumberRow::default();
+        let mut out = Vec::new();
+        while stream.next_numbers(&wanted, &mut row).unwrap() {
+            out.push(of_row(&row));
+        }
+        (out, stream.stats().rows_returned)
+    };
+    let at_once = |request: ReadRequest, max: usize| {
+        let mut stream = store.read_rows("t", request).unwrap();
+        let (mut row, mut rows) = (NumberRow::default(), NumberRows::default());
+        let (mut out, mut runs) = (Vec::new(), 0);
+        loop {
+            match stream
+                .next_number_rows(&wanted, max, &mut row, &mut rows)
+                .unwrap()
+            {
+                Numbers::End => break,
+                Numbers::Row => out.push(of_row(&row)),
+                Numbers::Rows => {
+                    assert!((1..=max).contains(&rows.len()), "at most max rows");
+                    runs += 1;
+                    for i in 0..rows.len() {
+                        let columns = (0..wanted.len())
+                            .map(|c| match rows.column(c) {
+                                Some((t, w)) => (vec![t[i]], vec![w[i]]),
+                                None => (Vec::new(), Vec::new()),
+                            })
+                            .collect();
+                        out.push((rows.key(i).unwrap().into_owned(), columns, None));
+                    }
+                }
+            }
+        }
+        (out, stream.stats().rows_returned, runs)
+    };
+    let range = |from: u64, to: u64| {
+        ReadRequest::rows(RowSet::range(RowRange::between(
+            Bound::Included(key(from)),
+            Bound::Excluded(key(to)),
+        )))
+    };
+    let requests = [
+        ("all", ReadRequest::all(), true),
+        ("a range cutting blocks", range(70, 1900), true),
+        ("a limit", ReadRequest::all().limit(1000), true),
+        ("a range and a limit", range(33, 3000).limit(95), true),
+        (
+            "a time range",
+            ReadRequest::all().filter(ReadFilter::all().time_range(TimeRange::new(0, 1_030_000))),
+            false,
+        ),
+        (
+            "qualifiers unwanted only",
+            ReadRequest::all()
+                .filter(ReadFilter::all().qualifiers(QualifierFilter::Set([b"c".to_vec()].into()))),
+            true,
+        ),
+    ];
+    for (what, request, runs_expected) in requests {
+        let (want, rows_returned) = one_by_one(request.clone());
+        assert!(!want.is_empty(), "{what}: rows read");
+        for max in [1, 7, 64, 1000] {
+            let (got, returned, runs) = at_once(request.clone(), max);
+            assert_eq!(got.len(), want.len(), "{what}, max {max}: as many rows");
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g, w, "{what}, max {max}: the same row");
+            }
+            assert_eq!(returned, rows_returned, "{what}, max {max}: rows counted");
+            assert_eq!(
+                runs > 0,
+                runs_expected,
+                "{what}, max {max}: block rows at once"
+            );
+        }
+    }
+}

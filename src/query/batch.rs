@@ -26,7 +26,7 @@ use super::wide::{ColumnSource, FamilyIndex, Layout, View, value_type};
 use crate::codec::show_bytes;
 use crate::proto::{FieldMask, PValue};
 use crate::schema::{Encoding, KeyValue, Value, ValueType, decode_as};
-use crate::store::{NumberRow, Row, RowView};
+use crate::store::{NumberRow, NumberRows, Row, RowView};
 
 /// A cell on its way to the output, borrowed from an owned row or a
 /// lent one: `decl` is its family's declaration index.
@@ -687,6 +687,64 @@ impl ViewBatchBuilder {
             }
             self.values_decoded += 1;
         }
+    }
+
+    /// A run of rows of the wide view read as numbers, a column at a time
+    /// (see [`Self::push_numbers`], which each row is the same as).
+    pub fn push_number_rows(&mut self, rows: &NumberRows, declared: &[usize]) -> crate::Result<()> {
+        let n = rows.len();
+        if self.drop_misfits {
+            // Rows may be dropped: row by row.
+            for i in 0..n {
+                let key = rows.key(i)?;
+                if self.misfit_dropped(&key) {
+                    continue;
+                }
+                self.start_wide_row(&key);
+                for (m, &d) in declared.iter().enumerate() {
+                    let word = rows.column(m).map(|(_, words)| words[i]);
+                    self.push_word(d, word);
+                }
+            }
+            return Ok(());
+        }
+        for i in 0..n {
+            self.start_wide_row(&rows.key(i)?);
+        }
+        for (m, &d) in declared.iter().enumerate() {
+            let words = rows.column(m).map(|(_, words)| words);
+            match (&mut self.builders[self.declared_columns[d]], words) {
+                (Some(Appender::Float(b)), Some(words)) => {
+                    words
+                        .iter()
+                        .for_each(|w| b.append_value(f64::from_bits(*w)));
+                }
+                (Some(Appender::Int(b)), Some(words)) => {
+                    words.iter().for_each(|w| b.append_value(*w as i64));
+                }
+                (Some(Appender::Float(b)), None) => b.append_nulls(n),
+                (Some(Appender::Int(b)), None) => b.append_nulls(n),
+                // (Not a column of numbers: `number_columns` gives none.)
+                _ => continue,
+            }
+            if words.is_some() {
+                self.values_decoded += n;
+            }
+        }
+        Ok(())
+    }
+
+    /// Declared column `d`'s value of the last row started, a number read
+    /// as its word, or NULL.
+    fn push_word(&mut self, d: usize, word: Option<u64>) {
+        match (&mut self.builders[self.declared_columns[d]], word) {
+            (Some(Appender::Float(b)), Some(w)) => b.append_value(f64::from_bits(w)),
+            (Some(Appender::Int(b)), Some(w)) => b.append_value(w as i64),
+            (Some(Appender::Float(b)), None) => return b.append_null(),
+            (Some(Appender::Int(b)), None) => return b.append_null(),
+            _ => return,
+        }
+        self.values_decoded += 1;
     }
 
     /// The `_key` column's text of a row key, when the view shows it

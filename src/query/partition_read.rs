@@ -17,7 +17,9 @@ use super::batch::ViewBatchBuilder;
 use super::inline_read::Reading;
 use super::scan::ScanSpec;
 use super::to_df;
-use crate::store::{NumberRow, ReadFilter, ReadRequest, RowRange, RowSet, RowStream, ScanStats};
+use crate::store::{
+    NumberRow, NumberRows, Numbers, ReadFilter, ReadRequest, RowRange, RowSet, RowStream, ScanStats,
+};
 
 /// A scan's counters for one partition (EXPLAIN ANALYZE).
 struct Counters {
@@ -39,6 +41,8 @@ struct PartitionRead {
     /// numbers, not cells.
     numbers: Option<NumbersRead>,
     row: NumberRow,
+    /// A run of rows read as numbers at once.
+    rows: NumberRows,
     counters: Counters,
     /// Rows sent so far.
     emitted: usize,
@@ -141,6 +145,7 @@ impl PartitionRead {
             wide,
             numbers,
             row: NumberRow::default(),
+            rows: NumberRows::default(),
             counters,
             emitted: 0,
             widen: 1,
@@ -152,16 +157,8 @@ impl PartitionRead {
     /// when the partition is done (read to its end, its LIMIT reached, or
     /// the consumer gone).
     fn read(&mut self, rows: usize, send: &mut dyn FnMut(RecordBatch) -> bool) -> DfResult<bool> {
-        for _ in 0..rows {
-            if !self.next_row()? {
-                if self.stream.paused() {
-                    // A long stretch of rows with nothing selected: the
-                    // step ends here, the read goes on at the next.
-                    return Ok(false);
-                }
-                self.finish(send)?;
-                return Ok(true);
-            }
+        let mut read = 0;
+        while read < rows {
             // With a LIMIT, stop reading as soon as enough rows may be in.
             let due = match self.spec.limit {
                 None => self.spec.batch_size,
@@ -172,6 +169,18 @@ impl PartitionRead {
                         .min(remaining.saturating_mul(self.widen))
                 }
             };
+            let room = due.saturating_sub(self.wide.len()).clamp(1, rows - read);
+            let n = self.next_rows(room)?;
+            if n == 0 {
+                if self.stream.paused() {
+                    // A long stretch of rows with nothing selected: the
+                    // step ends here, the read goes on at the next.
+                    return Ok(false);
+                }
+                self.finish(send)?;
+                return Ok(true);
+            }
+            read += n;
             if self.wide.len() >= due {
                 let go_on = self.flush(send)?;
                 self.widen = self.widen.saturating_mul(2);
@@ -183,8 +192,10 @@ impl PartitionRead {
         Ok(false)
     }
 
-    /// Reads the next row into the batch; false at the end.
-    fn next_row(&mut self) -> DfResult<bool> {
+    /// Reads the next rows, at most `max`, into the batch: how many (a
+    /// run of a column-wise block's rows read as numbers comes at once);
+    /// 0 at the end.
+    fn next_rows(&mut self, max: usize) -> DfResult<usize> {
         let damage = |e: crate::Error| match e {
             // Name what the damage is in, and what to do.
             crate::Error::Storage(inner) => to_df(crate::Error::DamagedData {
@@ -194,22 +205,30 @@ impl PartitionRead {
             other => to_df(other),
         };
         if let Some(numbers) = &self.numbers {
-            if !self
+            let read = self
                 .stream
-                .next_numbers(&numbers.wanted, &mut self.row)
-                .map_err(damage)?
-            {
-                return Ok(false);
-            }
-            self.wide.push_numbers(&self.row, &numbers.declared);
-            return Ok(true);
+                .next_number_rows(&numbers.wanted, max, &mut self.row, &mut self.rows)
+                .map_err(damage)?;
+            return Ok(match read {
+                Numbers::End => 0,
+                Numbers::Row => {
+                    self.wide.push_numbers(&self.row, &numbers.declared);
+                    1
+                }
+                Numbers::Rows => {
+                    self.wide
+                        .push_number_rows(&self.rows, &numbers.declared)
+                        .map_err(damage)?;
+                    self.rows.len()
+                }
+            });
         }
         match self.stream.next_view().map_err(damage)? {
             Some(row) => {
                 self.wide.push_view(row).map_err(to_df)?;
-                Ok(true)
+                Ok(1)
             }
-            None => Ok(false),
+            None => Ok(0),
         }
     }
 

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use super::{
     AlterOp, BadRows, CellBatch, FamilyFormat, FjallStore, FormatChange, GcStats, Mutation,
-    NumberColumns, NumberRow, ReadFilter, ReadModifyWrite, ReadRequest, Row, RowMutation, RowSet,
-    RowView, ScanStats, StoreOptions, TableDef, TableSpec, WriteGate,
+    NumberColumns, NumberRow, NumberRows, ReadFilter, ReadModifyWrite, ReadRequest, Row,
+    RowMutation, RowSet, RowView, ScanStats, StoreOptions, TableDef, TableSpec, WriteGate,
 };
 use crate::error::{Error, Result};
 
@@ -50,6 +50,24 @@ pub trait RowSource: Send {
             }
         }
     }
+    /// The next rows' `wanted` columns as numbers, at most `max` rows
+    /// (at least 1): a run of rows that each hold at most one cell of each
+    /// wanted column, all at once into `rows` ([`Numbers::Rows`]), or else
+    /// the next row into `row` ([`Numbers::Row`]) as
+    /// [`RowSource::next_numbers`] gives it. Either way the rows are those
+    /// `next_view` gives, in order. By default a row at a time.
+    fn next_number_rows(
+        &mut self,
+        wanted: &NumberColumns,
+        _max: usize,
+        row: &mut NumberRow,
+        _rows: &mut NumberRows,
+    ) -> Result<Numbers> {
+        Ok(match self.next_numbers(wanted, row)? {
+            true => Numbers::Row,
+            false => Numbers::End,
+        })
+    }
     /// Lets `next_view` and `next_numbers` give up (as at the end) after
     /// stepping over `rows` rows of which the read selects nothing, so
     /// that a caller reading a long stretch of such rows can let its task
@@ -61,6 +79,17 @@ pub trait RowSource: Send {
     fn paused(&self) -> bool {
         false
     }
+}
+
+/// What [`RowSource::next_number_rows`] gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Numbers {
+    /// The end of the rows (or a pause: see [`RowSource::paused`]).
+    End,
+    /// One row, in the [`NumberRow`].
+    Row,
+    /// A run of rows, in the [`NumberRows`].
+    Rows,
 }
 
 /// Rows of a read, produced lazily: memory is bounded by the largest row.
@@ -90,6 +119,18 @@ impl RowStream {
     /// end. The rows are those `next_view` gives, wanted cells or not.
     pub fn next_numbers(&mut self, wanted: &NumberColumns, out: &mut NumberRow) -> Result<bool> {
         self.source.next_numbers(wanted, out)
+    }
+
+    /// See [`RowSource::next_number_rows`]: the next run of rows (or
+    /// row) of `wanted` columns as numbers, at most `max` rows.
+    pub fn next_number_rows(
+        &mut self,
+        wanted: &NumberColumns,
+        max: usize,
+        row: &mut NumberRow,
+        rows: &mut NumberRows,
+    ) -> Result<Numbers> {
+        self.source.next_number_rows(wanted, max, row, rows)
     }
 
     /// Counters so far.

@@ -26,7 +26,7 @@ mod replace;
 mod write;
 
 pub use aggregate::hll_estimate;
-pub use backend::{Backend, Pinned, RowChange, RowSource, RowStream, Store};
+pub use backend::{Backend, Numbers, Pinned, RowChange, RowSource, RowStream, Store};
 pub use bulk::{BadRows, BatchFamily, CellBatch, INGEST_MIN_ROWS};
 #[cfg_attr(
     not(feature = "bigtable"),
@@ -40,7 +40,9 @@ pub use catalog::{
 pub use check::{CheckReport, FamilyCheck};
 pub use commit::Durability;
 pub use convert::FormatChange;
-pub use format::{CellRef, FamilyFormat, MAX_PACKED_LEN, NumberColumns, NumberRow, RowView};
+pub use format::{
+    CellRef, FamilyFormat, MAX_PACKED_LEN, NumberColumns, NumberRow, NumberRows, RowView,
+};
 #[cfg_attr(
     not(feature = "bigtable"),
     allow(unused_imports, reason = "used by the Bigtable backend")

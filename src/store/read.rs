@@ -1,9 +1,10 @@
 //! Reads: which rows (a [`RowSet`]), which cells of them (a [`ReadFilter`]),
 //! and the streaming [`FjallRows`] that walks one fjall snapshot.
 
+use super::Numbers;
 use super::catalog::GcPolicy;
 use super::format::blocks::{Pairs, TallRow};
-use super::format::{self, FamilyFormat, NumberColumns, NumberRow, RowBuf, RowView};
+use super::format::{self, FamilyFormat, NumberColumns, NumberRow, NumberRows, RowBuf, RowView};
 use crate::codec::{self, EncodedRange};
 use crate::error::{Error, Result};
 use fjall::{Keyspace, Slice, Snapshot};
@@ -504,6 +505,24 @@ impl Cursor {
             Pairs::Plain(_) => self.head.as_ref().map(|(k, _)| &k[..]),
             Pairs::Merged(merged) => merged.peek_key(),
         }
+    }
+
+    /// Read forwards: the current row, when it comes from a column-wise
+    /// block, and how many rows from it on the block gives before any
+    /// other pair (see [`format::blocks::Merged::tall_run`]).
+    fn tall_run(&self) -> Option<(TallRow<'_>, usize)> {
+        match &self.iter {
+            Pairs::Merged(merged) if !self.ended => merged.tall_run(),
+            _ => None,
+        }
+    }
+
+    /// Moves past `n` rows of a run [`Cursor::tall_run`] gave.
+    fn skip_tall(&mut self, n: usize) -> Result<()> {
+        if let Pairs::Merged(merged) = &mut self.iter {
+            merged.skip_tall(n)?;
+        }
+        self.find_row(&[])
     }
 
     /// The current row, when it comes from a column-wise block.
@@ -1040,6 +1059,87 @@ impl FjallRows {
             .inspect_err(|_| self.failed = true)
     }
 
+    /// See [`super::RowSource::next_number_rows`]: the rows of a
+    /// column-wise block, from the current one on, go into `rows` at once
+    /// when the read takes them whole (see [`FjallRows::tall_rows`]); any
+    /// other row into `row`.
+    pub fn next_number_rows(
+        &mut self,
+        wanted: &NumberColumns,
+        max: usize,
+        row: &mut NumberRow,
+        rows: &mut NumberRows,
+    ) -> Result<Numbers> {
+        if self.failed {
+            return Ok(Numbers::End);
+        }
+        if self.numbers.as_ref().is_none_or(|p| p.wanted != wanted) {
+            self.numbers = Some(NumbersPlan::new(wanted, self.families.len(), &self.filter));
+        }
+        match self.tall_rows(max, rows) {
+            Ok(true) => return Ok(Numbers::Rows),
+            Ok(false) => {}
+            Err(e) => {
+                self.failed = true;
+                return Err(e);
+            }
+        }
+        Ok(match self.next_numbers(wanted, row)? {
+            true => Numbers::Row,
+            false => Numbers::End,
+        })
+    }
+
+    /// Takes up to `max` rows of a column-wise block at once, from the
+    /// current row on, into `out`: when the read is forwards of one PACKED
+    /// keyspace, keeps every cell, and selects every row (each holds a
+    /// cell of a selected column), the rows then being exactly those
+    /// [`FjallRows::advance_row`] would give one by one. False, with
+    /// nothing read, when it cannot.
+    fn tall_rows(&mut self, max: usize, out: &mut NumberRows) -> Result<bool> {
+        self.paused = false;
+        let Some(plan) = &mut self.numbers else {
+            return Ok(false);
+        };
+        let max = max.min(self.remaining.unwrap_or(usize::MAX));
+        let [cursor] = self.cursors.as_mut_slice() else {
+            return Ok(false);
+        };
+        let family = cursor.family;
+        if max == 0
+            || cursor.source.format != FamilyFormat::Packed
+            || self.families[family].sources.len() != 1
+        {
+            return Ok(false);
+        }
+        let Some((row, n)) = cursor.tall_run() else {
+            return Ok(false);
+        };
+        let (gc, filter, now) = (&self.families[family].gc, &self.filter, self.now);
+        let selection = format::Selection {
+            selects: &|q: &[u8]| filter.qualifiers.matches(q),
+            keep: &|times: &[i64]| format::window(gc, filter, now, times),
+            keeps_all: format::keeps_every_cell(gc, filter),
+        };
+        out.reset(plan.wanted.len());
+        let (wanted, shape) = (&plan.by_family[family], &mut plan.shapes[family]);
+        let Some(taken) = row.decode_rows(n.min(max), wanted, &selection, out, shape)? else {
+            return Ok(false);
+        };
+        for k in 0..taken {
+            out.push_escaped_key(row.key_after(k));
+        }
+        cursor.skip_tall(taken)?;
+        if let Some(left) = self.remaining.as_mut() {
+            *left -= taken;
+        }
+        let taken = taken as u64;
+        self.stats.cells_scanned += taken;
+        self.stats.rows_returned += taken;
+        self.stats.cells_returned += out.cells() as u64;
+        Ok(true)
+    }
+
     /// The next row, borrowed until the next call.
     pub fn next_view(&mut self) -> Result<Option<RowView<'_>>> {
         if self.failed {
@@ -1085,6 +1185,16 @@ impl super::RowSource for FjallRows {
 
     fn next_numbers(&mut self, wanted: &NumberColumns, out: &mut NumberRow) -> Result<bool> {
         FjallRows::next_numbers(self, wanted, out)
+    }
+
+    fn next_number_rows(
+        &mut self,
+        wanted: &NumberColumns,
+        max: usize,
+        row: &mut NumberRow,
+        rows: &mut NumberRows,
+    ) -> Result<Numbers> {
+        FjallRows::next_number_rows(self, wanted, max, row, rows)
     }
 
     fn pause_after(&mut self, rows: usize) {

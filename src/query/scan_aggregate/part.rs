@@ -17,7 +17,8 @@ use crate::query::to_df;
 use crate::schema::KeyValue;
 use crate::schema::{Encoding, ValueType};
 use crate::store::{
-    NumberRow, QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet, RowStream,
+    NumberRow, NumberRows, Numbers, QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet,
+    RowStream,
 };
 
 /// What a scan aggregate read, for EXPLAIN ANALYZE (as a scan reports).
@@ -78,6 +79,8 @@ enum Read {
     Numbers {
         wanted: Vec<(usize, Vec<u8>)>,
         row: NumberRow,
+        /// A run of rows read at once.
+        rows: NumberRows,
     },
     /// Cells, through a builder per measure reused from row to row; with
     /// the events counted when `count(*)` asks.
@@ -182,6 +185,7 @@ fn open_read(
         Read::Numbers {
             wanted: layout.numbers_wanted(&stream.family_names(), measures),
             row: NumberRow::default(),
+            rows: NumberRows::default(),
         }
     } else {
         Read::Cells {
@@ -199,6 +203,126 @@ fn open_read(
         }
     };
     Ok((stream, read))
+}
+
+/// What a numbers read's rows are given to: the groups, with the
+/// partition's reused buffers.
+struct Step<'a> {
+    exec: &'a ScanAggregateExec,
+    groups: &'a mut Groups,
+    measures: &'a [usize],
+    segments: &'a mut Vec<Option<KeyValue>>,
+    runs: &'a mut Vec<(usize, usize)>,
+    counts: &'a mut Counts,
+}
+
+impl Step<'_> {
+    /// One row keyed `key`, its measures' cells by `column` (measure
+    /// `m`'s timestamps, newest first, and values as words).
+    fn row<'r>(
+        &mut self,
+        key: &[u8],
+        column: impl Fn(usize) -> (&'r [i64], &'r [u64]),
+    ) -> DfResult<()> {
+        let (exec, groups, runs) = (self.exec, &mut *self.groups, &mut *self.runs);
+        self.counts.rows += 1;
+        if !exec.segments(key, self.segments) {
+            self.counts.misfits += 1;
+            return Ok(());
+        }
+        let key_values = groups.row(self.segments);
+        if exec.wide {
+            // A row of the wide view: counted once, each measure its
+            // newest value (the read keeps one cell a column).
+            let g = groups.group(key_values, 0)?;
+            runs.clear();
+            runs.push((g, 1));
+            for (a, input) in exec.inputs.iter().enumerate() {
+                if let Input::Events = input {
+                    groups.push_runs(a, runs, &[0])?;
+                }
+            }
+            for (m, &d) in self.measures.iter().enumerate() {
+                let (_, words) = column(m);
+                if let Some(first) = words.first() {
+                    self.counts.values += 1;
+                    for a in exec.aggregates_of(d) {
+                        groups.push_runs(a, runs, std::slice::from_ref(first))?;
+                    }
+                }
+            }
+            return Ok(());
+        }
+        for (m, &d) in self.measures.iter().enumerate() {
+            let (times, words) = column(m);
+            if times.is_empty() {
+                continue;
+            }
+            groups.runs_of(key_values, times, runs)?;
+            self.counts.values += words.len();
+            for a in exec.aggregates_of(d) {
+                groups.push_runs(a, runs, words)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A run of rows read at once, each with at most one cell of each
+    /// measure: in the wide view, the runs of rows that share a group
+    /// take each measure's values in one call per aggregate; otherwise
+    /// (or when a key does not fit) row by row.
+    fn rows(&mut self, rows: &NumberRows) -> DfResult<()> {
+        let n = rows.len();
+        let one = |m: usize, i: usize| match rows.column(m) {
+            Some((times, words)) => (&times[i..i + 1], &words[i..i + 1]),
+            None => (&[][..], &[][..]),
+        };
+        let by_row = |step: &mut Self| {
+            (0..n).try_for_each(|i| {
+                let key = rows.key(i).map_err(to_df)?;
+                step.row(&key, |m| one(m, i))
+            })
+        };
+        if !self.exec.wide {
+            return by_row(self);
+        }
+        let (exec, groups, runs) = (self.exec, &mut *self.groups, &mut *self.runs);
+        runs.clear();
+        if exec.reads_keys() {
+            for i in 0..n {
+                let key = rows.key(i).map_err(to_df)?;
+                if !exec.segments(&key, self.segments) {
+                    return by_row(self);
+                }
+                let key_values = groups.row(self.segments);
+                let g = groups.group(key_values, 0)?;
+                match runs.last_mut() {
+                    Some((last, end)) if *last == g => *end += 1,
+                    _ => runs.push((g, i + 1)),
+                }
+            }
+        } else {
+            // Every row in the one group of rows with no key values.
+            self.segments.clear();
+            let key_values = groups.row(self.segments);
+            runs.push((groups.group(key_values, 0)?, n));
+        }
+        self.counts.rows += n;
+        for (a, input) in exec.inputs.iter().enumerate() {
+            if let Input::Events = input {
+                groups.push_runs(a, runs, &vec![0; n])?;
+            }
+        }
+        for (m, &d) in self.measures.iter().enumerate() {
+            if let Some((_, words)) = rows.column(m) {
+                self.counts.values += n;
+                for a in exec.aggregates_of(d) {
+                    groups.push_runs(a, runs, words)?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl PartRead for PartAggregate {
@@ -236,6 +360,14 @@ impl ScanAggregateExec {
             .enumerate()
             .filter(move |(_, i)| matches!(i, Input::Measure(m, _) if *m == d))
             .map(|(a, _)| a)
+    }
+
+    /// Whether rows' keys matter to the groups: a group takes the key or
+    /// a segment of it, or a key that does not fit the schema is passed
+    /// over (see [`ScanAggregateExec::segments`], which without them
+    /// gives every row no key values).
+    fn reads_keys(&self) -> bool {
+        self.spec.drop_misfits || self.groups.iter().any(|g| !matches!(g, Group::Time { .. }))
     }
 
     /// The key values (row key, key segments) a row's groups take, in
@@ -279,12 +411,21 @@ impl ScanAggregateExec {
 impl PartAggregate {
     /// Aggregates up to `rows` rows of measures of 8-byte numbers, read as
     /// runs: per row and measure one array of its values and one call per
-    /// aggregate. True while rows remain.
+    /// aggregate, or a column-wise block's rows a measure at a time. True
+    /// while rows remain.
     fn aggregate_numbers(&mut self, rows: usize, counts: &mut Counts) -> DfResult<bool> {
         let PartAggregate {
             exec,
             groups,
-            reading: Some((stream, Read::Numbers { wanted, row })),
+            reading:
+                Some((
+                    stream,
+                    Read::Numbers {
+                        wanted,
+                        row,
+                        rows: block,
+                    },
+                )),
             measures,
             segments,
             runs,
@@ -295,12 +436,29 @@ impl PartAggregate {
         };
         let exec = &**exec;
         let layout = &exec.spec.layout;
-        for _ in 0..rows {
-            if !stream.next_numbers(wanted, row).map_err(to_df)? {
+        let mut read = 0;
+        while read < rows {
+            let next = stream
+                .next_number_rows(wanted, rows - read, row, block)
+                .map_err(to_df)?;
+            let mut step = Step {
+                exec,
+                groups,
+                measures,
+                segments,
+                runs,
+                counts,
+            };
+            match next {
                 // (A pause: rows remain.)
-                return Ok(stream.paused());
+                Numbers::End => return Ok(stream.paused()),
+                Numbers::Rows => {
+                    read += block.len();
+                    step.rows(block)?;
+                    continue;
+                }
+                Numbers::Row => read += 1,
             }
-            counts.rows += 1;
             if let Some((m, value)) = row.misfit() {
                 let def = &layout.columns[measures[m]];
                 let mut check = appender(&crate::query::wide::value_type(def.value_type))?;
@@ -310,44 +468,7 @@ impl PartAggregate {
                     .unwrap_or("is not 8 bytes long");
                 return Err(to_df(decode_error(&row.key, def.failure(why, value))));
             }
-            if !exec.segments(&row.key, segments) {
-                counts.misfits += 1;
-                continue;
-            }
-            let key_values = groups.row(segments);
-            if exec.wide {
-                // A row of the wide view: counted once, each measure its
-                // newest value (the read keeps one cell a column).
-                let g = groups.group(key_values, 0)?;
-                runs.clear();
-                runs.push((g, 1));
-                for (a, input) in exec.inputs.iter().enumerate() {
-                    if let Input::Events = input {
-                        groups.push_runs(a, runs, &[0])?;
-                    }
-                }
-                for (m, &d) in measures.iter().enumerate() {
-                    let (_, words) = row.column(m);
-                    if let Some(first) = words.first() {
-                        counts.values += 1;
-                        for a in exec.aggregates_of(d) {
-                            groups.push_runs(a, runs, std::slice::from_ref(first))?;
-                        }
-                    }
-                }
-                continue;
-            }
-            for (m, &d) in measures.iter().enumerate() {
-                let (times, words) = row.column(m);
-                if times.is_empty() {
-                    continue;
-                }
-                groups.runs_of(key_values, times, runs)?;
-                counts.values += words.len();
-                for a in exec.aggregates_of(d) {
-                    groups.push_runs(a, runs, words)?;
-                }
-            }
+            step.row(&row.key, |m| row.column(m))?;
         }
         Ok(true)
     }

@@ -24,7 +24,7 @@ mod packed;
 pub use packed::MAX_PACKED_LEN;
 
 pub(crate) use convert::reencode;
-pub use numbers::{NumberColumns, NumberRow};
+pub use numbers::{NumberColumns, NumberRow, NumberRows};
 pub(crate) use numbers::{keeps_every_cell, window};
 pub(crate) use overlay::{CellWrite, Overlay};
 pub(crate) use packed::{Selection, Shape, cell_size as packed_cell_size, tall_shape};

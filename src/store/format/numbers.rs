@@ -11,9 +11,11 @@
 //! Either way the cells are the ones the read selects: GC first, then the
 //! filter's time range and cells per column, as [`super::select`] does.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use super::RowView;
+use crate::codec;
 use crate::store::catalog::GcPolicy;
 use crate::store::read::ReadFilter;
 
@@ -163,6 +165,91 @@ impl NumberRow {
         if let Some((c, start)) = column {
             self.close(c, start);
         }
+    }
+}
+
+/// A run of rows' wanted columns as numbers, a column at a time: what a
+/// numbers read gives for rows of which each holds at most one cell of
+/// each wanted column (the rows of a column-wise block: see
+/// `packed/tall.rs`), all at once. Each column either holds one cell of
+/// every row or none of any.
+#[derive(Debug, Default, Clone)]
+pub struct NumberRows {
+    /// The rows' keys as stored (escaped), back to back, and where each
+    /// ends: most rows' keys are read as they lie, unescaped only if
+    /// asked for.
+    keys: Vec<u8>,
+    key_ends: Vec<usize>,
+    /// Per column asked for: each row's cell (timestamp, value as a
+    /// big-endian word), when the rows have one.
+    columns: Vec<Option<(Vec<i64>, Vec<u64>)>>,
+    /// Columns' runs kept from earlier rows, reused.
+    spare: Vec<(Vec<i64>, Vec<u64>)>,
+}
+
+impl NumberRows {
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.key_ends.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.key_ends.is_empty()
+    }
+
+    /// Row `i`'s key: borrowed when it needed no escaping (nearly every
+    /// key), else decoded; an error when the stored key is damaged.
+    pub fn key(&self, i: usize) -> crate::Result<Cow<'_, [u8]>> {
+        let from = i.checked_sub(1).map_or(0, |p| self.key_ends[p]);
+        let escaped = &self.keys[from..self.key_ends[i]];
+        if let Some(plain) = codec::plain_body(escaped) {
+            return Ok(Cow::Borrowed(plain));
+        }
+        let mut key = Vec::new();
+        codec::unescape_into(escaped, &mut key)?;
+        Ok(Cow::Owned(key))
+    }
+
+    /// Column `i` (as asked for): every row's cell, timestamps and values
+    /// as big-endian words, or `None` when no row has one.
+    pub fn column(&self, i: usize) -> Option<(&[i64], &[u64])> {
+        let (times, words) = self.columns.get(i)?.as_ref()?;
+        Some((times, words))
+    }
+
+    /// How many wanted cells the rows have.
+    pub fn cells(&self) -> usize {
+        self.columns.iter().flatten().map(|(_, w)| w.len()).sum()
+    }
+
+    /// Empties the rows for `columns` wanted columns.
+    pub(crate) fn reset(&mut self, columns: usize) {
+        self.keys.clear();
+        self.key_ends.clear();
+        for column in self.columns.drain(..).flatten() {
+            self.spare.push(column);
+        }
+        self.columns.resize(columns, None);
+    }
+
+    /// Appends a row's key as stored (escaped).
+    pub(crate) fn push_escaped_key(&mut self, escaped: &[u8]) {
+        self.keys.extend_from_slice(escaped);
+        self.key_ends.push(self.keys.len());
+    }
+
+    /// Sets column `i`'s cells, one a row.
+    pub(crate) fn set_column(&mut self, i: usize, times: &[i64], words: &[u64]) {
+        let Some(column) = self.columns.get_mut(i) else {
+            return;
+        };
+        let (mut t, mut w) = self.spare.pop().unwrap_or_default();
+        t.clear();
+        w.clear();
+        t.extend_from_slice(times);
+        w.extend_from_slice(words);
+        *column = Some((t, w));
     }
 }
 

@@ -210,6 +210,34 @@ impl BlockCursor {
         Ok(())
     }
 
+    /// How many rows of the current block, from the current one on,
+    /// lie in the range (forward; 0 at the end).
+    fn rows_left(&self) -> usize {
+        let Some(block) = &self.block else {
+            return 0;
+        };
+        let end = match &self.end {
+            Some(end) if !self.inside => block.lower_bound(end),
+            _ => block.len(),
+        };
+        end.saturating_sub(self.cur)
+    }
+
+    /// Moves `n` rows on (forward), within the current block: at its end,
+    /// to the next block's first row.
+    fn advance_by(&mut self, n: usize) -> Result<()> {
+        let Some(block) = &self.block else {
+            return Ok(());
+        };
+        if self.cur + n < block.len() {
+            self.cur += n;
+            self.check_bound();
+            Ok(())
+        } else {
+            self.load()
+        }
+    }
+
     /// Whether the current row (if any) is its block's first (forward).
     fn at_block_start(&self) -> bool {
         self.block.is_none() || self.cur == 0
@@ -431,6 +459,29 @@ impl Merged {
             Side::Block => self.blocks.peek_tall(),
             _ => None,
         }
+    }
+
+    /// Read forwards: the current row, when it comes from a column-wise
+    /// block, and how many of the block's rows from it on come next (in
+    /// the range, none of the row keyspace's before them).
+    pub fn tall_run(&self) -> Option<(TallRow<'_>, usize)> {
+        if self.side != Side::Block || self.reverse {
+            return None;
+        }
+        let row = self.blocks.peek_tall()?;
+        let mut n = self.blocks.rows_left();
+        if let (Some((next, _)), Some(block)) = (&self.row_head, &self.blocks.block)
+            && self.blocks_first != Some(self.blocks.loads)
+        {
+            n = n.min(block.lower_bound(next).saturating_sub(self.blocks.cur));
+        }
+        (n > 0).then_some((row, n))
+    }
+
+    /// Moves past `n` rows of a run [`Merged::tall_run`] gave.
+    pub fn skip_tall(&mut self, n: usize) -> Result<()> {
+        self.blocks.advance_by(n)?;
+        self.settle()
     }
 
     /// The current pair, owned (sharing its block's bytes).

@@ -33,7 +33,7 @@ mod cursor;
 pub(crate) use cursor::{Merged, Pairs};
 
 use super::packed::{self, Tall, u32_at};
-use super::{NumberRow, Selection, Shape};
+use super::{NumberRow, NumberRows, Selection, Shape};
 use crate::codec::show_bytes;
 use crate::error::{Error, Result};
 use byteview::ByteView;
@@ -351,6 +351,26 @@ impl TallRow<'_> {
         packed::decode_tall_numbers(
             key, self.tall, value, self.row, wanted, selection, out, shape,
         )
+    }
+
+    /// This row and the `n - 1` after it in the block, as
+    /// [`packed::decode_tall_rows`] takes them: how many it took.
+    pub fn decode_rows(
+        &self,
+        n: usize,
+        wanted: &[(Vec<u8>, usize)],
+        selection: &Selection<'_>,
+        out: &mut NumberRows,
+        shape: &mut Shape,
+    ) -> Result<Option<usize>> {
+        let Block { key, value, .. } = self.block;
+        let rows = self.row..self.row + n.min(self.block.len() - self.row);
+        packed::decode_tall_rows(key, self.tall, value, rows, wanted, selection, out, shape)
+    }
+
+    /// The escaped key of the row `k` rows after this one.
+    pub fn key_after(&self, k: usize) -> &[u8] {
+        self.block.row_key(self.row + k)
     }
 }
 

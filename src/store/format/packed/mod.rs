@@ -34,7 +34,7 @@ mod tall;
 mod v1;
 mod values;
 
-pub(crate) use numbers::{Selection, Shape, decode_numbers, decode_tall_numbers};
+pub(crate) use numbers::{Selection, Shape, decode_numbers, decode_tall_numbers, decode_tall_rows};
 pub(crate) use qualifiers::Names;
 pub(crate) use tall::{
     Tall, encode as encode_tall, shape_of, u32_at, write_body as write_tall_body,

@@ -10,7 +10,7 @@ use super::tall::{Tall, Word};
 use super::values::Segments;
 use super::{Firsts, MAX_CELLS, columnar, corrupt, varint};
 use crate::error::Result;
-use crate::store::format::NumberRow;
+use crate::store::format::{NumberRow, NumberRows};
 
 /// Which cells of a packed row a numbers read selects: of the columns
 /// whose qualifier `selects` takes, the cells `keep` chooses of each one's
@@ -190,7 +190,7 @@ pub(crate) fn decode_tall_numbers(
         if selection.keeps_all || !(selection.keep)(std::slice::from_ref(&time)).is_empty() {
             selected = true;
             out.push_time(time);
-            match column.words[row] {
+            match column.word(row) {
                 Word::Word(word) => out.push_word(word),
                 Word::Other(s, e) => out.set_misfit(place, &value[s..e]),
             }
@@ -198,6 +198,63 @@ pub(crate) fn decode_tall_numbers(
         out.close(place, start);
     }
     Ok(selected)
+}
+
+/// Rows `rows` of a column-wise block (`tall`, read from the block's
+/// value `value`) as a numbers read takes them, all at once into `out`
+/// (reset for as many columns as `wanted` has places): each wanted
+/// column's cells, one a row. Returns how many rows it took, from the
+/// first on, stopping before a row whose wanted value is not 8 bytes long;
+/// `None` when the read cannot take them so (its selection does not keep
+/// every cell, or selects no column of the rows, or the first row has such
+/// a value): the caller reads them a row at a time
+/// ([`decode_tall_numbers`]), which says what is selected and what fails.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_tall_rows(
+    key: &[u8],
+    tall: &Tall,
+    value: &[u8],
+    rows: Range<usize>,
+    wanted: &[(Vec<u8>, usize)],
+    selection: &Selection<'_>,
+    out: &mut NumberRows,
+    shape: &mut Shape,
+) -> Result<Option<usize>> {
+    let bad = || corrupt("malformed columns", key);
+    if shape.tall != tall.id() {
+        let header = tall.header();
+        if !shape.fits(header) {
+            shape.parse(header, wanted, selection).ok_or_else(bad)?;
+        }
+        shape.tall = tall.id();
+    }
+    // Every row is selected: each holds a cell of every column, all kept.
+    if !selection.keeps_all || !shape.selects {
+        return Ok(None);
+    }
+    let mut end = rows.end;
+    for (j, c) in shape.columns.iter().enumerate() {
+        if c.place.is_some() {
+            let column = tall.column(value, j).ok_or_else(bad)?;
+            if let Some(i) = column.first_other(rows.start..end) {
+                end = i;
+            }
+        }
+    }
+    if end <= rows.start {
+        return Ok(None);
+    }
+    for (j, c) in shape.columns.iter().enumerate() {
+        if let Some(place) = c.place {
+            let column = tall.column(value, j).ok_or_else(bad)?;
+            out.set_column(
+                place,
+                &column.times[rows.start..end],
+                &column.words[rows.start..end],
+            );
+        }
+    }
+    Ok(Some(end - rows.start))
 }
 
 /// Pushes a column's `count` timestamps into `out`: the newest `first`,

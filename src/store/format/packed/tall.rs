@@ -180,7 +180,28 @@ pub(crate) enum Word {
 /// One column of a block decoded: its rows' timestamps and values.
 pub(crate) struct Column {
     pub times: Vec<i64>,
-    pub words: Vec<Word>,
+    /// Each row's value as its big-endian word (0 for a value that is
+    /// not 8 bytes long).
+    pub words: Vec<u64>,
+    /// The rows whose values are not 8 bytes long, in order, with where
+    /// each lies in the block.
+    pub others: Vec<(usize, usize, usize)>,
+}
+
+impl Column {
+    /// Row `i`'s value.
+    pub fn word(&self, i: usize) -> Word {
+        match self.others.binary_search_by_key(&i, |o| o.0) {
+            Ok(k) => Word::Other(self.others[k].1, self.others[k].2),
+            Err(_) => Word::Word(self.words[i]),
+        }
+    }
+
+    /// The first of rows `rows` whose value is not 8 bytes long, if any.
+    pub fn first_other(&self, rows: Range<usize>) -> Option<usize> {
+        let k = self.others.partition_point(|o| o.0 < rows.start);
+        self.others.get(k).map(|o| o.0).filter(|&i| i < rows.end)
+    }
 }
 
 /// A tall body as read (offsets into the block's value, checked to lie in
@@ -298,6 +319,7 @@ impl Tall {
         let mut column = Column {
             times: Vec::with_capacity(r),
             words: Vec::with_capacity(r),
+            others: Vec::new(),
         };
         for i in 0..r {
             let age = ages.get(j * r + i);
@@ -306,11 +328,18 @@ impl Tall {
                 .checked_sub(age)
                 .filter(|t| age >= 0 && *t >= 0)?;
             column.times.push(time);
-            let len = usize::try_from(lengths.get(j * r + i)).ok()?;
-            column.words.push(match segments.next_word(len)? {
-                Ok(word) => Word::Word(word),
-                Err((s, e)) => Word::Other(s, e),
-            });
+        }
+        // The values a segment at a time, each value that is not 8 bytes
+        // long a stop.
+        while column.words.len() < r {
+            let i = column.words.len();
+            match segments.words(&lengths, j * r + i, r - i, &mut column.words)? {
+                Ok(()) => {}
+                Err((s, e)) => {
+                    column.others.push((column.words.len(), s, e));
+                    column.words.push(0);
+                }
+            }
         }
         (segments.end()? == segment.end).then_some(column)
     }
@@ -438,7 +467,7 @@ mod tests {
                 for (j, ((_, Reverse(ts)), v)) in want.iter().enumerate() {
                     let column = tall.column(&body, j).unwrap();
                     prop_assert_eq!(column.times[i], *ts);
-                    match column.words[i] {
+                    match column.word(i) {
                         Word::Word(w) => prop_assert_eq!(&w.to_be_bytes()[..], &v[..]),
                         Word::Other(s, e) => prop_assert_eq!(&body[s..e], &v[..]),
                     }
