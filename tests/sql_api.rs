@@ -568,7 +568,8 @@ async fn compact_table_compresses_a_bulk_load() {
 }
 
 /// Queries over a tall PACKED table merged into column-wise blocks, whose
-/// rows a scan and a scan-side aggregate take a block at a time, answer
+/// rows a scan and a scan-side aggregate take a block at a time (and the
+/// cells and versions views take from the block's columns), answer
 /// exactly as over the same rows in a CELLS table (read a row at a time):
 /// with rows rewritten, deleted and added among the blocks, grouped by a
 /// key segment or not, over key ranges that cut blocks, with a LIMIT.
@@ -629,10 +630,15 @@ async fn block_reads_answer_as_row_reads_do() {
         "SELECT region, n, a, b FROM {t} WHERE region = 'west' ORDER BY n LIMIT 200",
         "SELECT _key, region, n, a, b FROM {t} WHERE _key > 'north#19000' LIMIT 70",
         "SELECT _key, a, b FROM {t} ORDER BY _key",
+        "SELECT _key, qualifier, value FROM cells('{n}', 'm') WHERE _key >= 'north#18000' ORDER BY 1, 2",
+        "SELECT count(*), count(DISTINCT qualifier), max(value) FROM cells('{n}', 'm')",
+        "SELECT _key, a, b FROM versions('{n}') WHERE _key < 'east#00300' ORDER BY _key",
     ];
     for query in queries {
         let answer = |table: &str| {
-            let sql = query.replace("{t}", &format!("{table} AS x"));
+            let sql = query
+                .replace("{t}", &format!("{table} AS x"))
+                .replace("{n}", table);
             let session = &session;
             async move {
                 let batches = session.query(&sql).await.unwrap();

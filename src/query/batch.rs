@@ -598,26 +598,15 @@ impl ViewBatchBuilder {
         // The family lists move out for the row and back (no reference
         // count touched per row: scans share nothing they write).
         let read = std::mem::take(&mut self.read_families);
-        let done = if matches!(self.layout.view, View::Wide { .. }) {
-            self.push_wide(row, &read)
-        } else if matches!(self.layout.view, View::Versions { .. }) {
-            self.push_versions_lent(row, &read)
-        } else {
-            let names = std::mem::take(&mut self.read_names);
-            let cells = row
-                .cells()
-                .map(|c| Placed {
-                    decl: read.get(c.family).copied().unwrap_or(usize::MAX),
-                    family: names.get(c.family).map_or("", |n| n),
-                    qualifier: c.qualifier,
-                    timestamp: c.timestamp,
-                    value: c.value,
-                    first: c.first,
-                })
-                .collect();
-            let done = self.push_cells(row.key(), cells);
-            self.read_names = names;
-            done
+        let done = match self.layout.view {
+            View::Wide { .. } => self.push_wide(row, &read),
+            View::Versions { .. } => self.push_versions_lent(row, &read),
+            View::Cells { .. } => {
+                let names = std::mem::take(&mut self.read_names);
+                let done = self.push_cells_lent(row, &names);
+                self.read_names = names;
+                done
+            }
         };
         self.read_families = read;
         done
@@ -1158,37 +1147,70 @@ impl ViewBatchBuilder {
                 done?;
             }
             View::Cells { .. } => {
-                let [family, qualifier, value] = self.cell_columns;
-                let (q_encoding, v_encoding) = (
-                    self.layout.cell_types.qualifier.encoding,
-                    self.layout.cell_types.value.encoding,
-                );
                 for cell in &cells {
-                    self.start_row(&key, segments.as_deref());
-                    if let Some(c) = family {
-                        self.put(c, Some(Datum::Text(cell.family)));
-                    }
-                    if let Some(c) = ts_column {
-                        self.put(c, Some(Datum::Time(cell.timestamp)));
-                    }
-                    if let Some(Some(appender)) = qualifier.map(|c| &mut self.builders[c])
-                        && let Err(why) = appender.put_cell(q_encoding, cell.qualifier)
-                    {
-                        let what = format!("a qualifier of family {}", cell.family);
-                        return Err(cell_error(row_key, what, why, cell.qualifier));
-                    }
-                    if let Some(Some(appender)) = value.map(|c| &mut self.builders[c]) {
-                        self.values_decoded += 1;
-                        if let Err(why) = appender.put_cell(v_encoding, cell.value) {
-                            let what = format!(
-                                "the value of {}:{}",
-                                cell.family,
-                                show_bytes(cell.qualifier)
-                            );
-                            return Err(cell_error(row_key, what, why, cell.value));
-                        }
-                    }
+                    let (family, qualifier) = (cell.family, cell.qualifier);
+                    let (timestamp, value) = (cell.timestamp, cell.value);
+                    let at = (&key[..], segments.as_deref());
+                    self.push_cell(row_key, at, family, qualifier, timestamp, value)?;
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// One lent row of the cells view: an output row per cell, read where
+    /// the row lies.
+    fn push_cells_lent(&mut self, row: RowView<'_>, names: &[Arc<str>]) -> crate::Result<()> {
+        let row_key = row.key();
+        let key = self.key_text(row_key);
+        let segments = self.segments_of(row_key);
+        for i in 0..row.len() {
+            let family = names.get(row.family(i)).map_or("", |n| n);
+            let at = (&key[..], segments.as_deref());
+            self.push_cell(
+                row_key,
+                at,
+                family,
+                row.qualifier(i),
+                row.timestamp(i),
+                row.value(i),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The cells view's output row of one cell of the row keyed `row_key`
+    /// (`at`: its key's text and segments).
+    fn push_cell(
+        &mut self,
+        row_key: &[u8],
+        (key, segments): (&str, Option<&[KeyValue]>),
+        family: &str,
+        qualifier: &[u8],
+        timestamp: i64,
+        value: &[u8],
+    ) -> crate::Result<()> {
+        let [family_column, qualifier_column, value_column] = self.cell_columns;
+        self.start_row(key, segments);
+        if let Some(c) = family_column {
+            self.put(c, Some(Datum::Text(family)));
+        }
+        if let Some(c) = self.ts_column.filter(|c| self.needed[*c]) {
+            self.put(c, Some(Datum::Time(timestamp)));
+        }
+        let encoding = self.layout.cell_types.qualifier.encoding;
+        if let Some(Some(appender)) = qualifier_column.map(|c| &mut self.builders[c])
+            && let Err(why) = appender.put_cell(encoding, qualifier)
+        {
+            let what = format!("a qualifier of family {family}");
+            return Err(cell_error(row_key, what, why, qualifier));
+        }
+        let encoding = self.layout.cell_types.value.encoding;
+        if let Some(Some(appender)) = value_column.map(|c| &mut self.builders[c]) {
+            self.values_decoded += 1;
+            if let Err(why) = appender.put_cell(encoding, value) {
+                let what = format!("the value of {family}:{}", show_bytes(qualifier));
+                return Err(cell_error(row_key, what, why, value));
             }
         }
         Ok(())

@@ -860,10 +860,26 @@ impl FjallRows {
                 // A lone PACKED pair read as numbers is decoded where the
                 // cursor holds it (in a block, no pair is made of it).
                 let in_cursor = lone_packed && numbers.is_some() && self.numbers.is_some();
+                // Whether the row's cells were taken from a column-wise
+                // block's columns (no PACKED value made of the row).
+                let mut from_columns = false;
                 if lone_packed {
                     if !in_cursor {
                         let cursor = &mut self.cursors[c];
-                        if let Some(pair) = cursor.take_head() {
+                        if let Some(row) = cursor.head_tall() {
+                            let index = u32::try_from(self.buf.pairs.len()).unwrap_or(u32::MAX);
+                            self.buf.pairs.push(row.pair());
+                            row.decode_cells(
+                                family as u32,
+                                index,
+                                &mut self.buf,
+                                self.values_of[family].as_deref(),
+                                &self.filter.qualifiers,
+                                newest,
+                            )?;
+                            from_columns = true;
+                            self.stats.cells_scanned += 1;
+                        } else if let Some(pair) = cursor.take_head() {
                             self.buf.pairs.push(pair);
                             self.stats.cells_scanned += 1;
                         }
@@ -919,15 +935,17 @@ impl FjallRows {
                     }
                 }
                 all_numbers = false;
-                let values = self.values_of[family].as_deref();
-                format.decode(
-                    family as u32,
-                    &mut self.buf,
-                    from_pair,
-                    values,
-                    &self.filter.qualifiers,
-                    newest,
-                )?;
+                if !from_columns {
+                    let values = self.values_of[family].as_deref();
+                    format.decode(
+                        family as u32,
+                        &mut self.buf,
+                        from_pair,
+                        values,
+                        &self.filter.qualifiers,
+                        newest,
+                    )?;
+                }
                 if self
                     .cursors
                     .get(c + 1)

@@ -33,7 +33,7 @@ mod cursor;
 pub(crate) use cursor::{Merged, Pairs};
 
 use super::packed::{self, Tall, u32_at};
-use super::{NumberRow, NumberRows, Selection, Shape};
+use super::{NumberRow, NumberRows, QualifierFilter, RowBuf, Selection, Shape};
 use crate::codec::show_bytes;
 use crate::error::{Error, Result};
 use byteview::ByteView;
@@ -366,6 +366,37 @@ impl TallRow<'_> {
         let Block { key, value, .. } = self.block;
         let rows = self.row..self.row + n.min(self.block.len() - self.row);
         packed::decode_tall_rows(key, self.tall, value, rows, wanted, selection, out, shape)
+    }
+
+    /// The row as a pair to put among a read's pairs: its escaped key and
+    /// the whole block's value, which [`TallRow::decode_cells`] points
+    /// into (it is not the row's PACKED value: only this row's cells may
+    /// be taken from it).
+    pub fn pair(&self) -> (Slice, Slice) {
+        let block = self.block;
+        (
+            part(&block.value, block.key_place(self.row)),
+            block.value.clone(),
+        )
+    }
+
+    /// The row's cells into `buf`, as the format decodes the PACKED value
+    /// it was (see [`packed::decode_row_cells`]); its pair
+    /// ([`TallRow::pair`]) is pair `index` of `buf`.
+    pub fn decode_cells(
+        &self,
+        family: u32,
+        index: u32,
+        buf: &mut RowBuf,
+        values: Option<&[Vec<u8>]>,
+        columns: &QualifierFilter,
+        newest: Option<usize>,
+    ) -> Result<()> {
+        let Block { key, value, .. } = self.block;
+        packed::decode_row_cells(
+            family, self.tall, value, index, self.row, buf, values, columns, newest,
+        )
+        .ok_or_else(|| corrupt("malformed columns", key))
     }
 
     /// The escaped key of the row `k` rows after this one.

@@ -37,7 +37,7 @@ mod values;
 pub(crate) use numbers::{Selection, Shape, decode_numbers, decode_tall_numbers, decode_tall_rows};
 pub(crate) use qualifiers::Names;
 pub(crate) use tall::{
-    Tall, encode as encode_tall, shape_of, u32_at, write_body as write_tall_body,
+    Tall, decode_row_cells, encode as encode_tall, shape_of, u32_at, write_body as write_tall_body,
 };
 
 use super::{CellPos, Place, QualifierFilter, RowBuf};

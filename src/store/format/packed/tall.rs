@@ -26,7 +26,8 @@
 //! read decodes a block's wanted columns once and takes each row's cells
 //! from them ([`Tall::column`]).
 
-use super::qualifiers::Qualifiers;
+use super::super::{CellPos, Place, QualifierFilter, RowBuf};
+use super::qualifiers::{Lies, Qualifiers};
 use super::runs::{Plan, Run, put_varint, varint};
 use super::values::{self, Piece, Segments};
 use super::{MAX_CELLS, VERSION};
@@ -220,6 +221,96 @@ pub(crate) struct Tall {
     /// Where the segments start, and each column's segment.
     segments: Vec<Range<usize>>,
     decoded: Vec<OnceLock<Option<Column>>>,
+}
+
+/// Row `row` of a column-wise block (`tall`, read from the block's value
+/// `value`, which is pair `index` of `buf`) decoded into `buf`'s cells as
+/// [`super::decode`] decodes the PACKED value the row was, with no such
+/// value made: the same cells (a column's one, `first`), qualifiers,
+/// timestamps and values (an 8-byte value inline, any other where it lies
+/// in the block), the same columns and values read (`values`,
+/// `columns_read`, `newest`). `None` when the block is malformed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_row_cells(
+    family: u32,
+    tall: &Tall,
+    value: &[u8],
+    index: u32,
+    row: usize,
+    buf: &mut RowBuf,
+    values: Option<&[Vec<u8>]>,
+    columns_read: &QualifierFilter,
+    newest: Option<usize>,
+) -> Option<()> {
+    let header = tall.header();
+    let mut at = 9;
+    let columns = usize::try_from(varint(header, &mut at)?).ok()?;
+    varint(header, &mut at)?;
+    let mut qualifiers = Qualifiers::read(header, &mut at, columns, header[0])?;
+    let RowBuf {
+        cells,
+        names,
+        scratch,
+        ..
+    } = buf;
+    let built = match qualifiers {
+        Qualifiers::Numbered { .. } => Some(names.of(header, &mut qualifiers, columns)?),
+        Qualifiers::Listed(_) => None,
+    };
+    let span =
+        |start: usize, end: usize| Some((u32::try_from(start).ok()?, u32::try_from(end).ok()?));
+    cells.reserve(columns);
+    for j in 0..columns {
+        let (qualifier, name) = match built {
+            Some(first) => {
+                let (start, end) = names.span(first + j)?;
+                (
+                    Place::Name { start, end },
+                    names.bytes(start as usize..end as usize),
+                )
+            }
+            // Listed: the row's copy of it, as no pair holds the shape.
+            None => match qualifiers.next(header, &mut Vec::new())? {
+                Lies::Value(range) => {
+                    let name = &header[range];
+                    let (start, end) = span(scratch.len(), scratch.len() + name.len())?;
+                    scratch.extend_from_slice(name);
+                    (Place::Scratch { start, end }, name)
+                }
+                Lies::Built(_) => return None,
+            },
+        };
+        let read = matches!(columns_read, QualifierFilter::All) || columns_read.matches(name);
+        if !read || newest == Some(0) {
+            continue;
+        }
+        let wanted = values.is_none_or(|v| v.binary_search_by(|q| q.as_slice().cmp(name)).is_ok());
+        let column = tall.column(value, j)?;
+        let value = match column.word(row) {
+            _ if !wanted => Place::Value {
+                pair: index,
+                start: 0,
+                end: 0,
+            },
+            Word::Word(word) => Place::Inline(word.to_be_bytes()),
+            Word::Other(start, end) => {
+                let (start, end) = span(start, end)?;
+                Place::Value {
+                    pair: index,
+                    start,
+                    end,
+                }
+            }
+        };
+        cells.push(CellPos {
+            family,
+            timestamp: *column.times.get(row)?,
+            first: true,
+            qualifier,
+            value,
+        });
+    }
+    Some(())
 }
 
 /// The little-endian u32 at `at` of `bytes`, if they hold one there.
@@ -424,6 +515,16 @@ mod tests {
     use std::cmp::Reverse;
 
     fn tall_value(row: u32, columns: &[(u8, u8)], seed: i64) -> Vec<u8> {
+        tall_value_named(row, columns, seed, |q| vec![b'a' + q])
+    }
+
+    /// [`tall_value`] with qualifiers named by `name`.
+    fn tall_value_named(
+        row: u32,
+        columns: &[(u8, u8)],
+        seed: i64,
+        name: impl Fn(u8) -> Vec<u8>,
+    ) -> Vec<u8> {
         let mut cells = Cells::new();
         for (i, &(q, kind)) in columns.iter().enumerate() {
             let x = seed
@@ -436,7 +537,7 @@ mod tests {
                 _ => format!("v{x}").into_bytes(),
             };
             let ts = 60_000_000 * i64::from(row) + if kind == 1 { 5 } else { 0 };
-            cells.insert((vec![b'a' + q], Reverse(ts)), value);
+            cells.insert((name(q), Reverse(ts)), value);
         }
         encode_row(b"r", "f", &cells).unwrap().unwrap()
     }
@@ -474,6 +575,88 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A row's cells taken from the block's columns are those its PACKED
+    /// value decodes to, whatever the read wants of them: the values of
+    /// some columns, some columns only, the newest 0, 1 or all cells.
+    #[test]
+    fn tall_rows_decode_as_their_values() {
+        use super::super::{QualifierFilter, RowBuf, decode};
+        use proptest::test_runner::{Config, TestRunner};
+        let strategy = (
+            prop::collection::btree_map(0u8..20, 0u8..3, 1..6),
+            1u32..70,
+            any::<i64>(),
+            any::<bool>(),
+            prop::option::of(prop::collection::btree_set(0u8..20, 0..4)),
+            prop::option::of(prop::collection::btree_set(0u8..20, 0..4)),
+            prop::option::of(0usize..3),
+        );
+        TestRunner::new(Config::default())
+            .run(
+                &strategy,
+                |(columns, rows, seed, numbered, values, read, newest)| {
+                    let name = |q: u8| match numbered {
+                        true => format!("{q:02}").into_bytes(),
+                        false => vec![b'a' + q],
+                    };
+                    let columns: Vec<(u8, u8)> = columns.into_iter().collect();
+                    let values_of: Vec<Vec<u8>> = (0..rows)
+                        .map(|r| tall_value_named(r, &columns, seed, name))
+                        .collect();
+                    let mut body = vec![0xaa];
+                    encode(&values_of, &mut body).expect("tall rows of one shape");
+                    let tall = Tall::parse(&body, 1, values_of.len()).expect("a well-formed body");
+                    let values: Option<Vec<Vec<u8>>> =
+                        values.map(|v| v.into_iter().map(name).collect());
+                    let read = match read {
+                        Some(set) => QualifierFilter::Set(set.into_iter().map(name).collect()),
+                        None => QualifierFilter::All,
+                    };
+                    let cells = |buf: &RowBuf| {
+                        buf.view()
+                            .cells()
+                            .map(|c| {
+                                (
+                                    c.family,
+                                    c.qualifier.to_vec(),
+                                    c.timestamp,
+                                    c.value.to_vec(),
+                                    c.first,
+                                )
+                            })
+                            .collect::<Vec<_>>()
+                    };
+                    let (mut by_value, mut by_columns) = (RowBuf::default(), RowBuf::default());
+                    for (i, value) in values_of.iter().enumerate() {
+                        by_value.clear();
+                        by_value
+                            .pairs
+                            .push((b"r".as_slice().into(), value.as_slice().into()));
+                        decode(3, &mut by_value, 0, values.as_deref(), &read, newest).unwrap();
+                        by_columns.clear();
+                        by_columns
+                            .pairs
+                            .push((b"r".as_slice().into(), body.as_slice().into()));
+                        decode_row_cells(
+                            3,
+                            &tall,
+                            &body,
+                            0,
+                            i,
+                            &mut by_columns,
+                            values.as_deref(),
+                            &read,
+                            newest,
+                        )
+                        .expect("the row's cells");
+                        prop_assert_eq!(cells(&by_columns), cells(&by_value), "row {}", i);
+                    }
+                    Ok(())
+                },
+            )
+            .unwrap();
     }
 
     #[test]
