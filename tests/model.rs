@@ -17,6 +17,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Bound, RangeBounds};
 
+mod numbers_read;
+
 const FAMILIES: [&str; 3] = ["a", "b", "s"];
 
 fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
@@ -752,8 +754,6 @@ proptest! {
 /// block's rows at once (`next_number_rows`, at most 3 at a time) or one
 /// by one (`next_numbers`).
 fn numbers_read_alike(store: &Store, request: ReadRequest) -> Result<(), TestCaseError> {
-    use cellar::{NumberRow, NumberRows, Numbers};
-    type Read = (Vec<u8>, Vec<(Vec<i64>, Vec<u64>)>, Option<(usize, Vec<u8>)>);
     let families = store
         .read_rows("t", request.clone())
         .unwrap()
@@ -761,45 +761,10 @@ fn numbers_read_alike(store: &Store, request: ReadRequest) -> Result<(), TestCas
     let wanted: Vec<(usize, Vec<u8>)> = (0..families.len())
         .flat_map(|f| [b"a".to_vec(), vec![0], b"7".to_vec()].map(|q| (f, q)))
         .collect();
-    let of_row = |row: &NumberRow| -> Read {
-        let columns = (0..wanted.len())
-            .map(|c| (row.column(c).0.to_vec(), row.column(c).1.to_vec()))
-            .collect();
-        (
-            row.key.clone(),
-            columns,
-            row.misfit().map(|(c, v)| (c, v.to_vec())),
-        )
-    };
     let mut stream = store.read_rows("t", request.clone()).unwrap();
-    let mut row = NumberRow::default();
-    let mut one_by_one = Vec::new();
-    while stream.next_numbers(&wanted, &mut row).unwrap() {
-        one_by_one.push(of_row(&row));
-    }
+    let one_by_one = numbers_read::one_by_one(&mut stream, &wanted);
     let mut stream = store.read_rows("t", request).unwrap();
-    let mut rows = NumberRows::default();
-    let mut at_once = Vec::new();
-    loop {
-        match stream
-            .next_number_rows(&wanted, 3, &mut row, &mut rows)
-            .unwrap()
-        {
-            Numbers::End => break,
-            Numbers::Row => at_once.push(of_row(&row)),
-            Numbers::Rows => {
-                for i in 0..rows.len() {
-                    let columns = (0..wanted.len())
-                        .map(|c| match rows.column(c) {
-                            Some((t, w)) => (vec![t[i]], vec![w[i]]),
-                            None => (Vec::new(), Vec::new()),
-                        })
-                        .collect();
-                    at_once.push((rows.key(i).unwrap().into_owned(), columns, None));
-                }
-            }
-        }
-    }
+    let (at_once, _) = numbers_read::at_once(&mut stream, &wanted, 3);
     prop_assert_eq!(at_once, one_by_one);
     Ok(())
 }

@@ -12,6 +12,8 @@ use cellar::{
 };
 use std::ops::Bound;
 
+mod numbers_read;
+
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
@@ -1936,7 +1938,7 @@ fn bulk_loads_write_blocks_where_their_rows_fit_between_blocks() {
 /// a value that is not 8 bytes long, and a column no row has.
 #[test]
 fn rows_read_as_numbers_at_once_are_those_read_one_by_one() {
-    use cellar::{BadRows, CellBatch, INGEST_MIN_ROWS, NumberRow, NumberRows, Numbers};
+    use cellar::{BadRows, CellBatch, INGEST_MIN_ROWS};
     let (_dir, store) = store();
     store
         .create_table(TableSpec::new("t").family(FamilySpec::new("m").format(FamilyFormat::Packed)))
@@ -1980,59 +1982,20 @@ fn rows_read_as_numbers_at_once_are_those_read_one_by_one() {
             .mutate_row("t", RowMutation::new(between, vec![set]))
             .unwrap();
     }
-    // Each row as (key, per column its (timestamps, words), misfit).
-    type Read = (Vec<u8>, Vec<(Vec<i64>, Vec<u64>)>, Option<(usize, Vec<u8>)>);
     let wanted = vec![
         (0, b"a".to_vec()),
         (0, b"b".to_vec()),
         (0, b"none".to_vec()),
     ];
-    let of_row = |row: &NumberRow| -> Read {
-        let columns = (0..wanted.len())
-            .map(|c| {
-                let (t, w) = row.column(c);
-                (t.to_vec(), w.to_vec())
-            })
-            .collect();
-        let misfit = row.misfit().map(|(c, v)| (c, v.to_vec()));
-        (row.key.clone(), columns, misfit)
-    };
     let one_by_one = |request: ReadRequest| {
         let mut stream = store.read_rows("t", request).unwrap();
-        let mut row = NumberRow::default();
-        let mut out = Vec::new();
-        while stream.next_numbers(&wanted, &mut row).unwrap() {
-            out.push(of_row(&row));
-        }
-        (out, stream.stats().rows_returned)
+        let rows = numbers_read::one_by_one(&mut stream, &wanted);
+        (rows, stream.stats().rows_returned)
     };
     let at_once = |request: ReadRequest, max: usize| {
         let mut stream = store.read_rows("t", request).unwrap();
-        let (mut row, mut rows) = (NumberRow::default(), NumberRows::default());
-        let (mut out, mut runs) = (Vec::new(), 0);
-        loop {
-            match stream
-                .next_number_rows(&wanted, max, &mut row, &mut rows)
-                .unwrap()
-            {
-                Numbers::End => break,
-                Numbers::Row => out.push(of_row(&row)),
-                Numbers::Rows => {
-                    assert!((1..=max).contains(&rows.len()), "at most max rows");
-                    runs += 1;
-                    for i in 0..rows.len() {
-                        let columns = (0..wanted.len())
-                            .map(|c| match rows.column(c) {
-                                Some((t, w)) => (vec![t[i]], vec![w[i]]),
-                                None => (Vec::new(), Vec::new()),
-                            })
-                            .collect();
-                        out.push((rows.key(i).unwrap().into_owned(), columns, None));
-                    }
-                }
-            }
-        }
-        (out, stream.stats().rows_returned, runs)
+        let (rows, runs) = numbers_read::at_once(&mut stream, &wanted, max);
+        (rows, stream.stats().rows_returned, runs)
     };
     let range = |from: u64, to: u64| {
         ReadRequest::rows(RowSet::range(RowRange::between(

@@ -1070,11 +1070,16 @@ impl FjallRows {
         if self.failed {
             return Ok(false);
         }
+        self.plan_numbers(wanted);
+        self.advance_row(Some(out))
+            .inspect_err(|_| self.failed = true)
+    }
+
+    /// Plans a numbers read of `wanted`, unless the last one was of them.
+    fn plan_numbers(&mut self, wanted: &NumberColumns) {
         if self.numbers.as_ref().is_none_or(|p| p.wanted != wanted) {
             self.numbers = Some(NumbersPlan::new(wanted, self.families.len(), &self.filter));
         }
-        self.advance_row(Some(out))
-            .inspect_err(|_| self.failed = true)
     }
 
     /// See [`super::RowSource::next_number_rows`]: the rows of a
@@ -1091,9 +1096,7 @@ impl FjallRows {
         if self.failed {
             return Ok(Numbers::End);
         }
-        if self.numbers.as_ref().is_none_or(|p| p.wanted != wanted) {
-            self.numbers = Some(NumbersPlan::new(wanted, self.families.len(), &self.filter));
-        }
+        self.plan_numbers(wanted);
         match self.tall_rows(max, rows) {
             Ok(true) => return Ok(Numbers::Rows),
             Ok(false) => {}

@@ -106,6 +106,24 @@ impl Shape {
         Some(())
     }
 
+    /// Makes this the shape of the column-wise block `tall` (parsed once
+    /// per block, compared once per block); `None` when it is malformed.
+    fn of_tall(
+        &mut self,
+        tall: &Tall,
+        wanted: &[(Vec<u8>, usize)],
+        selection: &Selection<'_>,
+    ) -> Option<()> {
+        if self.tall != tall.id() {
+            let header = tall.header();
+            if !self.fits(header) {
+                self.parse(header, wanted, selection)?;
+            }
+            self.tall = tall.id();
+        }
+        Some(())
+    }
+
     /// Whether `value` has this shape.
     fn fits(&self, value: &[u8]) -> bool {
         self.bytes.split_first().is_some_and(|(version, bytes)| {
@@ -162,13 +180,7 @@ pub(crate) fn decode_tall_numbers(
     shape: &mut Shape,
 ) -> Result<bool> {
     let bad = || corrupt("malformed columns", key);
-    if shape.tall != tall.id() {
-        let header = tall.header();
-        if !shape.fits(header) {
-            shape.parse(header, wanted, selection).ok_or_else(bad)?;
-        }
-        shape.tall = tall.id();
-    }
+    shape.of_tall(tall, wanted, selection).ok_or_else(bad)?;
     if !shape.wanted && selection.keeps_all {
         return Ok(shape.selects);
     }
@@ -221,13 +233,7 @@ pub(crate) fn decode_tall_rows(
     shape: &mut Shape,
 ) -> Result<Option<usize>> {
     let bad = || corrupt("malformed columns", key);
-    if shape.tall != tall.id() {
-        let header = tall.header();
-        if !shape.fits(header) {
-            shape.parse(header, wanted, selection).ok_or_else(bad)?;
-        }
-        shape.tall = tall.id();
-    }
+    shape.of_tall(tall, wanted, selection).ok_or_else(bad)?;
     // Every row is selected: each holds a cell of every column, all kept.
     if !selection.keeps_all || !shape.selects {
         return Ok(None);
