@@ -157,21 +157,43 @@ impl CellBatch {
         value: impl FnOnce(&mut Vec<u8>),
     ) {
         self.prepared.drop_it();
-        let q = self.bytes.len();
-        self.bytes.extend_from_slice(qualifier);
+        let qualifier = match self.same_qualifier(qualifier) {
+            Some(shared) => shared,
+            None => {
+                let q = self.bytes.len();
+                self.bytes.extend_from_slice(qualifier);
+                q..self.bytes.len()
+            }
+        };
         let v = self.bytes.len();
         value(&mut self.bytes);
         let cell = BatchCell {
             family,
             add,
             timestamp,
-            qualifier: q..v,
+            qualifier,
             value: v..self.bytes.len(),
         };
         self.cells.push(cell);
         if let Some(row) = self.rows.last_mut() {
             row.cells.end = self.cells.len();
         }
+    }
+
+    /// Where the row before holds `qualifier` at the place in its cells
+    /// the row being built is at, if it does: a load's rows repeat their
+    /// columns in order, so each qualifier is stored once and shared.
+    fn same_qualifier(&self, qualifier: &[u8]) -> Option<Range<usize>> {
+        let [.., before, row] = self.rows.as_slice() else {
+            return None;
+        };
+        let at = before.cells.start + (self.cells.len() - row.cells.start);
+        let shared = &self
+            .cells
+            .get(at)
+            .filter(|_| at < before.cells.end)?
+            .qualifier;
+        (self.bytes[shared.clone()] == *qualifier).then(|| shared.clone())
     }
 
     /// Sets a cell of the row being built; `value` writes its bytes.

@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::store::format::blocks::{self, BLOCK_ROWS, TallCells, TallRows};
 use crate::store::format::{MAX_PACKED_LEN, packed_cell_size, tall_shape};
 use crate::store::{FjallStore, TableHandle};
+use std::ops::Range;
 
 /// Blocks: (key, value) pairs.
 type Blocks = Vec<(Vec<u8>, Vec<u8>)>;
@@ -58,6 +59,9 @@ impl TallBatch {
         let mut order: Vec<usize> = (0..first.len()).collect();
         order.sort_by(|&a, &b| batch.qualifier(&first[a]).cmp(batch.qualifier(&first[b])));
         let qualifiers: Vec<&[u8]> = order.iter().map(|&k| batch.qualifier(&first[k])).collect();
+        // Where the batch holds them: rows that share them (as a load's
+        // rows do, see `CellBatch::same_qualifier`) need no comparison.
+        let held: Vec<&Range<usize>> = order.iter().map(|&k| &first[k].qualifier).collect();
         let shape = tall_shape(&qualifiers)?;
         let columns = qualifiers.len();
         let mut tall = TallBatch {
@@ -82,9 +86,10 @@ impl TallBatch {
                 return None;
             }
             let mut size = 0;
-            for (&k, &qualifier) in order.iter().zip(&qualifiers) {
+            for ((&k, &qualifier), &held) in order.iter().zip(&qualifiers).zip(&held) {
                 let cell = &cells[k];
-                if cell.family != family || cell.add || batch.qualifier(cell) != qualifier {
+                let same = cell.qualifier == *held || batch.qualifier(cell) == qualifier;
+                if cell.family != family || cell.add || !same {
                     return None;
                 }
                 size += packed_cell_size(qualifier, batch.value(cell));
