@@ -1,8 +1,9 @@
 //! INSERT's pipeline. Input batches gather into units of
 //! [`WRITE_BATCH_ROWS`] (a file reader's batches are smaller, and a bulk
 //! load needs units large enough for the store to ingest); each unit is
-//! encoded (typed once, keys built, cells laid out) in turn, then the
-//! store makes its pairs or blocks ahead (`Backend::prepare_batch`) on a
+//! encoded (typed once, keys built, cells laid out) in turn, on a blocking
+//! thread while the next unit is read, then the store makes its pairs or
+//! blocks ahead (`Backend::prepare_batch`) on a
 //! blocking thread of its own, beside the unit before's ([`UNITS_AHEAD`]),
 //! while the unit before those is written. Units are written in order,
 //! one at a time, so a bad row stops the insert with every unit before
@@ -40,9 +41,14 @@ pub(super) async fn insert(
         columns: None,
         spare: Vec::new(),
     });
-    // Units encoded and being prepared by the store, oldest first.
-    let mut preparing: VecDeque<JoinHandle<crate::Result<Prepared>>> = VecDeque::new();
-    let mut writing: Option<JoinHandle<crate::Result<Written>>> = None;
+    // The unit being encoded (while the next one is read), with the
+    // encoding's state.
+    let mut encoding_task: Option<JoinHandle<crate::Result<(Encoding, Encoded)>>> = None;
+    let mut units = Units {
+        preparing: VecDeque::new(),
+        writing: None,
+        spare: Vec::new(),
+    };
     let mut written = 0;
     let schema = data.schema();
     let (mut pending, mut pending_rows) = (Vec::new(), 0);
@@ -79,97 +85,129 @@ pub(super) async fn insert(
             let len = len.min(WRITE_BATCH_ROWS);
             let unit = batch.slice(at, len);
             at += len;
-            let mut state = encoding
-                .take()
-                .ok_or_else(|| to_df(Error::Internal("insert lost its state".into())))?;
+            let mut state = match encoding_task.take() {
+                // The unit before, encoded while this one was read.
+                Some(task) => {
+                    let (state, encoded) = joined(task).await?;
+                    written += units.accept(store, layout, options, encoded).await?;
+                    state
+                }
+                None => encoding
+                    .take()
+                    .ok_or_else(|| to_df(Error::Internal("insert lost its state".into())))?,
+            };
+            state.spare.append(&mut units.spare);
             let (layout_, options_) = (Arc::clone(layout), options.clone());
-            let (state, encoded) = joined(tokio::task::spawn_blocking(move || {
+            encoding_task = Some(tokio::task::spawn_blocking(move || {
                 let encoded = state.encode(&layout_, &options_, &unit);
                 Ok((state, encoded))
-            }))
-            .await?;
-            let state = encoding.insert(state);
-            let encoded = match encoded {
-                Ok(encoded) => encoded,
-                Err(e) => {
-                    // A bad row stops the insert once every unit before
-                    // its own is written.
-                    drain(store, layout, options, &mut preparing, state, writing).await?;
-                    return Err(to_df(e));
-                }
-            };
-            // The store's own encoding of the unit, beside the unit before's.
-            let (store_, layout_) = (store.clone(), Arc::clone(layout));
-            preparing.push_back(tokio::task::spawn_blocking(move || {
-                ahead(&store_, &layout_, encoded)
             }));
-            while preparing.len() > UNITS_AHEAD
-                && let Some(task) = preparing.pop_front()
-            {
-                written += hand_over(store, layout, options, task, state, &mut writing).await?;
-            }
         }
         if end {
             break;
         }
     }
-    let state = encoding
-        .as_mut()
-        .ok_or_else(|| to_df(Error::Internal("insert lost its state".into())))?;
-    Ok(written + drain(store, layout, options, &mut preparing, state, writing).await?)
+    if let Some(task) = encoding_task.take() {
+        let (_, encoded) = joined(task).await?;
+        written += units.accept(store, layout, options, encoded).await?;
+    }
+    Ok(written + units.drain(store, layout, options).await?)
 }
 
-/// Hands every unit being prepared over in turn and waits for the last
-/// write; the rows written meanwhile.
-async fn drain(
-    store: &Store,
-    layout: &Arc<Layout>,
-    options: &WriteOptions,
-    preparing: &mut VecDeque<JoinHandle<crate::Result<Prepared>>>,
-    state: &mut Encoding,
-    mut writing: Option<JoinHandle<crate::Result<Written>>>,
-) -> DfResult<u64> {
-    let mut written = 0;
-    while let Some(task) = preparing.pop_front() {
-        written += hand_over(store, layout, options, task, state, &mut writing).await?;
+/// A unit's encoding, or the error of its first bad row.
+type Encoded = crate::Result<Prepared>;
+
+/// The units past their encoding: being prepared by the store (oldest
+/// first), being written, and the cell batches written, for reuse.
+struct Units {
+    preparing: VecDeque<JoinHandle<crate::Result<Prepared>>>,
+    writing: Option<JoinHandle<crate::Result<Written>>>,
+    spare: Vec<CellBatch>,
+}
+
+impl Units {
+    /// Takes the next unit encoded: the store prepares it, beside the
+    /// units before, and the oldest of those goes to be written; the rows
+    /// written meanwhile. An encoding that failed (a bad row stopping the
+    /// insert) fails the insert once every unit before is written.
+    async fn accept(
+        &mut self,
+        store: &Store,
+        layout: &Arc<Layout>,
+        options: &WriteOptions,
+        encoded: Encoded,
+    ) -> DfResult<u64> {
+        let encoded = match encoded {
+            Ok(encoded) => encoded,
+            Err(e) => {
+                self.drain(store, layout, options).await?;
+                return Err(to_df(e));
+            }
+        };
+        // The store's own encoding of the unit, beside the unit before's.
+        let (store_, layout_) = (store.clone(), Arc::clone(layout));
+        self.preparing
+            .push_back(tokio::task::spawn_blocking(move || {
+                ahead(&store_, &layout_, encoded)
+            }));
+        let mut written = 0;
+        while self.preparing.len() > UNITS_AHEAD
+            && let Some(task) = self.preparing.pop_front()
+        {
+            written += self.hand_over(store, layout, options, task).await?;
+        }
+        Ok(written)
     }
-    if let Some(task) = writing.take() {
-        written += joined(task).await?.rows;
+
+    /// Hands every unit being prepared over in turn and waits for the
+    /// last write; the rows written meanwhile.
+    async fn drain(
+        &mut self,
+        store: &Store,
+        layout: &Arc<Layout>,
+        options: &WriteOptions,
+    ) -> DfResult<u64> {
+        let mut written = 0;
+        while let Some(task) = self.preparing.pop_front() {
+            written += self.hand_over(store, layout, options, task).await?;
+        }
+        if let Some(task) = self.writing.take() {
+            written += joined(task).await?.rows;
+        }
+        Ok(written)
     }
-    Ok(written)
+
+    /// Takes the oldest unit being prepared once it is, waits for the
+    /// unit before it to be written (its rows come first; a bad row of
+    /// this unit then stops the insert with every unit before written),
+    /// and starts its write; the rows the unit before wrote.
+    async fn hand_over(
+        &mut self,
+        store: &Store,
+        layout: &Arc<Layout>,
+        options: &WriteOptions,
+        preparing: JoinHandle<crate::Result<Prepared>>,
+    ) -> DfResult<u64> {
+        // (An error preparing it waits for the unit before to be written.)
+        let prepared = joined(preparing).await;
+        let mut written = 0;
+        if let Some(task) = self.writing.take() {
+            let done = joined(task).await?;
+            written = done.rows;
+            self.spare.extend(done.cells);
+        }
+        let prepared = prepared?;
+        let (store, layout, options) = (store.clone(), Arc::clone(layout), options.clone());
+        self.writing = Some(tokio::task::spawn_blocking(move || {
+            write(&store, &layout, &options, prepared)
+        }));
+        Ok(written)
+    }
 }
 
 /// Units the store prepares at once, each on a core of its own, while
 /// the one before them is written.
 const UNITS_AHEAD: usize = 2;
-
-/// Takes the oldest unit being prepared once it is, waits for the unit
-/// before it to be written (its rows come first; a bad row of this unit
-/// then stops the insert with every unit before written), and starts its
-/// write; the rows the unit before wrote.
-async fn hand_over(
-    store: &Store,
-    layout: &Arc<Layout>,
-    options: &WriteOptions,
-    preparing: JoinHandle<crate::Result<Prepared>>,
-    state: &mut Encoding,
-    writing: &mut Option<JoinHandle<crate::Result<Written>>>,
-) -> DfResult<u64> {
-    // (An error preparing it waits for the unit before to be written.)
-    let prepared = joined(preparing).await;
-    let mut written = 0;
-    if let Some(task) = writing.take() {
-        let done = joined(task).await?;
-        written = done.rows;
-        state.spare.extend(done.cells);
-    }
-    let prepared = prepared?;
-    let (store, layout, options) = (store.clone(), Arc::clone(layout), options.clone());
-    *writing = Some(tokio::task::spawn_blocking(move || {
-        write(&store, &layout, &options, prepared)
-    }));
-    Ok(written)
-}
 
 /// The store's own encoding of a unit's rows, made ahead of its write
 /// (`Backend::prepare_batch`).
