@@ -661,20 +661,13 @@ impl ViewBatchBuilder {
         self.start_wide_row(key);
         for (m, &d) in declared.iter().enumerate() {
             let word = row.column(m).1.first().copied();
-            match (&mut self.builders[self.declared_columns[d]], word) {
-                (Some(Appender::Float(b)), Some(w)) => b.append_value(f64::from_bits(w)),
-                (Some(Appender::Int(b)), Some(w)) => b.append_value(w as i64),
-                // No value, or one that is not 8 bytes long (the row's
-                // first such: enough to fail the row if it is output):
-                // as the cell would be, NULL or an error naming it.
-                _ => {
-                    let misfit = row.misfit().filter(|(c, _)| *c == m).map(|(_, v)| v);
-                    let word = word.map(u64::to_be_bytes);
-                    self.declared_value(d, word.as_ref().map(|w| &w[..]).or(misfit), key);
-                    continue;
-                }
+            // A value that is not 8 bytes long (the row's first such:
+            // enough to fail the row if it is output) goes as the cell
+            // would, an error naming it.
+            match row.misfit().filter(|(c, _)| *c == m && word.is_none()) {
+                Some((_, misfit)) => self.declared_value(d, Some(misfit), key),
+                None => self.push_word(d, word),
             }
-            self.values_decoded += 1;
         }
     }
 

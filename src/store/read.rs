@@ -867,7 +867,9 @@ impl FjallRows {
                     if !in_cursor {
                         let cursor = &mut self.cursors[c];
                         if let Some(row) = cursor.head_tall() {
-                            let index = u32::try_from(self.buf.pairs.len()).unwrap_or(u32::MAX);
+                            let index = u32::try_from(self.buf.pairs.len()).map_err(|_| {
+                                Error::Internal("a row read holds too many pairs".into())
+                            })?;
                             self.buf.pairs.push(row.pair());
                             row.decode_cells(
                                 family as u32,
@@ -1105,10 +1107,14 @@ impl FjallRows {
                 return Err(e);
             }
         }
-        Ok(match self.next_numbers(wanted, row)? {
-            true => Numbers::Row,
-            false => Numbers::End,
-        })
+        match self.advance_row(Some(row)) {
+            Ok(true) => Ok(Numbers::Row),
+            Ok(false) => Ok(Numbers::End),
+            Err(e) => {
+                self.failed = true;
+                Err(e)
+            }
+        }
     }
 
     /// Takes up to `max` rows of a column-wise block at once, from the
