@@ -2038,3 +2038,152 @@ fn rows_read_as_numbers_at_once_are_those_read_one_by_one() {
         }
     }
 }
+
+/// Rows given a column at a time (`CellBatch::set_columns`, as a tall
+/// load's INSERT gives them) are written exactly as the same rows given
+/// as cells: the same cells with their times, the same rows refused with
+/// the same errors, and the same rows ingested, whether they go into
+/// blocks from their columns or, where they cannot (rows stored in their
+/// span, a small batch, a key twice, a CELLS or aggregate family, a bad
+/// row), on as cells.
+#[test]
+fn rows_given_column_wise_are_written_as_their_cells_are() {
+    use cellar::{BadRows, BatchColumn, CellBatch, FamilyKind, INGEST_MIN_ROWS};
+    let (_a, cells) = store();
+    let (_b, columns) = store();
+    let families = [
+        ("p", FamilySpec::new("m").format(FamilyFormat::Packed)),
+        ("c", FamilySpec::new("m").format(FamilyFormat::Cells)),
+        (
+            "s",
+            FamilySpec::new("m")
+                .format(FamilyFormat::Packed)
+                .kind(FamilyKind::Sum),
+        ),
+    ];
+    for store in [&cells, &columns] {
+        for (name, family) in &families {
+            store
+                .create_table(TableSpec::new(*name).family(family.clone()))
+                .unwrap();
+        }
+    }
+    // Columns given out of qualifier order: an 8-byte one, a 3-byte one
+    // (8 bytes in the aggregate family, whose sums take only those) and
+    // another 8-byte one.
+    let given = |table: &str| -> [(&'static [u8], usize); 3] {
+        let w = if table == "s" { 8 } else { 3 };
+        [(b"t", 8), (b"a", w), (b"pressure", 8)]
+    };
+    let value = |i: u64, j: usize, w: usize| -> Vec<u8> {
+        match w {
+            8 => (i as f64 / 4.0 + j as f64).to_bits().to_be_bytes().to_vec(),
+            w => (0..w).map(|k| (i as usize * 7 + k) as u8).collect(),
+        }
+    };
+    // The rows of keys `keys` at times `time(i)` both ways, written into
+    // `table` of each store (encoded `ahead` or not); what each write
+    // refused, as text.
+    let write =
+        |table: &str, keys: &[Vec<u8>], time: &dyn Fn(u64) -> i64, bad: BadRows, ahead: bool| {
+            let given = given(table);
+            let mut by_cells = CellBatch::new();
+            let mut by_columns = CellBatch::new();
+            let (m, m2) = (by_cells.family("m"), by_columns.family("m"));
+            let mut times = Vec::new();
+            let mut values: Vec<Vec<u8>> = vec![Vec::new(); given.len()];
+            for (i, key) in keys.iter().enumerate() {
+                let i = i as u64;
+                by_cells.begin_row(key);
+                by_columns.begin_row(key);
+                times.push(time(i));
+                for (j, (q, w)) in given.iter().enumerate() {
+                    by_cells.set(m, q, time(i), &value(i, j, *w));
+                    values[j].extend(value(i, j, *w));
+                }
+            }
+            let batch_columns = given
+                .iter()
+                .zip(values)
+                .map(|((q, w), values)| BatchColumn {
+                    qualifier: q.to_vec(),
+                    width: *w,
+                    values,
+                })
+                .collect();
+            by_columns.set_columns(m2, batch_columns, times).unwrap();
+            assert_eq!(by_columns.total_cells(), by_cells.total_cells());
+            let mut refused = Vec::new();
+            for (store, mut batch) in [(&cells, by_cells), (&columns, by_columns)] {
+                if ahead {
+                    store.prepare_batch(table, &mut batch).unwrap();
+                }
+                let failed = store.write_batch(table, &batch, bad).unwrap();
+                refused.push(format!("{failed:?}"));
+            }
+            assert_eq!(refused[0], refused[1], "{table}: the same rows refused");
+            refused.pop().unwrap_or_default()
+        };
+    let keys = |from: u64, to: u64| -> Vec<Vec<u8>> {
+        (from..to)
+            .map(|i| format!("k{i:08}").into_bytes())
+            .collect()
+    };
+    let same = |what: &str| {
+        for (name, _) in &families {
+            let read = |store: &Store| -> Vec<(Vec<u8>, Vec<cellar::Cell>)> {
+                let rows = store.read_rows(name, ReadRequest::all()).unwrap();
+                rows.map(|r| r.unwrap()).map(|r| (r.key, r.cells)).collect()
+            };
+            let (a, b) = (read(&cells), read(&columns));
+            assert_eq!(a.len(), b.len(), "{what}: rows of {name}");
+            assert!(a == b, "{what}: {name} holds the same cells");
+        }
+        let ingested = |s: &Store| s.local().unwrap().rows_ingested();
+        assert_eq!(ingested(&cells), ingested(&columns), "{what}: ingested");
+    };
+    let n = 2 * INGEST_MIN_ROWS as u64;
+    let at = |i: u64| 1_000 + (i as i64 % 7) * 60;
+    for (name, _) in &families {
+        // A tall load, and one encoded ahead.
+        assert_eq!(write(name, &keys(0, n), &at, BadRows::Stop, false), "[]");
+        assert_eq!(
+            write(name, &keys(5 * n, 6 * n), &at, BadRows::Stop, true),
+            "[]"
+        );
+        // Half over rows stored: the general path.
+        let later = |i: u64| 9_000 + i as i64;
+        assert_eq!(
+            write(name, &keys(n / 2, 3 * n / 2), &later, BadRows::Stop, true),
+            "[]"
+        );
+        // A small batch.
+        assert_eq!(
+            write(name, &keys(3 * n, 3 * n + 100), &at, BadRows::Stop, true),
+            "[]"
+        );
+        // Out of order; then with a key twice.
+        let mut shuffled = keys(7 * n, 8 * n);
+        shuffled.reverse();
+        assert_eq!(write(name, &shuffled, &at, BadRows::Stop, true), "[]");
+        let mut twice = keys(8 * n, 9 * n);
+        twice[100] = twice[99].clone();
+        assert_eq!(write(name, &twice, &at, BadRows::Stop, true), "[]");
+    }
+    same("loads");
+    // Bad rows: an empty key, a key too long, a negative time; skipped,
+    // or stopping the batch with nothing of it written.
+    let mut bad = keys(10 * n, 11 * n);
+    bad[7] = Vec::new();
+    bad[9] = vec![b'x'; cellar::MAX_KEY_LEN + 1];
+    let negative = |i: u64| if i == 11 { -5 } else { at(i) };
+    let skipped = write("p", &bad, &negative, BadRows::Skip, true);
+    assert!(skipped.contains("(7, ") && skipped.contains("(9, ") && skipped.contains("(11, "));
+    let stopped = write("p", &keys(12 * n, 13 * n), &negative, BadRows::Stop, false);
+    assert!(stopped.starts_with("[(11, "), "{stopped}");
+    same("bad rows");
+    for store in [&cells, &columns] {
+        store.compact("p").unwrap();
+    }
+    same("compacted");
+}

@@ -27,7 +27,7 @@ mod write;
 
 pub use aggregate::hll_estimate;
 pub use backend::{Backend, Numbers, Pinned, RowChange, RowSource, RowStream, Store};
-pub use bulk::{BadRows, BatchFamily, CellBatch, INGEST_MIN_ROWS};
+pub use bulk::{BadRows, BatchColumn, BatchFamily, CellBatch, INGEST_MIN_ROWS};
 #[cfg_attr(
     not(feature = "bigtable"),
     allow(unused_imports, reason = "used by the Bigtable backend")

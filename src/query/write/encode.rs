@@ -21,7 +21,7 @@ use datafusion::arrow::datatypes::DataType;
 use crate::Error;
 use crate::query::wide::{ColumnSource, Layout, ProtoDecl};
 use crate::schema::{ColumnDef, Encoding, KeyRef, SeriesLayout, ValueType, format_decimal};
-use crate::store::{BatchFamily, CellBatch, MAX_QUALIFIER_LEN};
+use crate::store::{BatchColumn, BatchFamily, CellBatch, MAX_QUALIFIER_LEN};
 
 /// A row of the input that cannot be written, and why.
 pub(crate) type BadRow = (usize, Error);
@@ -119,6 +119,50 @@ impl<'a> Values<'a> {
         }
         Ok(())
     }
+}
+
+impl Values<'_> {
+    /// How many bytes every value takes, when all take as many.
+    fn width(&self) -> Option<usize> {
+        match self {
+            Values::Int64(_, e) | Values::Float64(_, e) if *e != Encoding::Text => Some(8),
+            Values::Boolean(_, e) if *e != Encoding::Text => Some(1),
+            Values::Decimal(_, _, e) if *e != Encoding::Text => Some(16),
+            _ => None,
+        }
+    }
+
+    /// Appends the bytes of the values of `rows` (none NULL) to `out`,
+    /// one after another.
+    fn write_rows(&self, rows: &[usize], out: &mut Vec<u8>) -> crate::Result<()> {
+        out.reserve(rows.len() * self.width().unwrap_or(8));
+        let binary = |e: &Encoding| *e != Encoding::Text;
+        match self {
+            Values::Int64(a, e) if binary(e) => {
+                let values = a.values();
+                rows.iter()
+                    .for_each(|&r| out.extend_from_slice(&values[r].to_be_bytes()));
+            }
+            Values::Float64(a, e) if binary(e) => {
+                let values = a.values();
+                rows.iter()
+                    .for_each(|&r| out.extend_from_slice(&values[r].to_be_bytes()));
+            }
+            _ => {
+                for &r in rows {
+                    self.write(r, out)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The error of a row whose `_timestamp` is before the epoch.
+fn negative_timestamp(micros: i64) -> Error {
+    Error::InvalidArgument(format!(
+        "_timestamp {micros} µs is before 1970-01-01; cell timestamps are not negative"
+    ))
 }
 
 /// Appends a value's text (as `to_string` would make it) to `out`.
@@ -348,6 +392,16 @@ impl<'l> Encoder<'l> {
         }
         clock.next = base.saturating_add(last.saturating_add(1).saturating_mul(clock.step));
 
+        if let Some(family) = self.column_wise(&columns, batch.num_rows()) {
+            return self.encode_columns(
+                (&columns, families[family]),
+                explicit,
+                (&ok, &times),
+                &key_of,
+                out,
+                bad,
+            );
+        }
         let mut rows = Vec::with_capacity(batch.num_rows());
         let mut scratch = Vec::new();
         for row in 0..batch.num_rows() {
@@ -356,13 +410,7 @@ impl<'l> Encoder<'l> {
             }
             let (at, is_explicit) = match explicit.filter(|a| a.is_valid(row)) {
                 Some(a) if a.value(row) < 0 => {
-                    bad.push((
-                        row,
-                        Error::InvalidArgument(format!(
-                            "_timestamp {} µs is before 1970-01-01; cell timestamps are not negative",
-                            a.value(row)
-                        )),
-                    ));
+                    bad.push((row, negative_timestamp(a.value(row))));
                     continue;
                 }
                 Some(a) => (a.value(row), true),
@@ -394,6 +442,90 @@ impl<'l> Encoder<'l> {
                 }
             }
         }
+        bad.sort_by_key(|(row, _)| *row);
+        Ok((rows, bad))
+    }
+
+    /// The family of `columns` when a batch of `rows` rows goes to the
+    /// store a column at a time (`CellBatch::set_columns`): a load large
+    /// enough to be ingested (see `INGEST_MIN_ROWS`), not into a series'
+    /// buckets, of declared columns
+    /// of one PACKED family that is no aggregate, none NULL and each of
+    /// values of one size, so that every row sets one cell in each.
+    fn column_wise(&self, columns: &[Column<'_>], rows: usize) -> Option<usize> {
+        // (A series' bucket rows take many events each: not tall.)
+        let bucketed = self.layout.series.as_ref().is_some_and(|s| s.bucketed());
+        if rows < crate::store::INGEST_MIN_ROWS || bucketed {
+            return None;
+        }
+        let Some(Column::Cell { family, .. }) = columns.first() else {
+            return None;
+        };
+        let def = &self.layout.def.families[*family];
+        if def.kind.is_aggregate() || def.format != crate::store::FamilyFormat::Packed {
+            return None;
+        }
+        columns
+            .iter()
+            .all(|c| match c {
+                Column::Cell {
+                    family: f,
+                    values,
+                    nulls,
+                    ..
+                } => {
+                    f == family
+                        && nulls.is_none_or(|n| n.null_count() == 0)
+                        && values.width().is_some()
+                }
+                Column::Map(_) => false,
+            })
+            .then_some(*family)
+    }
+
+    /// [`Encoder::encode`]'s rows given to the store a column at a time
+    /// (see [`Encoder::column_wise`]): the rows not already bad (`ok`),
+    /// at their `times` unless `explicit` gives theirs.
+    fn encode_columns<'k>(
+        &self,
+        (columns, family): (&[Column<'_>], BatchFamily),
+        explicit: Option<&TimestampMicrosecondArray>,
+        (ok, times): (&[bool], &[i64]),
+        key_of: &dyn Fn(usize) -> &'k [u8],
+        out: &mut CellBatch,
+        mut bad: Vec<BadRow>,
+    ) -> crate::Result<(Vec<usize>, Vec<BadRow>)> {
+        let mut rows = Vec::with_capacity(ok.len());
+        let mut at = Vec::with_capacity(ok.len());
+        for (row, _) in ok.iter().enumerate().filter(|(_, ok)| **ok) {
+            let time = match explicit.filter(|a| a.is_valid(row)) {
+                Some(a) if a.value(row) < 0 => {
+                    bad.push((row, negative_timestamp(a.value(row))));
+                    continue;
+                }
+                Some(a) => a.value(row),
+                None => times[row],
+            };
+            out.begin_row(key_of(row));
+            rows.push(row);
+            at.push(time);
+        }
+        let mut given = Vec::with_capacity(columns.len());
+        for column in columns {
+            if let Column::Cell {
+                qualifier, values, ..
+            } = column
+            {
+                let mut bytes = Vec::new();
+                values.write_rows(&rows, &mut bytes)?;
+                given.push(BatchColumn {
+                    qualifier: qualifier.to_vec(),
+                    width: values.width().unwrap_or_default(),
+                    values: bytes,
+                });
+            }
+        }
+        out.set_columns(family, given, at)?;
         bad.sort_by_key(|(row, _)| *row);
         Ok((rows, bad))
     }

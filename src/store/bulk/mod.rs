@@ -5,58 +5,22 @@
 //! straight into its pairs (a PACKED row-family from its sorted cells);
 //! any other row goes through the overlay as a row mutation does.
 
+mod batch;
 mod tall;
 
 use super::format::Overlay;
 use super::format::blocks::BLOCK_ROWS;
 use super::mutation::{self, check_key, check_qualifier, check_value};
-use super::{FjallStore, Mutation, RowMutation, TableHandle, aggregate, now_micros};
+use super::{FjallStore, TableHandle, aggregate, now_micros};
 use crate::codec;
 use crate::error::{Error, Result};
-use std::ops::Range;
+pub use batch::{BatchColumn, BatchFamily, CellBatch};
 use std::sync::Arc;
 use tall::TallBatch;
 
-/// A family of a [`CellBatch`], named once per batch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchFamily(u32);
-
-#[derive(Debug, Clone)]
-struct BatchRow {
-    key: Range<usize>,
-    cells: Range<usize>,
-}
-
-#[derive(Debug, Clone)]
-struct BatchCell {
-    family: BatchFamily,
-    /// Merge into an aggregate cell (AddToCell) rather than set.
-    add: bool,
-    timestamp: i64,
-    qualifier: Range<usize>,
-    value: Range<usize>,
-}
-
-/// Rows of cell writes: keys, qualifiers and values in one buffer. Build a
-/// row with [`CellBatch::begin_row`] and the cell methods; a row whose
-/// encoding fails half way is dropped with [`CellBatch::discard_row`].
-#[derive(Debug, Clone, Default)]
-pub struct CellBatch {
-    families: Vec<String>,
-    bytes: Vec<u8>,
-    rows: Vec<BatchRow>,
-    cells: Vec<BatchCell>,
-    /// Its new rows encoded ahead ([`FjallStore::prepare_batch`]); any
-    /// change to the batch drops them.
-    prepared: Prepared,
-}
-
 /// A batch's new rows encoded into pairs before its rows were locked, on
 /// the assumption that nothing is stored for them, against the table
-/// handle of that moment; taken by the write.
-#[derive(Default)]
-struct Prepared(std::sync::Mutex<Option<Box<Encoded>>>);
-
+/// handle of that moment; taken by the write (see `batch::Prepared`).
 struct Encoded {
     handle: Arc<TableHandle>,
     /// The batch's rows in key order, when all of them are valid.
@@ -70,231 +34,6 @@ enum Ahead {
     Pairs(Vec<Part>),
     /// Tall rows bound for blocks, with the blocks built.
     Tall(TallBatch),
-}
-
-impl Prepared {
-    fn take(&self) -> Option<Box<Encoded>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-    }
-
-    fn put(&mut self, encoded: Encoded) {
-        *self
-            .0
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Box::new(encoded));
-    }
-
-    fn drop_it(&mut self) {
-        *self
-            .0
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
-    }
-}
-
-/// A copy of a batch is encoded again.
-impl Clone for Prepared {
-    fn clone(&self) -> Self {
-        Prepared::default()
-    }
-}
-
-impl std::fmt::Debug for Prepared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Prepared")
-    }
-}
-
-impl CellBatch {
-    /// An empty batch.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The handle of a family by name (the store resolves names once per
-    /// batch, so a family dropped meanwhile fails the batch, not a row).
-    pub fn family(&mut self, name: &str) -> BatchFamily {
-        self.prepared.drop_it();
-        let at = match self.families.iter().position(|f| f == name) {
-            Some(at) => at,
-            None => {
-                self.families.push(name.to_string());
-                self.families.len() - 1
-            }
-        };
-        BatchFamily(at as u32)
-    }
-
-    /// Starts a row; the cells added next belong to it.
-    pub fn begin_row(&mut self, key: &[u8]) {
-        self.prepared.drop_it();
-        let start = self.bytes.len();
-        self.bytes.extend_from_slice(key);
-        self.rows.push(BatchRow {
-            key: start..self.bytes.len(),
-            cells: self.cells.len()..self.cells.len(),
-        });
-    }
-
-    /// Drops the row being built, with its cells.
-    pub fn discard_row(&mut self) {
-        self.prepared.drop_it();
-        if let Some(row) = self.rows.pop() {
-            self.cells.truncate(row.cells.start);
-            self.bytes.truncate(row.key.start);
-        }
-    }
-
-    fn push_cell(
-        &mut self,
-        family: BatchFamily,
-        add: bool,
-        qualifier: &[u8],
-        timestamp: i64,
-        value: impl FnOnce(&mut Vec<u8>),
-    ) {
-        self.prepared.drop_it();
-        let qualifier = match self.same_qualifier(qualifier) {
-            Some(shared) => shared,
-            None => {
-                let q = self.bytes.len();
-                self.bytes.extend_from_slice(qualifier);
-                q..self.bytes.len()
-            }
-        };
-        let v = self.bytes.len();
-        value(&mut self.bytes);
-        let cell = BatchCell {
-            family,
-            add,
-            timestamp,
-            qualifier,
-            value: v..self.bytes.len(),
-        };
-        self.cells.push(cell);
-        if let Some(row) = self.rows.last_mut() {
-            row.cells.end = self.cells.len();
-        }
-    }
-
-    /// Where the row before holds `qualifier` at the place in its cells
-    /// the row being built is at, if it does: a load's rows repeat their
-    /// columns in order, so each qualifier is stored once and shared.
-    fn same_qualifier(&self, qualifier: &[u8]) -> Option<Range<usize>> {
-        let [.., before, row] = self.rows.as_slice() else {
-            return None;
-        };
-        let at = before.cells.start + (self.cells.len() - row.cells.start);
-        let shared = &self
-            .cells
-            .get(at)
-            .filter(|_| at < before.cells.end)?
-            .qualifier;
-        (self.bytes[shared.clone()] == *qualifier).then(|| shared.clone())
-    }
-
-    /// Sets a cell of the row being built; `value` writes its bytes.
-    pub fn set_with(
-        &mut self,
-        family: BatchFamily,
-        qualifier: &[u8],
-        timestamp: i64,
-        value: impl FnOnce(&mut Vec<u8>),
-    ) {
-        self.push_cell(family, false, qualifier, timestamp, value);
-    }
-
-    /// Sets a cell of the row being built.
-    pub fn set(&mut self, family: BatchFamily, qualifier: &[u8], timestamp: i64, value: &[u8]) {
-        self.push_cell(family, false, qualifier, timestamp, |b| {
-            b.extend_from_slice(value)
-        });
-    }
-
-    /// Merges input into an aggregate cell of the row being built.
-    pub fn add(&mut self, family: BatchFamily, qualifier: &[u8], timestamp: i64, input: &[u8]) {
-        self.push_cell(family, true, qualifier, timestamp, |b| {
-            b.extend_from_slice(input)
-        });
-    }
-
-    /// Rows in the batch.
-    pub fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    /// Whether the batch holds no row.
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
-    /// The key of row `row`.
-    pub fn key(&self, row: usize) -> &[u8] {
-        &self.bytes[self.rows[row].key.clone()]
-    }
-
-    /// How many cells row `row` writes.
-    pub fn cell_count(&self, row: usize) -> usize {
-        self.rows[row].cells.len()
-    }
-
-    /// Cells in the batch.
-    pub fn total_cells(&self) -> usize {
-        self.cells.len()
-    }
-
-    /// Empties the batch, keeping its buffers.
-    pub fn clear(&mut self) {
-        self.prepared.drop_it();
-        self.families.clear();
-        self.bytes.clear();
-        self.rows.clear();
-        self.cells.clear();
-    }
-
-    fn row_cells(&self, row: usize) -> &[BatchCell] {
-        &self.cells[self.rows[row].cells.clone()]
-    }
-
-    fn qualifier(&self, cell: &BatchCell) -> &[u8] {
-        &self.bytes[cell.qualifier.clone()]
-    }
-
-    fn value(&self, cell: &BatchCell) -> &[u8] {
-        &self.bytes[cell.value.clone()]
-    }
-
-    /// Row `row` as a row mutation (the general path).
-    pub(crate) fn row_mutation(&self, row: usize) -> RowMutation {
-        let mutations = self
-            .row_cells(row)
-            .iter()
-            .map(|c| {
-                let family = self.families[c.family.0 as usize].clone();
-                let qualifier = self.qualifier(c).to_vec();
-                let value = self.value(c).to_vec();
-                if c.add {
-                    Mutation::AddToCell {
-                        family,
-                        qualifier,
-                        timestamp: Some(c.timestamp),
-                        input: value,
-                    }
-                } else {
-                    Mutation::SetCell {
-                        family,
-                        qualifier,
-                        timestamp: Some(c.timestamp),
-                        value,
-                    }
-                }
-            })
-            .collect();
-        RowMutation::new(self.key(row).to_vec(), mutations)
-    }
 }
 
 /// What [`FjallStore::write_batch`] does with a row that cannot be written.
@@ -391,6 +130,10 @@ impl FjallStore {
         {
             return Ok(Vec::new());
         }
+        // Rows given a column at a time go on as cells.
+        let cells = batch.to_cells();
+        let batch = &*cells;
+        let fresh = Fresh { batch, ..fresh };
         let parts = match parts {
             Some(parts) => fresh.settle(parts, &valid)?,
             None => encode_new_rows(&fresh, &valid, &repeated_keys(batch, &valid)),
@@ -481,7 +224,7 @@ impl FjallStore {
             && let Some(runs) = &runs
             && let Some(mut tall) = TallBatch::of(&handle, batch, &resolved, &valid, strict)
         {
-            tall.build(batch, runs);
+            tall.build(batch, runs)?;
             batch.prepared.put(Encoded {
                 handle: Arc::clone(&handle),
                 valid: Some(valid),
@@ -489,6 +232,8 @@ impl FjallStore {
             });
             return Ok(());
         }
+        // Rows given a column at a time go on as cells.
+        batch.make_cells();
         let repeated = repeated_keys(batch, &valid);
         let fresh = Fresh {
             snapshot: None,
@@ -546,8 +291,9 @@ fn checked_rows(
 ) -> std::result::Result<Checked, (usize, Error)> {
     let mut failed = Vec::new();
     let mut valid = Vec::with_capacity(batch.len());
+    let columns_valid = columns_valid(batch, families);
     for row in 0..batch.len() {
-        match validate(batch, families, row) {
+        match validate(batch, families, row, columns_valid) {
             Ok(()) => valid.push(row),
             Err(e) if bad == BadRows::Stop => return Err((row, e)),
             Err(e) => failed.push((row, e)),
@@ -666,32 +412,109 @@ fn resolve(table: &TableHandle, batch: &CellBatch) -> Result<Vec<Resolved>> {
         .collect()
 }
 
-/// The checks a row mutation gets before it is applied.
-fn validate(batch: &CellBatch, families: &[Resolved], row: usize) -> Result<()> {
+/// The checks a row mutation gets before it is applied. `columns_valid`:
+/// whether the columns of a batch given a column at a time pass
+/// [`check_cell`] whatever their row (see [`columns_valid`]).
+fn validate(
+    batch: &CellBatch,
+    families: &[Resolved],
+    row: usize,
+    columns_valid: bool,
+) -> Result<()> {
     check_key(batch.key(row))?;
+    if let Some(c) = &batch.columns {
+        let timestamp = c.times[row];
+        if columns_valid {
+            if timestamp < 0 {
+                return Err(Error::InvalidTimestamp { timestamp });
+            }
+            return Ok(());
+        }
+        for column in &c.columns {
+            let value = column.value(row);
+            check_cell(
+                batch,
+                families,
+                c.family,
+                false,
+                &column.qualifier,
+                timestamp,
+                value,
+            )?;
+        }
+        return Ok(());
+    }
     for cell in batch.row_cells(row) {
-        let family = &families[cell.family.0 as usize];
-        let qualifier = batch.qualifier(cell);
-        let value = batch.value(cell);
-        check_qualifier(qualifier)?;
-        check_value(value)?;
-        if cell.timestamp < 0 {
-            return Err(Error::InvalidTimestamp {
-                timestamp: cell.timestamp,
-            });
-        }
-        let name = &batch.families[cell.family.0 as usize];
-        if cell.add && !family.kind.is_aggregate() {
-            return Err(Error::InvalidMutation {
-                reason: format!(
-                    "cannot add to column {}: family {name:?} is not an aggregate family",
-                    mutation::column_name(name, qualifier)
-                ),
-            });
-        }
-        if !cell.add && family.kind.is_aggregate() {
-            aggregate::check_value(family.kind, &mutation::column_name(name, qualifier), value)?;
-        }
+        let (qualifier, value) = (batch.qualifier(cell), batch.value(cell));
+        check_cell(
+            batch,
+            families,
+            cell.family,
+            cell.add,
+            qualifier,
+            cell.timestamp,
+            value,
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether the columns of a batch given a column at a time pass
+/// [`check_cell`] in every row with a time that is not negative: their
+/// qualifiers and value sizes are, and a family that is no aggregate
+/// checks nothing else of a value.
+fn columns_valid(batch: &CellBatch, families: &[Resolved]) -> bool {
+    let Some(c) = &batch.columns else {
+        return false;
+    };
+    !batch.is_empty()
+        && !families[c.family.0 as usize].kind.is_aggregate()
+        && c.columns.iter().all(|column| {
+            let value = column.value(0);
+            check_cell(
+                batch,
+                families,
+                c.family,
+                false,
+                &column.qualifier,
+                0,
+                value,
+            )
+            .is_ok()
+        })
+}
+
+/// The checks of one cell write.
+fn check_cell(
+    batch: &CellBatch,
+    families: &[Resolved],
+    family: BatchFamily,
+    add: bool,
+    qualifier: &[u8],
+    timestamp: i64,
+    value: &[u8],
+) -> Result<()> {
+    let resolved = &families[family.0 as usize];
+    check_qualifier(qualifier)?;
+    check_value(value)?;
+    if timestamp < 0 {
+        return Err(Error::InvalidTimestamp { timestamp });
+    }
+    let name = &batch.families[family.0 as usize];
+    if add && !resolved.kind.is_aggregate() {
+        return Err(Error::InvalidMutation {
+            reason: format!(
+                "cannot add to column {}: family {name:?} is not an aggregate family",
+                mutation::column_name(name, qualifier)
+            ),
+        });
+    }
+    if !add && resolved.kind.is_aggregate() {
+        aggregate::check_value(
+            resolved.kind,
+            &mutation::column_name(name, qualifier),
+            value,
+        )?;
     }
     Ok(())
 }

@@ -4,9 +4,10 @@
 //! the batch's cells, column by column, with no PACKED value made of
 //! each row first and parsed again.
 
+use super::batch::Columns;
 use super::{CellBatch, Resolved};
 use crate::codec;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::store::format::blocks::{self, BLOCK_ROWS, TallCells, TallRows};
 use crate::store::format::{MAX_PACKED_LEN, packed_cell_size, tall_shape};
 use crate::store::{FjallStore, TableHandle};
@@ -21,14 +22,23 @@ pub(super) struct TallBatch {
     pub slot: usize,
     shape: Vec<u8>,
     columns: usize,
-    /// Per row, in key order: its cells' places in the batch, in the
-    /// shape's column order.
-    cells: Vec<usize>,
+    /// Where the rows' cells lie in the batch.
+    cells: Cells,
     /// The rows' escaped keys back to back, and where each ends.
     keys: Vec<u8>,
     ends: Vec<usize>,
     /// The rows' blocks built ahead, and where they were cut.
     built: Option<(Vec<usize>, Blocks)>,
+}
+
+/// Where a tall batch's cells lie in its batch.
+enum Cells {
+    /// Per row, in key order: its cells' places among the batch's cells,
+    /// in the shape's column order.
+    Cells(Vec<usize>),
+    /// The batch's rows, in key order, and its columns in the shape's
+    /// order, of a batch given a column at a time.
+    Columns { rows: Vec<usize>, order: Vec<usize> },
 }
 
 impl TallBatch {
@@ -38,7 +48,8 @@ impl TallBatch {
     /// PACKED family with blocks and no other, and no key comes twice
     /// (none can when they came `strict`ly ascending). Not while a
     /// family's format is being changed (a row's slot then depends on
-    /// where the change is).
+    /// where the change is). Rows given a column at a time are such rows
+    /// by their form.
     pub fn of(
         table: &TableHandle,
         batch: &CellBatch,
@@ -48,6 +59,9 @@ impl TallBatch {
     ) -> Option<TallBatch> {
         if table.moving.iter().any(Option::is_some) {
             return None;
+        }
+        if let Some(columns) = &batch.columns {
+            return Self::of_columns(table, batch, columns, families, valid, strict);
         }
         let first = batch.row_cells(*valid.first()?);
         let family = first.first()?.family;
@@ -64,51 +78,79 @@ impl TallBatch {
         let held: Vec<&Range<usize>> = order.iter().map(|&k| &first[k].qualifier).collect();
         let shape = tall_shape(&qualifiers)?;
         let columns = qualifiers.len();
-        let mut tall = TallBatch {
-            slot,
-            shape,
-            columns,
-            cells: Vec::with_capacity(valid.len() * columns),
-            keys: Vec::with_capacity(valid.iter().map(|&r| batch.key(r).len() + 2).sum()),
-            ends: Vec::with_capacity(valid.len()),
-            built: None,
-        };
-        let mut previous: Option<&[u8]> = None;
+        let mut cells = Vec::with_capacity(valid.len() * columns);
+        let mut keys = Keys::new(batch, valid, strict);
         for &row in valid {
-            let key = batch.key(row);
-            if !strict && previous.is_some_and(|p| p >= key) {
-                return None;
-            }
-            previous = Some(key);
-            let start = batch.rows[row].cells.start;
-            let cells = batch.row_cells(row);
-            if cells.len() != columns {
+            keys.push(row)?;
+            let start = batch.cells_start(row);
+            let row_cells = batch.row_cells(row);
+            if row_cells.len() != columns {
                 return None;
             }
             let mut size = 0;
             for ((&k, &qualifier), &held) in order.iter().zip(&qualifiers).zip(&held) {
-                let cell = &cells[k];
+                let cell = &row_cells[k];
                 let same = cell.qualifier == *held || batch.qualifier(cell) == qualifier;
                 if cell.family != family || cell.add || !same {
                     return None;
                 }
                 size += packed_cell_size(qualifier, batch.value(cell));
-                tall.cells.push(start + k);
+                cells.push(start + k);
             }
             // (A row over the limit takes the general path, which says so.)
             if size > MAX_PACKED_LEN {
                 return None;
             }
-            codec::escape_into(&mut tall.keys, key);
-            tall.ends.push(tall.keys.len());
         }
-        Some(tall)
+        Some(keys.tall(slot, shape, columns, Cells::Cells(cells)))
+    }
+
+    /// [`TallBatch::of`] rows given a column at a time: each has a cell
+    /// in every column, so only the family, the qualifiers (no two
+    /// alike), a row's size (all rows' values are alike in size) and the
+    /// key order are to be looked at.
+    fn of_columns(
+        table: &TableHandle,
+        batch: &CellBatch,
+        columns: &Columns,
+        families: &[Resolved],
+        valid: &[usize],
+        strict: bool,
+    ) -> Option<TallBatch> {
+        let slot = families[columns.family.0 as usize].index;
+        if table.formats[slot].pair_per_cell() || table.blocks.get(slot)?.is_none() {
+            return None;
+        }
+        let given = &columns.columns;
+        let mut order: Vec<usize> = (0..given.len()).collect();
+        order.sort_by(|&a, &b| given[a].qualifier.cmp(&given[b].qualifier));
+        let qualifiers: Vec<&[u8]> = order.iter().map(|&k| &given[k].qualifier[..]).collect();
+        // (Two columns alike are no shape.)
+        let shape = tall_shape(&qualifiers)?;
+        let first = *valid.first()?;
+        let size: usize = given
+            .iter()
+            .map(|c| packed_cell_size(&c.qualifier, c.value(first)))
+            .sum();
+        if size > MAX_PACKED_LEN {
+            return None;
+        }
+        let mut keys = Keys::new(batch, valid, strict);
+        for &row in valid {
+            keys.push(row)?;
+        }
+        let cells = Cells::Columns {
+            rows: valid.to_vec(),
+            order,
+        };
+        Some(keys.tall(slot, shape, qualifiers.len(), cells))
     }
 
     /// Builds the rows' blocks ahead of their write, cut at `cuts`.
-    pub fn build(&mut self, batch: &CellBatch, cuts: &[usize]) {
-        let blocks = blocks::build_tall(&self.rows(batch), cuts, BLOCK_ROWS);
+    pub fn build(&mut self, batch: &CellBatch, cuts: &[usize]) -> Result<()> {
+        let blocks = blocks::build_tall(&self.rows(batch)?, cuts, BLOCK_ROWS);
         self.built = Some((cuts.to_vec(), blocks));
+        Ok(())
     }
 
     /// Ingests the rows as blocks (see `FjallStore::ingest_built`), cut
@@ -122,10 +164,11 @@ impl TallBatch {
         runs: &[usize],
     ) -> Result<bool> {
         let built = self.built.take();
-        store.ingest_built(table, self.slot, &self.keys(), runs, |cuts| {
+        let rows = self.rows(batch)?;
+        store.ingest_built(table, self.slot, &rows.keys, runs, |cuts| {
             Ok(match built {
                 Some((made, blocks)) if made == cuts => blocks,
-                _ => blocks::build_tall(&self.rows(batch), cuts, BLOCK_ROWS),
+                _ => blocks::build_tall(&rows, cuts, BLOCK_ROWS),
             })
         })
     }
@@ -142,31 +185,109 @@ impl TallBatch {
             .collect()
     }
 
-    /// The rows as the blocks take them.
-    fn rows<'a>(&'a self, batch: &'a CellBatch) -> TallRows<'a, InBatch<'a>> {
-        TallRows {
+    /// The rows as the blocks take them, from `batch`, the batch they
+    /// were found in (whose form cannot have changed since: any change
+    /// to a batch drops what was made of it ahead).
+    fn rows<'a>(&'a self, batch: &'a CellBatch) -> Result<TallRows<'a, InBatch<'a>>> {
+        let cells = match (&self.cells, &batch.columns) {
+            (Cells::Cells(cells), None) => InBatch::Cells {
+                batch,
+                cells,
+                columns: self.columns,
+            },
+            (Cells::Columns { rows, order }, Some(given)) => {
+                InBatch::Columns { given, rows, order }
+            }
+            _ => {
+                return Err(Error::Internal(
+                    "a tall batch built from another form of its batch".into(),
+                ));
+            }
+        };
+        Ok(TallRows {
             keys: self.keys(),
             shape: &self.shape,
             columns: self.columns,
-            cells: InBatch {
-                batch,
-                cells: &self.cells,
-            },
+            cells,
+        })
+    }
+}
+
+/// A tall batch's rows' keys, escaped, as they are taken in key order.
+struct Keys<'a> {
+    batch: &'a CellBatch,
+    strict: bool,
+    previous: Option<&'a [u8]>,
+    keys: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl<'a> Keys<'a> {
+    fn new(batch: &'a CellBatch, valid: &[usize], strict: bool) -> Keys<'a> {
+        Keys {
+            batch,
+            strict,
+            previous: None,
+            keys: Vec::with_capacity(valid.iter().map(|&r| batch.key(r).len() + 2).sum()),
+            ends: Vec::with_capacity(valid.len()),
+        }
+    }
+
+    /// Takes row `row`'s key; `None` if it is not past the one before.
+    fn push(&mut self, row: usize) -> Option<()> {
+        let key = self.batch.key(row);
+        if !self.strict && self.previous.is_some_and(|p| p >= key) {
+            return None;
+        }
+        self.previous = Some(key);
+        codec::escape_into(&mut self.keys, key);
+        self.ends.push(self.keys.len());
+        Some(())
+    }
+
+    fn tall(self, slot: usize, shape: Vec<u8>, columns: usize, cells: Cells) -> TallBatch {
+        TallBatch {
+            slot,
+            shape,
+            columns,
+            cells,
+            keys: self.keys,
+            ends: self.ends,
+            built: None,
         }
     }
 }
 
 /// A tall batch's cells where the batch holds them.
-struct InBatch<'a> {
-    batch: &'a CellBatch,
-    /// The cells' places in the batch (see [`TallBatch`]).
-    cells: &'a [usize],
+enum InBatch<'a> {
+    Cells {
+        batch: &'a CellBatch,
+        cells: &'a [usize],
+        columns: usize,
+    },
+    Columns {
+        given: &'a Columns,
+        rows: &'a [usize],
+        order: &'a [usize],
+    },
 }
 
 impl TallCells for InBatch<'_> {
-    fn cell(&self, at: usize) -> (i64, &[u8]) {
-        let cell = &self.batch.cells[self.cells[at]];
-        (cell.timestamp, self.batch.value(cell))
+    fn cell(&self, row: usize, column: usize) -> (i64, &[u8]) {
+        match self {
+            InBatch::Columns { given, rows, order } => {
+                let row = rows[row];
+                (given.times[row], given.columns[order[column]].value(row))
+            }
+            InBatch::Cells {
+                batch,
+                cells,
+                columns,
+            } => {
+                let cell = &batch.cells[cells[row * columns + column]];
+                (cell.timestamp, batch.value(cell))
+            }
+        }
     }
 }
 

@@ -528,11 +528,11 @@ pub(crate) fn build<K: AsRef<[u8]> + Sync, V: AsRef<[u8]> + Sync>(
     Ok(out)
 }
 
-/// The cells of tall rows, read where they lie: row by row, a row's in
-/// the shape's column order.
+/// The cells of tall rows, read where they lie.
 pub(crate) trait TallCells: Sync {
-    /// The cell at `at` in that order: its timestamp and value.
-    fn cell(&self, at: usize) -> (i64, &[u8]);
+    /// Row `row`'s cell of column `column` (in the shape's order): its
+    /// timestamp and value.
+    fn cell(&self, row: usize, column: usize) -> (i64, &[u8]);
 }
 
 /// Tall rows of one shape given by their cells, to be built into blocks
@@ -550,7 +550,7 @@ pub(crate) struct TallRows<'a, C> {
 impl<C: TallCells> TallRows<'_, C> {
     /// Row `i`'s cell of column `j`.
     fn cell(&self, i: usize, j: usize) -> (i64, &[u8]) {
-        self.cells.cell(i * self.columns + j)
+        self.cells.cell(i, j)
     }
 
     /// About what row `i` takes in a block: its key and values.
@@ -796,10 +796,11 @@ mod tests {
 
     use proptest::strategy::Strategy as _;
 
-    /// Cells held in that order.
-    impl TallCells for Vec<(i64, &[u8])> {
-        fn cell(&self, at: usize) -> (i64, &[u8]) {
-            self[at]
+    /// Cells held row by row, a row's in the shape's order, with the
+    /// number of columns.
+    impl TallCells for (Vec<(i64, &[u8])>, usize) {
+        fn cell(&self, row: usize, column: usize) -> (i64, &[u8]) {
+            self.0[row * self.1 + column]
         }
     }
 
@@ -838,7 +839,7 @@ mod tests {
                 keys: keys.iter().map(Vec::as_slice).collect(),
                 shape: &shape,
                 columns: c,
-                cells,
+                cells: (cells, c),
             };
             let values: Vec<(Vec<u8>, Vec<u8>)> = rows
                 .iter()
