@@ -652,3 +652,97 @@ async fn block_reads_answer_as_row_reads_do() {
         assert_eq!(packed, cells, "{query}");
     }
 }
+
+/// A load into a PACKED family large enough to go to the store a column
+/// at a time (declared columns, none NULL) answers as the same load into
+/// a CELLS family, which goes cell by cell: every cell with its time,
+/// the same bad rows skipped with the same reasons, or the same row
+/// stopping the load; and a NULL sends the load cell by cell, to the same
+/// end.
+#[tokio::test]
+async fn a_load_given_column_wise_answers_as_one_given_cell_by_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = SqlSession::new(Store::open(dir.path().join("s")).unwrap());
+    let rows = 40_000;
+    let bad_key = 30_001;
+    let negative = 30_002;
+    let csv = |null_at: Option<usize>| {
+        let mut csv = String::from("_key,_timestamp,a,b,flag,d\n");
+        for i in 0..rows {
+            let key = match i {
+                _ if i == bad_key => "k".repeat(cellar::MAX_KEY_LEN + 1),
+                _ => format!("k{i:07}"),
+            };
+            let ts = match i {
+                _ if i == negative => "1969-12-31T23:59:59".to_string(),
+                _ => format!("2026-01-01T00:{:02}:{:02}", i / 60 % 60, i % 60),
+            };
+            let b = if null_at == Some(i) {
+                String::new()
+            } else {
+                (i * 3).to_string()
+            };
+            let flag = i % 3 == 0;
+            let d = format!("{}.{:02}", i / 7, i % 100);
+            csv.push_str(&format!("{key},{ts},{},{b},{flag},{d}\n", i as f64 / 8.0));
+        }
+        csv
+    };
+    let (full, with_null) = (dir.path().join("full.csv"), dir.path().join("null.csv"));
+    std::fs::write(&full, csv(None)).unwrap();
+    std::fs::write(&with_null, csv(Some(20_000))).unwrap();
+    let text = |batches: &[datafusion::arrow::array::RecordBatch]| {
+        datafusion::arrow::util::pretty::pretty_format_batches(batches)
+            .unwrap()
+            .to_string()
+    };
+    let mut answers: Vec<Vec<String>> = Vec::new();
+    for (table, format) in [("p", "PACKED"), ("c", "CELLS"), ("n", "PACKED")] {
+        session
+            .query(&format!(
+                "CREATE TABLE {table} (FAMILY m FORMAT {format}, a DOUBLE IN m, b BIGINT IN m, \
+                 flag BOOLEAN IN m, d DECIMAL(12, 2) IN m)"
+            ))
+            .await
+            .unwrap();
+        let file = if table == "n" { &with_null } else { &full };
+        let stopped = session
+            .query(&format!("COPY {table} FROM '{}'", file.display()))
+            .await
+            .unwrap_err()
+            .to_string();
+        let loaded = session
+            .query(&format!(
+                "COPY {table} FROM '{}' (ON_ERROR skip)",
+                file.display()
+            ))
+            .await
+            .unwrap();
+        let mut answer = vec![stopped, text(&loaded)];
+        for sql in [
+            format!("SELECT * FROM {table} ORDER BY _key"),
+            format!(
+                "SELECT _key, qualifier, _timestamp, value FROM cells('{table}') \
+                 ORDER BY _key, qualifier"
+            ),
+        ] {
+            answer.push(text(&session.query(&sql).await.unwrap()));
+        }
+        answers.push(answer);
+    }
+    let (p, c, n) = (&answers[0], &answers[1], &answers[2]);
+    // (The time is refused as the row is read, the key as it is written.)
+    assert!(p[0].contains(&format!("line {}", negative + 2)), "{}", p[0]);
+    assert!(p[1].contains("39998"), "{}", p[1]);
+    for (k, what) in ["the stop", "the load", "the rows", "the cells"]
+        .iter()
+        .enumerate()
+    {
+        // (Not printed: the tables are long.)
+        assert!(p[k] == c[k], "{what} differ");
+    }
+    // The NULL's row lacks that cell, and the rest is as before.
+    let n_rows = n[2].lines().filter(|l| l.starts_with("| k")).count();
+    assert_eq!(n_rows, rows - 2);
+    assert_eq!(n[3].lines().count(), p[3].lines().count() - 1);
+}
