@@ -46,15 +46,13 @@ const ESCAPED_ZERO: [u8; 2] = [0x00, 0xFF];
 /// Appends the escaping of `bytes` without its terminator.
 pub fn escape_body_into(out: &mut Vec<u8>, bytes: &[u8]) {
     out.reserve(bytes.len() + 2);
-    for chunk in bytes.split_inclusive(|&b| b == 0) {
-        match chunk.split_last() {
-            Some((0, head)) => {
-                out.extend_from_slice(head);
-                out.extend_from_slice(&ESCAPED_ZERO);
-            }
-            _ => out.extend_from_slice(chunk),
-        }
+    let mut rest = bytes;
+    while let Some(at) = memchr::memchr(0, rest) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(&ESCAPED_ZERO);
+        rest = &rest[at + 1..];
     }
+    out.extend_from_slice(rest);
 }
 
 /// Appends the escaping of `bytes`, terminator included.

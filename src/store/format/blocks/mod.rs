@@ -562,27 +562,35 @@ impl<C: TallCells> TallRows<'_, C> {
     /// The column-wise block of rows `from..end`.
     fn block(&self, from: usize, end: usize) -> Vec<u8> {
         let keys = &self.keys[from..end];
-        let bytes: usize = (from..end).map(|i| self.size(i)).sum();
+        let r = end - from;
+        // Each cell taken once, a column at a time.
+        let mut times = Vec::with_capacity(r * self.columns);
+        let mut columns: Vec<Vec<&[u8]>> = Vec::with_capacity(self.columns);
+        let mut bytes: usize = keys.iter().map(|k| k.len()).sum();
+        for j in 0..self.columns {
+            let mut values = Vec::with_capacity(r);
+            for i in from..end {
+                let (ts, v) = self.cell(i, j);
+                times.push(ts);
+                bytes += 2 + v.len();
+                values.push(v);
+            }
+            columns.push(values);
+        }
+        let mut newest = vec![i64::MIN; r];
+        for column in times.chunks_exact(r.max(1)) {
+            for (n, &ts) in newest.iter_mut().zip(column) {
+                *n = (*n).max(ts);
+            }
+        }
+        let ages: Vec<i64> = times
+            .chunks_exact(r.max(1))
+            .flat_map(|column| column.iter().zip(&newest).map(|(ts, n)| n - ts))
+            .collect();
         let mut out = Vec::with_capacity(64 + 4 * (keys.len() + 1) + bytes);
         header(&mut out, COLUMNS, keys.iter().map(|k| k.len()));
         for k in keys {
             out.extend_from_slice(k);
-        }
-        let r = end - from;
-        let newest: Vec<i64> = (from..end)
-            .map(|i| {
-                (0..self.columns)
-                    .map(|j| self.cell(i, j).0)
-                    .max()
-                    .unwrap_or_default()
-            })
-            .collect();
-        let mut ages = Vec::with_capacity(r * self.columns);
-        let mut columns = Vec::with_capacity(self.columns);
-        for j in 0..self.columns {
-            let cells = (from..end).map(|i| self.cell(i, j));
-            ages.extend(cells.clone().zip(&newest).map(|((ts, _), n)| n - ts));
-            columns.push(cells.map(|(_, v)| v).collect());
         }
         packed::write_tall_body(self.shape, &newest, &ages, &columns, &mut out);
         out
