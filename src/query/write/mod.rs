@@ -38,8 +38,10 @@ use crate::store::{BadRows, Entered, Mutation, RowMutation, Store, TimeRange};
 
 /// Rows per store write: the unit that a bad row stops. Large enough for
 /// the store to write a bulk load's batches by ingestion (see
-/// `INGEST_MIN_ROWS`).
-pub(crate) const WRITE_BATCH_ROWS: usize = 65_536;
+/// `INGEST_MIN_ROWS`), and for each ingestion's syncs (a table file, the
+/// keyspace's version) to weigh little: a load's writes come one after
+/// another, and at 65 536 rows they were the longest stage.
+pub(crate) const WRITE_BATCH_ROWS: usize = 131_072;
 
 /// How a write names the rows of its input in errors.
 #[derive(Debug, Clone)]
