@@ -616,7 +616,8 @@ pub(crate) fn build_tall<C: TallCells>(
             .map(|&(from, end)| (rows.keys[end - 1].to_vec(), rows.block(from, end)))
             .collect::<Vec<_>>()
     });
-    parts.concat()
+    // (Moved, not copied as `concat` would.)
+    parts.into_iter().flatten().collect()
 }
 
 /// Where a build's blocks start and end: a block closes at `block_rows`
