@@ -14,7 +14,7 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 
 use super::encode::BadRow;
 use crate::Error;
-use crate::query::wide::Layout;
+use crate::query::wide::{ColumnSource, Layout};
 
 /// Where each view column comes from in a batch of `schema`: the index
 /// of the source column, if any. `source` names the input in errors.
@@ -62,7 +62,10 @@ pub(crate) fn column_map(
 }
 
 /// `batch` as the view's columns and types; rows holding a value that
-/// does not convert are returned as bad (their other columns stay).
+/// does not convert are returned as bad (their other columns stay). The
+/// one exception: a `_key` given as string views (what Parquet files are
+/// read as) stays so, for the encoder reads them as they are (copying a
+/// load's keys into another array cost a few percent of it).
 pub(crate) fn conform(
     layout: &Layout,
     batch: &RecordBatch,
@@ -72,18 +75,34 @@ pub(crate) fn conform(
     let rows = batch.num_rows();
     let mut bad = Vec::new();
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(view.fields().len());
-    for (field, source) in view.fields().iter().zip(map) {
+    let mut fields: Vec<Arc<Field>> = view.fields().iter().cloned().collect();
+    for (at, (field, source)) in view.fields().iter().zip(map).enumerate() {
         let array = match source {
             None => new_null_array(field.data_type(), rows),
+            Some(i) if is_key_view(layout, at, batch.column(*i)) => {
+                let array = Arc::clone(batch.column(*i));
+                fields[at] = Arc::new(field.as_ref().clone().with_data_type(DataType::Utf8View));
+                array
+            }
             Some(i) => convert(batch.column(*i), field, &mut bad)?,
         };
         columns.push(array);
     }
     bad.sort_by_key(|(row, _)| *row);
     bad.dedup_by_key(|(row, _)| *row);
-    let batch = RecordBatch::try_new(Arc::clone(view), columns)
+    let schema = match fields.iter().zip(view.fields()).all(|(a, b)| a == b) {
+        true => Arc::clone(view),
+        false => Arc::new(Schema::new(fields)),
+    };
+    let batch = RecordBatch::try_new(schema, columns)
         .map_err(|e| Error::Internal(format!("conformed batch: {e}")))?;
     Ok((batch, bad))
+}
+
+/// Whether view column `at` is `_key`, given as string views.
+fn is_key_view(layout: &Layout, at: usize, array: &ArrayRef) -> bool {
+    matches!(layout.sources.get(at), Some(ColumnSource::Key))
+        && array.data_type() == &DataType::Utf8View
 }
 
 /// One column converted to its view type.

@@ -12,7 +12,8 @@ use std::io::Write as _;
 
 use datafusion::arrow::array::{
     Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Decimal128Array, Float64Array, Int64Array,
-    MapArray, RecordBatch, StringArray, StructArray, TimestampMicrosecondArray, new_null_array,
+    MapArray, RecordBatch, StringArray, StringViewArray, StructArray, TimestampMicrosecondArray,
+    new_null_array,
 };
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
@@ -193,9 +194,45 @@ enum Column<'a> {
     Map(MapValues<'a>),
 }
 
+/// Text of a batch: strings, or string views (a file's `_key` as read).
+enum Texts {
+    Strings(StringArray),
+    Views(StringViewArray),
+}
+
+impl Texts {
+    /// `array` as text: as it is when it is strings or string views,
+    /// else cast to strings.
+    fn of(array: &ArrayRef) -> crate::Result<Texts> {
+        Ok(match array.data_type() {
+            DataType::Utf8View => Texts::Views(array.as_string_view().clone()),
+            _ => Texts::Strings(
+                cast(array, &DataType::Utf8)
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))?
+                    .as_string::<i32>()
+                    .clone(),
+            ),
+        })
+    }
+
+    fn is_valid(&self, row: usize) -> bool {
+        match self {
+            Texts::Strings(a) => a.is_valid(row),
+            Texts::Views(a) => a.is_valid(row),
+        }
+    }
+
+    fn value(&self, row: usize) -> &str {
+        match self {
+            Texts::Strings(a) => a.value(row),
+            Texts::Views(a) => a.value(row),
+        }
+    }
+}
+
 /// Where a row's key comes from in one batch.
 struct KeyColumns<'a> {
-    key: Option<StringArray>,
+    key: Option<Texts>,
     /// Per key field: its column, if the input has it.
     segments: Vec<Option<Segment<'a>>>,
     /// A series' event times, which every event needs.
@@ -681,14 +718,7 @@ impl<'l> Encoder<'l> {
                 continue;
             }
             match source {
-                ColumnSource::Key => {
-                    key = Some(
-                        cast(array, &DataType::Utf8)
-                            .map_err(df)?
-                            .as_string::<i32>()
-                            .clone(),
-                    )
-                }
+                ColumnSource::Key => key = Some(Texts::of(array)?),
                 ColumnSource::Segment(s) => {
                     let any = array.as_any();
                     segments[*s] = Some(if let Some(a) = any.downcast_ref::<Int64Array>() {
