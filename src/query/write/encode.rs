@@ -553,7 +553,7 @@ impl<'l> Encoder<'l> {
                 qualifier, values, ..
             } = column
             {
-                let mut bytes = Vec::new();
+                let mut bytes = out.column_buffer();
                 values.write_rows(&rows, &mut bytes)?;
                 given.push(BatchColumn {
                     qualifier: qualifier.to_vec(),

@@ -74,6 +74,8 @@ pub struct CellBatch {
     /// The cells, row after row (none while `columns` holds them).
     pub(super) cells: Vec<BatchCell>,
     pub(super) columns: Option<Columns>,
+    /// Value buffers of columns given before, emptied, for the next.
+    spare: Vec<Vec<u8>>,
     /// Its new rows encoded ahead ([`FjallStore::prepare_batch`]); any
     /// change to the batch drops them.
     pub(super) prepared: Prepared,
@@ -275,7 +277,20 @@ impl CellBatch {
         self.bytes.clear();
         self.rows.clear();
         self.cells.clear();
-        self.columns = None;
+        if let Some(columns) = self.columns.take() {
+            self.spare.extend(columns.columns.into_iter().map(|mut c| {
+                c.values.clear();
+                c.values
+            }));
+        }
+    }
+
+    /// An empty buffer for a column's values ([`CellBatch::set_columns`]):
+    /// one a column given before this batch was cleared held, when there
+    /// is one (a load's batches are megabytes a column; reused, their
+    /// pages are not the kernel's to clear again).
+    pub fn column_buffer(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
     }
 
     /// Sets, in every row begun so far, one cell in each of `columns` of
