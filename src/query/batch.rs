@@ -400,7 +400,7 @@ impl ViewBatchBuilder {
         let mut builders = Vec::with_capacity(layout.sources.len());
         let mut proto_values = HashMap::new();
         let mut masks = HashMap::new();
-        let mut maps = Vec::new();
+        let mut maps = Vec::with_capacity(layout.sources.len());
         let (mut segment_columns, mut map_columns) = (Vec::new(), Vec::new());
         // Per declared column: its view column; a serialized series' event
         // column is none of the view's but the one past them, where its

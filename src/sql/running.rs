@@ -73,7 +73,8 @@ impl Running {
         self.lock().insert(
             id,
             Entry {
-                sql: sql.split_whitespace().collect::<Vec<_>>().join(" "),
+                // Kept as given: it is shown on one line only when listed.
+                sql: sql.to_owned(),
                 started: Instant::now(),
                 heavy,
                 queued: Arc::clone(&queued),
@@ -169,7 +170,10 @@ impl Running {
             .values()
             .map(|e| u64::try_from(e.started.elapsed().as_millis()).unwrap_or(u64::MAX))
             .collect();
-        let sql: Vec<&str> = entries.values().map(|e| e.sql.as_str()).collect();
+        let sql: Vec<String> = entries
+            .values()
+            .map(|e| e.sql.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect();
         let schema = Schema::new(vec![
             Field::new("id", DataType::UInt64, false),
             Field::new("state", DataType::Utf8, false),
