@@ -77,13 +77,19 @@ async fn a_query_past_the_timeout_is_stopped() {
 async fn running_queries_are_listed_and_can_be_cancelled() {
     let (_dir, session) = session(SessionOptions::default());
     let running = session.clone();
-    let task = tokio::spawn(async move { running.query(ENDLESS).await });
+    // Written over several lines, it is listed on one.
+    let task = tokio::spawn(async move {
+        running
+            .query(&ENDLESS.replace(" FROM ", "\n    FROM  "))
+            .await
+    });
     let id = loop {
-        if let Some((id, _, _)) = queries(&session)
+        if let Some((id, _, sql)) = queries(&session)
             .await
             .into_iter()
             .find(|(_, _, sql)| sql.contains("9000000000000"))
         {
+            assert_eq!(sql, ENDLESS);
             break id;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
