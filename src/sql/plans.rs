@@ -38,7 +38,7 @@ use datafusion::logical_expr::{Expr, LogicalPlan, Volatility};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::execution_plan::reset_plan_states;
 
-use crate::query::CellarTable;
+use crate::query::{CellarTable, KeptProjectionExec, keep_projections};
 
 /// Statements whose plans a session keeps at most.
 const CAPACITY: usize = 256;
@@ -168,14 +168,20 @@ impl Plans {
         // stop when the last holder of that state lets go, so a kept
         // running instance would keep a cancelled query's tasks reading
         // until their end (and its channels alive until the plan expires).
+        // Its projections run without registering metrics (no one sees a
+        // kept plan's).
+        let plan = match keep_projections(Arc::clone(plan)) {
+            Ok(plan) => plan,
+            Err(_) => return,
+        };
         let reset = keeps_state(plan.as_ref());
         let plan = if reset {
-            match reset_plan_states(Arc::clone(plan)) {
+            match reset_plan_states(plan) {
                 Ok(fresh) => fresh,
                 Err(_) => return,
             }
         } else {
-            Arc::clone(plan)
+            plan
         };
         let mut entries = self.lock();
         if entries.by_text.len() >= CAPACITY && !entries.by_text.contains_key(sql) {
@@ -221,6 +227,7 @@ fn keeps_state(plan: &dyn ExecutionPlan) -> bool {
     use datafusion::physical_plan::placeholder_row::PlaceholderRowExec;
     use datafusion::physical_plan::projection::ProjectionExec;
     let fresh = plan.is::<ProjectionExec>()
+        || plan.is::<KeptProjectionExec>()
         || plan.is::<FilterExec>()
         || plan.is::<GlobalLimitExec>()
         || plan.is::<LocalLimitExec>()
