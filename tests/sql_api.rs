@@ -746,3 +746,36 @@ async fn a_load_given_column_wise_answers_as_one_given_cell_by_cell() {
     assert_eq!(n_rows, rows - 2);
     assert_eq!(n[3].lines().count(), p[3].lines().count() - 1);
 }
+
+/// cellar's own statements led by a comment run as they do without one
+/// (the text a client sends often starts with one); this panicked in the
+/// statement parser before.
+#[tokio::test]
+async fn statements_led_by_comments_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = SqlSession::new(Store::open(dir.path()).unwrap());
+    for sql in [
+        "-- the readings\nCREATE TABLE r (ROW KEY (a TEXT), FAMILY f, v BIGINT IN f)",
+        "/* a series */ CREATE SERIES s (KEY (a TEXT), TIME ts, v DOUBLE) LAYOUT ROW PER EVENT",
+        "-- one row\nINSERT INTO r (a, v) VALUES ('x', 1)",
+        "/* gone */ DROP SERIES s",
+    ] {
+        session
+            .query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let batches = session
+        .query("-- count\nSELECT count(*) FROM r")
+        .await
+        .unwrap();
+    assert_eq!(
+        batches[0]
+            .column(0)
+            .as_primitive::<datafusion::arrow::datatypes::Int64Type>()
+            .value(0),
+        1
+    );
+    let missing = session.query("-- s was dropped\nSELECT * FROM s").await;
+    assert!(missing.is_err());
+}

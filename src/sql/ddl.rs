@@ -197,10 +197,13 @@ impl<'a> Words<'a> {
     }
 
     fn words(&mut self, ws: &[&str]) -> bool {
-        let start = self.p.index();
-        for w in ws {
+        for (matched, w) in ws.iter().enumerate() {
             if !self.word(w) {
-                while self.p.index() > start {
+                // Back over the words taken, one token each: counting
+                // positions instead would also count the whitespace and
+                // comments before them, and stepping back over a leading
+                // comment is past the start.
+                for _ in 0..matched {
                     self.p.prev_token();
                 }
                 return false;
@@ -1071,6 +1074,32 @@ fn alter_table(w: &mut Words) -> PResult<CellarStatement> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A statement led by comments parses as it does without them, and
+    /// one that is not cellar's is left to DataFusion: stepping back over
+    /// the words a longer statement would begin with must not step past
+    /// the start (it panicked in the parser before).
+    #[test]
+    fn comments_before_a_statement_change_nothing() {
+        for sql in [
+            "CREATE TABLE t (ROW KEY (a TEXT), FAMILY f)",
+            "CREATE SERIES s (KEY (a TEXT), TIME ts, v DOUBLE) LAYOUT ROW PER EVENT",
+            "DROP SERIES IF EXISTS s",
+            "ALTER SERIES s SET LAYOUT BUCKET '1 hour' CELL PER EVENT",
+            "COPY t FROM 'x.csv'",
+            "CREATE VIEW v AS SELECT 1",
+            "DROP TABLE t",
+            "SELECT 1",
+            "ALTER TABLE t ADD FAMILY g",
+            "COMPACT TABLE t",
+        ] {
+            let plain = format!("{:?}", parse(sql));
+            for lead in ["-- c\n", "/* c */ ", "-- a\n-- b\n  ", "/* a */ /* b */"] {
+                let led = format!("{lead}{sql}");
+                assert_eq!(format!("{:?}", parse(&led)), plain, "{led}");
+            }
+        }
+    }
 
     #[test]
     fn battery_with_salt() {
