@@ -700,6 +700,12 @@ impl NumbersPlan {
     }
 }
 
+impl Drop for FjallRows {
+    fn drop(&mut self) {
+        std::mem::take(&mut self.buf).give_back();
+    }
+}
+
 impl FjallRows {
     pub(crate) fn new(
         snapshot: Snapshot,
@@ -731,7 +737,7 @@ impl FjallRows {
             now,
             stats: ScanStats::default(),
             failed: false,
-            buf: RowBuf::default(),
+            buf: RowBuf::reused(),
             escaped_row: Vec::new(),
             numbers: None,
             pause_after: None,

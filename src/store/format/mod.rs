@@ -127,7 +127,49 @@ pub(crate) struct RowBuf {
     pub names: packed::Names,
 }
 
+thread_local! {
+    /// Row buffers that reads on this thread gave back, for the next ones.
+    static SPARE_BUFS: std::cell::RefCell<Vec<RowBuf>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Row buffers a thread keeps for reads to come, at most.
+const SPARE_BUFS_KEPT: usize = 4;
+/// A buffer holding more than this many bytes of room is not kept.
+const SPARE_BUF_BYTES: usize = 1 << 20;
+
 impl RowBuf {
+    /// A buffer a finished read on this thread gave back
+    /// ([`RowBuf::give_back`]), or a new one. A short read (a series'
+    /// latest value) allocates its buffers again, and builds a bucket's
+    /// numbered qualifiers again, unless it finds them here.
+    pub fn reused() -> RowBuf {
+        SPARE_BUFS
+            .try_with(|spare| spare.borrow_mut().pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// Keeps this buffer, emptied, for a read to come on this thread,
+    /// unless it grew large or enough are kept.
+    pub fn give_back(mut self) {
+        self.clear();
+        let room = self.pairs.capacity() * std::mem::size_of::<(Slice, Slice)>()
+            + self.cells.capacity() * std::mem::size_of::<CellPos>()
+            + self.scratch.capacity()
+            + self.key.capacity();
+        if room > SPARE_BUF_BYTES {
+            return;
+        }
+        let _ = SPARE_BUFS.try_with(|spare| {
+            if let Ok(mut spare) = spare.try_borrow_mut()
+                && spare.len() < SPARE_BUFS_KEPT
+            {
+                spare.push(self);
+            }
+        });
+    }
+
     pub fn clear(&mut self) {
         self.pairs.clear();
         self.cells.clear();
@@ -591,4 +633,46 @@ pub(crate) fn has_garbage(gc: &GcPolicy, now: i64, buf: &RowBuf, from: usize) ->
 pub(crate) fn set_key(buf: &mut RowBuf, escaped_row: &[u8]) -> Result<()> {
     buf.key.clear();
     codec::unescape_into(escaped_row, &mut buf.key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read's buffer goes back to its thread emptied, with its room, and
+    /// the next read takes it; one that grew large is let go.
+    #[test]
+    fn row_buffers_are_kept_for_the_next_read_on_the_thread() {
+        std::thread::spawn(|| {
+            let mut buf = RowBuf::reused();
+            buf.scratch.extend_from_slice(b"left over");
+            buf.key.extend_from_slice(b"row");
+            let room = buf.scratch.capacity();
+            buf.give_back();
+            let again = RowBuf::reused();
+            assert!(again.scratch.is_empty() && again.key.is_empty());
+            assert_eq!(again.scratch.capacity(), room, "the same buffer");
+            assert_eq!(RowBuf::reused().scratch.capacity(), 0, "only one was kept");
+            let mut large = again;
+            large.scratch.reserve(SPARE_BUF_BYTES + 1);
+            large.give_back();
+            assert_eq!(
+                RowBuf::reused().scratch.capacity(),
+                0,
+                "a large one is not kept"
+            );
+            for _ in 0..2 * SPARE_BUFS_KEPT {
+                let mut b = RowBuf::default();
+                b.scratch.reserve(8);
+                b.give_back();
+            }
+            let kept = std::iter::from_fn(|| Some(RowBuf::reused()))
+                .take(2 * SPARE_BUFS_KEPT)
+                .filter(|b| b.scratch.capacity() > 0)
+                .count();
+            assert_eq!(kept, SPARE_BUFS_KEPT);
+        })
+        .join()
+        .unwrap();
+    }
 }
