@@ -668,6 +668,10 @@ pub struct FjallRows {
     /// last call did.
     pause_after: Option<usize>,
     paused: bool,
+    /// Cursors to move on to before the escaped row `behind_row` before
+    /// the next row is read (see [`FjallRows::seek_behind`]).
+    behind: Vec<usize>,
+    behind_row: Vec<u8>,
 }
 
 /// A numbers read's columns: as asked, and per family read the qualifiers
@@ -742,6 +746,8 @@ impl FjallRows {
             numbers: None,
             pause_after: None,
             paused: false,
+            behind: Vec::new(),
+            behind_row: Vec::new(),
         }
     }
 
@@ -758,6 +764,7 @@ impl FjallRows {
 
     fn open_range(&mut self, range: EncodedRange) -> Result<()> {
         self.cursors.clear();
+        self.behind.clear();
         for (i, family) in self.families.iter().enumerate() {
             for source in &family.sources {
                 let iter = source.pairs(
@@ -779,6 +786,19 @@ impl FjallRows {
             }
         }
         self.range = range;
+        Ok(())
+    }
+
+    /// Moves each cursor that a reverse read of a row left in it
+    /// ([`FjallRows::take_row`]) on to before that row.
+    fn seek_behind(&mut self) -> Result<()> {
+        let mut behind = std::mem::take(&mut self.behind);
+        for &c in &behind {
+            let before = Some(self.behind_row.as_slice());
+            self.cursors[c].seek(&self.snapshot, &self.range.start, before, true)?;
+        }
+        behind.clear();
+        self.behind = behind;
         Ok(())
     }
 
@@ -817,6 +837,9 @@ impl FjallRows {
         loop {
             if self.remaining == Some(0) {
                 return Ok(false);
+            }
+            if !self.behind.is_empty() {
+                self.seek_behind()?;
             }
             // One PACKED keyspace read: each pair is a row of its own,
             // its key the escaped row (no row to find among cursors).
@@ -1065,7 +1088,16 @@ impl FjallRows {
                 scanned,
             )?;
             pairs[column_from..].reverse();
-            return cursor.seek(&self.snapshot, &self.range.start, Some(row), true);
+            // The cursor goes on before the row when the next row is asked
+            // for (`seek_behind`): a read whose LIMIT this row meets never
+            // pays for that seek.
+            cursor.end();
+            if self.behind.is_empty() {
+                self.behind_row.clear();
+                self.behind_row.extend_from_slice(row);
+            }
+            self.behind.push(c);
+            return Ok(());
         }
     }
 
