@@ -577,7 +577,11 @@ impl Cursor {
 /// whose pairs hold a cell each), past a column's newest pairs the cursor
 /// reads on [`PAIRS_BEFORE_SEEK`] pairs, then seeks past the column to
 /// `end`, the end of its keys: a short history is read through, a long
-/// one costs one seek.
+/// one costs one seek. Once a column of the row proved long (or
+/// `long_seen` says one did), the next long ones are sought past as soon
+/// as their newest are read: a row's columns mostly hold histories alike
+/// (a time bucket's measures hold a cell per event each).
+#[allow(clippy::too_many_arguments)]
 fn take_newest(
     cursor: &mut Cursor,
     snapshot: &Snapshot,
@@ -586,6 +590,7 @@ fn take_newest(
     end: Option<&[u8]>,
     pairs: &mut Vec<(Slice, Slice)>,
     scanned: &mut u64,
+    mut long_seen: bool,
 ) -> Result<()> {
     // Where the pairs of the column being read start in `pairs`.
     let mut column_from = pairs.len();
@@ -593,13 +598,18 @@ fn take_newest(
         if cursor.head_row() != Some(row) {
             return Ok(());
         }
+        // Pairs of a column read before it counts as long.
+        let long = |n: usize, long_seen: bool| match long_seen && n > 0 {
+            true => n,
+            false => n.saturating_add(PAIRS_BEFORE_SEEK),
+        };
         let past = match newest {
-            Some(n) if pairs.len() - column_from >= n.saturating_add(PAIRS_BEFORE_SEEK) => {
+            Some(n) if pairs.len() - column_from >= long(n, long_seen) => {
                 let key = cursor.head_key().unwrap_or_default();
                 let column = cursor.source.format.column_of(key).unwrap_or_default();
                 column_from = column_start(cursor.source.format, pairs, column_from, column);
                 let read = pairs.len() - column_from;
-                (read >= n.saturating_add(PAIRS_BEFORE_SEEK))
+                (read >= long(n, long_seen))
                     .then(|| (column_from + n, codec::prefix_successor(column)))
             }
             _ => None,
@@ -611,6 +621,7 @@ fn take_newest(
                 cursor.advance_in(false, row)?;
             }
             Some((keep, past)) => {
+                long_seen = true;
                 pairs.truncate(keep);
                 match past {
                     Some(past) => cursor.seek(snapshot, &past, end, false)?,
@@ -1041,7 +1052,16 @@ impl FjallRows {
         let newest = newest.filter(|_| cursor.source.format.pair_per_cell());
         if !self.reverse {
             let end = self.range.end.as_deref();
-            return take_newest(cursor, &self.snapshot, row, newest, end, pairs, scanned);
+            return take_newest(
+                cursor,
+                &self.snapshot,
+                row,
+                newest,
+                end,
+                pairs,
+                scanned,
+                false,
+            );
         }
         // (Without `newest`, no column is long.)
         let n = newest.unwrap_or(usize::MAX);
@@ -1086,6 +1106,8 @@ impl FjallRows {
                 end.as_deref(),
                 pairs,
                 scanned,
+                // The row's last column is long.
+                true,
             )?;
             pairs[column_from..].reverse();
             // The cursor goes on before the row when the next row is asked
