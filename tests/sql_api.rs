@@ -776,6 +776,10 @@ async fn statements_led_by_comments_run() {
             .value(0),
         1
     );
-    let missing = session.query("-- s was dropped\nSELECT * FROM s").await;
-    assert!(missing.is_err());
+    let missing = session
+        .query("-- s was dropped\nSELECT * FROM s")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(missing.contains("public.s' not found"), "{missing}");
 }

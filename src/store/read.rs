@@ -432,6 +432,17 @@ pub struct ScanStats {
 /// history is read through and a long one costs one seek.
 const PAIRS_BEFORE_SEEK: usize = 8;
 
+/// The pairs of a column, of which a read keeps the newest `n`, read
+/// before it counts as long and is sought past: [`PAIRS_BEFORE_SEEK`]
+/// more than it keeps, or none more once a column of the row proved long
+/// (`long_seen`).
+fn long_after(n: usize, long_seen: bool) -> usize {
+    match long_seen && n > 0 {
+        true => n,
+        false => n.saturating_add(PAIRS_BEFORE_SEEK),
+    }
+}
+
 struct Cursor {
     /// The family's place among the families read.
     family: usize,
@@ -598,18 +609,13 @@ fn take_newest(
         if cursor.head_row() != Some(row) {
             return Ok(());
         }
-        // Pairs of a column read before it counts as long.
-        let long = |n: usize, long_seen: bool| match long_seen && n > 0 {
-            true => n,
-            false => n.saturating_add(PAIRS_BEFORE_SEEK),
-        };
         let past = match newest {
-            Some(n) if pairs.len() - column_from >= long(n, long_seen) => {
+            Some(n) if pairs.len() - column_from >= long_after(n, long_seen) => {
                 let key = cursor.head_key().unwrap_or_default();
                 let column = cursor.source.format.column_of(key).unwrap_or_default();
                 column_from = column_start(cursor.source.format, pairs, column_from, column);
                 let read = pairs.len() - column_from;
-                (read >= long(n, long_seen))
+                (read >= long_after(n, long_seen))
                     .then(|| (column_from + n, codec::prefix_successor(column)))
             }
             _ => None,
@@ -1065,7 +1071,7 @@ impl FjallRows {
         }
         // (Without `newest`, no column is long.)
         let n = newest.unwrap_or(usize::MAX);
-        let long = n.saturating_add(PAIRS_BEFORE_SEEK);
+        let long = long_after(n, false);
         // Where the pairs of the column being read start in `pairs`.
         let mut column_from = pairs.len();
         loop {
