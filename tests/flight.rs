@@ -707,6 +707,63 @@ async fn ingest_creates_appends_and_refuses() {
     assert_eq!(got[0].column(0).as_primitive::<Int64Type>().value(0), 3);
 }
 
+/// The server's HTTP/2 SETTINGS, read off a raw connection: (id, value).
+async fn server_settings(addr: SocketAddr) -> Vec<(u16, u32)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // The client preface, then an empty SETTINGS frame.
+    socket
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    loop {
+        let mut head = [0u8; 9];
+        socket.read_exact(&mut head).await.unwrap();
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        socket.read_exact(&mut payload).await.unwrap();
+        let (kind, ack) = (head[3], head[4] & 1 == 1);
+        if kind == 4 && !ack {
+            return payload
+                .chunks_exact(6)
+                .map(|p| {
+                    (
+                        u16::from_be_bytes([p[0], p[1]]),
+                        u32::from_be_bytes([p[2], p[3], p[4], p[5]]),
+                    )
+                })
+                .collect();
+        }
+    }
+}
+
+/// A bulk ingest's batches arrive in large HTTP/2 frames: the server
+/// announces 1 MiB (SETTINGS_MAX_FRAME_SIZE, id 5) where the protocol's
+/// default is 16 KiB, and a batch larger than that is ingested whole.
+#[tokio::test]
+async fn the_server_takes_large_frames() {
+    let (mut client, server) = start().await;
+    let settings = server_settings(server.addr).await;
+    assert!(
+        settings.contains(&(5, 1 << 20)),
+        "max frame size not announced: {settings:?}"
+    );
+    // About 2 MiB of batch in one message.
+    let n = client
+        .execute_ingest(
+            ingest_command("big", true, TableExistsOption::Fail),
+            futures::stream::iter(vec![Ok(readings(0, 60_000))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 60_000);
+    let got = query(&mut client, "SELECT count(*) FROM big").await;
+    assert_eq!(
+        got[0].column(0).as_primitive::<Int64Type>().value(0),
+        60_000
+    );
+}
+
 #[tokio::test]
 async fn metadata_calls_describe_the_store() {
     let (mut client, _server) = start().await;

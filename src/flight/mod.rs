@@ -956,6 +956,9 @@ pub async fn serve_service(
     serve_service_until(service, listener, options, std::future::pending()).await
 }
 
+/// The largest HTTP/2 frame the server accepts.
+const MAX_FRAME_BYTES: u32 = 1 << 20;
+
 async fn serve_service_until(
     service: CellarFlightSql,
     listener: tokio::net::TcpListener,
@@ -987,6 +990,12 @@ async fn serve_service_until(
         // Pings find connections whose peer has gone away.
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        // HTTP/2 frames of up to 1 MiB from clients (the protocol's
+        // default is 16 KiB): a bulk ingest's batches arrive in a few large
+        // reads and writes, not one per 16 KiB (a third of an ingest's
+        // HTTP/2 and socket time). The windows stay at their defaults, so
+        // what a connection may send ahead of the server is unchanged.
+        .max_frame_size(Some(MAX_FRAME_BYTES))
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
