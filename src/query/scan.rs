@@ -323,11 +323,16 @@ fn cut_range(
     };
     let single_key =
         matches!((&range.start, &range.end), (Bound::Included(a), Bound::Included(b)) if a == b);
-    if n < 2 || single_key {
+    if single_key {
         return None;
     }
+    // With one partition wanted nothing is cut, but a range of few rows
+    // is counted all the same: it makes the query light (`is_bounded`).
+    let cut = n >= 2;
     if store.local().is_none() {
-        let pieces = split_at_samples(store, table, range.clone(), n);
+        let pieces = cut
+            .then(|| split_at_samples(store, table, range.clone(), n))
+            .flatten();
         if pieces.is_none() {
             *counted = count_few_rows(store, table, families, range);
         }
@@ -353,7 +358,7 @@ fn cut_range(
         *counted = Some(probe.rows);
         return None;
     }
-    if small {
+    if small || !cut {
         return None;
     }
     let points = interpolate(&first, &last, n);
