@@ -992,9 +992,10 @@ async fn serve_service_until(
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
         // HTTP/2 frames of up to 1 MiB from clients (the protocol's
         // default is 16 KiB): a bulk ingest's batches arrive in a few large
-        // reads and writes, not one per 16 KiB (a third of an ingest's
-        // HTTP/2 and socket time). The windows stay at their defaults, so
-        // what a connection may send ahead of the server is unchanged.
+        // reads and writes, not one per 16 KiB (which cost half of an
+        // ingest's HTTP/2 and socket time). The windows stay at their
+        // defaults, so what a connection may send ahead of the server is
+        // unchanged.
         .max_frame_size(Some(MAX_FRAME_BYTES))
         .add_service(service.into_server())
         .serve_with_incoming_shutdown(incoming, shutdown)
