@@ -739,7 +739,8 @@ async fn server_settings(addr: SocketAddr) -> Vec<(u16, u32)> {
 
 /// A bulk ingest's batches arrive in large HTTP/2 frames: the server
 /// announces 1 MiB (SETTINGS_MAX_FRAME_SIZE, id 5) where the protocol's
-/// default is 16 KiB, and a batch larger than that is ingested whole.
+/// default is 16 KiB. A batch of two such frames' worth (which the
+/// client sends in pieces of the announced size) is ingested whole.
 #[tokio::test]
 async fn the_server_takes_large_frames() {
     let (mut client, server) = start().await;
