@@ -340,10 +340,27 @@ fn load_table(name: &str) -> String {
     )
 }
 
-/// Loads timed: `load` fills a fresh table made by [`load_table`] three
-/// times over (each dropped after it is counted, so that none competes
-/// with the next for the store's background work); the median seconds
-/// (the store checkpointed, as a load ends) and the rows loaded.
+/// One timed load: `load` fills a fresh table made by [`load_table`],
+/// which is counted and dropped after (so that no table competes with the
+/// next load for the store's background work); the seconds (the store
+/// checkpointed, as a load ends) and the rows loaded.
+async fn timed_load(
+    session: &SqlSession,
+    table: &str,
+    load: &mut impl AsyncFnMut(&str),
+) -> (f64, u64) {
+    session.query(&load_table(table)).await.unwrap();
+    let started = Instant::now();
+    load(table).await;
+    session.store().checkpoint().unwrap();
+    let seconds = started.elapsed().as_secs_f64();
+    let loaded = count_rows(session, table).await;
+    session.query(&format!("DROP TABLE {table}")).await.unwrap();
+    (seconds, loaded)
+}
+
+/// Loads timed: `load` run three times by [`timed_load`]; the median
+/// seconds and the rows loaded.
 async fn median_load(
     session: &SqlSession,
     name: &str,
@@ -351,17 +368,16 @@ async fn median_load(
 ) -> (f64, u64) {
     let (mut seconds, mut loaded) = (Vec::new(), 0);
     for i in 0..3 {
-        let table = format!("{name}_{i}");
-        session.query(&load_table(&table)).await.unwrap();
-        let started = Instant::now();
-        load(&table).await;
-        session.store().checkpoint().unwrap();
-        seconds.push(started.elapsed().as_secs_f64());
-        loaded = count_rows(session, &table).await;
-        session.query(&format!("DROP TABLE {table}")).await.unwrap();
+        let (s, rows) = timed_load(session, &format!("{name}_{i}"), &mut load).await;
+        seconds.push(s);
+        loaded = rows;
     }
-    seconds.sort_by(f64::total_cmp);
-    (seconds[1], loaded)
+    (median(seconds), loaded)
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
 }
 
 async fn count_rows(session: &SqlSession, table: &str) -> u64 {
@@ -377,10 +393,13 @@ async fn count_rows(session: &SqlSession, table: &str) -> u64 {
     counts.value(0) as u64
 }
 
-/// Flight ingest of the keyed readings, and a prepared INSERT executed
-/// with 10 000 parameter rows: planned once (VALUES) against once per row
-/// (the same rows through `SELECT $1, ...`, which is not batched).
-async fn flight_loads(
+/// COPY FROM and Flight ingest of the keyed readings, in turns: each
+/// round loads by both, the first of the two alternating, so that the
+/// machine's slow and fast spells (whole minutes here, 30–60 %) fall on
+/// both alike. Their medians, and the median of each round's ratio.
+const PAIRED_ROUNDS: usize = 5;
+
+async fn copy_and_flight_loads(
     session: &SqlSession,
     client: &mut FlightSqlServiceClient<Channel>,
     keyed: &Path,
@@ -398,7 +417,11 @@ async fn flight_loads(
         .collect()
         .await
         .unwrap();
-    let (seconds, loaded) = median_load(session, "load_flight", async |table| {
+    let mut copy = async |table: &str| {
+        let copy = format!("COPY {table} FROM '{}'", keyed.display());
+        session.query(&copy).await.unwrap();
+    };
+    let mut flight = async |table: &str| {
         let command = CommandStatementIngest {
             table_definition_options: Some(TableDefinitionOptions {
                 if_not_exist: TableNotExistOption::Fail.into(),
@@ -414,10 +437,38 @@ async fn flight_loads(
         let batches: Vec<_> = batches.iter().cloned().map(Ok).collect();
         let batches = futures::stream::iter(batches);
         client.execute_ingest(command, batches).await.unwrap();
-    })
-    .await;
-    report.load("Flight ingest (ADBC-style DoPut)", seconds, loaded);
+    };
+    let (mut copies, mut flights, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let mut rows = (0, 0);
+    for round in 0..PAIRED_ROUNDS {
+        let (c, f) = if round % 2 == 0 {
+            let c = timed_load(session, &format!("load_copy_{round}"), &mut copy).await;
+            let f = timed_load(session, &format!("load_flight_{round}"), &mut flight).await;
+            (c, f)
+        } else {
+            let f = timed_load(session, &format!("load_flight_{round}"), &mut flight).await;
+            let c = timed_load(session, &format!("load_copy_{round}"), &mut copy).await;
+            (c, f)
+        };
+        rows = (c.1, f.1);
+        copies.push(c.0);
+        flights.push(f.0);
+        // Rows a second by Flight over rows a second by COPY.
+        ratios.push(c.0 / f.0);
+    }
+    report.load("COPY FROM (Parquet)", median(copies), rows.0);
+    report.load("Flight ingest (ADBC-style DoPut)", median(flights), rows.1);
+    report.paired_ratio(median(ratios.clone()), ratios);
+}
 
+/// A prepared INSERT executed over Flight with 10 000 parameter rows:
+/// planned once (VALUES) against once per row (the same rows through
+/// `SELECT $1, ...`, which is not batched).
+async fn prepared_loads(
+    session: &SqlSession,
+    client: &mut FlightSqlServiceClient<Channel>,
+    report: &mut Report,
+) {
     let n = 10_000i64;
     let params = RecordBatch::try_from_iter(vec![
         (
@@ -613,23 +664,7 @@ fn main() {
             ))
             .await
             .unwrap();
-        let (seconds, loaded) = median_load(&session, "load_copy", async |table| {
-            let copy = format!("COPY {table} FROM '{}'", keyed.display());
-            session.query(&copy).await.unwrap();
-        })
-        .await;
-        report.load("COPY FROM (Parquet)", seconds, loaded);
-        let (seconds, readings) = fjall_floor(dir.path(), rows, Floor::Journal);
-        report.load("fjall alone: as many pairs, no SQL", seconds, readings);
-        let (seconds, readings) = fjall_floor(dir.path(), rows, Floor::Ingestion);
-        report.load(
-            "fjall ingestion alone: as many blocks in key order",
-            seconds,
-            readings,
-        );
-
-        if args.flight {
-            eprintln!("cellar over Flight SQL ...");
+        let client = if args.flight {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             tokio::spawn(cellar::flight::serve(
@@ -643,7 +678,29 @@ fn main() {
                 .await
                 .unwrap();
             let mut client = FlightSqlServiceClient::new(channel);
-            flight_loads(&session, &mut client, &keyed, &mut report).await;
+            copy_and_flight_loads(&session, &mut client, &keyed, &mut report).await;
+            prepared_loads(&session, &mut client, &mut report).await;
+            Some(client)
+        } else {
+            let (seconds, loaded) = median_load(&session, "load_copy", async |table| {
+                let copy = format!("COPY {table} FROM '{}'", keyed.display());
+                session.query(&copy).await.unwrap();
+            })
+            .await;
+            report.load("COPY FROM (Parquet)", seconds, loaded);
+            None
+        };
+        let (seconds, readings) = fjall_floor(dir.path(), rows, Floor::Journal);
+        report.load("fjall alone: as many pairs, no SQL", seconds, readings);
+        let (seconds, readings) = fjall_floor(dir.path(), rows, Floor::Ingestion);
+        report.load(
+            "fjall ingestion alone: as many blocks in key order",
+            seconds,
+            readings,
+        );
+
+        if let Some(client) = client {
+            eprintln!("cellar over Flight SQL ...");
             let mut runner = Runner::Flight(Box::new(client));
             for (engine, query, m) in measure_cellar(&mut runner, &queries, &chosen).await {
                 report.flight(engine, &query, m);

@@ -40,6 +40,9 @@ pub struct Report {
     /// Ways of loading the readings into a tall PACKED table: (what,
     /// seconds, rows written).
     loads: Vec<(String, f64, u64)>,
+    /// Flight ingest's rows a second over COPY FROM's, loads taken in
+    /// turns: the median round's, and every round's.
+    paired: Option<(f64, Vec<f64>)>,
 }
 
 impl Report {
@@ -52,12 +55,19 @@ impl Report {
             remote: BTreeMap::new(),
             floor: BTreeMap::new(),
             loads: Vec::new(),
+            paired: None,
         }
     }
 
     /// A load path: `rows` written in `seconds`.
     pub fn load(&mut self, what: &str, seconds: f64, rows: u64) {
         self.loads.push((what.to_string(), seconds, rows));
+    }
+
+    /// Flight ingest against COPY FROM, loaded in turns: the median of
+    /// the rounds' ratios (rows a second), and each round's.
+    pub fn paired_ratio(&mut self, median: f64, rounds: Vec<f64>) {
+        self.paired = Some((median, rounds));
     }
 
     /// A layout's floor: `seconds` to iterate its `pairs` on all cores.
@@ -318,10 +328,18 @@ impl Report {
                     per_row.1 / seconds
                 );
             }
-            if what.starts_with("Flight ingest")
-                && let Some(c) = copy
-            {
-                line += &format!("  {:.2}× COPY FROM (target ≥ 0.8×)", per_s / c);
+            if what.starts_with("Flight ingest") {
+                if let Some((ratio, rounds)) = &self.paired {
+                    let rounds: Vec<_> = rounds.iter().map(|r| format!("{r:.2}")).collect();
+                    line += &format!(
+                        "  {ratio:.2}× COPY FROM (target ≥ 0.8×; the median round of \
+                         {} taken in turns: {})",
+                        rounds.len(),
+                        rounds.join(" ")
+                    );
+                } else if let Some(c) = copy {
+                    line += &format!("  {:.2}× COPY FROM (target ≥ 0.8×)", per_s / c);
+                }
             }
             println!("{line}");
         }
