@@ -393,12 +393,19 @@ async fn count_rows(session: &SqlSession, table: &str) -> u64 {
     counts.value(0) as u64
 }
 
+/// Rounds of [`copy_and_flight_loads`].
+const PAIRED_ROUNDS: usize = 5;
+
+/// COPY FROM of the keyed readings into `table`.
+async fn copy_load(session: &SqlSession, keyed: &Path, table: &str) {
+    let copy = format!("COPY {table} FROM '{}'", keyed.display());
+    session.query(&copy).await.unwrap();
+}
+
 /// COPY FROM and Flight ingest of the keyed readings, in turns: each
 /// round loads by both, the first of the two alternating, so that the
 /// machine's slow and fast spells (whole minutes here, 30–60 %) fall on
-/// both alike. Their medians, and the median of each round's ratio.
-const PAIRED_ROUNDS: usize = 5;
-
+/// both alike. Their medians, and each round's ratio.
 async fn copy_and_flight_loads(
     session: &SqlSession,
     client: &mut FlightSqlServiceClient<Channel>,
@@ -417,10 +424,7 @@ async fn copy_and_flight_loads(
         .collect()
         .await
         .unwrap();
-    let mut copy = async |table: &str| {
-        let copy = format!("COPY {table} FROM '{}'", keyed.display());
-        session.query(&copy).await.unwrap();
-    };
+    let mut copy = async |table: &str| copy_load(session, keyed, table).await;
     let mut flight = async |table: &str| {
         let command = CommandStatementIngest {
             table_definition_options: Some(TableDefinitionOptions {
@@ -458,7 +462,7 @@ async fn copy_and_flight_loads(
     }
     report.load("COPY FROM (Parquet)", median(copies), rows.0);
     report.load("Flight ingest (ADBC-style DoPut)", median(flights), rows.1);
-    report.paired_ratio(median(ratios.clone()), ratios);
+    report.paired_ratio(ratios);
 }
 
 /// A prepared INSERT executed over Flight with 10 000 parameter rows:
@@ -683,8 +687,7 @@ fn main() {
             Some(client)
         } else {
             let (seconds, loaded) = median_load(&session, "load_copy", async |table| {
-                let copy = format!("COPY {table} FROM '{}'", keyed.display());
-                session.query(&copy).await.unwrap();
+                copy_load(&session, &keyed, table).await
             })
             .await;
             report.load("COPY FROM (Parquet)", seconds, loaded);
