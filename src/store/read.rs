@@ -890,10 +890,7 @@ impl FjallRows {
             // keeps the newest N with no upper time bound (GC drops a
             // column's oldest cells first, so its newest N hold every
             // cell `select` would keep).
-            let newest = self
-                .filter
-                .cells_per_column
-                .filter(|_| self.filter.time_range.end.is_none());
+            let newest = format::Prune::newest(&self.filter);
             // Cursors of one family are adjacent; its cells are selected
             // once all of its cursors have given theirs.
             let mut from_cell = 0;
@@ -985,13 +982,14 @@ impl FjallRows {
                 all_numbers = false;
                 if !from_columns {
                     let values = self.values_of[family].as_deref();
+                    let gc = &self.families[family].gc;
                     format.decode(
                         family as u32,
                         &mut self.buf,
                         from_pair,
                         values,
                         &self.filter.qualifiers,
-                        newest,
+                        format::Prune::of(gc, &self.filter),
                     )?;
                 }
                 if self

@@ -23,7 +23,14 @@ pub(crate) fn reencode(
     };
     let escaped = from.row_of(first)?.to_vec();
     buf.pairs.extend(pairs.iter().cloned());
-    from.decode(0, buf, 0, None, &crate::store::QualifierFilter::All, None)?;
+    from.decode(
+        0,
+        buf,
+        0,
+        None,
+        &crate::store::QualifierFilter::All,
+        super::Prune::NONE,
+    )?;
     set_key(buf, &escaped)?;
     let view = buf.view();
     let row = view.key();

@@ -352,8 +352,8 @@ impl FamilyFormat {
     /// newest first. With `values`, sorted qualifiers, other columns'
     /// values may come empty (a format skips what it would decode).
     /// Columns `columns` turns away may be left out (a format skips those
-    /// it can; the read's filter drops the rest), and so may all but the
-    /// `newest` cells of each column when given.
+    /// it can; the read's filter drops the rest), and so may the cells
+    /// `prune` says the read's selection drops anyway.
     pub(crate) fn decode(
         self,
         family: u32,
@@ -361,11 +361,11 @@ impl FamilyFormat {
         from: usize,
         values: Option<&[Vec<u8>]>,
         columns: &QualifierFilter,
-        newest: Option<usize>,
+        prune: Prune,
     ) -> Result<()> {
         match self {
             FamilyFormat::Cells => cells::decode(family, buf, from),
-            FamilyFormat::Packed => packed::decode(family, buf, from, values, columns, newest),
+            FamilyFormat::Packed => packed::decode(family, buf, from, values, columns, prune),
         }
     }
 
@@ -511,6 +511,50 @@ impl FamilyFormat {
                 packed::row_of(key).map(|_| ())
             }
             FamilyFormat::Packed => packed::cells_of(key, value).map(|_| ()),
+        }
+    }
+}
+
+/// Which cells of a column a decode may leave out because [`select`]
+/// would drop them: all but the `newest` N, and those outside `time`. A
+/// column's cells come newest first, so the first one older than the
+/// range ends the column and the ones newer than it are stepped over.
+/// Built by [`Prune::of`], which knows when that is safe.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Prune {
+    pub newest: Option<usize>,
+    pub time: TimeRange,
+}
+
+impl Prune {
+    /// Every cell decoded.
+    pub const NONE: Prune = Prune {
+        newest: None,
+        time: TimeRange::ALL,
+    };
+
+    /// The newest N cells of a column that hold every cell a read under
+    /// `filter` keeps, if it keeps only those: with no upper time bound.
+    pub fn newest(filter: &ReadFilter) -> Option<usize> {
+        filter
+            .cells_per_column
+            .filter(|_| filter.time_range.end.is_none())
+    }
+
+    /// What a read under `filter` of a family under `gc` may leave out.
+    /// GC drops a suffix of a column (its oldest cells), counting
+    /// versions from the newest: cells older than the time range are
+    /// past every cell kept, but cells newer than it are counted by a
+    /// policy that keeps N versions, so those are left out only under
+    /// one that does not count.
+    pub fn of(gc: &GcPolicy, filter: &ReadFilter) -> Prune {
+        let range = filter.time_range;
+        Prune {
+            newest: Prune::newest(filter),
+            time: TimeRange {
+                start: range.start,
+                end: range.end.filter(|_| !gc.counts_versions()),
+            },
         }
     }
 }

@@ -109,7 +109,14 @@ impl Overlay {
         for (k, v) in self.pairs_in(snapshot, table, family, &range)? {
             buf.pairs.push((k.into(), v.into()));
         }
-        FamilyFormat::Cells.decode(0, buf, 0, None, &crate::store::QualifierFilter::All, None)
+        FamilyFormat::Cells.decode(
+            0,
+            buf,
+            0,
+            None,
+            &crate::store::QualifierFilter::All,
+            super::Prune::NONE,
+        )
     }
 
     /// Writes a cell.

@@ -40,7 +40,7 @@ pub(crate) use tall::{
     Tall, decode_row_cells, encode as encode_tall, shape_of, u32_at, write_body as write_tall_body,
 };
 
-use super::{CellPos, Place, QualifierFilter, RowBuf};
+use super::{CellPos, Place, Prune, QualifierFilter, RowBuf};
 use crate::codec::{self, show_bytes};
 use crate::error::{Error, Result};
 use qualifiers::{Lies, Qualifiers};
@@ -307,7 +307,7 @@ pub(crate) fn decode(
     from: usize,
     values: Option<&[Vec<u8>]>,
     columns: &QualifierFilter,
-    newest: Option<usize>,
+    prune: Prune,
 ) -> Result<()> {
     let RowBuf {
         pairs,
@@ -318,7 +318,7 @@ pub(crate) fn decode(
     let wanted = Wanted {
         values,
         columns,
-        newest,
+        prune,
     };
     for (pair, (key, value)) in pairs.iter().enumerate().skip(from) {
         let index = u32::try_from(pair).map_err(|_| corrupt("too many pairs", key))?;
@@ -379,15 +379,17 @@ impl<'a> Header<'a> {
 struct Wanted<'a> {
     values: Option<&'a [Vec<u8>]>,
     columns: &'a QualifierFilter,
-    newest: Option<usize>,
+    prune: Prune,
 }
 
 /// Decodes a version 2 value (pair `index` of the row); `None` when it is
 /// malformed. Columns whose qualifier is not among `wanted.values`
 /// (sorted) get empty values: their numbers are skipped, not computed.
 /// Columns that `wanted.columns` turns away yield no cells: only their
-/// value lengths are read, to find the next column's values. With
-/// `wanted.newest`, a column yields only its newest that many cells.
+/// value lengths are read, to find the next column's values. A column
+/// yields only the cells `wanted.prune` leaves (see [`Prune`]): the
+/// others' values are stepped over, and past the first cell older than
+/// its time range, the column's timestamps too.
 fn decode_value(
     family: u32,
     index: u32,
@@ -399,7 +401,7 @@ fn decode_value(
     let Wanted {
         values,
         columns: columns_read,
-        newest,
+        prune,
     } = *wanted;
     let Header {
         columns,
@@ -454,15 +456,25 @@ fn decode_value(
         if timestamp < 0 {
             return None;
         }
-        let keep = newest.map_or(count, |k| k.min(count));
-        for i in 0..keep {
-            if i > 0 {
-                let step = gaps.get(gap);
-                gap += 1;
-                timestamp = timestamp
-                    .checked_sub(step)
-                    .filter(|t| step > 0 && *t >= 0)?;
+        let keep = prune.newest.unwrap_or(count);
+        let newer_than = prune.time.end.unwrap_or(i64::MAX);
+        let column_gaps = gap;
+        // Cells of the column passed (`timestamp` is the next one's).
+        let mut seen = 0;
+        // Those newer than the range: their values stepped over at once.
+        while timestamp >= newer_than {
+            seen += 1;
+            if seen == count {
+                break;
             }
+            timestamp = older(timestamp, &gaps, &mut gap)?;
+        }
+        if seen > 0 {
+            segments.skip_many(&lengths, cell, seen)?;
+            cell += seen;
+        }
+        let mut kept = 0;
+        while seen < count && kept < keep && timestamp >= prune.time.start {
             let len = usize::try_from(lengths.get(cell)).ok()?;
             let value = if !wanted {
                 segments.skip(len)?;
@@ -480,20 +492,34 @@ fn decode_value(
             cells.push(CellPos {
                 family,
                 timestamp,
-                first: i == 0,
+                first: kept == 0,
                 qualifier,
                 value,
             });
+            kept += 1;
+            seen += 1;
             cell += 1;
+            if seen < count {
+                timestamp = older(timestamp, &gaps, &mut gap)?;
+            }
         }
-        if keep < count {
-            // Older than the read wants: only stepped over.
-            segments.skip_many(&lengths, cell, count - keep)?;
-            cell += count - keep;
-            gap += count - keep - usize::from(keep == 0);
+        if seen < count {
+            // Older than the read keeps: only stepped over.
+            segments.skip_many(&lengths, cell, count - seen)?;
+            cell += count - seen;
         }
+        gap = column_gaps + (count - 1);
     }
     (cell == n && segments.end()? == value.len()).then_some(())
+}
+
+/// The timestamp of a column's next cell, `gaps`' next number older than
+/// `timestamp`; `None` when that is not a valid timestamp (a gap of 0
+/// would make two cells of one time).
+fn older(timestamp: i64, gaps: &Run<'_>, gap: &mut usize) -> Option<i64> {
+    let step = gaps.get(*gap);
+    *gap += 1;
+    timestamp.checked_sub(step).filter(|t| step > 0 && *t >= 0)
 }
 
 /// A value encoded anew from its cells, each segment in its smallest form
@@ -508,7 +534,7 @@ pub(crate) fn compress(key: &[u8], family: &str, value: &[u8]) -> Result<Vec<u8>
 pub(crate) fn cells_of(key: &[u8], value: &[u8]) -> Result<Cells> {
     let mut buf = RowBuf::default();
     buf.pairs.push((key.into(), value.into()));
-    decode(0, &mut buf, 0, None, &QualifierFilter::All, None)?;
+    decode(0, &mut buf, 0, None, &QualifierFilter::All, Prune::NONE)?;
     Ok(buf
         .view()
         .cells()
@@ -585,7 +611,7 @@ mod tests {
                 .collect();
             let mut buf = RowBuf::default();
             buf.pairs.push((key.into(), value.into()));
-            decode(0, &mut buf, 0, None, &QualifierFilter::Set(kept.clone()), None).unwrap();
+            decode(0, &mut buf, 0, None, &QualifierFilter::Set(kept.clone()), Prune::NONE).unwrap();
             let got: Cells = buf
                 .view()
                 .cells()
@@ -606,7 +632,7 @@ mod tests {
             };
             let mut buf = RowBuf::default();
             buf.pairs.push((key.into(), value.into()));
-            decode(0, &mut buf, 0, None, &QualifierFilter::All, Some(k)).unwrap();
+            decode(0, &mut buf, 0, None, &QualifierFilter::All, Prune { newest: Some(k), ..Prune::NONE }).unwrap();
             let got: Vec<_> = buf
                 .view()
                 .cells()
@@ -764,7 +790,7 @@ mod tests {
                 buf.pairs.push((key.clone().into(), value.into()));
                 want.extend(cells.iter().map(|((q, t), v)| (q.clone(), t.0, v.clone())));
             }
-            decode(0, &mut buf, 0, None, &QualifierFilter::All, None).unwrap();
+            decode(0, &mut buf, 0, None, &QualifierFilter::All, Prune::NONE).unwrap();
             let got: Vec<_> = buf
                 .view()
                 .cells()

@@ -362,7 +362,7 @@ mod tests {
     use super::super::{Cells, encode};
     use super::*;
     use crate::store::format::numbers::{keeps_every_cell, window};
-    use crate::store::format::{QualifierFilter, RowBuf, select};
+    use crate::store::format::{Prune, QualifierFilter, RowBuf, select};
     use crate::store::{GcPolicy, ReadFilter, TimeRange};
     use proptest::prelude::*;
     use std::cmp::Reverse;
@@ -495,8 +495,21 @@ mod tests {
 
             let mut buf = RowBuf::default();
             buf.pairs.push((key.clone().into(), value.clone().into()));
-            crate::store::format::packed::decode(0, &mut buf, 0, None, &QualifierFilter::All, None).unwrap();
+            crate::store::format::packed::decode(0, &mut buf, 0, None, &QualifierFilter::All, Prune::NONE).unwrap();
             select(&gc, &filter, now, &mut buf, 0);
+            // A decode that leaves out what the read drops anyway selects
+            // the same cells.
+            let mut pruned = RowBuf::default();
+            pruned.pairs.push((key.clone().into(), value.clone().into()));
+            crate::store::format::packed::decode(0, &mut pruned, 0, None, &QualifierFilter::All, Prune::of(&gc, &filter)).unwrap();
+            select(&gc, &filter, now, &mut pruned, 0);
+            let cells = |buf: &RowBuf| -> Vec<(Vec<u8>, i64, Vec<u8>, bool)> {
+                buf.view()
+                    .cells()
+                    .map(|c| (c.qualifier.to_vec(), c.timestamp, c.value.to_vec(), c.first))
+                    .collect()
+            };
+            prop_assert_eq!(cells(&pruned), cells(&buf), "pruned by {:?}", Prune::of(&gc, &filter));
             let wanted: Vec<(usize, Vec<u8>)> = names.iter().map(|q| (0, q.clone())).collect();
             let mut want = NumberRow::default();
             want.reset(names.len());

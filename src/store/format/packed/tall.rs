@@ -634,7 +634,11 @@ mod tests {
                         by_value
                             .pairs
                             .push((b"r".as_slice().into(), value.as_slice().into()));
-                        decode(3, &mut by_value, 0, values.as_deref(), &read, newest).unwrap();
+                        let prune = crate::store::format::Prune {
+                            newest,
+                            ..crate::store::format::Prune::NONE
+                        };
+                        decode(3, &mut by_value, 0, values.as_deref(), &read, prune).unwrap();
                         by_columns.clear();
                         by_columns
                             .pairs
