@@ -160,14 +160,7 @@ impl FjallStore {
                 if buf.pairs.is_empty() {
                     return Ok(false);
                 }
-                format.decode(
-                    0,
-                    buf,
-                    0,
-                    None,
-                    &crate::store::QualifierFilter::All,
-                    format::Prune::NONE,
-                )?;
+                format.decode_all(buf)?;
                 let garbage = format::has_garbage(&family.gc, now, buf, 0);
                 buf.clear();
                 Ok(garbage)

@@ -678,6 +678,9 @@ pub struct FjallRows {
     escaped_row: Vec<u8>,
     /// Per family read: the only qualifiers whose values are decoded.
     values_of: Vec<Option<Vec<Vec<u8>>>>,
+    /// Per family read: the cells a decode may leave out (its GC and the
+    /// filter say which, once for the read).
+    prune: Vec<format::Prune>,
     /// What the last numbers read asked for (see [`FjallRows::next_numbers`]).
     numbers: Option<NumbersPlan>,
     /// Rows of which nothing is selected that a call steps over before it
@@ -742,8 +745,13 @@ impl FjallRows {
             .iter()
             .map(|f| request.filter.values_of.get(&*f.name).cloned())
             .collect();
+        let prune = families
+            .iter()
+            .map(|f| format::Prune::of(&f.gc, &request.filter))
+            .collect();
         FjallRows {
             values_of,
+            prune,
             snapshot,
             families,
             ranges,
@@ -982,14 +990,13 @@ impl FjallRows {
                 all_numbers = false;
                 if !from_columns {
                     let values = self.values_of[family].as_deref();
-                    let gc = &self.families[family].gc;
                     format.decode(
                         family as u32,
                         &mut self.buf,
                         from_pair,
                         values,
                         &self.filter.qualifiers,
-                        format::Prune::of(gc, &self.filter),
+                        self.prune[family],
                     )?;
                 }
                 if self

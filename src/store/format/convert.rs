@@ -23,14 +23,7 @@ pub(crate) fn reencode(
     };
     let escaped = from.row_of(first)?.to_vec();
     buf.pairs.extend(pairs.iter().cloned());
-    from.decode(
-        0,
-        buf,
-        0,
-        None,
-        &crate::store::QualifierFilter::All,
-        super::Prune::NONE,
-    )?;
+    from.decode_all(buf)?;
     set_key(buf, &escaped)?;
     let view = buf.view();
     let row = view.key();

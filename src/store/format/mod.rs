@@ -369,6 +369,12 @@ impl FamilyFormat {
         }
     }
 
+    /// Decodes every cell of the pairs `buf.pairs` (one row of one
+    /// family): what a write, a format change or GC's walk reads.
+    pub(crate) fn decode_all(self, buf: &mut RowBuf) -> Result<()> {
+        self.decode(0, buf, 0, None, &QualifierFilter::All, Prune::NONE)
+    }
+
     /// Decodes the columns `wanted` of a row's one pair straight into
     /// runs of numbers (see [`NumberRow`]), each column's cells those
     /// `selection` selects; returns whether the pair holds any selected

@@ -109,14 +109,7 @@ impl Overlay {
         for (k, v) in self.pairs_in(snapshot, table, family, &range)? {
             buf.pairs.push((k.into(), v.into()));
         }
-        FamilyFormat::Cells.decode(
-            0,
-            buf,
-            0,
-            None,
-            &crate::store::QualifierFilter::All,
-            super::Prune::NONE,
-        )
+        FamilyFormat::Cells.decode_all(buf)
     }
 
     /// Writes a cell.

@@ -457,12 +457,12 @@ fn decode_value(
             return None;
         }
         let keep = prune.newest.unwrap_or(count);
-        let newer_than = prune.time.end.unwrap_or(i64::MAX);
+        let newer = |t: i64| prune.time.end.is_some_and(|end| t >= end);
         let column_gaps = gap;
         // Cells of the column passed (`timestamp` is the next one's).
         let mut seen = 0;
         // Those newer than the range: their values stepped over at once.
-        while timestamp >= newer_than {
+        while newer(timestamp) {
             seen += 1;
             if seen == count {
                 break;
@@ -797,6 +797,36 @@ mod tests {
                 .map(|c| (c.qualifier.to_vec(), c.timestamp, c.value.to_vec()))
                 .collect();
             assert_eq!(got, want, "row {i}");
+        }
+    }
+
+    /// The largest timestamp is a cell's like any other: kept by a
+    /// decode with nothing to leave out, and by one bounded below only.
+    #[test]
+    fn the_largest_timestamp_is_decoded() {
+        let mut cells = Cells::new();
+        cells.insert((b"q".to_vec(), Reverse(i64::MAX)), b"newest".to_vec());
+        cells.insert((b"q".to_vec(), Reverse(5)), b"older".to_vec());
+        let value = encode(b"row", "f", &cells).unwrap().unwrap();
+        let from_now_on = Prune {
+            time: crate::store::TimeRange {
+                start: 6,
+                end: None,
+            },
+            ..Prune::NONE
+        };
+        for (prune, want) in [(Prune::NONE, 2), (from_now_on, 1)] {
+            let mut buf = RowBuf::default();
+            buf.pairs
+                .push((codec::escape(b"row").into(), value.clone().into()));
+            decode(0, &mut buf, 0, None, &QualifierFilter::All, prune).unwrap();
+            let got: Vec<(i64, Vec<u8>)> = buf
+                .view()
+                .cells()
+                .map(|c| (c.timestamp, c.value.to_vec()))
+                .collect();
+            assert_eq!(got.len(), want, "{prune:?}: {got:?}");
+            assert_eq!(got[0], (i64::MAX, b"newest".to_vec()), "{prune:?}");
         }
     }
 
