@@ -16,9 +16,10 @@ use crate::error::{Error, Result};
 /// A decoded value: messages hold their fields in declaration order
 /// (`Null` where absent or not decoded); lists and maps are `List`s, a map
 /// entry a two-field message.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum PValue {
     /// Absent or not decoded.
+    #[default]
     Null,
     /// bool
     Bool(bool),

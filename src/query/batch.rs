@@ -1371,33 +1371,33 @@ impl ViewBatchBuilder {
     fn finish_columns(&mut self) -> DfResult<Vec<Option<ArrayRef>>> {
         self.rows = 0;
         let mut columns: Vec<Option<ArrayRef>> = Vec::with_capacity(self.layout.sources.len());
-        // A serialized series' messages, whose fields its measures are.
+        // A serialized series' messages, whose fields its measures are:
+        // each needed field's array is built from the messages alone, with
+        // no struct of every field made first.
         let hidden = self.layout.sources.len();
-        let messages = match self.proto_values.get_mut(&hidden) {
-            Some(values) => {
-                let d = self.declared_columns.iter().position(|c| *c == hidden);
-                match d.and_then(|d| self.layout.protos[d].as_ref()) {
-                    Some(p) => Some(
-                        crate::proto::to_array(
-                            &crate::proto::message_type(&p.message),
-                            &std::mem::take(values),
-                        )
-                        .map_err(to_df)?,
-                    ),
-                    None => None,
-                }
-            }
-            None => None,
-        };
+        let mut messages = self
+            .proto_values
+            .get_mut(&hidden)
+            .map(std::mem::take)
+            .unwrap_or_default();
         for i in 0..self.layout.sources.len() {
             if let ColumnSource::ProtoField(_, f) = self.layout.sources[i] {
-                columns.push(
-                    messages
-                        .as_ref()
-                        .filter(|_| self.needed[i])
-                        .and_then(|m| datafusion::arrow::array::AsArray::as_struct_opt(m.as_ref()))
-                        .map(|m| Arc::clone(m.column(f))),
-                );
+                let field = (self.needed[i] && self.proto_values.contains_key(&hidden))
+                    .then(|| {
+                        let values: Vec<PValue> = messages
+                            .iter_mut()
+                            .map(|m| match m {
+                                PValue::Message(fields) => {
+                                    fields.get_mut(f).map_or(PValue::Null, std::mem::take)
+                                }
+                                _ => PValue::Null,
+                            })
+                            .collect();
+                        crate::proto::to_array(self.layout.arrow.field(i).data_type(), &values)
+                    })
+                    .transpose()
+                    .map_err(to_df)?;
+                columns.push(field);
                 continue;
             }
             columns.push(match (&mut self.builders[i], &mut self.maps[i]) {

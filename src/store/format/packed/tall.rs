@@ -33,7 +33,7 @@ use super::values::{self, Piece, Segments};
 use super::{MAX_CELLS, VERSION};
 use std::ops::Range;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A PACKED value's parts, when it is a tall row of the version written.
 struct TallRow<'a> {
@@ -221,6 +221,9 @@ pub(crate) struct Tall {
     /// Where the segments start, and each column's segment.
     segments: Vec<Range<usize>>,
     decoded: Vec<OnceLock<Option<Column>>>,
+    /// Per column, whether a cell of it was lent before (see
+    /// [`Tall::cell`]).
+    lent: Vec<AtomicBool>,
 }
 
 /// Row `row` of a column-wise block (`tall`, read from the block's value
@@ -285,8 +288,8 @@ pub(crate) fn decode_row_cells(
             continue;
         }
         let wanted = values.is_none_or(|v| v.binary_search_by(|q| q.as_slice().cmp(name)).is_ok());
-        let column = tall.column(value, j)?;
-        let value = match column.word(row) {
+        let (timestamp, word) = tall.cell(value, j, row)?;
+        let value = match word {
             _ if !wanted => Place::Value {
                 pair: index,
                 start: 0,
@@ -304,7 +307,7 @@ pub(crate) fn decode_row_cells(
         };
         cells.push(CellPos {
             family,
-            timestamp: *column.times.get(row)?,
+            timestamp,
             first: true,
             qualifier,
             value,
@@ -370,6 +373,7 @@ impl Tall {
             lengths,
             segments,
             decoded: (0..columns).map(|_| OnceLock::new()).collect(),
+            lent: (0..columns).map(|_| AtomicBool::new(false)).collect(),
         })
     }
 
@@ -402,6 +406,45 @@ impl Tall {
             .as_ref()
     }
 
+    /// Row `i`'s cell of column `j` of the block `value`: its timestamp
+    /// and value. The first cell of a column lent is read alone; the next
+    /// decodes the column once for every later one. So a read that wants
+    /// one row of a block (a series' latest event) reads one cell a
+    /// column, and a scan of its rows one cell more than the columns.
+    pub fn cell(&self, value: &[u8], j: usize, i: usize) -> Option<(i64, Word)> {
+        let decoded = self.decoded.get(j)?;
+        if decoded.get().is_none() && !self.lent.get(j)?.swap(true, Ordering::Relaxed) {
+            return self.read_cell(value, j, i);
+        }
+        let column = decoded
+            .get_or_init(|| self.decode_column(value, j))
+            .as_ref()?;
+        Some((*column.times.get(i)?, column.word(i)))
+    }
+
+    /// [`Tall::cell`] read from the block alone, its column not decoded.
+    fn read_cell(&self, value: &[u8], j: usize, i: usize) -> Option<(i64, Word)> {
+        let r = self.rows;
+        if i >= r {
+            return None;
+        }
+        let (newest, ages, lengths) = self.runs(value)?;
+        let age = ages.get(j * r + i);
+        let time = newest
+            .get(i)
+            .checked_sub(age)
+            .filter(|t| age >= 0 && *t >= 0)?;
+        let segment = self.segments.get(j)?;
+        let mut segments = Segments::new(value.get(..segment.end)?, segment.start);
+        segments.skip_many(&lengths, j * r, i)?;
+        let len = usize::try_from(lengths.get(j * r + i)).ok()?;
+        let word = match segments.next_word(len)? {
+            Ok(word) => Word::Word(word),
+            Err((start, end)) => Word::Other(start, end),
+        };
+        Some((time, word))
+    }
+
     fn decode_column(&self, value: &[u8], j: usize) -> Option<Column> {
         let (newest, ages, lengths) = self.runs(value)?;
         let r = self.rows;
@@ -427,6 +470,10 @@ impl Tall {
             match segments.words(&lengths, j * r + i, r - i, &mut column.words)? {
                 Ok(()) => {}
                 Err((s, e)) => {
+                    if column.others.is_empty() {
+                        // A column of other values has them all so.
+                        column.others.reserve(r - i);
+                    }
                     column.others.push((column.words.len(), s, e));
                     column.words.push(0);
                 }
@@ -639,23 +686,35 @@ mod tests {
                             ..crate::store::format::Prune::NONE
                         };
                         decode(3, &mut by_value, 0, values.as_deref(), &read, prune).unwrap();
-                        by_columns.clear();
-                        by_columns
-                            .pairs
-                            .push((b"r".as_slice().into(), body.as_slice().into()));
-                        decode_row_cells(
-                            3,
-                            &tall,
-                            &body,
-                            0,
-                            i,
-                            &mut by_columns,
-                            values.as_deref(),
-                            &read,
-                            newest,
-                        )
-                        .expect("the row's cells");
-                        prop_assert_eq!(cells(&by_columns), cells(&by_value), "row {}", i);
+                        // From the block read row after row (its columns
+                        // decoded after the first), and from a block read
+                        // for this row alone (its cells read one by one).
+                        let alone = Tall::parse(&body, 1, values_of.len()).unwrap();
+                        for (tall, how) in [(&tall, "scanned"), (&alone, "alone")] {
+                            by_columns.clear();
+                            by_columns
+                                .pairs
+                                .push((b"r".as_slice().into(), body.as_slice().into()));
+                            decode_row_cells(
+                                3,
+                                tall,
+                                &body,
+                                0,
+                                i,
+                                &mut by_columns,
+                                values.as_deref(),
+                                &read,
+                                newest,
+                            )
+                            .expect("the row's cells");
+                            prop_assert_eq!(
+                                cells(&by_columns),
+                                cells(&by_value),
+                                "row {} {}",
+                                i,
+                                how
+                            );
+                        }
                     }
                     Ok(())
                 },
@@ -696,6 +755,13 @@ mod tests {
                     }
                     for j in 0..2 {
                         let _ = tall.column(&bad, j);
+                    }
+                    for r in 0..6 {
+                        for j in 0..3 {
+                            let alone = Tall::parse(&bad, 0, 5).unwrap();
+                            let _ = alone.cell(&bad, j, r);
+                            let _ = alone.cell(&bad, j, r);
+                        }
                     }
                 }
             }
