@@ -207,6 +207,11 @@ impl SeriesDecl {
             .chain(self.measures.iter().map(|(n, _, _)| n.to_ascii_lowercase()))
             .chain([self.time.to_ascii_lowercase()])
             .collect();
+        for (i, name) in taken.iter().enumerate() {
+            if taken[..i].contains(name) {
+                return Err(bad(format!("column {name} is declared twice")));
+            }
+        }
         let mut free = |want: &str| {
             let mut name = want.to_string();
             while taken.contains(&name) {

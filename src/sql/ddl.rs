@@ -1151,5 +1151,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("soon"), "{err}");
+        // A name a series declares twice, whatever the layout or case.
+        for layout in [
+            "",
+            " LAYOUT SERIALIZED",
+            " LAYOUT BUCKET '1 hour' CELL PER EVENT",
+        ] {
+            for columns in ["m BIGINT, M DOUBLE", "a BIGINT", "ts BIGINT"] {
+                let sql = format!("CREATE SERIES s (KEY (a TEXT), TIME ts, {columns}){layout}");
+                let err = parse(&sql).unwrap_err().to_string();
+                assert!(err.contains("declared twice"), "{sql}: {err}");
+            }
+        }
     }
 }
