@@ -1375,15 +1375,13 @@ impl ViewBatchBuilder {
         // each needed field's array is built from the messages alone, with
         // no struct of every field made first.
         let hidden = self.layout.sources.len();
-        let mut messages = self
-            .proto_values
-            .get_mut(&hidden)
-            .map(std::mem::take)
-            .unwrap_or_default();
+        let mut messages = self.proto_values.get_mut(&hidden).map(std::mem::take);
         for i in 0..self.layout.sources.len() {
             if let ColumnSource::ProtoField(_, f) = self.layout.sources[i] {
-                let field = (self.needed[i] && self.proto_values.contains_key(&hidden))
-                    .then(|| {
+                let field = messages
+                    .as_mut()
+                    .filter(|_| self.needed[i])
+                    .map(|messages| {
                         let values: Vec<PValue> = messages
                             .iter_mut()
                             .map(|m| match m {

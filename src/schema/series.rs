@@ -207,8 +207,14 @@ impl SeriesDecl {
             .chain(self.measures.iter().map(|(n, _, _)| n.to_ascii_lowercase()))
             .chain([self.time.to_ascii_lowercase()])
             .collect();
-        for (i, name) in taken.iter().enumerate() {
-            if taken[..i].contains(name) {
+        let declared = self
+            .key
+            .iter()
+            .map(|(n, _)| n)
+            .chain(self.measures.iter().map(|(n, _, _)| n))
+            .chain([&self.time]);
+        for (i, name) in declared.enumerate() {
+            if taken[..i].contains(&taken[i]) {
                 return Err(bad(format!("column {name} is declared twice")));
             }
         }

@@ -1157,10 +1157,18 @@ mod tests {
             " LAYOUT SERIALIZED",
             " LAYOUT BUCKET '1 hour' CELL PER EVENT",
         ] {
-            for columns in ["m BIGINT, M DOUBLE", "a BIGINT", "ts BIGINT"] {
+            for (columns, twice) in [
+                // Unquoted names are folded to lower case; quoted ones
+                // are named as written.
+                ("m BIGINT, M DOUBLE", "m"),
+                ("A BIGINT", "a"),
+                ("TS BIGINT", "ts"),
+                ("\"Ts\" BIGINT, \"Ts\" DOUBLE", "Ts"),
+            ] {
                 let sql = format!("CREATE SERIES s (KEY (a TEXT), TIME ts, {columns}){layout}");
                 let err = parse(&sql).unwrap_err().to_string();
-                assert!(err.contains("declared twice"), "{sql}: {err}");
+                let want = format!("series s: column {twice} is declared twice");
+                assert!(err.contains(&want), "{sql}: {err}");
             }
         }
     }

@@ -316,6 +316,17 @@ pub(crate) fn decode_row_cells(
     Some(())
 }
 
+/// The timestamp of row `i`'s cell of column `j` in a block of `r` rows:
+/// the row's newest less the cell's age; `None` when that is not a valid
+/// timestamp.
+fn row_time(newest: &Run<'_>, ages: &Run<'_>, r: usize, j: usize, i: usize) -> Option<i64> {
+    let age = ages.get(j * r + i);
+    newest
+        .get(i)
+        .checked_sub(age)
+        .filter(|t| age >= 0 && *t >= 0)
+}
+
 /// The little-endian u32 at `at` of `bytes`, if they hold one there.
 pub(crate) fn u32_at(bytes: &[u8], at: usize) -> Option<usize> {
     let b = bytes.get(at..at + 4)?;
@@ -429,11 +440,7 @@ impl Tall {
             return None;
         }
         let (newest, ages, lengths) = self.runs(value)?;
-        let age = ages.get(j * r + i);
-        let time = newest
-            .get(i)
-            .checked_sub(age)
-            .filter(|t| age >= 0 && *t >= 0)?;
+        let time = row_time(&newest, &ages, r, j, i)?;
         let segment = self.segments.get(j)?;
         let mut segments = Segments::new(value.get(..segment.end)?, segment.start);
         segments.skip_many(&lengths, j * r, i)?;
@@ -456,12 +463,7 @@ impl Tall {
             others: Vec::new(),
         };
         for i in 0..r {
-            let age = ages.get(j * r + i);
-            let time = newest
-                .get(i)
-                .checked_sub(age)
-                .filter(|t| age >= 0 && *t >= 0)?;
-            column.times.push(time);
+            column.times.push(row_time(&newest, &ages, r, j, i)?);
         }
         // The values a segment at a time, each value that is not 8 bytes
         // long a stop.
