@@ -531,8 +531,16 @@ async fn series_section(args: &Args, dir: &Path) -> Vec<String> {
     .await;
     if let Some(python) = &args.python {
         eprintln!("series: SQLite and DuckDB ...");
-        let job = series::peers_job(&events, dir, &queries);
+        let job = series::peers_job(&events, dir, &queries, false);
         report.peers(&run_job(python, dir, &job));
+    }
+    for round in 2..=series::ROUNDS {
+        eprintln!("series: round {round} of the per-series questions ...");
+        series::measure_again(&session, &queries, &mut report).await;
+        if let Some(python) = &args.python {
+            let job = series::peers_job(&events, dir, &queries, true);
+            report.peers(&run_job(python, dir, &job));
+        }
     }
     if args.full {
         report.print();

@@ -67,6 +67,14 @@ pub const SERIES_LAYOUTS: [SeriesLayout; 9] = [
     },
 ];
 
+/// How many times the per-series questions are measured: the first with
+/// the load, the others in turns with the peers' rounds after every
+/// layout is loaded. Each engine keeps its best median. The machine's
+/// slow spells last seconds to minutes and can double a query's time, so
+/// a single median of one engine taken in a spell (and another's not)
+/// decides a ratio; the best of rounds spread over minutes does not.
+pub const ROUNDS: usize = 3;
+
 /// One question, in cellar's series SQL (the same for every layout) and
 /// in the peers' SQL over `events`.
 pub struct SeriesQuery {
@@ -74,6 +82,9 @@ pub struct SeriesQuery {
     pub cellar: String,
     pub sqlite: String,
     pub duckdb: String,
+    /// A question about one series (milliseconds at most): measured in
+    /// every round, where the whole-table aggregate is measured once.
+    pub per_series: bool,
 }
 
 /// The questions the guides' claims are about: the latest value of one
@@ -103,6 +114,7 @@ pub fn queries(size: Size) -> Vec<SeriesQuery> {
             sql_time(from),
             sql_time(from + len)
         ),
+        per_series: true,
     };
     vec![
         SeriesQuery {
@@ -114,6 +126,7 @@ pub fn queries(size: Size) -> Vec<SeriesQuery> {
             duckdb: format!(
                 "SELECT epoch_us(ts), pressure FROM events WHERE {one} ORDER BY ts DESC LIMIT 1"
             ),
+            per_series: true,
         },
         span("one series, 1 hour", hour, 3_600_000_000),
         span("one series, 1 day", day, 86_400_000_000),
@@ -126,6 +139,7 @@ pub fn queries(size: Size) -> Vec<SeriesQuery> {
                 .into(),
             duckdb: "SELECT epoch_us(date_trunc('hour', ts)), avg(pressure) FROM events GROUP BY 1"
                 .into(),
+            per_series: false,
         },
     ]
 }
@@ -199,6 +213,8 @@ pub struct SeriesReport {
     pub planned: Vec<(String, f64)>,
     pub names: Vec<&'static str>,
     pub engines: Vec<(String, Figures)>,
+    /// Answers of a later round that differ from the first's.
+    pub mismatches: Vec<String>,
 }
 
 /// The median time of a query in-process and its answer, as the rest of
@@ -274,12 +290,40 @@ pub async fn measure_layouts(
     report.planned.insert(0, ("SELECT 1".into(), select_1));
 }
 
-/// The peers' job for `peers.py`.
-pub fn peers_job(events: &Path, dir: &Path, queries: &[SeriesQuery]) -> serde_json::Value {
+/// Another round of the per-series questions on every layout loaded
+/// (see [`ROUNDS`]): each keeps its best median, and its answer must be
+/// the first round's.
+pub async fn measure_again(
+    session: &SqlSession,
+    queries: &[SeriesQuery],
+    report: &mut SeriesReport,
+) {
+    for (i, layout) in SERIES_LAYOUTS.iter().enumerate() {
+        if !report.engines.iter().any(|(e, _)| e == layout.name) {
+            continue; // not loaded (`--only`)
+        }
+        let table = format!("series_{i}");
+        for q in queries.iter().filter(|q| q.per_series) {
+            let sql = q.cellar.replace("{t}", &table);
+            let (seconds, answer) = measure(session, &sql).await;
+            report.take(layout.name, q.name, seconds, answer);
+        }
+    }
+}
+
+/// The peers' job for `peers.py`: with `again`, another round of the
+/// per-series questions on the databases the first job loaded.
+pub fn peers_job(
+    events: &Path,
+    dir: &Path,
+    queries: &[SeriesQuery],
+    again: bool,
+) -> serde_json::Value {
     serde_json::json!({
         "events": events,
         "dir": dir,
-        "queries": queries.iter().map(|q| serde_json::json!({
+        "again": again,
+        "queries": queries.iter().filter(|q| q.per_series || !again).map(|q| serde_json::json!({
             "name": q.name, "sqlite": q.sqlite, "duckdb": q.duckdb,
         })).collect::<Vec<_>>(),
         "min_runs": crate::MIN_RUNS,
@@ -296,13 +340,47 @@ impl SeriesReport {
             planned: Vec::new(),
             names: queries.iter().map(|q| q.name).collect(),
             engines: Vec::new(),
+            mismatches: Vec::new(),
         }
     }
 
-    /// Takes the peers' results (as `peers.py` writes them).
+    /// A later round's measurement of a query on an engine already in the
+    /// report: the best median stays; a different answer is a mismatch.
+    fn take(&mut self, engine: &str, query: &str, seconds: f64, answer: Answer) {
+        let Some((_, figures)) = self.engines.iter_mut().find(|(e, _)| e == engine) else {
+            return;
+        };
+        match figures.queries.get_mut(query) {
+            Some((best, first)) => {
+                if let Some(d) = answers::difference(first, &answer) {
+                    self.mismatches.push(format!(
+                        "{engine}, {query}: a later round answered otherwise: {d}"
+                    ));
+                }
+                *best = best.min(seconds);
+            }
+            None => self
+                .mismatches
+                .push(format!("{engine}: no first answer to {query}")),
+        }
+    }
+
+    /// Takes the peers' results (as `peers.py` writes them): a later
+    /// round's ([`peers_job`] `again`) as [`SeriesReport::take`] does.
     pub fn peers(&mut self, json: &serde_json::Value) {
         for engine in ["SQLite", "DuckDB"] {
             let r = &json[engine];
+            if self.engines.iter().any(|(e, _)| e == engine) {
+                let Some(queries) = r["queries"].as_object() else {
+                    continue;
+                };
+                for (name, q) in queries {
+                    let answer = answers::from_json(&q["rows"]).unwrap();
+                    let seconds = q["seconds"].as_f64().unwrap_or(f64::NAN);
+                    self.take(engine, name, seconds, answer);
+                }
+                continue;
+            }
             let mut figures = Figures {
                 ingest: Some((
                     r["ingest"]["seconds"].as_f64().unwrap_or(f64::NAN),
@@ -324,7 +402,7 @@ impl SeriesReport {
 
     /// Every engine's answers against the first's: the differences.
     pub fn check(&self) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut out = self.mismatches.clone();
         let Some((reference, expected)) = self.engines.first() else {
             return out;
         };
@@ -394,6 +472,10 @@ impl SeriesReport {
         println!(
             "Planned afresh each run (parsing and planning included): {}",
             planned.join("; ")
+        );
+        println!(
+            "Per-series questions: each engine's best median of {ROUNDS} rounds taken in turns \
+             (the whole-table average: one round)."
         );
         println!("\nTargets (ratios in this run):");
         let layouts: Vec<&str> = SERIES_LAYOUTS.iter().map(|l| l.name).collect();
