@@ -67,6 +67,11 @@ pub const SERIES_LAYOUTS: [SeriesLayout; 9] = [
     },
 ];
 
+/// The table of layout `i` of [`SERIES_LAYOUTS`].
+fn series_table(i: usize) -> String {
+    format!("series_{i}")
+}
+
 /// How many times the per-series questions are measured: the first with
 /// the load, the others in turns with the peers' rounds after every
 /// layout is loaded. Each engine keeps its best median. The machine's
@@ -248,7 +253,7 @@ pub async fn measure_layouts(
             continue;
         }
         eprintln!("series, {} ...", layout.name);
-        let table = format!("series_{i}");
+        let table = series_table(i);
         session
             .query(&format!(
                 "CREATE SERIES {table} (KEY (region TEXT, balloon INT(4)), TIME ts, \
@@ -302,7 +307,7 @@ pub async fn measure_again(
         if !report.engines.iter().any(|(e, _)| e == layout.name) {
             continue; // not loaded (`--only`)
         }
-        let table = format!("series_{i}");
+        let table = series_table(i);
         for q in queries.iter().filter(|q| q.per_series) {
             let sql = q.cellar.replace("{t}", &table);
             let (seconds, answer) = measure(session, &sql).await;

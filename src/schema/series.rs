@@ -200,20 +200,15 @@ impl SeriesDecl {
             }
             _ => {}
         }
-        let mut taken: Vec<String> = self
-            .key
-            .iter()
-            .map(|(n, _)| n.to_ascii_lowercase())
-            .chain(self.measures.iter().map(|(n, _, _)| n.to_ascii_lowercase()))
-            .chain([self.time.to_ascii_lowercase()])
-            .collect();
-        let declared = self
+        let declared: Vec<&String> = self
             .key
             .iter()
             .map(|(n, _)| n)
             .chain(self.measures.iter().map(|(n, _, _)| n))
-            .chain([&self.time]);
-        for (i, name) in declared.enumerate() {
+            .chain([&self.time])
+            .collect();
+        let mut taken: Vec<String> = declared.iter().map(|n| n.to_ascii_lowercase()).collect();
+        for (i, name) in declared.iter().enumerate() {
             if taken[..i].contains(&taken[i]) {
                 return Err(bad(format!("column {name} is declared twice")));
             }
