@@ -318,6 +318,37 @@ async fn sql_runs_on_bigtable_and_cbt_sees_the_guides_layout() {
             .unwrap(),
     );
     assert!(got.contains("| s3     | 2026-01-05 | from-cbt |"), "{got}");
+    // A family cellar does not know (added with cbt) stays out of every
+    // read: a full scan, which does not name the families to Bigtable,
+    // drops its cells and a row that has nothing else; a read with a row
+    // limit names them.
+    for args in [
+        &["createfamily", "readings", "x"][..],
+        &["set", "readings", "s3#2026-01-05", "x:q=extra"],
+        &["set", "readings", "s4#2026-01-06", "x:q=only-x"],
+    ] {
+        let out = emulator.cbt().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "cbt {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for sql in [
+        "SELECT sensor, day, note FROM readings ORDER BY sensor, day",
+        "SELECT sensor, day, note FROM readings LIMIT 10",
+    ] {
+        let got = show(session.query(sql).await.unwrap());
+        assert!(!got.contains("s4"), "{sql}: {got}");
+        assert_eq!(got.lines().count(), 3 + 4, "{sql}: {got}");
+    }
+    let got = show(
+        session
+            .query("SELECT count(*) AS n FROM readings")
+            .await
+            .unwrap(),
+    );
+    assert!(got.contains("| 3 |"), "{got}");
     // cellar's schema is where a Bigtable user can read it.
     let out = emulator
         .cbt()

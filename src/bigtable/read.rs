@@ -4,8 +4,10 @@
 //! as the embedded store's reads do, so the answers are the same.
 //!
 //! What goes to Bigtable is only what cannot change the answer:
-//! - the families read (always named: cells of families cellar does not
-//!   know are never read);
+//! - the families read, named unless the read takes every family cellar
+//!   knows and has no row limit (cells of a family cellar does not know
+//!   are then dropped as they arrive, and a row left empty with them; a
+//!   family regex costs the emulator as much as the rest of a scan);
 //! - a set of qualifiers, as an anchored byte regex (other qualifier
 //!   filters stay client-side: a Rust regex is not RE2);
 //! - the time range's start, and its end unless a family counts versions
@@ -102,16 +104,34 @@ impl Pushed {
     }
 }
 
+/// Whether a read names its families to Bigtable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Families {
+    /// Named: only their cells come (a predicate, a row limit, a read of
+    /// some of a table's families).
+    Named,
+    /// Every family cellar knows, not named: cells of any other family
+    /// come too and the reader drops them, so Bigtable's answer is not
+    /// exact (a row limit cannot go with it).
+    Unnamed,
+}
+
 /// The filter chain for a read of `families` through `filter`.
-pub(crate) fn pushed_filter(families: &[(Arc<str>, GcPolicy)], filter: &ReadFilter) -> Pushed {
+pub(crate) fn pushed_filter(
+    families: &[(Arc<str>, GcPolicy)],
+    filter: &ReadFilter,
+    naming: Families,
+) -> Pushed {
     let mut chain = Vec::new();
     let no_gc = families.iter().all(|(_, gc)| *gc == GcPolicy::KeepAll);
-    let mut exact = true;
-    let names: Vec<String> = families.iter().map(|(n, _)| regex::escape(n)).collect();
-    chain.push(Filter::FamilyNameRegexFilter(format!(
-        "^(?:{})$",
-        names.join("|")
-    )));
+    let mut exact = naming == Families::Named;
+    if naming == Families::Named {
+        let names: Vec<String> = families.iter().map(|(n, _)| regex::escape(n)).collect();
+        chain.push(Filter::FamilyNameRegexFilter(format!(
+            "^(?:{})$",
+            names.join("|")
+        )));
+    }
     match &filter.qualifiers {
         QualifierFilter::All => {}
         QualifierFilter::Set(set) => {
@@ -156,6 +176,7 @@ pub(crate) fn pushed_filter(families: &[(Arc<str>, GcPolicy)], filter: &ReadFilt
         }
     }
     let filter = match chain.len() {
+        0 => None,
         1 => chain.pop().map(|f| RowFilter { filter: Some(f) }),
         _ => Some(RowFilter {
             filter: Some(Filter::Chain(Chain {
@@ -471,7 +492,14 @@ pub(crate) fn stream(
         drop(tx);
         runtime.spawn(async {})
     } else {
-        let pushed = pushed_filter(&families, &request.filter);
+        // A scan of every family (no row limit to push) leaves the
+        // families unnamed: the emulator's family regex doubles its work.
+        let naming = if request.limit.is_none() && families.len() == def.families.len() {
+            Families::Unnamed
+        } else {
+            Families::Named
+        };
+        let pushed = pushed_filter(&families, &request.filter, naming);
         let rows_limit = match (pushed.exact(), request.limit) {
             (true, Some(n)) => i64::try_from(n).unwrap_or(i64::MAX),
             _ => 0,
@@ -659,15 +687,33 @@ mod tests {
     }
 
     #[test]
+    fn families_go_unnamed_only_when_asked_and_then_nothing_is_exact() {
+        let families: Vec<(Arc<str>, GcPolicy)> = vec![(Arc::from("m"), GcPolicy::KeepAll)];
+        let named = pushed_filter(&families, &ReadFilter::all(), Families::Named);
+        assert!(named.exact());
+        assert!(format!("{:?}", named.filter).contains("FamilyNameRegexFilter(\"^(?:m)$\")"));
+        let unnamed = pushed_filter(&families, &ReadFilter::all(), Families::Unnamed);
+        assert!(unnamed.filter.is_none(), "{:?}", unnamed.filter);
+        assert!(!unnamed.exact());
+        let latest = ReadFilter::all().cells_per_column(1);
+        let text = format!(
+            "{:?}",
+            pushed_filter(&families, &latest, Families::Unnamed).filter
+        );
+        assert!(text.contains("CellsPerColumnLimitFilter(1)"), "{text}");
+        assert!(!text.contains("FamilyNameRegexFilter"), "{text}");
+    }
+
+    #[test]
     fn version_counting_families_keep_the_time_range_end_client_side() {
         let keep: Vec<(Arc<str>, GcPolicy)> = vec![(Arc::from("f"), GcPolicy::KeepAll)];
         let versions: Vec<(Arc<str>, GcPolicy)> = vec![(Arc::from("f"), GcPolicy::MaxVersions(2))];
         let filter = ReadFilter::all()
             .time_range(TimeRange::new(1000, 5000))
             .cells_per_column(1);
-        let whole = pushed_filter(&keep, &filter);
+        let whole = pushed_filter(&keep, &filter, Families::Named);
         assert!(whole.exact());
-        let part = pushed_filter(&versions, &filter);
+        let part = pushed_filter(&versions, &filter, Families::Named);
         assert!(!part.whole && !part.exact());
         let text = format!("{:?}", part.filter);
         assert!(text.contains("end_timestamp_micros: 0"), "{text}");

@@ -277,7 +277,7 @@ pub(crate) fn check_and_mutate(
     let matched = entry(def, RowMutation::new(key.to_vec(), on_match))?;
     let unmatched = entry(def, RowMutation::new(key.to_vec(), on_no_match))?;
     let families = read::families_read(def, &predicate)?;
-    let pushed = pushed_filter(&families, &predicate);
+    let pushed = pushed_filter(&families, &predicate, read::Families::Named);
     // Whether a row has a cell through the predicate is the same with or
     // without uncollected garbage when GC never takes a column's newest
     // cell and the predicate looks at every time.
