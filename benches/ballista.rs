@@ -2,7 +2,8 @@
 //! emulator: two executors against one, in one run, each answer checked
 //! against the local path's. Also how much of the time the emulator
 //! itself spends (its CPU time over the wall time), since it shares the
-//! machine. `cargo bench --features ballista,bigtable --bench ballista`;
+//! machine, and its Go collector setting (`GOGC`, the fixture's unless
+//! set in the environment). `cargo bench --features ballista,bigtable --bench ballista`;
 //! `CELLAR_BENCH_ROWS` sets the table's size (default 600 000 rows).
 
 #![allow(
@@ -59,6 +60,8 @@ fn main() {
     runtime.block_on(async {
         match emulator::Emulator::start() {
             Some(emulator) => {
+                let gogc = std::env::var("GOGC").unwrap_or_else(|_| emulator::GOGC.into());
+                eprintln!("the emulator's Go collector: GOGC={gogc}");
                 let store = Store::new(std::sync::Arc::new(
                     cellar::BigtableStore::connect("projects/p/instances/i", &emulator.endpoint())
                         .unwrap(),

@@ -27,6 +27,10 @@ pub fn binary() -> Option<PathBuf> {
     })
 }
 
+/// The emulator's Go collector setting unless the environment has one
+/// (see `Emulator::start`).
+pub const GOGC: &str = "400";
+
 /// A running emulator.
 pub struct Emulator {
     child: Child,
@@ -44,8 +48,19 @@ impl Emulator {
             );
             return None;
         };
-        let mut child = Command::new(&binary)
-            .args(["-host", "127.0.0.1", "-port", "0"])
+        let mut command = Command::new(&binary);
+        command.args(["-host", "127.0.0.1", "-port", "0"]);
+        // The emulator is a Go program holding every table in memory, and
+        // with Go's default collector (GOGC=100) it spends a large part of
+        // a scan collecting: on two cores that leaves the second core to
+        // its collector rather than to a second reader. A heap five times
+        // the live one (a few GB for the bench's table, little for the
+        // tests') lets it serve rows instead. A GOGC in the environment
+        // wins.
+        if std::env::var_os("GOGC").is_none() {
+            command.env("GOGC", GOGC);
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
