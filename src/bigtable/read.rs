@@ -30,8 +30,12 @@ use data::{RowFilter, row_range};
 
 /// Longest qualifier regex sent; a longer set is filtered client-side.
 const MAX_QUALIFIER_REGEX: usize = 16 * 1024;
-/// Rows in flight between the gRPC stream and the reader.
-const ROWS_IN_FLIGHT: usize = 256;
+/// Rows that go to the reader as soon as they are gathered; fewer go
+/// when no more have arrived, more when one message holds more (a
+/// hand-over per row cost a thread wake-up per row).
+const ROWS_PER_HANDOVER: usize = 64;
+/// Hand-overs in flight between the gRPC stream and the reader.
+const HANDOVERS_IN_FLIGHT: usize = 4;
 
 /// A regex matching exactly `bytes`, every byte escaped (RE2, bytes).
 fn literal(bytes: &[u8]) -> String {
@@ -208,6 +212,17 @@ pub(crate) struct RawRow {
     cells: Vec<RawCell>,
 }
 
+/// The qualifier the next chunk's cell has when the chunk names none.
+enum Qualifier {
+    /// None yet in this row.
+    None,
+    /// As the last chunk that named one gave it.
+    Here(Vec<u8>),
+    /// Moved into the row's last cell (the first cell of a qualifier takes
+    /// it without a copy; a later one copies it from there).
+    InLastCell,
+}
+
 /// Merges `ReadRows` cell chunks into rows (the protocol's rules: a chunk
 /// names the row, family and qualifier only when they change; a value
 /// may span chunks; a row ends at `commit_row` and is dropped whole at
@@ -216,7 +231,7 @@ pub(crate) struct ChunkMerger {
     families: Vec<Arc<str>>,
     row: Option<Vec<u8>>,
     family: Option<u32>,
-    qualifier: Option<Vec<u8>>,
+    qualifier: Qualifier,
     timestamp: i64,
     value: Vec<u8>,
     in_value: bool,
@@ -229,7 +244,7 @@ impl ChunkMerger {
             families,
             row: None,
             family: None,
-            qualifier: None,
+            qualifier: Qualifier::None,
             timestamp: 0,
             value: Vec::new(),
             in_value: false,
@@ -240,7 +255,7 @@ impl ChunkMerger {
     fn reset(&mut self) {
         self.row = None;
         self.family = None;
-        self.qualifier = None;
+        self.qualifier = Qualifier::None;
         self.value.clear();
         self.in_value = false;
         self.cells.clear();
@@ -253,23 +268,35 @@ impl ChunkMerger {
             code: "DataLoss".into(),
             message: format!("the response broke the chunk protocol: {what}"),
         };
-        if let Some(RowStatus::ResetRow(true)) = chunk.row_status {
+        let CellChunk {
+            row_key,
+            family_name,
+            qualifier,
+            timestamp_micros,
+            value,
+            value_size,
+            row_status,
+            ..
+        } = chunk;
+        if let Some(RowStatus::ResetRow(true)) = row_status {
             self.reset();
             return Ok(None);
         }
-        if !chunk.row_key.is_empty() {
+        if !row_key.is_empty() {
             if self.in_value {
                 return Err(bad("a new row began inside a split value"));
             }
-            if self.row.as_ref().is_some_and(|r| *r != chunk.row_key) {
+            if self.row.as_ref().is_some_and(|r| *r != row_key) {
                 return Err(bad("a new row began before the last was committed"));
             }
-            self.row = Some(chunk.row_key);
+            if self.row.is_none() {
+                self.row = Some(row_key);
+            }
         } else if self.row.is_none() {
             return Err(bad("a chunk without a row key began a row"));
         }
-        if let Some(name) = chunk.family_name {
-            if chunk.qualifier.is_none() {
+        if let Some(name) = family_name {
+            if qualifier.is_none() {
                 return Err(bad("a family without a qualifier"));
             }
             self.family = self
@@ -278,27 +305,39 @@ impl ChunkMerger {
                 .position(|f| **f == *name)
                 .and_then(|i| u32::try_from(i).ok());
         }
-        if let Some(qualifier) = chunk.qualifier {
-            self.qualifier = Some(qualifier);
+        if let Some(qualifier) = qualifier {
+            self.qualifier = Qualifier::Here(qualifier);
         }
         if !self.in_value {
-            self.timestamp = chunk.timestamp_micros;
+            self.timestamp = timestamp_micros;
         }
-        self.value.extend_from_slice(&chunk.value);
-        self.in_value = chunk.value_size > 0;
-        if !self.in_value {
-            let value = std::mem::take(&mut self.value);
-            // A cell of a family not read (never asked for) is left out.
-            if let (Some(family), Some(qualifier)) = (self.family, &self.qualifier) {
-                self.cells.push(RawCell {
+        // A value in one chunk (the usual case) is taken as it came.
+        let split = value_size > 0;
+        let value = if self.in_value || split {
+            self.value.extend_from_slice(&value);
+            (!split).then(|| std::mem::take(&mut self.value))
+        } else {
+            Some(value)
+        };
+        self.in_value = split;
+        // A cell of a family not read (never asked for) is left out.
+        if let (Some(value), Some(family)) = (value, self.family) {
+            let qualifier = match std::mem::replace(&mut self.qualifier, Qualifier::InLastCell) {
+                Qualifier::Here(q) => Some(q),
+                Qualifier::InLastCell => self.cells.last().map(|c| c.qualifier.clone()),
+                Qualifier::None => None,
+            };
+            match qualifier {
+                Some(qualifier) => self.cells.push(RawCell {
                     family,
-                    qualifier: qualifier.clone(),
+                    qualifier,
                     timestamp: self.timestamp,
                     value,
-                });
+                }),
+                None => self.qualifier = Qualifier::None,
             }
         }
-        if let Some(RowStatus::CommitRow(true)) = chunk.row_status {
+        if let Some(RowStatus::CommitRow(true)) = row_status {
             if self.in_value {
                 return Err(bad("a row was committed inside a split value"));
             }
@@ -313,7 +352,9 @@ impl ChunkMerger {
 
 /// Rows of one `ReadRows` call, GC and the filter applied as they come.
 struct BigtableRows {
-    rows: tokio::sync::mpsc::Receiver<Result<RawRow>>,
+    rows: tokio::sync::mpsc::Receiver<Result<Vec<RawRow>>>,
+    /// The rows of the last hand-over not read yet.
+    arrived: std::vec::IntoIter<RawRow>,
     task: tokio::task::JoinHandle<()>,
     families: Vec<(Arc<str>, GcPolicy)>,
     filter: ReadFilter,
@@ -389,11 +430,17 @@ impl BigtableRows {
             }
             // Unconstrained, as in `wait`: a tokio worker's spent budget
             // would otherwise park this thread for good.
-            let recv = tokio::task::coop::unconstrained(self.rows.recv());
-            let Some(raw) = futures::executor::block_on(recv) else {
-                return Ok(false);
+            let raw = match self.arrived.next() {
+                Some(raw) => raw,
+                None => {
+                    let recv = tokio::task::coop::unconstrained(self.rows.recv());
+                    let Some(rows) = futures::executor::block_on(recv) else {
+                        return Ok(false);
+                    };
+                    self.arrived = rows?.into_iter();
+                    continue;
+                }
             };
-            let raw = raw?;
             if !self.buf.key.is_empty() {
                 let last = &self.buf.key;
                 let in_order = if self.reverse {
@@ -481,7 +528,7 @@ pub(crate) fn stream(
     request: ReadRequest,
 ) -> Result<RowStream> {
     let families = families_read(def, &request.filter)?;
-    let (tx, rx) = tokio::sync::mpsc::channel(ROWS_IN_FLIGHT);
+    let (tx, rx) = tokio::sync::mpsc::channel(HANDOVERS_IN_FLIGHT);
     let rows = row_set(&request.rows);
     let runtime = store
         .runtime
@@ -530,31 +577,56 @@ pub(crate) fn stream(
                 }
             };
             let mut merger = ChunkMerger::new(names);
+            // Rows go to the reader in hand-overs of those that arrived
+            // together: a message that is already here is taken at once,
+            // and the rows gathered go before waiting for the next.
+            let mut rows = Vec::new();
             loop {
-                let response = match stream.message().await {
-                    Ok(Some(response)) => response,
-                    Ok(None) => return,
-                    Err(status) => {
-                        let _ = tx.send(Err(remote(what(), &status))).await;
-                        return;
+                let next = match futures::FutureExt::now_or_never(stream.message()) {
+                    Some(next) => next,
+                    None => {
+                        if !rows.is_empty() && tx.send(Ok(std::mem::take(&mut rows))).await.is_err()
+                        {
+                            return;
+                        }
+                        stream.message().await
                     }
                 };
-                for chunk in response.chunks {
-                    let row = match merger.push(chunk) {
-                        Ok(Some(row)) => Ok(row),
-                        Ok(None) => continue,
-                        Err(e) => Err(e),
-                    };
-                    let failed = row.is_err();
-                    if tx.send(row).await.is_err() || failed {
-                        return;
+                // `Some`: the call ends here, with an error or without.
+                let end: Option<Option<Error>> = match next {
+                    Ok(Some(response)) => {
+                        response
+                            .chunks
+                            .into_iter()
+                            .find_map(|chunk| match merger.push(chunk) {
+                                Ok(row) => {
+                                    rows.extend(row);
+                                    None
+                                }
+                                Err(e) => Some(Some(e)),
+                            })
                     }
+                    Ok(None) => Some(None),
+                    Err(status) => Some(Some(remote(what(), &status))),
+                };
+                if (rows.len() >= ROWS_PER_HANDOVER || end.is_some())
+                    && !rows.is_empty()
+                    && tx.send(Ok(std::mem::take(&mut rows))).await.is_err()
+                {
+                    return;
+                }
+                if let Some(error) = end {
+                    if let Some(error) = error {
+                        let _ = tx.send(Err(error)).await;
+                    }
+                    return;
                 }
             }
         })
     };
     Ok(RowStream::new(Box::new(BigtableRows {
         rows: rx,
+        arrived: Vec::new().into_iter(),
         task,
         families,
         filter: request.filter,
@@ -676,6 +748,61 @@ mod tests {
         );
         // A chunk that starts a row without a key is refused.
         assert!(m.push(chunk("", Some("b"), Some("x"), 1, "v")).is_err());
+    }
+
+    /// A row's cells as (family, qualifier, timestamp, value).
+    fn cells_of(row: &RawRow) -> Vec<(u32, String, i64, String)> {
+        row.cells
+            .iter()
+            .map(|c| {
+                (
+                    c.family,
+                    String::from_utf8_lossy(&c.qualifier).into_owned(),
+                    c.timestamp,
+                    String::from_utf8_lossy(&c.value).into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn versions_keep_their_qualifier_and_other_families_drop_out() {
+        let mut m = ChunkMerger::new(vec![Arc::from("a")]);
+        // Two versions of x (the second names no qualifier), a family not
+        // read with two versions of its own, then y, and x's qualifier is
+        // not carried into the next row.
+        for c in [
+            chunk("r1", Some("a"), Some("x"), 9, "x9"),
+            chunk("r1", None, None, 8, "x8"),
+            chunk("r1", Some("other"), Some("z"), 7, "z7"),
+            chunk("", None, None, 6, "z6"),
+            chunk("", Some("a"), Some("y"), 5, "y5"),
+            chunk("", None, None, 4, "y4"),
+        ] {
+            assert!(m.push(c).unwrap().is_none());
+        }
+        let mut last = chunk("", None, Some("w"), 3, "w3");
+        last.row_status = Some(RowStatus::CommitRow(true));
+        let row = m.push(last).unwrap().unwrap();
+        let cell = |q: &str, t: i64, v: &str| (0, q.to_string(), t, v.to_string());
+        assert_eq!(
+            cells_of(&row),
+            vec![
+                cell("x", 9, "x9"),
+                cell("x", 8, "x8"),
+                cell("y", 5, "y5"),
+                cell("y", 4, "y4"),
+                cell("w", 3, "w3"),
+            ]
+        );
+        // A row made only of a family not read comes out empty.
+        let mut only = chunk("r2", Some("other"), Some("z"), 1, "z1");
+        only.row_status = Some(RowStatus::CommitRow(true));
+        assert!(m.push(only).unwrap().unwrap().cells.is_empty());
+        // The next row names its family and qualifier anew.
+        let mut next = chunk("r3", None, None, 1, "v");
+        next.row_status = Some(RowStatus::CommitRow(true));
+        assert!(m.push(next).unwrap().unwrap().cells.is_empty());
     }
 
     #[test]
