@@ -28,6 +28,17 @@ fn open(emulator: &Emulator) -> Store {
     ))
 }
 
+/// `cbt ARGS` against the emulator: its output, once it succeeded.
+fn cbt(emulator: &Emulator, args: &[&str]) -> String {
+    let out = emulator.cbt().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "cbt {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn set(family: &str, qualifier: &str, ts: i64, value: &str) -> Mutation {
     Mutation::set_at(family, qualifier, ts, value)
 }
@@ -291,25 +302,13 @@ async fn sql_runs_on_bigtable_and_cbt_sees_the_guides_layout() {
     assert!(got.contains("| s2     | 2026-01-01 | 20.0 |"), "{got}");
     assert!(!got.contains("2026-01-02"), "{got}");
     // cbt sees the row keys, family and qualifiers as the guides lay them out.
-    let out = emulator.cbt().args(["read", "readings"]).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = cbt(&emulator, &["read", "readings"]);
     assert!(text.contains("s1#2026-01-01"), "{text}");
     assert!(text.contains("m:temp"), "{text}");
     // A row written with cbt reads through SQL.
-    let out = emulator
-        .cbt()
-        .args(["set", "readings", "s3#2026-01-05", "m:note=from-cbt"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    cbt(
+        &emulator,
+        &["set", "readings", "s3#2026-01-05", "m:note=from-cbt"],
     );
     let got = show(
         session
@@ -327,12 +326,7 @@ async fn sql_runs_on_bigtable_and_cbt_sees_the_guides_layout() {
         &["set", "readings", "s3#2026-01-05", "x:q=extra"],
         &["set", "readings", "s4#2026-01-06", "x:q=only-x"],
     ] {
-        let out = emulator.cbt().args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "cbt {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        cbt(&emulator, args);
     }
     for sql in [
         "SELECT sensor, day, note FROM readings ORDER BY sensor, day",
@@ -350,12 +344,7 @@ async fn sql_runs_on_bigtable_and_cbt_sees_the_guides_layout() {
     );
     assert!(got.contains("| 3 |"), "{got}");
     // cellar's schema is where a Bigtable user can read it.
-    let out = emulator
-        .cbt()
-        .args(["read", cellar::CATALOG_TABLE])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = cbt(&emulator, &["read", cellar::CATALOG_TABLE]);
     assert!(text.contains("table/readings"), "{text}");
 }
 
@@ -453,8 +442,7 @@ async fn a_series_in_hour_buckets_reads_and_aggregates_on_bigtable() {
         "{got}"
     );
     // The guide's layout: one row per series and hour, a cell per event.
-    let out = emulator.cbt().args(["count", "w"]).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3");
+    assert_eq!(cbt(&emulator, &["count", "w"]).trim(), "3");
 }
 
 /// A long scan of small rows read slower than Bigtable sends them: the
