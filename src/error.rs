@@ -218,6 +218,13 @@ pub enum Error {
         /// What the service said.
         message: String,
     },
+    /// The session's user may not do this (its role, or file access the
+    /// server does not allow).
+    #[error("permission denied: {reason}")]
+    PermissionDenied {
+        /// What was refused, why, and what would allow it.
+        reason: String,
+    },
     /// A bug in cellar, not something the caller did.
     #[error("internal error (a bug in cellar; please report it): {0}")]
     Internal(String),

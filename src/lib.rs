@@ -48,8 +48,9 @@ pub use schema::{
     SegmentKind, TableSchema, TimeFormat, Value, ValueType,
 };
 pub use sql::{
-    CellarStatement, FamilyDecl, Loading, MAX_EXPR_DEPTH, SessionOptions, SqlSession,
-    StatementShape, parse_cellar_statement, parse_duration_micros,
+    Access, CellarStatement, FamilyDecl, FileAccess, FileUse, FilesDir, Loading, MAX_EXPR_DEPTH,
+    Role, SessionOptions, SqlSession, StatementShape, parse_cellar_statement,
+    parse_duration_micros,
 };
 pub use store::journal;
 pub use store::{

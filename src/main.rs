@@ -225,6 +225,7 @@ type ServeArgs = (
 const SERVE_USAGE: &str =
     "usage: cellar serve [--store DIR | --bigtable INSTANCE] [--addr HOST:PORT]
                     [--user NAME] [--password-file FILE] [--token-file FILE]
+                    [--users FILE] [--files-dir DIR] [--files-dir-rw DIR]
                     [--tls-cert FILE --tls-key FILE]
 
 Serves a store over Arrow Flight SQL (default address 127.0.0.1:32010).
@@ -235,6 +236,16 @@ Serves a store over Arrow Flight SQL (default address 127.0.0.1:32010).
   --user NAME          require this user; its password comes from
                        --password-file FILE or CELLAR_PASSWORD
   --token-file FILE    also accept this bearer token (or CELLAR_TOKEN)
+                       (--user and the token are admins)
+  --users FILE         users and tokens with their roles, one per line:
+                       `user NAME ROLE PASSWORD` or `token NAME ROLE TOKEN`;
+                       ROLE is reader (queries), user (also writes rows)
+                       or admin (also DDL, COMPACT and files)
+  --files-dir DIR      let admins read files in DIR (repeatable); without
+                       it clients reach no file on the server
+  --files-dir-rw DIR   let admins read and write files in DIR
+  --session-idle D     end a client's session after D without a call
+                       (default 24h)
   --tls-cert/--tls-key PEM certificate chain and private key for TLS
   --durability MODE    buffered (default: a write survives a crash of the
                        server) or synced (it survives a power loss; writers
@@ -260,6 +271,9 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
     let mut addr = "127.0.0.1:32010".to_string();
     let mut ballista = None;
     let (mut user, mut password, mut token) = (None, None, None);
+    let mut credentials = cellar::flight::Credentials::default();
+    let mut files_dirs = Vec::new();
+    let mut session_idle = None;
     let (mut cert, mut key) = (None, None);
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -274,6 +288,10 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--user",
             "--password-file",
             "--token-file",
+            "--users",
+            "--files-dir",
+            "--files-dir-rw",
+            "--session-idle",
             "--tls-cert",
             "--tls-key",
             "--durability",
@@ -298,6 +316,16 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--user" => user = Some(value),
             "--password-file" => password = Some(read_secret(&value, "password")?),
             "--token-file" => token = Some(read_secret(&value, "token")?),
+            "--users" => credentials.read_users_file(std::path::Path::new(&value))?,
+            "--files-dir" | "--files-dir-rw" => files_dirs.push(
+                cellar::FilesDir::new(std::path::Path::new(&value), arg == "--files-dir-rw")
+                    .map_err(|e| format!("{arg}: {e}"))?,
+            ),
+            "--session-idle" => {
+                let wrong =
+                    || format!("--session-idle {value:?}: write a duration such as 30m or 24h");
+                session_idle = Some(parse_timeout(&value).ok().flatten().ok_or_else(wrong)?);
+            }
             "--tls-cert" => cert = Some(PathBuf::from(value)),
             "--durability" => store_options.durability = value.parse()?,
             "--memory-limit" => session_options.memory_limit = parse_memory(&value)?,
@@ -347,10 +375,14 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
     let addr = addr
         .parse()
         .map_err(|e| format!("--addr {addr:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:32010)"))?;
+    credentials.user = user;
+    credentials.token = token;
+    session_options.files = cellar::FileAccess::Confined(files_dirs);
     let options = cellar::flight::ServeOptions {
-        credentials: cellar::flight::Credentials { user, token },
+        credentials,
         tls,
         limits,
+        session_idle,
     };
     options.credentials.validate()?;
     Ok(Some((
@@ -421,11 +453,29 @@ fn run_server(
             "grpc"
         };
         let credentials = &options.credentials;
-        let auth = match (&credentials.user, &credentials.token) {
-            (None, None) => "anonymous: no credentials are configured".to_string(),
-            (Some((u, _)), None) => format!("user {u} with a password"),
-            (None, Some(_)) => "a bearer token".to_string(),
-            (Some((u, _)), Some(_)) => format!("user {u} with a password, or a bearer token"),
+        let mut ways = Vec::new();
+        if let Some((u, _)) = &credentials.user {
+            ways.push(format!("user {u} with a password"));
+        }
+        if credentials.token.is_some() {
+            ways.push("a bearer token".to_string());
+        }
+        if !credentials.users.is_empty() || !credentials.tokens.is_empty() {
+            ways.push(format!(
+                "{} users and {} tokens of the users file",
+                credentials.users.len(),
+                credentials.tokens.len()
+            ));
+        }
+        let auth = if ways.is_empty() {
+            if !bound.ip().is_loopback() {
+                eprintln!(
+                    "warning: serving without authentication on {bound}, which is not a loopback address: anyone who reaches it is an admin; set --user, --token-file or --users"
+                );
+            }
+            "anonymous: no credentials are configured, every client is an admin".to_string()
+        } else {
+            ways.join(", or ")
         };
         eprintln!(
             "cellar Flight SQL on {scheme}://{bound}, store {} ({auth}; writes {durability})",

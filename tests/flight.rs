@@ -879,6 +879,7 @@ fn password_server() -> ServeOptions {
         credentials: Credentials {
             user: Some(("analyst".into(), "correct horse".into())),
             token: Some("configured-token-1".into()),
+            ..Credentials::default()
         },
         ..ServeOptions::default()
     }
@@ -1267,7 +1268,8 @@ async fn memory_limit_and_cancel_over_flight() {
         let found = shown.iter().find_map(|b| {
             (0..b.num_rows())
                 .find(|&r| {
-                    b.column(4)
+                    b.column_by_name("sql")
+                        .unwrap()
                         .as_string::<i32>()
                         .value(r)
                         .contains("9000000000000")
@@ -1324,4 +1326,512 @@ async fn forged_requests_are_named_not_internal() {
     // Still serving.
     let mut client = connect(server.addr).await;
     assert_eq!(count_of(&mut client, "SELECT 1").await, 1);
+}
+
+/// A server over `session` (its file access, limits) with `options`.
+async fn serve_session(
+    session: SqlSession,
+    options: ServeOptions,
+    dir: tempfile::TempDir,
+) -> Server {
+    let service = CellarFlightSql::with_credentials(session, options.credentials.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = service.clone();
+    tokio::spawn(async move { cellar::flight::serve_service(served, listener, &options).await });
+    Server {
+        addr,
+        service,
+        _dir: dir,
+    }
+}
+
+/// The code and message of a statement that fails, run with
+/// execute_update (DDL, writes) or as a query.
+async fn refusal(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> (Code, String) {
+    let e = match client.execute_update(sql.to_string(), None).await {
+        Ok(n) => panic!("{sql} succeeded ({n} rows)"),
+        Err(e) => e,
+    };
+    let text = e.to_string();
+    (code(e), text)
+}
+
+/// Over Flight, files are off unless the operator names directories:
+/// COPY TO, COPY FROM, a path as a table and CREATE EXTERNAL TABLE are
+/// PERMISSION_DENIED, naming the path and the option, and nothing is
+/// written. Inside `--files-dir` they work (a relative path lands in the
+/// first directory); `..`, absolute paths outside, a read-only directory
+/// and a symbolic link leading out are refused.
+#[tokio::test]
+async fn file_access_is_off_over_flight_unless_confined_to_directories() {
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.csv");
+    std::fs::write(&secret, "a,b\n1,2\n").unwrap();
+    let secret_text = secret.display().to_string();
+
+    // Off: nothing reaches a file, whatever the statement.
+    let (mut client, _server) = start().await;
+    client
+        .execute_update(
+            "CREATE TABLE t (FAMILY f, a TEXT IN f, b TEXT IN f)".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    let written = outside.path().join("written.csv");
+    for sql in [
+        format!("COPY (SELECT 'x' AS x) TO '{}'", written.display()),
+        format!(
+            "COPY (SELECT 'x' AS x) TO '{}' STORED AS CSV",
+            written.display()
+        ),
+        format!("CREATE EXTERNAL TABLE leak STORED AS CSV LOCATION '{secret_text}'"),
+        format!("COPY t FROM '{secret_text}'"),
+        format!("CREATE PROTO 'p.proto' FROM FILE '{secret_text}'"),
+    ] {
+        let (c, text) = refusal(&mut client, &sql).await;
+        assert_eq!(c, Code::PermissionDenied, "{sql}: {text}");
+        assert!(text.contains("--files-dir"), "{sql}: {text}");
+    }
+    let e = client
+        .execute(format!("SELECT * FROM '{secret_text}'"), None)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains(&secret_text), "{e}");
+    assert_eq!(code(e), Code::PermissionDenied);
+    assert!(!written.exists(), "COPY TO wrote a file");
+    // A plain unknown name is still a missing table, not a file.
+    let e = client
+        .execute("SELECT * FROM nosuch".into(), None)
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert_eq!(code(e), Code::NotFound, "{text}");
+
+    // Confined: one read-write and one read-only directory.
+    let root = tempfile::tempdir().unwrap();
+    let rw = root.path().join("rw");
+    let ro = root.path().join("ro");
+    std::fs::create_dir(&rw).unwrap();
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::write(ro.join("in.csv"), "_key,a,b\nk1,x,y\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), rw.join("link")).unwrap();
+    std::fs::create_dir(rw.join("mixed")).unwrap();
+    std::fs::write(rw.join("mixed/ok.csv"), "_key,a,b\nk2,1,2\n").unwrap();
+    std::os::unix::fs::symlink(&secret, rw.join("mixed/sneaky.csv")).unwrap();
+    let files = cellar::FileAccess::Confined(vec![
+        cellar::FilesDir::new(&rw, true).unwrap(),
+        cellar::FilesDir::new(&ro, false).unwrap(),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let session = SqlSession::with_options(
+        Store::open(dir.path()).unwrap(),
+        cellar::SessionOptions {
+            files,
+            ..Default::default()
+        },
+    );
+    let server = serve_session(session, ServeOptions::default(), dir).await;
+    let mut client = connect(server.addr).await;
+    client
+        .execute_update("COPY (SELECT 'x' AS a, 'y' AS b) TO 'out.csv'".into(), None)
+        .await
+        .unwrap();
+    assert!(
+        rw.join("out.csv").exists(),
+        "a relative path lands in the first directory"
+    );
+    let back = query(&mut client, "SELECT a, b FROM 'out.csv'").await;
+    assert_eq!(rows(&back), 1);
+    let ro_file = ro.join("in.csv").display().to_string();
+    client
+        .execute_update(
+            format!("CREATE EXTERNAL TABLE ins STORED AS CSV LOCATION '{ro_file}'"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows(&query(&mut client, "SELECT * FROM ins").await), 1);
+    client
+        .execute_update(
+            "CREATE TABLE t (FAMILY f, a TEXT IN f, b TEXT IN f)".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    let n = client
+        .execute_update(format!("COPY t FROM '{ro_file}'"), None)
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    for (sql, expected) in [
+        (
+            format!("COPY (SELECT 1 AS x) TO '{}'", ro.join("x.csv").display()),
+            "read-only",
+        ),
+        (
+            "COPY (SELECT 1 AS x) TO '../escape.csv'".to_string(),
+            "outside the directories",
+        ),
+        (
+            format!("COPY t FROM '{secret_text}'"),
+            "outside the directories",
+        ),
+        (
+            format!("CREATE EXTERNAL TABLE leak STORED AS CSV LOCATION '{secret_text}'"),
+            "outside the directories",
+        ),
+        ("COPY t FROM 'link/secret.csv'".to_string(), "which is"),
+        (
+            "COPY (SELECT 1 AS x) TO 's3://bucket/x.csv'".to_string(),
+            "s3 URL",
+        ),
+    ] {
+        let (c, text) = refusal(&mut client, &sql).await;
+        assert_eq!(c, Code::PermissionDenied, "{sql}: {text}");
+        assert!(text.contains(expected), "{sql}: {text}");
+    }
+    assert!(!root.path().join("escape.csv").exists());
+    // COPY FROM a directory takes its files, not the links among them.
+    let n = client
+        .execute_update("COPY t FROM 'mixed'".into(), None)
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(!ro.join("x.csv").exists());
+    let e = client
+        .execute("SELECT * FROM 'link/secret.csv'".into(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), Code::PermissionDenied);
+    // A directory table whose listing holds a link out of it: refused as
+    // the file is listed, never read.
+    client
+        .execute_update(
+            format!(
+                "CREATE EXTERNAL TABLE mixed STORED AS CSV LOCATION '{}/'",
+                rw.join("mixed").display()
+            ),
+            None,
+        )
+        .await
+        .map(|_| ())
+        .unwrap_or_else(|e| assert_eq!(code(e), Code::PermissionDenied));
+    let info = client.execute("SELECT * FROM mixed".into(), None).await;
+    let refused = match info {
+        Err(e) => Some(e),
+        Ok(info) => {
+            let ticket = info.endpoint[0].ticket.clone().unwrap();
+            match client.do_get(ticket).await {
+                Err(e) => Some(e),
+                Ok(s) => s.try_collect::<Vec<_>>().await.err(),
+            }
+        }
+    };
+    let e = refused.expect("the link out of the directory was read");
+    assert!(
+        e.to_string().contains("secret.csv") || e.to_string().contains("mixed"),
+        "{e}"
+    );
+}
+
+/// Each client (each token) has a session of its own: settings and views
+/// one makes are not the other's; a closed session is gone, and so is an
+/// idle one.
+#[tokio::test]
+async fn each_client_has_a_session_of_its_own() {
+    let server = serve(ServeOptions {
+        credentials: Credentials {
+            user: Some(("ana".into(), "pw".into())),
+            ..Credentials::default()
+        },
+        ..ServeOptions::default()
+    })
+    .await;
+    let mut a = connect(server.addr).await;
+    let mut b = connect(server.addr).await;
+    a.handshake("ana", "pw").await.unwrap();
+    b.handshake("ana", "pw").await.unwrap();
+    a.execute_update("SET datafusion.execution.batch_size = 123".into(), None)
+        .await
+        .unwrap();
+    a.execute_update("CREATE VIEW mine AS SELECT 1 AS one".into(), None)
+        .await
+        .unwrap();
+    assert_eq!(rows(&query(&mut a, "SELECT * FROM mine").await), 1);
+    let e = b
+        .execute("SELECT * FROM mine".into(), None)
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert_eq!(code(e), Code::NotFound, "{text}");
+    let setting = |batches: Vec<RecordBatch>| {
+        batches[0]
+            .column_by_name("value")
+            .unwrap()
+            .as_string::<i32>()
+            .value(0)
+            .to_string()
+    };
+    let sql = "SELECT value FROM information_schema.df_settings WHERE name = 'datafusion.execution.batch_size'";
+    assert_eq!(setting(query(&mut a, sql).await), "123");
+    assert_ne!(setting(query(&mut b, sql).await), "123");
+    // b cannot drop a's view either.
+    refusal(&mut b, "DROP VIEW mine").await;
+    assert_eq!(rows(&query(&mut a, "SELECT * FROM mine").await), 1);
+    assert_eq!(server.service.open_sessions(), 2);
+
+    // CloseSession ends a's session and its token.
+    let closed: Vec<_> = a
+        .do_action(arrow_flight::Action {
+            r#type: "CloseSession".into(),
+            body: Default::default(),
+        })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(closed.len(), 1);
+    assert_eq!(server.service.open_sessions(), 1);
+    let e = a.execute("SELECT 1".into(), None).await.unwrap_err();
+    assert_eq!(code(e), Code::Unauthenticated);
+    a.clear_token();
+    a.handshake("ana", "pw").await.unwrap();
+    let e = a
+        .execute("SELECT * FROM mine".into(), None)
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert_eq!(
+        code(e),
+        Code::NotFound,
+        "a new session starts empty: {text}"
+    );
+
+    // Idle sessions are dropped.
+    let idle = server
+        .service
+        .clone()
+        .with_session_idle(Duration::from_millis(50));
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(idle.open_sessions(), 0);
+}
+
+/// The three roles: a reader queries, a user also writes rows, an admin
+/// also changes tables. What a role may not do is PERMISSION_DENIED
+/// naming the role needed, on every path (statements, prepared
+/// statements, ingest); metadata answers every role. A client sees and
+/// cancels only its own queries; an admin sees and cancels all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_decide_what_each_user_may_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    std::fs::write(
+        &users,
+        "user rita reader r-pw\nuser ulf user u-pw\nuser ada admin a-pw\ntoken bot reader bot-token\n",
+    )
+    .unwrap();
+    let mut credentials = Credentials::default();
+    credentials.read_users_file(&users).unwrap();
+    let server = serve(ServeOptions {
+        credentials,
+        ..ServeOptions::default()
+    })
+    .await;
+    let login = |user: &'static str, pw: &'static str| {
+        let addr = server.addr;
+        async move {
+            let mut c = connect(addr).await;
+            c.handshake(user, pw).await.unwrap();
+            c
+        }
+    };
+    let mut admin = login("ada", "a-pw").await;
+    let mut user = login("ulf", "u-pw").await;
+    let mut reader = login("rita", "r-pw").await;
+    let mut bot = connect(server.addr).await;
+    bot.set_token("bot-token".into());
+
+    make_m(&mut admin, 30).await;
+    let denied = |needed: &'static str| {
+        move |(c, text): (Code, String)| {
+            assert_eq!(c, Code::PermissionDenied, "{text}");
+            assert!(text.contains(&format!("needs the {needed} role")), "{text}");
+        }
+    };
+    // Reader: queries and metadata, nothing else.
+    assert_eq!(rows(&query(&mut reader, "SELECT * FROM m").await), 30);
+    assert_eq!(rows(&query(&mut bot, "SELECT * FROM m").await), 30);
+    let tables = reader
+        .get_tables(CommandGetTables::default())
+        .await
+        .unwrap();
+    assert_eq!(rows(&fetch(&mut reader, tables).await), 1);
+    reader
+        .execute_update("SET datafusion.execution.batch_size = 100".into(), None)
+        .await
+        .unwrap();
+    for sql in [
+        "INSERT INTO m (host, n, v) VALUES ('h9', 1, 1)",
+        "UPDATE m SET v = 0",
+        "DELETE FROM m",
+    ] {
+        denied("user")(refusal(&mut reader, sql).await);
+        denied("user")(refusal(&mut bot, sql).await);
+    }
+    for sql in [
+        "CREATE TABLE x (FAMILY f)",
+        "DROP TABLE m",
+        "COMPACT TABLE m",
+        "ALTER TABLE m ADD FAMILY g",
+    ] {
+        denied("admin")(refusal(&mut reader, sql).await);
+        denied("admin")(refusal(&mut user, sql).await);
+    }
+    // Prepared statements: refused when prepared (or executed).
+    let refused = match reader
+        .prepare(
+            "INSERT INTO m (host, n, v) VALUES ('h9', ?, 1)".into(),
+            None,
+        )
+        .await
+    {
+        Err(e) => e,
+        Ok(mut p) => {
+            p.set_parameters(params(vec![(
+                "$1",
+                Arc::new(Int64Array::from(vec![5])) as ArrayRef,
+            )]))
+            .unwrap();
+            p.execute_update().await.unwrap_err()
+        }
+    };
+    assert_eq!(code(refused), Code::PermissionDenied);
+    // Ingest: rows need the user role, a new table the admin role.
+    let e = reader
+        .execute_ingest(
+            ingest_command("m", false, TableExistsOption::Append),
+            futures::stream::iter(vec![Ok(params(vec![
+                ("host", Arc::new(StringArray::from(vec!["h7"])) as ArrayRef),
+                ("n", Arc::new(Int64Array::from(vec![77])) as ArrayRef),
+                ("v", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+            ]))]),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), Code::PermissionDenied);
+    let n = user
+        .execute_ingest(
+            ingest_command("m", false, TableExistsOption::Append),
+            futures::stream::iter(vec![Ok(params(vec![
+                ("host", Arc::new(StringArray::from(vec!["h7"])) as ArrayRef),
+                ("n", Arc::new(Int64Array::from(vec![77])) as ArrayRef),
+                ("v", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+            ]))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let e = user
+        .execute_ingest(
+            ingest_command("fresh", true, TableExistsOption::Fail),
+            futures::stream::iter(vec![Ok(readings(0, 3))]),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(code(e), Code::PermissionDenied);
+    // User: rows.
+    assert_eq!(
+        user.execute_update(
+            "INSERT INTO m (host, n, v) VALUES ('h9', 1, 1)".into(),
+            None
+        )
+        .await
+        .unwrap(),
+        1
+    );
+    assert_eq!(
+        user.execute_update("UPDATE m SET v = 0 WHERE host = 'h9'".into(), None)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        user.execute_update("DELETE FROM m WHERE host = 'h9'".into(), None)
+            .await
+            .unwrap(),
+        1
+    );
+    // Admin: tables.
+    admin
+        .execute_update("COMPACT TABLE m".into(), None)
+        .await
+        .unwrap();
+
+    // Queries: each sees its own; the admin sees and cancels all.
+    let info = reader
+        .execute(
+            "SELECT count(*) FROM generate_series(1, 9000000000000) AS t(x) WHERE x % 7 = 3".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let mut running = reader.clone();
+    let stream = tokio::spawn(async move {
+        running
+            .do_get(ticket)
+            .await
+            .unwrap()
+            .try_collect::<Vec<_>>()
+            .await
+    });
+    let listed = |batches: Vec<RecordBatch>| -> Vec<(u64, String)> {
+        let mut out = Vec::new();
+        for b in &batches {
+            for r in 0..b.num_rows() {
+                out.push((
+                    b.column_by_name("id")
+                        .unwrap()
+                        .as_primitive::<UInt64Type>()
+                        .value(r),
+                    b.column_by_name("user")
+                        .unwrap()
+                        .as_string::<i32>()
+                        .value(r)
+                        .to_string(),
+                ));
+            }
+        }
+        out
+    };
+    let id = loop {
+        let all = listed(query(&mut admin, "SHOW QUERIES").await);
+        if let Some((id, _)) = all.iter().find(|(_, u)| u == "rita") {
+            break *id;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mine = listed(query(&mut user, "SHOW QUERIES").await);
+    assert!(mine.iter().all(|(_, u)| u == "ulf"), "{mine:?}");
+    let e = client_error(&mut user, &format!("CANCEL QUERY {id}")).await;
+    assert!(e.contains(&format!("no query {id}")), "{e}");
+    query(&mut admin, &format!("CANCEL QUERY {id}")).await;
+    let e = stream.await.unwrap().unwrap_err();
+    assert_eq!(code(e), Code::Cancelled);
+}
+
+async fn client_error(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> String {
+    match client.execute(sql.to_string(), None).await {
+        Err(e) => e.to_string(),
+        Ok(info) => {
+            let ticket = info.endpoint[0].ticket.clone().unwrap();
+            match client.do_get(ticket).await {
+                Err(e) => e.to_string(),
+                Ok(s) => s.try_collect::<Vec<_>>().await.unwrap_err().to_string(),
+            }
+        }
+    }
 }

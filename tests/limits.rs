@@ -34,7 +34,11 @@ async fn queries(session: &SqlSession) -> Vec<(u64, String, String)> {
             out.push((
                 b.column(0).as_primitive::<UInt64Type>().value(r),
                 b.column(1).as_string::<i32>().value(r).to_string(),
-                b.column(4).as_string::<i32>().value(r).to_string(),
+                b.column_by_name("sql")
+                    .unwrap()
+                    .as_string::<i32>()
+                    .value(r)
+                    .to_string(),
             ));
         }
     }

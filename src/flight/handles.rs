@@ -163,6 +163,20 @@ impl Handles {
         }
     }
 
+    /// Drops every ticket and prepared statement of `owner` (its
+    /// session ended).
+    pub fn forget_owner(&self, owner: &Caller) -> Result<(), Status> {
+        self.pending
+            .lock()
+            .map_err(poisoned)?
+            .retain(|_, e| e.owner != *owner);
+        self.prepared
+            .lock()
+            .map_err(poisoned)?
+            .retain(|_, e| e.owner != *owner);
+        Ok(())
+    }
+
     /// How many prepared statements are open (for tests and metrics).
     pub fn prepared_count(&self) -> usize {
         self.prepared.lock().map(|m| m.len()).unwrap_or(0)

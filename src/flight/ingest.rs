@@ -30,6 +30,10 @@ pub async fn ingest(
     batches: impl Stream<Item = Result<RecordBatch, Status>> + Unpin + Send + 'static,
 ) -> Result<i64, Status> {
     check_target(&command)?;
+    session
+        .access()
+        .require(crate::Role::User, &format!("ingest into {}", command.table))
+        .map_err(|e| status(&to_df(e)))?;
     let mut batches = batches.peekable();
     let first_schema: Option<SchemaRef> = match std::pin::Pin::new(&mut batches).peek().await {
         Some(Ok(b)) => Some(b.schema()),

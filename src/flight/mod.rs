@@ -22,6 +22,7 @@ mod handles;
 mod ingest;
 mod metadata;
 mod params;
+mod sessions;
 
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -56,12 +57,13 @@ use prost::Message;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
-pub use auth::Credentials;
 use auth::{Authenticator, Caller};
+pub use auth::{Credentials, Principal, TokenEntry, UserEntry};
 pub use conn::ConnLimits;
 pub use guard::GuardedFlight;
 use handles::{Handles, Pending, Prepared};
 pub use ingest::{FAMILY_OPTION, ROW_KEY_OPTION};
+use sessions::ClientSessions;
 
 use crate::SqlSession;
 use crate::shell::error_line;
@@ -72,10 +74,16 @@ const SCHEMA: &str = "public";
 /// The Flight SQL service of one store.
 #[derive(Clone)]
 pub struct CellarFlightSql {
-    session: SqlSession,
+    sessions: ClientSessions,
     auth: Authenticator,
     handles: Handles,
     running: Arc<AtomicUsize>,
+}
+
+/// Who sent a request, and the session it runs in.
+struct Client {
+    caller: Caller,
+    session: SqlSession,
 }
 
 impl CellarFlightSql {
@@ -87,7 +95,7 @@ impl CellarFlightSql {
     /// A service that requires `credentials` (when any are set).
     pub fn with_credentials(session: SqlSession, credentials: Credentials) -> Self {
         CellarFlightSql {
-            session,
+            sessions: ClientSessions::new(session, auth::TOKEN_IDLE),
             auth: Authenticator::new(credentials),
             handles: Handles::default(),
             running: Arc::new(AtomicUsize::new(0)),
@@ -112,24 +120,63 @@ impl CellarFlightSql {
         self.handles.prepared_count()
     }
 
-    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
-        let caller = self.auth.caller(request.metadata())?;
+    /// Client sessions alive (after dropping those that ended).
+    pub fn open_sessions(&self) -> usize {
+        self.sessions.sweep(|token| self.auth.is_live(token));
+        self.sessions.count()
+    }
+
+    /// The same service with client sessions dropped after `idle`
+    /// without a call (default: as long as a token lives, 24 hours).
+    pub fn with_session_idle(mut self, idle: Duration) -> Self {
+        self.sessions = self.sessions.with_idle(idle);
+        self
+    }
+
+    /// The CloseSession action: the caller's session, its tickets and
+    /// prepared statements are dropped, and a token handed out for it
+    /// ends.
+    fn close_session(
+        &self,
+        request: &Request<Action>,
+    ) -> Result<Response<FlightStream<arrow_flight::Result>>, Status> {
+        let (caller, _) = self.auth.caller(request.metadata())?;
+        self.sessions.close(&caller);
+        self.handles.forget_owner(&caller)?;
+        if let Caller::Session(token) = &caller {
+            self.auth.forget(token);
+        }
+        let body = sessions::CloseSessionResult {
+            status: sessions::SESSION_CLOSED,
+        };
+        let result = arrow_flight::Result {
+            body: body.encode_to_vec().into(),
+        };
+        Ok(Response::new(Box::pin(futures::stream::iter(vec![Ok(
+            result,
+        )]))))
+    }
+
+    /// Who sent a request and the session it runs in.
+    fn caller<T>(&self, request: &Request<T>) -> Result<Client, Status> {
+        let (caller, principal) = self.auth.caller(request.metadata())?;
         authenticated(request.extensions());
-        Ok(caller)
+        let session = self.sessions.get(&caller, &principal)?;
+        Ok(Client { caller, session })
     }
 
     /// Plans `sql` once per parameter row and keeps the frames under a
     /// ticket; the FlightInfo announcing their schema.
     async fn plan(
         &self,
-        caller: &Caller,
+        client: &Client,
         sql: &str,
         parameters: Option<&RecordBatch>,
         descriptor: FlightDescriptor,
     ) -> Result<Response<FlightInfo>, Status> {
-        let pending = self.frames(sql, parameters).await?;
+        let pending = frames(&client.session, sql, parameters).await?;
         let schema = pending.schema.clone();
-        let handle = self.handles.put_pending(caller, pending)?;
+        let handle = self.handles.put_pending(&client.caller, pending)?;
         let ticket = TicketStatementQuery {
             statement_handle: handle.into_bytes().into(),
         };
@@ -145,56 +192,14 @@ impl CellarFlightSql {
         Ok(Response::new(info))
     }
 
-    /// Plans `sql` once per parameter row. DDL and DML run here, exactly
-    /// once, whether or not the client fetches the result (ADBC's
-    /// `cursor.execute` does not); queries run when streamed.
-    async fn frames(&self, sql: &str, parameters: Option<&RecordBatch>) -> Result<Pending, Status> {
-        let plain = parameters.is_none_or(|b| b.num_columns() == 0);
-        if plain && let Some(kept) = self.session.kept_plan(sql).map_err(|e| status(&e))? {
-            // Run before: its plan is kept, and it only reads.
-            return Ok(Pending {
-                frames: Vec::new(),
-                schema: kept.0.schema(),
-                sql: sql.to_string(),
-                seen: None,
-                kept: Some(kept),
-            });
-        }
-        let seen = plain.then(|| self.session.plans_seen()).flatten();
-        let mut frames = Vec::new();
-        for row in params::parameter_rows(parameters)? {
-            // Writes run here, once, whether or not the client fetches.
-            frames.push(
-                self.session
-                    .execute(sql, row)
-                    .await
-                    .map_err(|e| status(&e))?,
-            );
-        }
-        let schema: SchemaRef = match frames.first() {
-            Some(df) => Arc::new(df.schema().as_arrow().clone()),
-            None => match self
-                .session
-                .statement_shape(sql)
-                .await
-                .map_err(|e| status(&e))?
-            {
-                Some(shape) => shape.schema,
-                None => Arc::new(Schema::empty()),
-            },
-        };
-        Ok(Pending {
-            frames,
-            schema,
-            sql: sql.to_string(),
-            seen,
-            kept: None,
-        })
-    }
-
     /// Streams a planned result, counted as running until the stream
     /// ends or is dropped (client gone), cut off at the deadline.
-    fn stream(&self, pending: Pending, metadata: &MetadataMap) -> FlightStream<FlightData> {
+    fn stream(
+        &self,
+        session: &SqlSession,
+        pending: Pending,
+        metadata: &MetadataMap,
+    ) -> FlightStream<FlightData> {
         let Pending {
             frames,
             schema,
@@ -202,7 +207,7 @@ impl CellarFlightSql {
             seen,
             kept,
         } = pending;
-        let session = self.session.clone();
+        let session = session.clone();
         let kept_run = {
             let (session, sql) = (session.clone(), sql.clone());
             futures::stream::iter(kept).then(move |kept| {
@@ -234,32 +239,77 @@ impl CellarFlightSql {
             None => Box::pin(counted),
         }
     }
+}
 
-    async fn run_update(&self, sql: &str, parameters: Option<&RecordBatch>) -> Result<i64, Status> {
-        // A batch of parameter rows: an INSERT is planned once and written
-        // in batches (any other statement still runs once per row).
-        if let Some(batch) = parameters.filter(|b| b.num_columns() > 0 && b.num_rows() > 0) {
-            let count = self
-                .session
-                .execute_batch(sql, batch)
-                .await
-                .map_err(|e| status(&e))?;
-            return Ok(i64::try_from(count).unwrap_or(i64::MAX));
-        }
-        let mut count = 0i64;
-        for row in params::parameter_rows(parameters)? {
-            let batches = self
-                .session
-                .execute(sql, row)
-                .await
-                .map_err(|e| status(&e))?
-                .collect()
-                .await
-                .map_err(|e| status(&e))?;
-            count += affected(&batches);
-        }
-        Ok(count)
+/// Plans `sql` once per parameter row. DDL and DML run here, exactly
+/// once, whether or not the client fetches the result (ADBC's
+/// `cursor.execute` does not); queries run when streamed.
+async fn frames(
+    session: &SqlSession,
+    sql: &str,
+    parameters: Option<&RecordBatch>,
+) -> Result<Pending, Status> {
+    let plain = parameters.is_none_or(|b| b.num_columns() == 0);
+    if plain && let Some(kept) = session.kept_plan(sql).map_err(|e| status(&e))? {
+        // Run before: its plan is kept, and it only reads.
+        return Ok(Pending {
+            frames: Vec::new(),
+            schema: kept.0.schema(),
+            sql: sql.to_string(),
+            seen: None,
+            kept: Some(kept),
+        });
     }
+    let seen = plain.then(|| session.plans_seen()).flatten();
+    let mut frames = Vec::new();
+    for row in params::parameter_rows(parameters)? {
+        // Writes run here, once, whether or not the client fetches.
+        frames.push(session.execute(sql, row).await.map_err(|e| status(&e))?);
+    }
+    let schema: SchemaRef = match frames.first() {
+        Some(df) => Arc::new(df.schema().as_arrow().clone()),
+        None => match session.statement_shape(sql).await.map_err(|e| status(&e))? {
+            Some(shape) => shape.schema,
+            None => Arc::new(Schema::empty()),
+        },
+    };
+    Ok(Pending {
+        frames,
+        schema,
+        sql: sql.to_string(),
+        seen,
+        kept: None,
+    })
+}
+
+/// Runs a statement that writes (or anything, its result discarded) once
+/// per parameter row; the rows it affected.
+async fn run_update(
+    session: &SqlSession,
+    sql: &str,
+    parameters: Option<&RecordBatch>,
+) -> Result<i64, Status> {
+    // A batch of parameter rows: an INSERT is planned once and written
+    // in batches (any other statement still runs once per row).
+    if let Some(batch) = parameters.filter(|b| b.num_columns() > 0 && b.num_rows() > 0) {
+        let count = session
+            .execute_batch(sql, batch)
+            .await
+            .map_err(|e| status(&e))?;
+        return Ok(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+    let mut count = 0i64;
+    for row in params::parameter_rows(parameters)? {
+        let batches = session
+            .execute(sql, row)
+            .await
+            .map_err(|e| status(&e))?
+            .collect()
+            .await
+            .map_err(|e| status(&e))?;
+        count += affected(&batches);
+    }
+    Ok(count)
 }
 
 /// Marks the connection a request came on (its `extensions`) as
@@ -351,6 +401,16 @@ fn status(e: &DataFusionError) -> Status {
             // Arrow and parser errors reached through other layers: values.
             None => tonic::Code::InvalidArgument,
         },
+        // A file outside the directories a server allows, refused as it
+        // was opened or listed (`sql/files.rs`).
+        DataFusionError::ObjectStore(e)
+            if matches!(
+                e.as_ref(),
+                datafusion::object_store::Error::PermissionDenied { .. }
+            ) =>
+        {
+            tonic::Code::PermissionDenied
+        }
         // DataFusion names a missing table or function only in its text.
         DataFusionError::Plan(m) if m.contains("not found") => tonic::Code::NotFound,
         DataFusionError::Plan(m) if m.contains("already exists") => tonic::Code::AlreadyExists,
@@ -378,6 +438,7 @@ fn cellar_code(e: &crate::Error) -> tonic::Code {
         E::StoreInUse { .. } => Code::Unavailable,
         E::QueryCancelled { .. } => Code::Cancelled,
         E::QueryTimedOut { .. } => Code::DeadlineExceeded,
+        E::PermissionDenied { .. } => Code::PermissionDenied,
         E::TableDamaged { .. } => Code::FailedPrecondition,
         E::Remote { .. } => Code::Unavailable,
         E::Storage(_)
@@ -483,11 +544,11 @@ impl FlightSqlService for CellarFlightSql {
         query: CommandStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let caller = self.caller(&request)?;
+        let client = self.caller(&request)?;
         if query.transaction_id.is_some() {
             return Err(Status::unimplemented("transactions are not supported"));
         }
-        self.plan(&caller, &query.query, None, request.into_inner())
+        self.plan(&client, &query.query, None, request.into_inner())
             .await
     }
 
@@ -496,12 +557,12 @@ impl FlightSqlService for CellarFlightSql {
         command: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let caller = self.caller(&request)?;
+        let client = self.caller(&request)?;
         let handle = handle_text(&command.prepared_statement_handle)?;
-        let prepared = self.handles.prepared(&caller, &handle)?;
+        let prepared = self.handles.prepared(&client.caller, &handle)?;
         check_parameters(&prepared)?;
         self.plan(
-            &caller,
+            &client,
             &prepared.sql,
             prepared.parameters.as_ref(),
             request.into_inner(),
@@ -514,10 +575,14 @@ impl FlightSqlService for CellarFlightSql {
         ticket: TicketStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<FlightStream<FlightData>>, Status> {
-        let caller = self.caller(&request)?;
+        let client = self.caller(&request)?;
         let handle = handle_text(&ticket.statement_handle)?;
-        let pending = self.handles.take_pending(&caller, &handle)?;
-        Ok(Response::new(self.stream(pending, request.metadata())))
+        let pending = self.handles.take_pending(&client.caller, &handle)?;
+        Ok(Response::new(self.stream(
+            &client.session,
+            pending,
+            request.metadata(),
+        )))
     }
 
     async fn do_get_prepared_statement(
@@ -526,14 +591,16 @@ impl FlightSqlService for CellarFlightSql {
         request: Request<Ticket>,
     ) -> Result<Response<FlightStream<FlightData>>, Status> {
         // Some clients DoGet the command itself: plan and stream at once.
-        let caller = self.caller(&request)?;
+        let client = self.caller(&request)?;
         let handle = handle_text(&command.prepared_statement_handle)?;
-        let prepared = self.handles.prepared(&caller, &handle)?;
+        let prepared = self.handles.prepared(&client.caller, &handle)?;
         check_parameters(&prepared)?;
-        let pending = self
-            .frames(&prepared.sql, prepared.parameters.as_ref())
-            .await?;
-        Ok(Response::new(self.stream(pending, request.metadata())))
+        let pending = frames(&client.session, &prepared.sql, prepared.parameters.as_ref()).await?;
+        Ok(Response::new(self.stream(
+            &client.session,
+            pending,
+            request.metadata(),
+        )))
     }
 
     async fn do_put_statement_update(
@@ -541,11 +608,11 @@ impl FlightSqlService for CellarFlightSql {
         command: CommandStatementUpdate,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        self.caller(&request)?;
+        let client = self.caller(&request)?;
         if command.transaction_id.is_some() {
             return Err(Status::unimplemented("transactions are not supported"));
         }
-        self.run_update(&command.query, None).await
+        run_update(&client.session, &command.query, None).await
     }
 
     async fn do_put_statement_ingest(
@@ -553,8 +620,8 @@ impl FlightSqlService for CellarFlightSql {
         command: CommandStatementIngest,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        self.caller(&request)?;
-        ingest::ingest(&self.session, command, put_batches(request)).await
+        let client = self.caller(&request)?;
+        ingest::ingest(&client.session, command, put_batches(request)).await
     }
 
     async fn do_put_prepared_statement_query(
@@ -562,12 +629,12 @@ impl FlightSqlService for CellarFlightSql {
         command: CommandPreparedStatementQuery,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<DoPutPreparedStatementResult, Status> {
-        let caller = self.caller(&request)?;
+        let client = self.caller(&request)?;
         let handle = handle_text(&command.prepared_statement_handle)?;
         // Fails before reading the stream if the handle is not ours.
-        self.handles.prepared(&caller, &handle)?;
+        self.handles.prepared(&client.caller, &handle)?;
         if let Some(batch) = collect_parameters(request).await? {
-            self.handles.bind(&caller, &handle, batch)?;
+            self.handles.bind(&client.caller, &handle, batch)?;
         }
         Ok(DoPutPreparedStatementResult {
             prepared_statement_handle: Some(handle.into_bytes().into()),
@@ -579,15 +646,14 @@ impl FlightSqlService for CellarFlightSql {
         command: CommandPreparedStatementUpdate,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        let caller = self.caller(&request)?;
+        let client = self.caller(&request)?;
         let handle = handle_text(&command.prepared_statement_handle)?;
-        let mut prepared = self.handles.prepared(&caller, &handle)?;
+        let mut prepared = self.handles.prepared(&client.caller, &handle)?;
         if let Some(batch) = collect_parameters(request).await? {
             prepared.parameters = Some(batch);
         }
         check_parameters(&prepared)?;
-        self.run_update(&prepared.sql, prepared.parameters.as_ref())
-            .await
+        run_update(&client.session, &prepared.sql, prepared.parameters.as_ref()).await
     }
 
     async fn do_action_create_prepared_statement(
@@ -595,12 +661,12 @@ impl FlightSqlService for CellarFlightSql {
         query: ActionCreatePreparedStatementRequest,
         request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
-        let caller = self.caller(&request)?;
+        let client = self.caller(&request)?;
         if query.transaction_id.is_some() {
             return Err(Status::unimplemented("transactions are not supported"));
         }
         let sql = params::number_placeholders(&query.query);
-        let shape = self
+        let shape = client
             .session
             .statement_shape(&sql)
             .await
@@ -623,7 +689,7 @@ impl FlightSqlService for CellarFlightSql {
             None => (Default::default(), schema_bytes(&Schema::empty())?),
         };
         let handle = self.handles.prepare(
-            &caller,
+            &client.caller,
             Prepared {
                 sql,
                 parameters: None,
@@ -642,16 +708,19 @@ impl FlightSqlService for CellarFlightSql {
         query: ActionClosePreparedStatementRequest,
         request: Request<Action>,
     ) -> Result<(), Status> {
-        let caller = self.caller(&request)?;
+        let client = self.caller(&request)?;
         let handle = handle_text(&query.prepared_statement_handle)?;
-        self.handles.close(&caller, &handle)
+        self.handles.close(&client.caller, &handle)
     }
 
     async fn do_action_fallback(
         &self,
         request: Request<Action>,
     ) -> Result<Response<FlightStream<arrow_flight::Result>>, Status> {
-        let caller = self.caller(&request)?;
+        if request.get_ref().r#type == "CloseSession" {
+            return self.close_session(&request);
+        }
+        let client = self.caller(&request)?;
         let action = request.into_inner();
         if action.r#type != "CancelFlightInfo" {
             return Err(Status::unimplemented(format!(
@@ -670,7 +739,7 @@ impl FlightSqlService for CellarFlightSql {
             if let Some(t) = ticket {
                 cancelled |= self
                     .handles
-                    .cancel_pending(&caller, &handle_text(&t.statement_handle)?)?;
+                    .cancel_pending(&client.caller, &handle_text(&t.statement_handle)?)?;
             }
         }
         // A result already being streamed stops when its client drops it.
@@ -760,8 +829,8 @@ impl FlightSqlService for CellarFlightSql {
         query: CommandGetTables,
         request: Request<Ticket>,
     ) -> Result<Response<FlightStream<FlightData>>, Status> {
-        self.caller(&request)?;
-        let store = self.session.store().clone();
+        let client = self.caller(&request)?;
+        let store = client.session.store().clone();
         let mut builder = query.into_builder();
         for table in store.list_tables() {
             let provider = crate::CellarTable::new(store.clone(), &table)
@@ -854,13 +923,13 @@ impl FlightSqlService for CellarFlightSql {
         query: CommandGetPrimaryKeys,
         request: Request<Ticket>,
     ) -> Result<Response<FlightStream<FlightData>>, Status> {
-        self.caller(&request)?;
+        let client = self.caller(&request)?;
         let other_place = query.catalog.as_deref().is_some_and(|c| c != CATALOG)
             || query.db_schema.as_deref().is_some_and(|s| s != SCHEMA);
         let batch = if other_place {
             Ok(RecordBatch::new_empty(metadata::primary_keys_schema()))
         } else {
-            metadata::primary_keys(self.session.store(), CATALOG, SCHEMA, &query.table)
+            metadata::primary_keys(client.session.store(), CATALOG, SCHEMA, &query.table)
         };
         let batch = batch.map_err(|e| match e {
             crate::Error::TableNotFound { .. } => Status::not_found(e.to_string()),
@@ -924,6 +993,9 @@ pub struct ServeOptions {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// How many connections, and how long before they authenticate.
     pub limits: ConnLimits,
+    /// How long a client's session lives without a call (default: as
+    /// long as a token, 24 hours).
+    pub session_idle: Option<Duration>,
 }
 
 /// Serves `session` on an already bound listener until the process ends
@@ -943,7 +1015,10 @@ pub async fn serve_until(
     options: ServeOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
-    let service = CellarFlightSql::with_credentials(session, options.credentials.clone());
+    let mut service = CellarFlightSql::with_credentials(session, options.credentials.clone());
+    if let Some(idle) = options.session_idle {
+        service = service.with_session_idle(idle);
+    }
     serve_service_until(service, listener, &options, shutdown).await
 }
 

@@ -127,3 +127,52 @@ pub(crate) fn drop_word(table: &dyn TableProvider) -> &'static str {
         _ => "TABLE",
     }
 }
+
+/// Quoted paths as tables (`SELECT * FROM 'data/x.parquet'`), DataFusion's
+/// own listing tables, made only where the session's access allows the
+/// file. Under confined access a name that does not look like a path is
+/// no table (it is not looked for in the server's directory).
+#[derive(Debug)]
+pub(crate) struct PathTables {
+    inner: datafusion::datasource::dynamic_file::DynamicListTableFactory,
+    access: Arc<super::Access>,
+}
+
+impl PathTables {
+    pub fn new(access: Arc<super::Access>) -> Self {
+        PathTables {
+            inner: Default::default(),
+            access,
+        }
+    }
+
+    /// Makes the tables with `ctx`'s state (its formats and object stores).
+    pub fn bind(&self, ctx: &datafusion::prelude::SessionContext) {
+        self.inner.session_store().with_state(ctx.state_weak_ref());
+    }
+}
+
+/// Whether a table name reads as a file path or URL rather than a name.
+fn looks_like_path(name: &str) -> bool {
+    const EXTENSIONS: [&str; 8] = [
+        ".csv", ".tsv", ".parquet", ".json", ".ndjson", ".jsonl", ".arrow", ".avro",
+    ];
+    let lower = name.to_ascii_lowercase();
+    name.contains(['/', '\\'])
+        || name.contains("://")
+        || EXTENSIONS.iter().any(|e| lower.ends_with(e))
+}
+
+#[async_trait]
+impl datafusion::catalog::UrlTableFactory for PathTables {
+    async fn try_new(&self, url: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        if *self.access == super::Access::default() {
+            return datafusion::catalog::UrlTableFactory::try_new(&self.inner, url).await;
+        }
+        if self.access.files != super::FileAccess::Full && !looks_like_path(url) {
+            return Ok(None);
+        }
+        let path = self.access.file(url, super::FileUse::Read).map_err(to_df)?;
+        datafusion::catalog::UrlTableFactory::try_new(&self.inner, &path).await
+    }
+}

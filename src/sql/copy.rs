@@ -240,6 +240,15 @@ pub(crate) async fn copy_from(
     let o = Options::parse(options).map_err(to_df)?;
     let target = CellarTable::new(session.store().clone(), table).map_err(to_df)?;
     let files = files(path, o.format).map_err(to_df)?;
+    // A directory's files one by one: a link among them may lead out of
+    // the directories a server allows.
+    for (file, _) in &files {
+        session
+            .access()
+            .files
+            .check(file, super::FileUse::Read)
+            .map_err(to_df)?;
+    }
     for (file, format) in &files {
         let shown = file.display().to_string();
         let result = match format {

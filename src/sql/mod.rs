@@ -1,17 +1,20 @@
 //! The SQL surface: a DataFusion session whose catalog is the store, plus
 //! the DDL cellar adds (row-key schemas, families, GC policies).
 
+mod access;
 mod batch_params;
 mod catalog;
 mod copy;
 mod ddl;
 mod describe;
+mod files;
 mod functions;
 mod limits;
 mod plans;
 mod relayout;
 mod running;
 
+pub use access::{Access, FileAccess, FileUse, FilesDir, Role};
 pub use limits::MAX_EXPR_DEPTH;
 pub(crate) use plans::{Ready as KeptPlan, Seen as PlansSeen};
 
@@ -62,6 +65,10 @@ pub struct SessionOptions {
     pub heavy_queries: usize,
     /// The on-disk format of families created without a FORMAT clause.
     pub family_format: FamilyFormat,
+    /// Where the session may read and write files. A Flight server's
+    /// clients never get more than the directories named here (full
+    /// access becomes none for them).
+    pub files: FileAccess,
 }
 
 impl Default for SessionOptions {
@@ -71,6 +78,7 @@ impl Default for SessionOptions {
             query_timeout: None,
             heavy_queries: std::thread::available_parallelism().map_or(2, usize::from),
             family_format: FamilyFormat::default(),
+            files: FileAccess::Full,
         }
     }
 }
@@ -90,6 +98,11 @@ pub struct SqlSession {
     planned: Arc<std::sync::atomic::AtomicU64>,
     /// Plans kept for statements run again.
     plans: plans::Plans,
+    /// What the session's user may do.
+    access: Arc<Access>,
+    /// A number for this session among the process's, which `SHOW
+    /// QUERIES` shows and a query's owner is.
+    id: u64,
 }
 
 /// A COPY FROM as it runs.
@@ -123,18 +136,12 @@ impl SqlSession {
 
     /// A session with limits.
     pub fn with_options(store: Store, options: SessionOptions) -> SqlSession {
-        let ctx = bare_context(&options);
-        let session_tables = SessionTables::default();
-        if let Some(catalog) = ctx.catalog("cellar") {
-            // Replaces the empty in-memory schema created with the catalog.
-            let _ = catalog.register_schema(
-                "public",
-                Arc::new(StoreSchema {
-                    store: store.clone(),
-                    session: session_tables.clone(),
-                }),
-            );
-        }
+        let access = Arc::new(Access {
+            files: options.files.clone(),
+            ..Access::default()
+        });
+        let ctx = bare_context(&options, &access);
+        let session_tables = register_store(&ctx, &store);
         ctx.register_udtf("versions", ViewFunction::versions(store.clone()));
         ctx.register_udtf("cells", ViewFunction::cells(store.clone()));
         ctx.register_udtf("as_of", ViewFunction::as_of(store.clone()));
@@ -148,14 +155,78 @@ impl SqlSession {
             loading: Arc::default(),
             planned: Arc::default(),
             plans: plans::Plans::default(),
+            access,
+            id: next_session_id(),
         }
+    }
+
+    /// A session of its own for one client of a server: the same store,
+    /// functions, rules and limits (memory pool, heavy-query turns, query
+    /// registry), with its own settings, external tables, views and kept
+    /// plans, starting from this session's settings. `access` says what
+    /// its user may do; `runtime` is where its files come from (a
+    /// server's confined file system).
+    pub fn for_client(
+        &self,
+        access: Access,
+        runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
+    ) -> SqlSession {
+        let access = Arc::new(access);
+        let id = next_session_id();
+        let builder =
+            datafusion::execution::SessionStateBuilder::new_from_existing(self.ctx.state())
+                .with_session_id(format!("cellar-session-{id}"))
+                .with_runtime_env(runtime);
+        let ctx = context_with_catalog(builder, &access);
+        let session_tables = register_store(&ctx, &self.store);
+        SqlSession {
+            store: self.store.clone(),
+            family_format: self.family_format,
+            ctx,
+            running: self.running.clone(),
+            session_tables,
+            loading: Arc::default(),
+            planned: Arc::default(),
+            plans: plans::Plans::default(),
+            access,
+            id,
+        }
+    }
+
+    /// Whose this session's queries are.
+    fn owner(&self) -> running::Owner {
+        running::Owner {
+            session: self.id,
+            user: self.access.user.clone(),
+            admin: self.access.role == Role::Admin,
+        }
+    }
+
+    /// What this session's user may do.
+    pub fn access(&self) -> &Access {
+        &self.access
+    }
+
+    /// The runtime of a server's client sessions (see
+    /// [`SqlSession::for_client`]): this session's memory pool, spill
+    /// space and caches, with files only where
+    /// [`FileAccess::over_network`] of its access allows.
+    pub fn client_runtime(&self) -> DfResult<Arc<datafusion::execution::runtime_env::RuntimeEnv>> {
+        let files = self.access.files.over_network();
+        datafusion::execution::runtime_env::RuntimeEnvBuilder::from_runtime_env(
+            &self.ctx.runtime_env(),
+        )
+        .with_object_store_registry(files::registry(&files))
+        .build_arc()
     }
 
     /// Plans a statement for DataFusion, counted in `SHOW STATS`.
     async fn plan(&self, sql: &str) -> DfResult<LogicalPlan> {
         self.planned
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.ctx.state().create_logical_plan(sql).await
+        let plan = self.ctx.state().create_logical_plan(sql).await?;
+        // Before anything runs: DDL runs as it is handed over.
+        self.access.check_plan(plan).map_err(to_df)
     }
 
     /// Runs a statement once for each row of a batch of parameter values
@@ -218,7 +289,7 @@ impl SqlSession {
         sql: &str,
         (plan, task): KeptPlan,
     ) -> DfResult<datafusion::physical_plan::SendableRecordBatchStream> {
-        self.running.execute(sql, plan, task).await
+        self.running.execute(&self.owner(), sql, plan, task).await
     }
 
     /// Runs `sql`, from the plan kept for it if one holds, else planned
@@ -262,7 +333,9 @@ impl SqlSession {
         if let Some(seen) = keep {
             self.plans.keep(sql, seen, &plan, &context);
         }
-        self.running.execute(sql, plan, context).await
+        self.running
+            .execute(&self.owner(), sql, plan, context)
+            .await
     }
 
     /// The session's DataFusion state as a plan leaving this process is
@@ -326,7 +399,8 @@ impl SqlSession {
     pub async fn sql(&self, sql: &str) -> DfResult<DataFrame> {
         limits::check_statement(sql).map_err(to_df)?;
         match ddl::parse(sql) {
-            Ok(Some(statement)) => {
+            Ok(Some(mut statement)) => {
+                self.access.check_statement(&mut statement).map_err(to_df)?;
                 let reads = matches!(
                     statement,
                     CellarStatement::Describe { .. }
@@ -823,7 +897,7 @@ impl SqlSession {
                 ProtoRegistry::unregister(store, &name).map_err(to_df)?;
                 format!("dropped proto file {name}")
             }
-            CellarStatement::ShowQueries => return self.running.show(),
+            CellarStatement::ShowQueries => return self.running.show(&self.owner()),
             CellarStatement::ShowStats => {
                 let planned = self.planned.load(std::sync::atomic::Ordering::Relaxed);
                 let reused = self.plans.reused();
@@ -854,11 +928,11 @@ impl SqlSession {
                 )));
             }
             CellarStatement::CancelQuery { id } => {
-                if self.running.cancel(id) {
+                if self.running.cancel(&self.owner(), id) {
                     format!("cancelled query {id}")
                 } else {
                     return Err(to_df(Error::InvalidArgument(format!(
-                        "no query {id} is running; SHOW QUERIES lists those that are"
+                        "no query {id} is running that this session may cancel; SHOW QUERIES lists those it may"
                     ))));
                 }
             }
@@ -950,7 +1024,7 @@ fn nested_as_json(df: DataFrame) -> DfResult<DataFrame> {
 /// cellar's own: partial aggregates of bucketed series into their scans.
 /// A DataFusion context with cellar's settings, rules and functions, and
 /// no tables yet.
-fn bare_context(options: &SessionOptions) -> SessionContext {
+fn bare_context(options: &SessionOptions, access: &Arc<Access>) -> SessionContext {
     // Scans that know they read few rows say so (an estimate), and stay
     // in one partition.
     let config = SessionConfig::new()
@@ -961,21 +1035,66 @@ fn bare_context(options: &SessionOptions) -> SessionContext {
         .with_information_schema(true)
         .with_default_catalog_and_schema("cellar", "public")
         .with_create_default_catalog_and_schema(true);
-    let state = datafusion::execution::SessionStateBuilder::new()
+    let builder = datafusion::execution::SessionStateBuilder::new()
         .with_config(config)
-        .with_runtime_env(runtime(options.memory_limit))
+        .with_runtime_env(runtime(options.memory_limit, &options.files))
         .with_default_features()
         .with_expr_planners(expr_planners())
-        .with_physical_optimizer_rules(physical_rules())
-        .build();
-    // `SELECT * FROM 'path/file.parquet'`: a quoted path is a table.
-    let ctx = SessionContext::new_with_state(state).enable_url_table();
+        .with_physical_optimizer_rules(physical_rules());
+    let ctx = context_with_catalog(builder, access);
     ctx.register_udf(functions::reverse_domain_udf());
     ctx.register_udf(functions::hll_count_udf());
     ctx.register_udf(functions::to_json_udf());
     ctx.register_udf(functions::substr_udf());
     ctx.add_analyzer_rule(Arc::new(CheckedArithmetic));
     ctx
+}
+
+/// A context built from `builder` over a catalog list of its own, in
+/// which a quoted path is a table too (`SELECT * FROM 'file.parquet'`)
+/// where `access` allows the file; the store's schema is registered after
+/// ([`register_store`]), as building makes an empty default catalog.
+fn context_with_catalog(
+    builder: datafusion::execution::SessionStateBuilder,
+    access: &Arc<Access>,
+) -> SessionContext {
+    let paths = Arc::new(catalog::PathTables::new(Arc::clone(access)));
+    let list = Arc::new(datafusion::catalog::DynamicFileCatalog::new(
+        Arc::new(datafusion::catalog::MemoryCatalogProviderList::new()),
+        Arc::clone(&paths) as Arc<dyn datafusion::catalog::UrlTableFactory>,
+    ));
+    let ctx = SessionContext::new_with_state(builder.with_catalog_list(list).build());
+    if ctx.catalog("cellar").is_none() {
+        // A session made from another's state is built without one.
+        ctx.register_catalog(
+            "cellar",
+            Arc::new(datafusion::catalog::MemoryCatalogProvider::new()),
+        );
+    }
+    paths.bind(&ctx);
+    ctx
+}
+
+/// Registers `store`'s tables as the schema `cellar.public` of `ctx`,
+/// with a new set of session tables, which it returns.
+fn register_store(ctx: &SessionContext, store: &Store) -> SessionTables {
+    let session_tables = SessionTables::default();
+    if let Some(catalog) = ctx.catalog("cellar") {
+        // Replaces the empty in-memory schema created with the catalog.
+        let _ = catalog.register_schema(
+            "public",
+            Arc::new(StoreSchema {
+                store: store.clone(),
+                session: session_tables.clone(),
+            }),
+        );
+    }
+    session_tables
+}
+
+fn next_session_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// DataFusion's planners of SQL syntax, cellar's `SUBSTR` first.
@@ -1000,7 +1119,7 @@ fn portable(state: datafusion::execution::SessionState) -> datafusion::execution
 /// come with the plans.
 #[cfg(feature = "ballista")]
 pub(crate) fn worker_base_state(options: &SessionOptions) -> datafusion::execution::SessionState {
-    portable(bare_context(options).state())
+    portable(bare_context(options, &Arc::new(Access::default())).state())
 }
 
 type PhysicalRules =
@@ -1041,7 +1160,10 @@ fn physical_rules() -> PhysicalRules {
 /// consumers) spilling to the OS temporary directory. Should no temporary
 /// directory be usable, the limit still holds, without spilling.
 /// Directory listings are not kept.
-fn runtime(memory_limit: Option<usize>) -> Arc<datafusion::execution::runtime_env::RuntimeEnv> {
+fn runtime(
+    memory_limit: Option<usize>,
+    files: &FileAccess,
+) -> Arc<datafusion::execution::runtime_env::RuntimeEnv> {
     use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
     use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
     use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
@@ -1049,7 +1171,10 @@ fn runtime(memory_limit: Option<usize>) -> Arc<datafusion::execution::runtime_en
         // Directory listings are not kept (DataFusion keeps them for
         // good): a file added to an external table's directory is read by
         // the next statement.
-        let builder = RuntimeEnvBuilder::new().with_object_list_cache_limit(0);
+        let mut builder = RuntimeEnvBuilder::new().with_object_list_cache_limit(0);
+        if *files != FileAccess::Full {
+            builder = builder.with_object_store_registry(files::registry(files));
+        }
         match memory_limit {
             Some(limit) => builder.with_memory_pool(Arc::new(TrackConsumersPool::new(
                 FairSpillPool::new(limit),

@@ -26,8 +26,20 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::query::{BOUNDED_ROWS, GatherExec, KeyScanExec, to_df};
 
+/// Whose a query is: the session that runs it and its user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Owner {
+    /// The session's number.
+    pub session: u64,
+    /// Its user's name.
+    pub user: String,
+    /// Whether the user sees and cancels every session's queries.
+    pub admin: bool,
+}
+
 /// One registered query.
 struct Entry {
+    owner: Owner,
     sql: String,
     started: Instant,
     heavy: bool,
@@ -62,6 +74,7 @@ impl Running {
     /// dropped, cancellable, stopped at the timeout, queued when heavy.
     pub async fn execute(
         &self,
+        owner: &Owner,
         sql: &str,
         plan: Arc<dyn ExecutionPlan>,
         context: Arc<datafusion::execution::TaskContext>,
@@ -73,6 +86,7 @@ impl Running {
         self.lock().insert(
             id,
             Entry {
+                owner: owner.clone(),
                 // Kept as given: it is shown on one line only when listed.
                 sql: sql.to_owned(),
                 started: Instant::now(),
@@ -137,21 +151,25 @@ impl Running {
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, guarded)))
     }
 
-    /// Cancels query `id`; false when no such query runs.
-    pub fn cancel(&self, id: u64) -> bool {
+    /// Cancels query `id` if `viewer` may see it; false when no such
+    /// query runs (or it is another session's).
+    pub fn cancel(&self, viewer: &Owner, id: u64) -> bool {
         match self.lock().get(&id) {
-            Some(entry) => {
+            Some(entry) if sees(viewer, &entry.owner) => {
                 let _ = entry.cancel.send(true);
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
-    /// The queries running or queued, as a table.
-    pub fn show(&self) -> DfResult<RecordBatch> {
-        let entries = self.lock();
-        let ids: Vec<u64> = entries.keys().copied().collect();
+    /// The queries running or queued that `viewer` may see, as a table:
+    /// its own session's, or every session's for an admin.
+    pub fn show(&self, viewer: &Owner) -> DfResult<RecordBatch> {
+        let all = self.lock();
+        let entries: BTreeMap<&u64, &Entry> =
+            all.iter().filter(|(_, e)| sees(viewer, &e.owner)).collect();
+        let ids: Vec<u64> = entries.keys().map(|id| **id).collect();
         let states: Vec<&str> = entries
             .values()
             .map(|e| {
@@ -174,11 +192,15 @@ impl Running {
             .values()
             .map(|e| e.sql.split_whitespace().collect::<Vec<_>>().join(" "))
             .collect();
+        let users: Vec<&str> = entries.values().map(|e| e.owner.user.as_str()).collect();
+        let sessions: Vec<u64> = entries.values().map(|e| e.owner.session).collect();
         let schema = Schema::new(vec![
             Field::new("id", DataType::UInt64, false),
             Field::new("state", DataType::Utf8, false),
             Field::new("kind", DataType::Utf8, false),
             Field::new("elapsed_ms", DataType::UInt64, false),
+            Field::new("user", DataType::Utf8, false),
+            Field::new("session", DataType::UInt64, false),
             Field::new("sql", DataType::Utf8, false),
         ]);
         let columns: Vec<ArrayRef> = vec![
@@ -186,10 +208,17 @@ impl Running {
             Arc::new(StringArray::from(states)),
             Arc::new(StringArray::from(kinds)),
             Arc::new(UInt64Array::from(elapsed)),
+            Arc::new(StringArray::from(users)),
+            Arc::new(UInt64Array::from(sessions)),
             Arc::new(StringArray::from(sql)),
         ];
         Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
     }
+}
+
+/// Whether `viewer` sees (and may cancel) a query of `owner`.
+fn sees(viewer: &Owner, owner: &Owner) -> bool {
+    viewer.admin || viewer.session == owner.session
 }
 
 /// The threads heavy queries run on, one per core; `None` if the OS
