@@ -218,6 +218,19 @@ pub enum Error {
         /// What the service said.
         message: String,
     },
+    /// A row changed under an UPDATE each time it was read and written
+    /// (a backend without row locks: Cloud Bigtable).
+    #[error(
+        "UPDATE of row {key} in table {table:?}: another client changed the row between the read and the write each of {attempts} times; nothing of this row was written, run the statement again"
+    )]
+    WriteConflict {
+        /// The table.
+        table: String,
+        /// The row key, shown.
+        key: String,
+        /// Tries made.
+        attempts: u32,
+    },
     /// The session's user may not do this (its role, or file access the
     /// server does not allow).
     #[error("permission denied: {reason}")]

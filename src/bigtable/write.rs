@@ -3,10 +3,11 @@
 //! is refused before anything is sent.
 //!
 //! Bigtable makes each row's mutations atomic, as cellar does. What it
-//! cannot do is hold a row between a read and a write: `update_rows` (SQL
-//! UPDATE) reads and then writes each chunk of rows, and a write by
-//! another client in between is overwritten (the embedded store locks the
-//! rows; documented in docs/bigtable.md).
+//! cannot do is hold a row between a read and a write, so `update_rows`
+//! (SQL UPDATE) writes each row conditioned on it being as read
+//! (`CheckAndMutateRow`) and reads and computes again the rows another
+//! client changed in between, as the embedded store's row locks make
+//! its UPDATE.
 
 use std::sync::Arc;
 
@@ -230,6 +231,18 @@ pub(crate) fn write_batch(
     Ok(failed)
 }
 
+/// Reads and writes of one row an UPDATE tries before it gives up: each
+/// failed try is a write by another client between its read and write.
+const UPDATE_ATTEMPTS: u32 = 24;
+/// Conditional writes of one UPDATE in flight at once.
+const UPDATES_IN_FLIGHT: usize = 32;
+
+/// UPDATE on Bigtable, which cannot hold a row between a read and a
+/// write: each row's new cells are written with `CheckAndMutateRow`
+/// conditioned on the row being as it was read ([`unchanged`]), and a row
+/// that changed in between is read and computed again, up to
+/// [`UPDATE_ATTEMPTS`] times, then fails with [`Error::WriteConflict`].
+/// No update is lost silently.
 pub(crate) fn update_rows(
     store: &BigtableStore,
     def: &TableDef,
@@ -238,31 +251,248 @@ pub(crate) fn update_rows(
     change: &mut RowChange<'_>,
 ) -> Result<Vec<Result<()>>> {
     let table = def.name.as_str();
+    let families = read::families_read(def, filter)?;
     let mut results = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(ROWS_PER_CALL) {
-        let request = ReadRequest::rows(RowSet::keys(chunk.iter().cloned())).filter(filter.clone());
-        let mut found: std::collections::BTreeMap<Vec<u8>, Row> =
-            read::collect(store, def, request)?
-                .into_iter()
-                .map(|r| (r.key.clone(), r))
-                .collect();
-        let rows: Vec<Option<Row>> = chunk.iter().map(|k| found.remove(k)).collect();
-        let changes = change(chunk, &rows)?;
-        if changes.len() != chunk.len() {
-            return Err(Error::Internal(format!(
-                "an update of {table} returned changes for {} rows, not {}",
-                changes.len(),
-                chunk.len()
-            )));
+        let mut outcomes: Vec<Option<Result<()>>> = (0..chunk.len()).map(|_| None).collect();
+        let mut pending: Vec<usize> = (0..chunk.len()).collect();
+        for attempt in 0..UPDATE_ATTEMPTS {
+            if pending.is_empty() {
+                break;
+            }
+            if attempt > 0 {
+                // The writers that collided spread out before trying again.
+                std::thread::sleep(backoff(attempt));
+            }
+            let wanted: Vec<Vec<u8>> = pending.iter().map(|&i| chunk[i].clone()).collect();
+            let request =
+                ReadRequest::rows(RowSet::keys(wanted.iter().cloned())).filter(filter.clone());
+            let mut found: std::collections::BTreeMap<Vec<u8>, Row> =
+                read::collect(store, def, request)?
+                    .into_iter()
+                    .map(|r| (r.key.clone(), r))
+                    .collect();
+            let rows: Vec<Option<Row>> = wanted.iter().map(|k| found.remove(k)).collect();
+            let changes = change(&wanted, &rows)?;
+            if changes.len() != wanted.len() {
+                return Err(Error::Internal(format!(
+                    "an update of {table} returned changes for {} rows, not {}",
+                    changes.len(),
+                    wanted.len()
+                )));
+            }
+            let mut calls = Vec::new();
+            for ((&i, row), mutations) in pending.iter().zip(&rows).zip(changes) {
+                if mutations.is_empty() {
+                    outcomes[i] = Some(Ok(()));
+                    continue;
+                }
+                match entry(def, RowMutation::new(chunk[i].clone(), mutations)) {
+                    Ok(e) => calls.push((i, unchanged(&families, row.as_ref()), e.mutations)),
+                    Err(e) => outcomes[i] = Some(Err(e)),
+                }
+            }
+            let written = conditional_writes(store, table, chunk, calls)?;
+            pending.clear();
+            for (i, outcome) in written {
+                match outcome {
+                    Ok(true) => outcomes[i] = Some(Ok(())),
+                    Ok(false) => pending.push(i),
+                    Err(e) => outcomes[i] = Some(Err(e)),
+                }
+            }
         }
-        let rows: Vec<RowMutation> = chunk
-            .iter()
-            .zip(changes)
-            .map(|(key, mutations)| RowMutation::new(key.clone(), mutations))
-            .collect();
-        results.extend(mutate_rows(store, def, rows)?);
+        for i in pending {
+            outcomes[i] = Some(Err(Error::WriteConflict {
+                table: table.to_string(),
+                key: crate::codec::show_bytes(&chunk[i]),
+                attempts: UPDATE_ATTEMPTS,
+            }));
+        }
+        results.extend(outcomes.into_iter().map(|o| {
+            o.unwrap_or_else(|| Err(Error::Internal("an UPDATE row left no outcome".into())))
+        }));
     }
     Ok(results)
+}
+
+/// How long a try waits before the `attempt`-th: a few milliseconds,
+/// growing, with jitter so that the writers that collided spread out.
+fn backoff(attempt: u32) -> std::time::Duration {
+    let mut jitter = [0u8; 1];
+    let spread = getrandom::fill(&mut jitter).map_or(0, |()| u64::from(jitter[0] % 8));
+    std::time::Duration::from_millis(u64::from(attempt.min(10)) * 2 + spread)
+}
+
+/// The predicate of a conditional UPDATE write, and whether the write
+/// goes when it matches (`true`) or when it does not (`false`).
+struct Condition {
+    filter: data::RowFilter,
+    write_on_match: bool,
+}
+
+/// The condition that a row is as an UPDATE read it: the newest cell of
+/// each column read has the timestamp and value read, and the families
+/// read hold no other column (counted when the family's GC never drops a
+/// column's newest cell; otherwise no cell newer than the newest read).
+/// A row read empty must still hold nothing in those families; that one
+/// writes when its predicate ("something is there") does not match, as a
+/// predicate over a missing row never does.
+fn unchanged(families: &[(Arc<str>, GcPolicy)], row: Option<&Row>) -> Condition {
+    use data::row_filter::{Chain, Condition as Cond, Filter};
+    let f = |filter: Filter| data::RowFilter {
+        filter: Some(filter),
+    };
+    let chain = |filters: Vec<Filter>| {
+        f(Filter::Chain(Chain {
+            filters: filters.into_iter().map(f).collect(),
+        }))
+    };
+    let family = |name: &str| Filter::FamilyNameRegexFilter(format!("^{}$", regex::escape(name)));
+    let names: Vec<String> = families.iter().map(|(n, _)| regex::escape(n)).collect();
+    let Some(row) = row else {
+        return Condition {
+            filter: chain(vec![
+                Filter::FamilyNameRegexFilter(format!("^(?:{})$", names.join("|"))),
+                Filter::CellsPerColumnLimitFilter(1),
+            ]),
+            write_on_match: false,
+        };
+    };
+    // What must match, and what must not.
+    let mut must = Vec::new();
+    let mut must_not = Vec::new();
+    let mut newest_of_column = row.cells.iter().peekable();
+    let mut columns: std::collections::BTreeMap<&str, (usize, i64)> = Default::default();
+    while let Some(cell) = newest_of_column.next() {
+        // Cells of a column come newest first: the first is the one read.
+        while newest_of_column
+            .peek()
+            .is_some_and(|c| c.family == cell.family && c.qualifier == cell.qualifier)
+        {
+            newest_of_column.next();
+        }
+        let entry = columns.entry(&cell.family).or_insert((0, i64::MIN));
+        entry.0 += 1;
+        entry.1 = entry.1.max(cell.timestamp);
+        must.push(chain(vec![
+            Filter::ColumnRangeFilter(data::ColumnRange {
+                family_name: cell.family.to_string(),
+                start_qualifier: Some(data::column_range::StartQualifier::StartQualifierClosed(
+                    cell.qualifier.clone(),
+                )),
+                end_qualifier: Some(data::column_range::EndQualifier::EndQualifierClosed(
+                    cell.qualifier.clone(),
+                )),
+            }),
+            Filter::CellsPerColumnLimitFilter(1),
+            Filter::TimestampRangeFilter(data::TimestampRange {
+                start_timestamp_micros: cell.timestamp,
+                end_timestamp_micros: cell.timestamp.saturating_add(1000),
+            }),
+            Filter::ValueRangeFilter(data::ValueRange {
+                start_value: Some(data::value_range::StartValue::StartValueClosed(
+                    cell.value.clone(),
+                )),
+                end_value: Some(data::value_range::EndValue::EndValueClosed(
+                    cell.value.clone(),
+                )),
+            }),
+        ]));
+    }
+    for (name, gc) in families {
+        let (count, newest) = columns.get(name.as_ref()).copied().unwrap_or((0, i64::MIN));
+        if keeps_newest(gc) {
+            // More columns than were read.
+            must_not.push(chain(vec![
+                family(name),
+                Filter::CellsPerColumnLimitFilter(1),
+                Filter::CellsPerRowOffsetFilter(i32::try_from(count).unwrap_or(i32::MAX)),
+            ]));
+        } else if count > 0 {
+            // A cell newer than the newest read.
+            must_not.push(chain(vec![
+                family(name),
+                Filter::TimestampRangeFilter(data::TimestampRange {
+                    start_timestamp_micros: align_up(newest.saturating_add(1), 1000),
+                    end_timestamp_micros: 0,
+                }),
+            ]));
+        }
+    }
+    // Nested conditions: each one's true branch the next test; the last
+    // passes the row's cells, so a row that still exists matches.
+    let mut inner = f(Filter::PassAllFilter(true));
+    for test in must_not {
+        inner = f(Filter::Condition(Box::new(Cond {
+            predicate_filter: Some(Box::new(test)),
+            true_filter: Some(Box::new(f(Filter::BlockAllFilter(true)))),
+            false_filter: Some(Box::new(inner)),
+        })));
+    }
+    for test in must {
+        inner = f(Filter::Condition(Box::new(Cond {
+            predicate_filter: Some(Box::new(test)),
+            true_filter: Some(Box::new(inner)),
+            false_filter: Some(Box::new(f(Filter::BlockAllFilter(true)))),
+        })));
+    }
+    Condition {
+        filter: inner,
+        write_on_match: true,
+    }
+}
+
+/// Sends each row's conditional write, [`UPDATES_IN_FLIGHT`] at a time;
+/// per row (its place in `keys`) whether it was written.
+fn conditional_writes(
+    store: &BigtableStore,
+    table: &str,
+    keys: &[Vec<u8>],
+    calls: Vec<(usize, Condition, Vec<data::Mutation>)>,
+) -> Result<Vec<(usize, Result<bool>)>> {
+    use futures::StreamExt;
+    let client = store.data.clone();
+    let table_name = store.table_path(table);
+    let requests: Vec<(usize, bool, data::CheckAndMutateRowRequest)> = calls
+        .into_iter()
+        .map(|(i, condition, mutations)| {
+            let (true_mutations, false_mutations) = if condition.write_on_match {
+                (mutations, Vec::new())
+            } else {
+                (Vec::new(), mutations)
+            };
+            let request = data::CheckAndMutateRowRequest {
+                table_name: table_name.clone(),
+                row_key: keys[i].clone(),
+                predicate_filter: Some(condition.filter),
+                true_mutations,
+                false_mutations,
+                ..Default::default()
+            };
+            (i, condition.write_on_match, request)
+        })
+        .collect();
+    let call = format!("CheckAndMutateRow on table {table}");
+    store.run(async move {
+        let outcomes = futures::stream::iter(requests)
+            .map(|(i, write_on_match, request)| {
+                let mut client = client.clone();
+                let call = call.clone();
+                async move {
+                    let matched = client
+                        .check_and_mutate_row(request)
+                        .await
+                        .map(|r| r.into_inner().predicate_matched)
+                        .map_err(|s| remote(call, &s));
+                    (i, matched.map(|m| m == write_on_match))
+                }
+            })
+            .buffer_unordered(UPDATES_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await;
+        Ok(outcomes)
+    })
 }
 
 pub(crate) fn check_and_mutate(

@@ -439,6 +439,7 @@ fn cellar_code(e: &crate::Error) -> tonic::Code {
         E::QueryCancelled { .. } => Code::Cancelled,
         E::QueryTimedOut { .. } => Code::DeadlineExceeded,
         E::PermissionDenied { .. } => Code::PermissionDenied,
+        E::WriteConflict { .. } => Code::Aborted,
         E::TableDamaged { .. } => Code::FailedPrecondition,
         E::Remote { .. } => Code::Unavailable,
         E::Storage(_)

@@ -1034,7 +1034,10 @@ fn bare_context(options: &SessionOptions, access: &Arc<Access>) -> SessionContex
         )
         .with_information_schema(true)
         .with_default_catalog_and_schema("cellar", "public")
-        .with_create_default_catalog_and_schema(true);
+        // Made in `context_with_catalog`: a flag left on would make every
+        // state built from this one (COPY's, a client's) replace the
+        // catalog with an empty one.
+        .with_create_default_catalog_and_schema(false);
     let builder = datafusion::execution::SessionStateBuilder::new()
         .with_config(config)
         .with_runtime_env(runtime(options.memory_limit, &options.files))
@@ -1052,8 +1055,8 @@ fn bare_context(options: &SessionOptions, access: &Arc<Access>) -> SessionContex
 
 /// A context built from `builder` over a catalog list of its own, in
 /// which a quoted path is a table too (`SELECT * FROM 'file.parquet'`)
-/// where `access` allows the file; the store's schema is registered after
-/// ([`register_store`]), as building makes an empty default catalog.
+/// where `access` allows the file, and an empty catalog `cellar` whose
+/// schema `public` [`register_store`] fills.
 fn context_with_catalog(
     builder: datafusion::execution::SessionStateBuilder,
     access: &Arc<Access>,
@@ -1065,7 +1068,6 @@ fn context_with_catalog(
     ));
     let ctx = SessionContext::new_with_state(builder.with_catalog_list(list).build());
     if ctx.catalog("cellar").is_none() {
-        // A session made from another's state is built without one.
         ctx.register_catalog(
             "cellar",
             Arc::new(datafusion::catalog::MemoryCatalogProvider::new()),

@@ -395,16 +395,25 @@ impl RowUpdate {
 
     /// Updates the rows at `keys`; the number updated.
     pub fn apply(&self, keys: &[Vec<u8>]) -> crate::Result<u64> {
-        let mut updated = 0u64;
+        // Whether a row's last computation changes it: a backend without
+        // row locks computes a row again when another client changed it
+        // before the write, so a row is counted once, as last computed.
+        let mut changes_row: std::collections::HashMap<Vec<u8>, bool> = Default::default();
         let results =
             self.store
                 .update_rows(&self.layout.table, keys, &self.read, |keys, rows| {
-                    let (changes, n) = self.changes(keys, rows)?;
-                    updated += n;
+                    let (changes, _) = self.changes(keys, rows)?;
+                    for (key, mutations) in keys.iter().zip(&changes) {
+                        changes_row.insert(key.clone(), !mutations.is_empty());
+                    }
                     Ok(changes)
                 })?;
-        for r in results {
+        let mut updated = 0u64;
+        for (key, r) in keys.iter().zip(results) {
             r?;
+            if changes_row.get(key) == Some(&true) {
+                updated += 1;
+            }
         }
         Ok(updated)
     }
