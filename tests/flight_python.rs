@@ -1,6 +1,7 @@
 //! Interoperability: the Python ADBC Flight SQL driver (the one analysts
 //! use from pandas/polars/DuckDB) against the `cellar serve` binary with a
-//! user name and password. `./scripts/test` creates the virtual
+//! user name and password, a reader from a users file and one directory
+//! clients may use for files. `./scripts/test` creates the virtual
 //! environment and sets CELLAR_PYTHON; the script itself is
 //! tests/python/adbc_interop.py.
 
@@ -21,6 +22,10 @@ fn python_adbc_driver_works_against_cellar_serve() {
     let password = "horse battery staple";
     let password_file = dir.path().join("password");
     std::fs::write(&password_file, format!("{password}\n")).unwrap();
+    let users = dir.path().join("users");
+    std::fs::write(&users, "user rita reader rita's password\n").unwrap();
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).unwrap();
     let common::Served {
         child: mut server,
         addr,
@@ -32,16 +37,31 @@ fn python_adbc_driver_works_against_cellar_serve() {
             .arg("--store")
             .arg(dir.path().join("store"))
             .arg("--password-file")
-            .arg(&password_file),
+            .arg(&password_file)
+            .arg("--users")
+            .arg(&users)
+            .arg("--files-dir-rw")
+            .arg(&files),
     );
     assert!(banner.contains("user analyst with a password"), "{banner}");
+    assert!(
+        banner.contains("1 users and 0 tokens of the users file"),
+        "{banner}"
+    );
 
     let out = Command::new(python)
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/python/adbc_interop.py"
         ))
-        .args([&format!("grpc://{addr}"), "analyst", password])
+        .args([
+            &format!("grpc://{addr}"),
+            "analyst",
+            password,
+            "rita's password",
+        ])
+        .arg(&files)
+        .arg(dir.path())
         .output()
         .unwrap();
     // SIGTERM stops the server cleanly (it checkpoints the store).

@@ -333,3 +333,117 @@ async fn a_bad_value_in_the_versions_view_fails_only_the_rows_that_keep_it() {
         "{out}"
     );
 }
+
+/// The resident memory of this process, in bytes (Linux).
+fn resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Fields of an Arrow type at every level.
+fn fields_in(t: &datafusion::arrow::datatypes::DataType) -> usize {
+    use datafusion::arrow::datatypes::DataType;
+    match t {
+        DataType::Struct(fields) => fields.iter().map(|f| 1 + fields_in(f.data_type())).sum(),
+        DataType::List(f) | DataType::Map(f, _) => fields_in(f.data_type()),
+        _ => 0,
+    }
+}
+
+/// A self-recursive protobuf type (each level four times the last) is
+/// shown as a struct for as many levels as fit a bounded type, and as its
+/// bytes below: listing, describing and querying the table stay small
+/// and quick (a watchdog stops the test should memory run away), values
+/// round-trip, and a message too wide to show at all is refused at CREATE.
+#[tokio::test]
+async fn recursive_and_wide_protobuf_types_have_bounded_schemas() {
+    // Fails the test (the whole process) long before the machine suffers.
+    let start = resident_bytes();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watching = std::sync::Arc::clone(&done);
+    let watchdog = std::thread::spawn(move || {
+        while !watching.load(std::sync::atomic::Ordering::Relaxed) {
+            let now = resident_bytes();
+            if now > start + (1 << 30) {
+                eprintln!("schema building took {} MB: runaway", (now - start) >> 20);
+                std::process::abort();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let session = SqlSession::new(Store::open(dir.path()).unwrap());
+    run(
+        &session,
+        "CREATE PROTO 'r.proto' AS 'syntax = \"proto3\"; package r; \
+         message T { T f0 = 1; T f1 = 2; T f2 = 3; T f3 = 4; int64 n = 5; }'",
+    )
+    .await
+    .unwrap();
+    run(&session, "CREATE TABLE rec (FAMILY m, x PROTO 'r.T' IN m)")
+        .await
+        .unwrap();
+    for _ in 0..20 {
+        run(&session, "SHOW TABLES").await.unwrap();
+        run(&session, "DESCRIBE rec").await.unwrap();
+        run(&session, "SELECT count(*) FROM information_schema.columns")
+            .await
+            .unwrap();
+    }
+    let schema = session.query("SELECT x FROM rec").await.unwrap()[0].schema();
+    let fields = fields_in(schema.field(0).data_type());
+    assert!(
+        (1000..=cellar::proto::MAX_SCHEMA_FIELDS).contains(&fields),
+        "{fields} fields"
+    );
+    // A value nesting 8 levels of f0 (n = its level at each): the levels
+    // shown are structs, the one below them its bytes.
+    fn level(n: u8) -> Vec<u8> {
+        let mut out = vec![0x28, n];
+        if n < 8 {
+            let inner = level(n + 1);
+            out.push(0x0a);
+            out.push(u8::try_from(inner.len()).unwrap());
+            out.extend(inner);
+        }
+        out
+    }
+    session
+        .store()
+        .mutate_row(
+            "rec",
+            RowMutation::new("a", vec![Mutation::set("m", "x", level(1))]),
+        )
+        .unwrap();
+    let got = run(
+        &session,
+        "SELECT x['n'] AS a, x['f0']['n'] AS b, x['f0']['f0']['f0']['f0']['n'] AS e, \
+         arrow_typeof(x['f0']['f0']['f0']['f0']['f0']) AS below, \
+         length(x['f0']['f0']['f0']['f0']['f0']) AS bytes FROM rec",
+    )
+    .await
+    .unwrap();
+    assert!(got.contains("| 1 | 2 | 5 | Binary | 10    |"), "{got}");
+
+    // A message too wide for any column: refused, naming it.
+    let wide: String = (1..=5000).map(|i| format!("int32 f{i} = {i}; ")).collect();
+    run(
+        &session,
+        &format!(
+            "CREATE PROTO 'w.proto' AS 'syntax = \"proto3\"; package w; message W {{ {wide} }}'"
+        ),
+    )
+    .await
+    .unwrap();
+    let err = run(&session, "CREATE TABLE wide (FAMILY m, x PROTO 'w.W' IN m)")
+        .await
+        .unwrap_err();
+    assert!(err.contains("w.W has 5000 fields"), "{err}");
+    assert!(run(&session, "DESCRIBE wide").await.is_err());
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    watchdog.join().unwrap();
+}

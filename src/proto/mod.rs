@@ -33,6 +33,13 @@ pub const PROTO_SETTING_PREFIX: &str = "proto/";
 /// Nesting below which messages read as raw bytes (recursive types).
 const MAX_DEPTH: usize = 16;
 
+/// Most fields (at every level) in the Arrow type of one protobuf column:
+/// a message nested deeper is shown as its bytes at the level that keeps
+/// its type within this, so that a recursive type (`message T { T a = 1;
+/// T b = 2; }`, doubling at each level) or a very wide one costs a
+/// bounded schema wherever the table is listed or described.
+pub const MAX_SCHEMA_FIELDS: usize = 4096;
+
 /// The compiled `.proto` files of a store.
 #[derive(Debug, Clone)]
 pub struct ProtoRegistry {
@@ -144,9 +151,81 @@ impl ProtoRegistry {
     }
 }
 
-/// The Arrow type of a message.
+/// The Arrow type of a message: nested messages become structs down to
+/// [`levels`] levels, deeper ones their bytes.
 pub fn message_type(message: &MessageDescriptor) -> DataType {
-    DataType::Struct(message_fields(message, 0))
+    DataType::Struct(message_fields(message, first_depth(message)))
+}
+
+/// How many levels of `message` are shown as structs: the most, up to 16,
+/// whose type has at most [`MAX_SCHEMA_FIELDS`] fields (at least one: the
+/// message's own fields).
+pub fn levels(message: &MessageDescriptor) -> usize {
+    let mut memo = std::collections::HashMap::new();
+    (1..=MAX_DEPTH)
+        .rev()
+        .find(|&levels| schema_fields(message, MAX_DEPTH - levels, &mut memo) <= MAX_SCHEMA_FIELDS)
+        .unwrap_or(1)
+}
+
+/// Where decoding and typing of `message` start counting depth: its
+/// levels below the limit, so the usual `depth < MAX_DEPTH` test stops
+/// them all at the same level.
+fn first_depth(message: &MessageDescriptor) -> usize {
+    MAX_DEPTH - levels(message)
+}
+
+/// Fields in the Arrow type of `message` typed from `depth` (as
+/// `message_fields` would make them), counted without building it; each
+/// (message, depth) once, so a recursive type costs its size in messages,
+/// not in fields.
+fn schema_fields(
+    message: &MessageDescriptor,
+    depth: usize,
+    memo: &mut std::collections::HashMap<(String, usize), usize>,
+) -> usize {
+    let key = (message.full_name().to_string(), depth);
+    if let Some(&n) = memo.get(&key) {
+        return n;
+    }
+    let nested =
+        |kind: &Kind, memo: &mut std::collections::HashMap<(String, usize), usize>| match kind {
+            Kind::Message(m) if depth + 1 < MAX_DEPTH => schema_fields(m, depth + 1, memo),
+            _ => 0,
+        };
+    let mut n = 0usize;
+    for f in message.fields() {
+        n = n.saturating_add(1);
+        match f.kind() {
+            Kind::Message(entry) if f.is_map() => {
+                // entries { key, value }
+                let value = entry.map_entry_value_field().kind();
+                n = n.saturating_add(3).saturating_add(nested(&value, memo));
+            }
+            kind => n = n.saturating_add(nested(&kind, memo)),
+        }
+    }
+    memo.insert(key, n);
+    n
+}
+
+/// Fields in the Arrow type of `message` (at every level shown).
+pub fn type_fields(message: &MessageDescriptor) -> usize {
+    schema_fields(message, first_depth(message), &mut Default::default())
+}
+
+/// Refuses a message whose own fields alone are more than a column's
+/// type may hold ([`MAX_SCHEMA_FIELDS`]); the nested ones that do not fit
+/// are shown as bytes instead (see [`levels`]).
+pub fn check_schema_size(message: &MessageDescriptor) -> Result<()> {
+    let own = schema_fields(message, MAX_DEPTH - 1, &mut Default::default());
+    if own > MAX_SCHEMA_FIELDS {
+        return Err(Error::InvalidArgument(format!(
+            "message {} has {own} fields (counting map entries); a protobuf column's type holds at most {MAX_SCHEMA_FIELDS}: declare a message with fewer, or store it as BYTES",
+            message.full_name()
+        )));
+    }
+    Ok(())
 }
 
 fn message_fields(message: &MessageDescriptor, depth: usize) -> Fields {
@@ -256,7 +335,7 @@ impl FieldMask {
 
 /// Decodes one blob of `message` into a tree of the fields in `mask`.
 pub fn decode(message: &MessageDescriptor, bytes: &[u8], mask: &FieldMask) -> Result<PValue> {
-    wire::decode_message(message, bytes, mask, 0)
+    wire::decode_message(message, bytes, mask, first_depth(message))
         .map_err(|e| Error::InvalidArgument(format!("malformed {}: {e}", message.full_name())))
 }
 

@@ -335,7 +335,7 @@ fn field_value(f: &FieldDescriptor, column: &ArrayRef, row: usize) -> Result<Val
         let values = entries.column(1);
         let mut out = HashMap::new();
         for j in 0..entries.len() {
-            let key = match kind_value(&key_field.kind(), keys, j, 1)? {
+            let key = match kind_value(&key_field.kind(), keys, j)? {
                 Value::Bool(b) => MapKey::Bool(b),
                 Value::I32(n) => MapKey::I32(n),
                 Value::I64(n) => MapKey::I64(n),
@@ -351,7 +351,7 @@ fn field_value(f: &FieldDescriptor, column: &ArrayRef, row: usize) -> Result<Val
             if values.is_null(j) {
                 continue;
             }
-            out.insert(key, kind_value(&value_field.kind(), values, j, 1)?);
+            out.insert(key, kind_value(&value_field.kind(), values, j)?);
         }
         return Ok(Value::Map(out));
     }
@@ -366,20 +366,31 @@ fn field_value(f: &FieldDescriptor, column: &ArrayRef, row: usize) -> Result<Val
         let mut out = Vec::with_capacity(items.len());
         for j in 0..items.len() {
             if !items.is_null(j) {
-                out.push(kind_value(&kind, &items, j, 1)?);
+                out.push(kind_value(&kind, &items, j)?);
             }
         }
         return Ok(Value::List(out));
     }
-    kind_value(&kind, column, row, 1)
+    kind_value(&kind, column, row)
 }
 
-fn kind_value(kind: &Kind, column: &ArrayRef, row: usize, depth: usize) -> Result<Value> {
+fn kind_value(kind: &Kind, column: &ArrayRef, row: usize) -> Result<Value> {
     let arrow = |e: datafusion::arrow::error::ArrowError| Error::InvalidArgument(e.to_string());
-    if let Kind::Message(m) = kind
-        && depth < MAX_DEPTH
-    {
-        return Ok(Value::Message(to_dynamic(m, column, row)?));
+    if let Kind::Message(m) = kind {
+        // A message nested past the column's levels is typed as its
+        // bytes (see `levels`): the column's type says which.
+        if column.as_struct_opt().is_some() {
+            return Ok(Value::Message(to_dynamic(m, column, row)?));
+        }
+        let bytes = cast(column, &DataType::Binary).map_err(arrow)?;
+        let bytes = bytes.as_binary::<i32>().value(row);
+        let message = DynamicMessage::decode(m.clone(), bytes).map_err(|e| {
+            Error::InvalidArgument(format!(
+                "the bytes of a {} do not decode: {e}",
+                m.full_name()
+            ))
+        })?;
+        return Ok(Value::Message(message));
     }
     let target = match kind {
         Kind::Enum(_) => column.data_type().clone(),

@@ -40,6 +40,10 @@ use crate::store::{AlterOp, FamilyFormat, FamilyKind, FamilySpec, Store, TableSp
 use crate::{Error, SCHEMA_METADATA_KEY};
 use catalog::{SessionTables, StoreSchema};
 
+/// Most fields (at every level) the protobuf columns of one table may
+/// have together (each at most [`crate::proto::MAX_SCHEMA_FIELDS`]).
+const MAX_TABLE_PROTO_FIELDS: usize = 16 * 1024;
+
 /// What a statement returns and takes, known before it runs.
 #[derive(Debug, Clone)]
 pub struct StatementShape {
@@ -728,10 +732,20 @@ impl SqlSession {
                 schema.validate(&names).map_err(to_df)?;
                 if schema.columns.iter().any(|c| c.proto.is_some()) {
                     let registry = ProtoRegistry::load(store).map_err(to_df)?;
+                    // Every listing and description of the table builds
+                    // these types: bounded per column and per table.
+                    let mut fields = 0usize;
                     for c in &schema.columns {
                         if let Some(p) = &c.proto {
-                            registry.message(&p.message).map_err(to_df)?;
+                            let message = registry.message(&p.message).map_err(to_df)?;
+                            crate::proto::check_schema_size(&message).map_err(to_df)?;
+                            fields = fields.saturating_add(crate::proto::type_fields(&message));
                         }
+                    }
+                    if fields > MAX_TABLE_PROTO_FIELDS {
+                        return Err(to_df(Error::InvalidArgument(format!(
+                            "the protobuf columns of {name} would have {fields} fields in all; a table's hold at most {MAX_TABLE_PROTO_FIELDS}: declare fewer protobuf columns, or smaller messages"
+                        ))));
                     }
                 }
                 let mut spec =

@@ -1,21 +1,35 @@
 """cellar through the Python ADBC Flight SQL driver, as an analyst would use it.
 
 Run by tests/flight_python.rs against a server it started:
-    python adbc_interop.py grpc://127.0.0.1:PORT USER PASSWORD
-Exits non-zero with a message on the first thing that does not hold.
+    python adbc_interop.py grpc://127.0.0.1:PORT USER PASSWORD READER_PASSWORD FILES_DIR OUTSIDE_DIR
+USER is an admin; the user rita, with READER_PASSWORD, a reader. FILES_DIR
+is the one directory the server lets clients use (read and write);
+OUTSIDE_DIR is not. Exits non-zero with a message on the first thing that
+does not hold.
 """
 
+import os
 import sys
 
 import adbc_driver_flightsql.dbapi as flight_sql
 import adbc_driver_manager
 import pyarrow as pa
 
-uri, user, password = sys.argv[1:4]
+uri, user, password, reader_password, files_dir, outside_dir = sys.argv[1:7]
 
 
-def connect(pw):
-    return flight_sql.connect(uri, db_kwargs={"username": user, "password": pw})
+def connect(pw, name=None):
+    return flight_sql.connect(uri, db_kwargs={"username": name or user, "password": pw})
+
+
+def refused(cur, sql, needle):
+    """Runs sql, which must fail with an error containing needle."""
+    try:
+        cur.execute(sql)
+        cur.fetchall()
+    except adbc_driver_manager.Error as e:
+        return needle in str(e)
+    return False
 
 
 def check(cond, what):
@@ -138,5 +152,40 @@ with connect(password) as conn, conn.cursor() as cur:
         check("syntax" in str(e).lower() or "InvalidArgument" in str(e) or "INVALID_ARGUMENT" in str(e), "bad SQL is refused")
     cur.execute("SELECT count(*) FROM py_events")
     check(cur.fetchall() == [(3,)], "the session survives an error")
+
+# Security: a reader queries and is refused writes naming the role; files
+# only inside the directory the server allows; sessions are each client's.
+with connect(reader_password, "rita") as conn, conn.cursor() as cur:
+    cur.execute("SELECT count(*) FROM py_events")
+    check(cur.fetchall() == [(3,)], "a reader queries")
+    check(
+        refused(cur, "INSERT INTO py_events (id, amount, note) VALUES ('x#1', 1, 'n')", "needs the user role"),
+        "a reader's INSERT is refused naming the role",
+    )
+    check(refused(cur, "DROP TABLE py_events", "needs the admin role"), "a reader's DROP is refused")
+    check(
+        refused(cur, "COPY (SELECT 1 AS x) TO 'r.csv'", "needs the admin role"),
+        "a reader reaches no file",
+    )
+
+with connect(password) as one, connect(password) as two, one.cursor() as a, two.cursor() as b:
+    outside = os.path.join(outside_dir, "leak.csv")
+    check(
+        refused(a, f"COPY (SELECT 'x' AS x) TO '{outside}'", "outside the directories"),
+        "COPY TO outside --files-dir is refused",
+    )
+    check(not os.path.exists(outside), "and writes nothing")
+    check(
+        refused(a, "SELECT * FROM '/etc/hostname'", "/etc/hostname"),
+        "a path outside --files-dir is no table",
+    )
+    a.execute("COPY (SELECT id, amount FROM py_events ORDER BY id) TO 'events.csv'")
+    a.fetchall()
+    check(os.path.exists(os.path.join(files_dir, "events.csv")), "COPY TO a relative path lands in --files-dir")
+    a.execute("CREATE EXTERNAL TABLE ev STORED AS CSV LOCATION 'events.csv' OPTIONS ('format.has_header' 'true')")
+    a.fetchall()
+    a.execute("SELECT count(*) FROM ev")
+    check(a.fetchall() == [(3,)], "an external table inside --files-dir reads")
+    check(refused(b, "SELECT count(*) FROM ev", "not found"), "another client's session does not see it")
 
 print("all ADBC checks passed")
