@@ -183,3 +183,49 @@ async fn heavy_queries_take_turns_and_point_lookups_skip_the_queue() {
     }
     assert_eq!(queries(&session).await, vec![]);
 }
+
+/// CPU time this process has used (user + system), from /proc (Linux).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces): utime is
+    // the 14th field, stime the 15th, in clock ticks (100 a second).
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (ticks(11) + ticks(12)) as f64 / 100.0
+}
+
+/// A query stopped by the timeout stops using the CPU at once, even one
+/// inside a long operator that emits nothing (a nested-loop join whose
+/// condition never holds), and the next query answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_query_stops_using_the_cpu() {
+    let (_dir, session) = session(SessionOptions {
+        query_timeout: Some(std::time::Duration::from_millis(800)),
+        ..SessionOptions::default()
+    });
+    let err = session
+        .query(
+            "SELECT count(*) FROM generate_series(1, 300000) AS a(x) \
+             JOIN generate_series(1, 300000) AS b(y) ON a.x + b.y < 0",
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("query timeout"), "{err}");
+    // Give the stopped work a moment to notice, then watch the CPU.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let before = cpu_seconds();
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let used = cpu_seconds() - before;
+    assert!(
+        used < 0.3,
+        "{used:.2} s of CPU in the second after the timeout"
+    );
+    let out = session.query("SELECT 40 + 2").await.unwrap();
+    assert_eq!(first_i64(&out), 42);
+}

@@ -6,6 +6,7 @@ mod checked;
 mod checked_sum;
 mod functions;
 mod inline_read;
+mod interrupt;
 mod kept_projection;
 mod merge_of_one;
 mod partition_read;
@@ -20,6 +21,7 @@ pub use checked::CheckedArithmetic;
 #[cfg(feature = "ballista")]
 pub(crate) use checked::{checked_sum_from_wire, checked_sum_wire, checked_udf};
 pub use functions::ViewFunction;
+pub(crate) use interrupt::{StopOnDrop, interruptible};
 pub use kept_projection::{KeptProjectionExec, keep_projections};
 pub use merge_of_one::MergeOfOne;
 pub use pushdown::{KeyPlan, plan as plan_key_ranges};

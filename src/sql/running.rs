@@ -24,7 +24,7 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 use tokio::sync::{Semaphore, watch};
 
-use crate::query::{BOUNDED_ROWS, GatherExec, KeyScanExec, to_df};
+use crate::query::{BOUNDED_ROWS, GatherExec, KeyScanExec, StopOnDrop, interruptible, to_df};
 
 /// Whose a query is: the session that runs it and its user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,13 +108,18 @@ impl Running {
             None
         };
         queued.store(false, Ordering::Relaxed);
+        // Set when this query's stream goes (ended, cancelled, timed out,
+        // dropped): operators that do not yield stop on it.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let plan = interruptible(plan, &stop)?;
+        let stop = StopOnDrop(stop);
         let schema: SchemaRef = plan.schema();
         let stream = match heavy.then(heavy_runtime).flatten() {
             Some(runtime) => run_on(runtime, plan, context),
             None => datafusion::physical_plan::execute_stream(plan, context)?,
         };
         let deadline = self.timeout.map(|t| (t, tokio::time::Instant::now() + t));
-        let state = (stream, cancelled, registration, permit);
+        let state = (stream, cancelled, registration, (permit, stop));
         let guarded = futures::stream::unfold(Some(state), move |state| async move {
             let (mut stream, mut cancelled, registration, permit) = state?;
             let id = registration.id;
