@@ -5,6 +5,7 @@ mod access;
 mod batch_params;
 mod catalog;
 mod copy;
+mod copy_to;
 mod ddl;
 mod describe;
 mod files;
@@ -228,9 +229,89 @@ impl SqlSession {
     async fn plan(&self, sql: &str) -> DfResult<LogicalPlan> {
         self.planned
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let plan = self.ctx.state().create_logical_plan(sql).await?;
+        let state = self.ctx.state();
+        let dialect = state.config().options().sql_parser.dialect;
+        let rewritten = copy_to::rewrite(sql).map_err(to_df)?;
+        let sql = rewritten.as_deref().unwrap_or(sql);
+        let mut statement = state.sql_to_statement(sql, &dialect)?;
+        self.fill_insert_columns(&mut statement)?;
+        let plan = state.statement_to_plan(statement).await?;
         // Before anything runs: DDL runs as it is handed over.
         self.access.check_plan(plan).map_err(to_df)
+    }
+
+    /// `INSERT INTO t VALUES (...)` without a column list into a cellar
+    /// table: rows as wide as the table's declared columns (its key
+    /// segments, or `_key`, then its declared columns) go to those; rows
+    /// as wide as all of its columns to all; others are refused naming
+    /// both lists (DataFusion would count the hidden `_timestamp` and
+    /// family maps too, and say only how many it expected).
+    fn fill_insert_columns(
+        &self,
+        statement: &mut datafusion::sql::parser::Statement,
+    ) -> DfResult<()> {
+        use datafusion::sql::sqlparser::ast::{
+            Ident, ObjectName, ObjectNamePart, SetExpr, Statement, TableObject,
+        };
+        let datafusion::sql::parser::Statement::Statement(inner) = statement else {
+            return Ok(());
+        };
+        let Statement::Insert(insert) = inner.as_mut() else {
+            return Ok(());
+        };
+        if !insert.columns.is_empty() {
+            return Ok(());
+        }
+        let TableObject::TableName(name) = &insert.table else {
+            return Ok(());
+        };
+        let Some(ObjectNamePart::Identifier(ident)) = name.0.last() else {
+            return Ok(());
+        };
+        let table = ident.value.clone();
+        let Some(SetExpr::Values(values)) = insert.source.as_ref().map(|q| q.body.as_ref()) else {
+            return Ok(());
+        };
+        let Some(width) = values.rows.first().map(|r| r.content.len()) else {
+            return Ok(());
+        };
+        let Ok(def) = self.store.table(&table) else {
+            return Ok(());
+        };
+        let schema = TableSchema::of(&def).map_err(to_df)?;
+        if schema.series.is_some() {
+            // A series' view holds only what its events are.
+            return Ok(());
+        }
+        let mut declared: Vec<String> = match &schema.key {
+            Some(key) => key.fields().map(|(_, n, _)| n.to_string()).collect(),
+            None => vec!["_key".to_string()],
+        };
+        declared.extend(schema.columns.iter().map(|c| c.name.clone()));
+        let all: Vec<String> = {
+            use datafusion::catalog::TableProvider;
+            crate::query::CellarTable::new(self.store.clone(), &table)
+                .map_err(to_df)?
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect()
+        };
+        if width == declared.len() && width != all.len() {
+            insert.columns = declared
+                .iter()
+                .map(|c| ObjectName::from(Ident::with_quote('"', c)))
+                .collect();
+        } else if width != all.len() {
+            return Err(to_df(Error::InvalidArgument(format!(
+                "INSERT INTO {table} without a column list takes its declared columns ({}) or all of its columns ({}); the VALUES rows have {width} values: name the columns, as in INSERT INTO {table} ({}) VALUES (...)",
+                declared.join(", "),
+                all.join(", "),
+                declared.join(", ")
+            ))));
+        }
+        Ok(())
     }
 
     /// Runs a statement once for each row of a batch of parameter values
