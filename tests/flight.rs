@@ -1835,3 +1835,87 @@ async fn client_error(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -
         }
     }
 }
+
+/// Bulk ingest into a series writes its layout, as INSERT does: the
+/// batches' columns by name (series key, time, measures), read back as
+/// the series' events in every layout tried.
+#[tokio::test]
+async fn ingest_into_a_series_writes_its_layout() {
+    use datafusion::arrow::array::{Float64Array, TimestampMicrosecondArray};
+    let (mut client, _server) = start().await;
+    for (n, layout) in [
+        "ROW PER EVENT",
+        "BUCKET '1 hour' CELL PER EVENT SALT 2",
+        "SERIALIZED BUCKET '1 day'",
+        "BUCKET '1 hour' COLUMN PER EVENT REVERSED",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let name = format!("w{n}");
+        client
+            .execute_update(
+                format!(
+                    "CREATE SERIES {name} (KEY (location TEXT, balloon INT(5)), TIME ts, \
+                     pressure BIGINT, temperature DOUBLE) LAYOUT {layout}"
+                ),
+                None,
+            )
+            .await
+            .unwrap();
+        let base = 1_614_945_600_000_000i64; // 2021-03-05 12:00:00
+        let batch = params(vec![
+            // Columns in another order than declared: matched by name.
+            (
+                "temperature",
+                Arc::new(Float64Array::from(vec![9.5, 9.6, 1.5])) as ArrayRef,
+            ),
+            (
+                "ts",
+                Arc::new(TimestampMicrosecondArray::from(vec![
+                    base,
+                    base + 3_600_000_000,
+                    base,
+                ])) as ArrayRef,
+            ),
+            (
+                "location",
+                Arc::new(StringArray::from(vec!["us-west2", "us-west2", "asia"])) as ArrayRef,
+            ),
+            (
+                "balloon",
+                Arc::new(Int64Array::from(vec![3698, 3698, 1])) as ArrayRef,
+            ),
+            (
+                "pressure",
+                Arc::new(Int64Array::from(vec![94558, 94122, 90000])) as ArrayRef,
+            ),
+        ]);
+        let written = client
+            .execute_ingest(
+                ingest_command(&name, false, TableExistsOption::Append),
+                futures::stream::iter(vec![Ok(batch)]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(written, 3, "{layout}");
+        let got = query(
+            &mut client,
+            &format!(
+                "SELECT location, balloon, CAST(ts AS VARCHAR) AS t, pressure, temperature \
+                 FROM {name} ORDER BY location DESC, ts"
+            ),
+        )
+        .await;
+        let shown = datafusion::arrow::util::pretty::pretty_format_batches(&got)
+            .unwrap()
+            .to_string();
+        for line in [
+            "| us-west2 | 3698    | 2021-03-05T12:00:00 | 94558    | 9.5         |",
+            "| us-west2 | 3698    | 2021-03-05T13:00:00 | 94122    | 9.6         |",
+            "| asia     | 1       | 2021-03-05T12:00:00 | 90000    | 1.5         |",
+        ] {
+            assert!(shown.contains(line), "{layout}:\n{shown}");
+        }
+    }
+}

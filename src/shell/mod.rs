@@ -5,6 +5,7 @@
 pub mod check;
 mod complete;
 mod demo;
+mod explain;
 mod input;
 mod output;
 mod verbs;

@@ -123,6 +123,11 @@ fn width(s: &str) -> usize {
 
 /// Formats a result. Tables end with a notice when rows were left out.
 pub fn render(batches: &[RecordBatch], format: Format, max_rows: usize) -> Result<String, String> {
+    if format == Format::Table
+        && let Some(tree) = super::explain::tree(batches)
+    {
+        return Ok(tree);
+    }
     let limit = if matches!(format, Format::Table | Format::Vertical) {
         max_rows
     } else {
