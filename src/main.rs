@@ -251,7 +251,9 @@ Serves a store over Arrow Flight SQL (default address 127.0.0.1:32010).
                        server) or synced (it survives a power loss; writers
                        share fsyncs)
   --max-connections N  connections open at once (default 512); a connection
-                       must authenticate within 30 s or it is closed
+                       must authenticate within 10 s or it is closed, and
+                       at most 8 from one address wait to (the oldest
+                       goes first), so idle sockets cannot keep clients out
   --memory-limit SIZE  memory all queries may hold at once, e.g. 4G
                        (default: half the machine's memory; 0: none)
   --cache-size SIZE    the store's block cache (default: a quarter of the

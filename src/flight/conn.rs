@@ -4,9 +4,15 @@
 //!   authentication) within [`ConnLimits::authenticate_within`]; until then
 //!   it is closed at that deadline whatever it sends. A client that
 //!   authenticates does so in its first round trip.
-//! - At most [`ConnLimits::max_connections`] are open; one more is
-//!   accepted and closed at once, so the client fails fast instead of
-//!   hanging, and the server keeps the descriptors it needs for its store.
+//! - Connections not yet authenticated are bounded per peer address
+//!   ([`ConnLimits::unauthenticated_per_address`]) and in all (half of
+//!   [`ConnLimits::max_connections`]); past a bound the oldest of them is
+//!   closed, so idle sockets cannot keep out a client, whose connection
+//!   is always the newest.
+//! - At most [`ConnLimits::max_connections`] are open; when all are
+//!   authenticated clients', one more is answered UNAVAILABLE saying so
+//!   (not a bare reset) and closed, and the server keeps the descriptors
+//!   it needs for its store.
 //! - Accept errors (out of descriptors, say) pause the accept loop briefly
 //!   instead of ending the server or spinning.
 //! - Accepted sockets set TCP_NODELAY: small responses leave at once
@@ -15,14 +21,17 @@
 //! Authenticated connections stay open while the client keeps them; HTTP/2
 //! keepalive pings (see `serve`) close those whose peer has gone.
 
+use std::collections::VecDeque;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::Stream;
+use futures::task::AtomicWaker;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, Sleep};
@@ -35,28 +44,66 @@ pub struct ConnLimits {
     pub max_connections: usize,
     /// How long a connection may stay open before its first authenticated request.
     pub authenticate_within: Duration,
+    /// Most connections from one address not yet authenticated; one more
+    /// closes the oldest of them.
+    pub unauthenticated_per_address: usize,
 }
 
 impl Default for ConnLimits {
     fn default() -> Self {
         ConnLimits {
             max_connections: 512,
-            authenticate_within: Duration::from_secs(30),
+            authenticate_within: Duration::from_secs(10),
+            unauthenticated_per_address: 8,
         }
     }
 }
 
+impl ConnLimits {
+    /// Most connections not yet authenticated, from all addresses: half
+    /// the connections, so the other half is always there for clients
+    /// that have authenticated.
+    fn unauthenticated(&self) -> usize {
+        (self.max_connections / 2).max(1)
+    }
+}
+
+/// What the accept loop and the service share about one connection.
+#[derive(Debug, Default)]
+struct ConnState {
+    authenticated: AtomicBool,
+    /// Closed to make room for a newer connection.
+    evicted: AtomicBool,
+    /// Accepted only to be told the server is full.
+    refused: AtomicBool,
+    /// Wakes the connection's reader or writer when it is evicted.
+    waker: AtomicWaker,
+}
+
 /// What the service knows about the connection a request came on: it
-/// marks the connection authenticated.
+/// marks the connection authenticated, and answers every call on a
+/// connection over the limit with UNAVAILABLE.
 #[derive(Debug, Clone)]
 pub struct ConnInfo {
-    authenticated: Arc<AtomicBool>,
+    state: Arc<ConnState>,
+    max_connections: usize,
 }
 
 impl ConnInfo {
     /// Lifts the deadline of the connection: it has authenticated.
     pub fn authenticated(&self) {
-        self.authenticated.store(true, Ordering::Relaxed);
+        self.state.authenticated.store(true, Ordering::Relaxed);
+    }
+
+    /// UNAVAILABLE, saying why, when the connection was accepted over the
+    /// limit only to tell its client so.
+    pub fn refusal(&self) -> Option<tonic::Status> {
+        self.state.refused.load(Ordering::Relaxed).then(|| {
+            tonic::Status::unavailable(format!(
+                "the server has {} connections open, all of them authenticated clients' (its limit, --max-connections); try again shortly",
+                self.max_connections
+            ))
+        })
     }
 }
 
@@ -78,10 +125,14 @@ impl Drop for Slot {
 }
 
 impl Conn {
-    /// Past the deadline without authenticating: the connection ends.
+    /// Evicted, or past the deadline without authenticating: the
+    /// connection ends. Registers the task to be woken on eviction.
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        !self.info.authenticated.load(Ordering::Relaxed)
-            && self.deadline.as_mut().poll(cx).is_ready()
+        let state = &self.info.state;
+        state.waker.register(cx.waker());
+        state.evicted.load(Ordering::Relaxed)
+            || (!state.authenticated.load(Ordering::Relaxed)
+                && self.deadline.as_mut().poll(cx).is_ready())
     }
 
     fn expired_error() -> io::Error {
@@ -134,50 +185,114 @@ impl Connected for Conn {
     }
 }
 
+/// The connections not yet authenticated, oldest first, with their
+/// peers' addresses.
+#[derive(Default)]
+struct Unauthenticated(VecDeque<(IpAddr, Weak<ConnState>)>);
+
+impl Unauthenticated {
+    /// Forgets the connections gone, authenticated or evicted.
+    fn prune(&mut self) {
+        self.0.retain(|(_, w)| {
+            w.upgrade().is_some_and(|s| {
+                !s.authenticated.load(Ordering::Relaxed) && !s.evicted.load(Ordering::Relaxed)
+            })
+        });
+    }
+
+    fn from(&self, ip: IpAddr) -> usize {
+        self.0.iter().filter(|(a, _)| *a == ip).count()
+    }
+
+    /// Closes the oldest (of `ip`, if given); whether there was one.
+    fn evict_oldest(&mut self, ip: Option<IpAddr>) -> bool {
+        let Some(at) = self
+            .0
+            .iter()
+            .position(|(a, _)| ip.is_none_or(|ip| *a == ip))
+        else {
+            return false;
+        };
+        if let Some((_, w)) = self.0.remove(at)
+            && let Some(state) = w.upgrade()
+        {
+            state.evicted.store(true, Ordering::Relaxed);
+            state.waker.wake();
+        }
+        true
+    }
+}
+
 /// The connections `listener` accepts, within `limits`. Never yields an
 /// error: accept failures are waited out.
+///
+/// Connections not yet authenticated are bounded per address and in all
+/// (half of `max_connections`); past either bound the oldest such
+/// connection is closed to make room, so idle sockets, however many,
+/// cannot keep a client out: its connection is the newest. When every
+/// connection is an authenticated client's, one more is served only to
+/// answer UNAVAILABLE saying the server is full, and closed.
 pub fn incoming(
     listener: TcpListener,
     limits: ConnLimits,
 ) -> impl Stream<Item = Result<Conn, io::Error>> + Send + 'static {
     let open = Arc::new(AtomicUsize::new(0));
-    futures::stream::unfold((listener, open), move |(listener, open)| async move {
-        loop {
-            let stream = match listener.accept().await {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // A connection that failed while being accepted: next.
-                    // Anything else (out of descriptors, of memory): wait
-                    // for connections to close rather than spin or stop
-                    // serving.
-                    if !matches!(
-                        e.kind(),
-                        io::ErrorKind::ConnectionAborted
-                            | io::ErrorKind::ConnectionReset
-                            | io::ErrorKind::Interrupted
-                    ) {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
+    let waiting = Unauthenticated::default();
+    futures::stream::unfold(
+        (listener, open, waiting),
+        move |(listener, open, mut waiting)| async move {
+            loop {
+                let (stream, peer) = match listener.accept().await {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        // A connection that failed while being accepted:
+                        // next. Anything else (out of descriptors, of
+                        // memory): wait for connections to close rather
+                        // than spin or stop serving.
+                        if !matches!(
+                            e.kind(),
+                            io::ErrorKind::ConnectionAborted
+                                | io::ErrorKind::ConnectionReset
+                                | io::ErrorKind::Interrupted
+                        ) {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        continue;
                     }
-                    continue;
+                };
+                let ip = peer.ip();
+                waiting.prune();
+                if waiting.from(ip) >= limits.unauthenticated_per_address.max(1) {
+                    waiting.evict_oldest(Some(ip));
                 }
-            };
-            if open.fetch_add(1, Ordering::SeqCst) >= limits.max_connections {
-                open.fetch_sub(1, Ordering::SeqCst);
-                drop(stream);
-                continue;
+                if waiting.0.len() >= limits.unauthenticated() {
+                    waiting.evict_oldest(None);
+                }
+                let state = Arc::new(ConnState::default());
+                let mut deadline = limits.authenticate_within;
+                if open.load(Ordering::SeqCst) >= limits.max_connections
+                    && !waiting.evict_oldest(None)
+                {
+                    // Full of authenticated clients: say so, briefly.
+                    state.refused.store(true, Ordering::Relaxed);
+                    deadline = deadline.min(Duration::from_secs(2));
+                }
+                open.fetch_add(1, Ordering::SeqCst);
+                let _ = stream.set_nodelay(true);
+                if !state.refused.load(Ordering::Relaxed) {
+                    waiting.0.push_back((ip, Arc::downgrade(&state)));
+                }
+                let conn = Conn {
+                    stream,
+                    info: ConnInfo {
+                        state,
+                        max_connections: limits.max_connections,
+                    },
+                    deadline: Box::pin(tokio::time::sleep_until(Instant::now() + deadline)),
+                    _slot: Slot(Arc::clone(&open)),
+                };
+                return Some((Ok(conn), (listener, open, waiting)));
             }
-            let _ = stream.set_nodelay(true);
-            let conn = Conn {
-                stream,
-                info: ConnInfo {
-                    authenticated: Arc::new(AtomicBool::new(false)),
-                },
-                deadline: Box::pin(tokio::time::sleep_until(
-                    Instant::now() + limits.authenticate_within,
-                )),
-                _slot: Slot(Arc::clone(&open)),
-            };
-            return Some((Ok(conn), (listener, open)));
-        }
-    })
+        },
+    )
 }

@@ -140,6 +140,7 @@ impl CellarFlightSql {
         &self,
         request: &Request<Action>,
     ) -> Result<Response<FlightStream<arrow_flight::Result>>, Status> {
+        admitted(request.extensions())?;
         let (caller, _) = self.auth.caller(request.metadata())?;
         self.sessions.close(&caller);
         self.handles.forget_owner(&caller)?;
@@ -159,6 +160,7 @@ impl CellarFlightSql {
 
     /// Who sent a request and the session it runs in.
     fn caller<T>(&self, request: &Request<T>) -> Result<Client, Status> {
+        admitted(request.extensions())?;
         let (caller, principal) = self.auth.caller(request.metadata())?;
         authenticated(request.extensions());
         let session = self.sessions.get(&caller, &principal)?;
@@ -312,15 +314,29 @@ async fn run_update(
     Ok(count)
 }
 
-/// Marks the connection a request came on (its `extensions`) as
-/// authenticated, which lifts its deadline (see `conn`).
+/// What `conn` knows of the connection a request came on (its
+/// `extensions`), plain or TLS.
+fn connection(extensions: &tonic::Extensions) -> Option<&conn::ConnInfo> {
+    extensions.get::<conn::ConnInfo>().or_else(|| {
+        extensions
+            .get::<tonic::transport::server::TlsConnectInfo<conn::ConnInfo>>()
+            .map(tonic::transport::server::TlsConnectInfo::get_ref)
+    })
+}
+
+/// UNAVAILABLE on a connection accepted over the limit only to say so.
+fn admitted(extensions: &tonic::Extensions) -> Result<(), Status> {
+    match connection(extensions).and_then(conn::ConnInfo::refusal) {
+        Some(refused) => Err(refused),
+        None => Ok(()),
+    }
+}
+
+/// Marks the connection a request came on as authenticated, which lifts
+/// its deadline (see `conn`).
 fn authenticated(extensions: &tonic::Extensions) {
-    if let Some(info) = extensions.get::<conn::ConnInfo>() {
+    if let Some(info) = connection(extensions) {
         info.authenticated();
-    } else if let Some(tls) =
-        extensions.get::<tonic::transport::server::TlsConnectInfo<conn::ConnInfo>>()
-    {
-        tls.get_ref().authenticated();
     }
 }
 
@@ -518,6 +534,7 @@ impl FlightSqlService for CellarFlightSql {
         &self,
         request: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<FlightStream<HandshakeResponse>>, Status> {
+        admitted(request.extensions())?;
         let metadata = request.metadata().clone();
         let extensions = request.extensions().clone();
         let mut stream = request.into_inner();
