@@ -49,7 +49,7 @@ pub use schema::{
 };
 pub use sql::{
     Access, CellarStatement, FamilyDecl, FileAccess, FileUse, FilesDir, Loading, MAX_EXPR_DEPTH,
-    Role, SessionOptions, SqlSession, StatementShape, parse_cellar_statement,
+    Role, SessionOptions, SpillDir, SqlSession, StatementShape, parse_cellar_statement,
     parse_duration_micros,
 };
 pub use store::journal;

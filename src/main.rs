@@ -67,6 +67,7 @@ fn usage() -> String {
               [--ballista standalone[:N] | HOST:PORT] [--format FORMAT]
               [--maxrows N] [--history-file FILE] [--durability MODE]
               [--memory-limit SIZE] [--cache-size SIZE] [--query-timeout DURATION]
+              [--spill-dir DIR]
 
 Opens the SQL shell on a store directory (default {}).
   demo              first create the guides' example tables with generated
@@ -104,6 +105,10 @@ Opens the SQL shell on a store directory (default {}).
                     memory for later scans (default: a quarter of the
                     machine's memory)
   --query-timeout D stop queries running longer, e.g. 30s or 5m (default none)
+  --spill-dir DIR   where queries over the memory limit spill (default
+                    $TMPDIR/cellar-spill): each cellar process uses a
+                    directory of its own there, removed when it ends, and
+                    removes those of processes that were killed
 SQL on standard input runs too when it is not a terminal. The first error
 stops a script with exit status 1.",
         default_store().display()
@@ -121,6 +126,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
         store_options: cellar::StoreOptions::default(),
         session_options: default_session_options(),
         ballista: None,
+        spill_root: None,
     };
     let mut store_given = false;
     let mut args = args.into_iter().peekable();
@@ -164,6 +170,7 @@ fn parse(args: Vec<String>) -> Result<Option<Options>, String> {
             "--query-timeout" => {
                 options.session_options.query_timeout = parse_timeout(&value("a duration")?)?;
             }
+            "--spill-dir" => options.spill_root = Some(PathBuf::from(value("a directory")?)),
             "--version" | "-V" => {
                 println!("cellar {}", env!("CARGO_PKG_VERSION"));
                 return Ok(None);
@@ -259,6 +266,9 @@ Serves a store over Arrow Flight SQL (default address 127.0.0.1:32010).
   --cache-size SIZE    the store's block cache (default: a quarter of the
                        machine's memory)
   --query-timeout D    stop queries running longer, e.g. 5m (default none)
+  --spill-dir DIR      where queries over the memory limit spill (default
+                       $TMPDIR/cellar-spill; a directory per process,
+                       removed when it ends)
   --ballista T         run queries distributed on Ballista: standalone[:N]
                        or a scheduler's HOST:PORT (see cellar --help)
 Secrets are read from files or the environment, never the command line.
@@ -301,6 +311,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--memory-limit",
             "--cache-size",
             "--query-timeout",
+            "--spill-dir",
             "--ballista",
         ];
         if !known.contains(&arg.as_str()) {
@@ -333,6 +344,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--memory-limit" => session_options.memory_limit = parse_memory(&value)?,
             "--cache-size" => store_options.cache_bytes = parse_cache(&value)?,
             "--query-timeout" => session_options.query_timeout = parse_timeout(&value)?,
+            "--spill-dir" => session_options.spill_dir = Some(PathBuf::from(value)),
             "--max-connections" => {
                 limits.max_connections =
                     value.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -415,6 +427,26 @@ fn run_server(
         return ExitCode::FAILURE;
     }
     let durability = store_options.durability;
+    // `--spill-dir` named the root; queries spill in this process's own
+    // directory under it, removed when the server stops.
+    let mut session_options = session_options;
+    let root = session_options
+        .spill_dir
+        .take()
+        .unwrap_or_else(cellar::SpillDir::default_root);
+    let spill = match cellar::SpillDir::create(&root) {
+        Ok(dir) => {
+            session_options.spill_dir = Some(dir.path().to_path_buf());
+            Some(dir)
+        }
+        Err(e) => {
+            eprintln!(
+                "warning: cannot use {} to spill ({e}); queries spill in the OS's temporary directory",
+                root.display()
+            );
+            None
+        }
+    };
     let session = match cellar::Store::open_with(&store, store_options) {
         Ok(s) => {
             cellar::shell::warn_damaged(&s);
@@ -489,6 +521,7 @@ fn run_server(
     if let Err(e) = checkpoint.checkpoint() {
         eprintln!("warning: could not checkpoint the store: {e}");
     }
+    drop(spill);
     match served {
         Ok(()) => {
             eprintln!("stopped");

@@ -818,3 +818,95 @@ fn demo_tables_round_trip_through_copy() {
         }
     }
 }
+
+/// Whatever is under `dir`, as paths relative to it.
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() {
+                todo.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// A query over the memory limit spills under `--spill-dir`, in a
+/// directory of the process's own; none is left behind when the shell
+/// ends on an error, a timeout or SIGTERM, and what a killed process left
+/// is removed by the next start.
+#[test]
+fn spill_files_do_not_outlive_the_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let spill = dir.path().join("spill");
+    // What a killed cellar left (no process has such a PID).
+    std::fs::create_dir_all(spill.join("4000000000-1/datafusion-x")).unwrap();
+    std::fs::write(spill.join("4000000000-1/datafusion-x/a.arrow"), b"x").unwrap();
+    let spilling = "SELECT x % 3000000 AS g, count(*) FROM generate_series(1, 40000000) AS t(x) \
+                    GROUP BY g ORDER BY 2 DESC, 1 LIMIT 1";
+    let spill_arg = spill.to_str().unwrap();
+    // Stopped by the timeout while spilling: an error exit.
+    let out = cellar(
+        &store,
+        &[
+            "--spill-dir",
+            spill_arg,
+            "--memory-limit",
+            "40M",
+            "--query-timeout",
+            "3s",
+            "-c",
+            spilling,
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("query timeout"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(listing(&spill), Vec::<String>::new());
+
+    // SIGTERM while it spills.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cellar"))
+        .arg("--store")
+        .arg(&store)
+        .args([
+            "--spill-dir",
+            spill_arg,
+            "--memory-limit",
+            "40M",
+            "-c",
+            spilling,
+        ])
+        .env("HOME", &store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    // Wait until it has spilled something (or a while).
+    while started.elapsed() < std::time::Duration::from_secs(20)
+        && !listing(&spill).iter().any(|p| p.matches('/').count() >= 2)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        listing(&spill).iter().any(|p| p.matches('/').count() >= 2),
+        "the query spilled: {:?}",
+        listing(&spill)
+    );
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    assert_eq!(listing(&spill), Vec::<String>::new());
+}

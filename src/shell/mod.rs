@@ -54,6 +54,10 @@ pub struct Options {
     /// Run queries on Ballista: `standalone[:N]` or a scheduler's address
     /// (see [`SqlSession::with_ballista`]).
     pub ballista: Option<String>,
+    /// Where queries spill (`--spill-dir`; default
+    /// [`cellar::SpillDir::default_root`]): in a directory of this
+    /// process's own under it.
+    pub spill_root: Option<PathBuf>,
 }
 
 /// The default history file: `~/.local/share/cellar/history`.
@@ -538,12 +542,25 @@ pub fn run(options: Options) -> bool {
         }
     };
     warn_damaged(&store);
-    let mut shell = match Shell::new(
-        store,
-        options.session_options.clone(),
-        options.format,
-        options.max_rows,
-    ) {
+    let root = options
+        .spill_root
+        .clone()
+        .unwrap_or_else(crate::SpillDir::default_root);
+    let mut session_options = options.session_options.clone();
+    let spill = match crate::SpillDir::create(&root) {
+        Ok(dir) => {
+            session_options.spill_dir = Some(dir.path().to_path_buf());
+            Some(dir)
+        }
+        Err(e) => {
+            eprintln!(
+                "warning: cannot use {} to spill ({e}); queries spill in the OS's temporary directory",
+                root.display()
+            );
+            None
+        }
+    };
+    let mut shell = match Shell::new(store, session_options, options.format, options.max_rows) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -562,12 +579,47 @@ pub fn run(options: Options) -> bool {
             }
         }
     }
+    let interactive = options.scripts.is_empty() && std::io::stdin().is_terminal();
+    if let Some(dir) = &spill {
+        stop_on_signals(&shell.runtime, dir.path().to_path_buf(), interactive);
+    }
     let ok = run_in(&mut shell, options);
     // Leaves nothing in the journal, so the next start opens at once.
     if let Err(e) = shell.session.store().checkpoint() {
         eprintln!("warning: could not checkpoint the store on exit: {e}");
     }
     ok
+}
+
+/// SIGTERM (and SIGINT, outside the interactive loop, where it cancels
+/// the running query instead) ends the process after removing its spill
+/// directory, which the default action would leave behind.
+fn stop_on_signals(runtime: &tokio::runtime::Runtime, spill: PathBuf, interactive: bool) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = runtime.block_on(async { signal(SignalKind::terminate()) }) else {
+        return;
+    };
+    let mut int = if interactive {
+        None
+    } else {
+        runtime
+            .block_on(async { signal(SignalKind::interrupt()) })
+            .ok()
+    };
+    runtime.spawn(async move {
+        let code = tokio::select! {
+            _ = term.recv() => 143,
+            Some(()) = async {
+                match &mut int {
+                    Some(s) => s.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => 130,
+        };
+        let _ = std::fs::remove_dir_all(&spill);
+        eprintln!("stopped by a signal");
+        std::process::exit(code);
+    });
 }
 
 fn run_in(shell: &mut Shell, options: Options) -> bool {

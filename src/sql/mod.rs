@@ -14,10 +14,12 @@ mod limits;
 mod plans;
 mod relayout;
 mod running;
+mod spill;
 
 pub use access::{Access, FileAccess, FileUse, FilesDir, Role};
 pub use limits::MAX_EXPR_DEPTH;
 pub(crate) use plans::{Ready as KeptPlan, Seen as PlansSeen};
+pub use spill::SpillDir;
 
 pub use ddl::{
     CellarStatement, FamilyDecl, ProtoSource, parse as parse_cellar_statement,
@@ -70,6 +72,9 @@ pub struct SessionOptions {
     pub heavy_queries: usize,
     /// The on-disk format of families created without a FORMAT clause.
     pub family_format: FamilyFormat,
+    /// Where queries over the memory limit spill (see [`SpillDir`]);
+    /// `None`: a directory of DataFusion's in the OS's temporary one.
+    pub spill_dir: Option<std::path::PathBuf>,
     /// Where the session may read and write files. A Flight server's
     /// clients never get more than the directories named here (full
     /// access becomes none for them).
@@ -84,6 +89,7 @@ impl Default for SessionOptions {
             heavy_queries: std::thread::available_parallelism().map_or(2, usize::from),
             family_format: FamilyFormat::default(),
             files: FileAccess::Full,
+            spill_dir: None,
         }
     }
 }
@@ -1135,7 +1141,7 @@ fn bare_context(options: &SessionOptions, access: &Arc<Access>) -> SessionContex
         .with_create_default_catalog_and_schema(false);
     let builder = datafusion::execution::SessionStateBuilder::new()
         .with_config(config)
-        .with_runtime_env(runtime(options.memory_limit, &options.files))
+        .with_runtime_env(runtime(options))
         .with_default_features()
         .with_expr_planners(expr_planners())
         .with_physical_optimizer_rules(physical_rules());
@@ -1257,10 +1263,8 @@ fn physical_rules() -> PhysicalRules {
 /// consumers) spilling to the OS temporary directory. Should no temporary
 /// directory be usable, the limit still holds, without spilling.
 /// Directory listings are not kept.
-fn runtime(
-    memory_limit: Option<usize>,
-    files: &FileAccess,
-) -> Arc<datafusion::execution::runtime_env::RuntimeEnv> {
+fn runtime(options: &SessionOptions) -> Arc<datafusion::execution::runtime_env::RuntimeEnv> {
+    let (memory_limit, files) = (options.memory_limit, &options.files);
     use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
     use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
     use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
@@ -1271,6 +1275,12 @@ fn runtime(
         let mut builder = RuntimeEnvBuilder::new().with_object_list_cache_limit(0);
         if *files != FileAccess::Full {
             builder = builder.with_object_store_registry(files::registry(files));
+        }
+        if let Some(dir) = &options.spill_dir {
+            builder = builder.with_disk_manager_builder(
+                DiskManagerBuilder::default()
+                    .with_mode(DiskManagerMode::Directories(vec![dir.clone()])),
+            );
         }
         match memory_limit {
             Some(limit) => builder.with_memory_pool(Arc::new(TrackConsumersPool::new(
