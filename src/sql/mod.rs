@@ -10,6 +10,7 @@ mod ddl;
 mod describe;
 mod files;
 mod functions;
+mod insert_values;
 mod limits;
 mod plans;
 mod relayout;
@@ -243,7 +244,8 @@ impl SqlSession {
         self.fill_insert_columns(&mut statement)?;
         let plan = state.statement_to_plan(statement).await?;
         // Before anything runs: DDL runs as it is handed over.
-        self.access.check_plan(plan).map_err(to_df)
+        let plan = self.access.check_plan(plan).map_err(to_df)?;
+        insert_values::exact(plan)
     }
 
     /// `INSERT INTO t VALUES (...)` without a column list into a cellar
