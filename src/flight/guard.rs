@@ -23,6 +23,11 @@ pub struct GuardedFlight(pub(crate) CellarFlightSql);
 
 /// The Flight SQL command in `bytes`, or why there is none.
 fn command(bytes: &[u8], what: &str, not_decoded: fn(String) -> Status) -> Result<(), Status> {
+    if bytes.is_empty() {
+        return Err(not_decoded(format!(
+            "the {what} is empty; send the one GetFlightInfo returned"
+        )));
+    }
     let any = Any::decode(bytes).map_err(|_| {
         not_decoded(format!(
             "the {what} ({} bytes) is not a Flight SQL message",
@@ -181,5 +186,12 @@ mod tests {
         let e = command(&unknown.encode_to_vec(), "ticket", Status::not_found).unwrap_err();
         assert_eq!(e.code(), tonic::Code::Unimplemented);
         assert!(e.message().contains("evil.?Thing"), "{}", e.message());
+        let e = command(&[], "ticket", Status::not_found).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound);
+        assert!(
+            e.message().contains("the ticket is empty"),
+            "{}",
+            e.message()
+        );
     }
 }

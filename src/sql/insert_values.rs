@@ -352,3 +352,101 @@ impl ScalarUDFImpl for InsertValue {
         Ok(ColumnarValue::Array(out))
     }
 }
+
+/// DataFusion's refusal of a VALUES row whose value cannot become its
+/// column's type names neither the column nor what differs, and prints
+/// both types whole (a protobuf message's, hundreds of fields): said
+/// instead with the column (found by its type in `table`'s schema) and,
+/// for structs, the fields missing and unknown.
+pub(crate) fn name_mismatch(
+    table: &str,
+    schema: &datafusion::arrow::datatypes::Schema,
+    e: DataFusionError,
+) -> DataFusionError {
+    const PREFIX: &str = "Types don't match and no valid cast exists, received data of type ";
+    let DataFusionError::Execution(message) = e.find_root() else {
+        return e;
+    };
+    let Some((got, want)) = message
+        .strip_prefix(PREFIX)
+        .and_then(|rest| rest.split_once(" for field of type "))
+    else {
+        return e;
+    };
+    let columns: Vec<&str> = schema
+        .fields()
+        .iter()
+        .filter(|f| f.data_type().to_string() == want)
+        .map(|f| f.name().as_str())
+        .collect();
+    let column = match columns.as_slice() {
+        [one] => format!("column {one}"),
+        [] => "a column".to_string(),
+        many => format!("a column ({})", many.join(" or ")),
+    };
+    let (got_fields, want_fields) = (struct_fields(got), struct_fields(want));
+    let detail = match (&got_fields, &want_fields) {
+        (Some(g), Some(w)) => {
+            let missing: Vec<&str> = w
+                .iter()
+                .filter(|f| !g.contains(f))
+                .map(String::as_str)
+                .collect();
+            let unknown: Vec<&str> = g
+                .iter()
+                .filter(|f| !w.contains(f))
+                .map(String::as_str)
+                .collect();
+            let mut parts = Vec::new();
+            if !unknown.is_empty() {
+                parts.push(format!("it has no field {}", unknown.join(", ")));
+            }
+            if !missing.is_empty() {
+                parts.push(format!(
+                    "give every field, NULL where unknown (missing: {})",
+                    missing.join(", ")
+                ));
+            }
+            if parts.is_empty() {
+                "a field's type does not convert".to_string()
+            } else {
+                parts.join("; ")
+            }
+        }
+        _ => format!("{} does not convert to {}", shorten(got), shorten(want)),
+    };
+    invalid(format!(
+        "INSERT INTO {table}: {column} cannot take a value of type {}: {detail}",
+        shorten(got)
+    ))
+}
+
+/// The top-level field names of a struct type as Arrow prints it.
+fn struct_fields(shown: &str) -> Option<Vec<String>> {
+    let inner = shown.strip_prefix("Struct(")?.strip_suffix(')')?;
+    let mut names = Vec::new();
+    let (mut depth, mut at_field, mut chars) = (0usize, true, inner.chars().peekable());
+    while let Some(c) = chars.next() {
+        match c {
+            '(' | '[' | '<' => depth += 1,
+            ')' | ']' | '>' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => at_field = true,
+            '"' if depth == 0 && at_field => {
+                let name: String = chars.by_ref().take_while(|&c| c != '"').collect();
+                names.push(name);
+                at_field = false;
+            }
+            _ => {}
+        }
+    }
+    Some(names)
+}
+
+/// A type as Arrow prints it, cut short: a struct by its field names.
+fn shorten(shown: &str) -> String {
+    match struct_fields(shown) {
+        Some(fields) if shown.len() > 80 => format!("Struct({}, ...)", fields.join(", ")),
+        _ if shown.len() > 120 => format!("{}...", shown.chars().take(120).collect::<String>()),
+        _ => shown.to_string(),
+    }
+}

@@ -36,7 +36,6 @@ fn chains(token: &Token) -> bool {
         Token::Word(w) if w.quote_style.is_none() => matches!(
             w.keyword,
             Keyword::AND
-                | Keyword::OR
                 | Keyword::NOT
                 | Keyword::IS
                 | Keyword::LIKE
@@ -84,6 +83,72 @@ fn chains(token: &Token) -> bool {
         | Token::LBracket => true,
         _ => false,
     }
+}
+
+/// Whether a token separates siblings of one expression level.
+fn separates(token: &Token) -> bool {
+    match token {
+        Token::Comma | Token::SemiColon => true,
+        Token::Word(w) if w.quote_style.is_none() => matches!(
+            w.keyword,
+            Keyword::OR | Keyword::WHEN | Keyword::THEN | Keyword::ELSE
+        ),
+        _ => false,
+    }
+}
+
+/// Rebuilds every chain of ORs in `statement` (which the parser makes as
+/// deep as it is long) as a balanced tree of the same terms in the same
+/// order, so that a WHERE clause of thousands of OR'ed equalities is a few
+/// dozen levels deep for the planner. The chain is taken apart without
+/// recursion, before anything walks into it.
+pub fn balance_chains(statement: &mut datafusion::sql::sqlparser::ast::Statement) {
+    use datafusion::sql::sqlparser::ast::{BinaryOperator, Expr, VisitMut, VisitorMut};
+    use std::ops::ControlFlow;
+
+    struct Balance;
+
+    fn balanced(mut terms: Vec<Expr>, op: &BinaryOperator) -> Expr {
+        if terms.len() == 1 {
+            return terms.remove(0);
+        }
+        let right = terms.split_off(terms.len() / 2);
+        Expr::BinaryOp {
+            left: Box::new(balanced(terms, op)),
+            op: op.clone(),
+            right: Box::new(balanced(right, op)),
+        }
+    }
+
+    impl VisitorMut for Balance {
+        type Break = ();
+
+        fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            let op = match expr {
+                Expr::BinaryOp {
+                    op: op @ BinaryOperator::Or,
+                    ..
+                } => op.clone(),
+                _ => return ControlFlow::Continue(()),
+            };
+            let mut terms = Vec::new();
+            let placeholder = Expr::value(datafusion::sql::sqlparser::ast::Value::Null);
+            let mut todo = vec![std::mem::replace(expr, placeholder)];
+            while let Some(e) = todo.pop() {
+                match e {
+                    Expr::BinaryOp { left, op: o, right } if o == op => {
+                        todo.push(*right);
+                        todo.push(*left);
+                    }
+                    term => terms.push(term),
+                }
+            }
+            *expr = balanced(terms, &op);
+            ControlFlow::Continue(())
+        }
+    }
+
+    let _ = statement.visit(&mut Balance);
 }
 
 /// Refuses a statement whose expressions nest deeper than
@@ -155,7 +220,12 @@ pub fn check_statement(sql: &str) -> crate::Result<()> {
                     }
                 }
             }
-            Token::Comma | Token::SemiColon => {
+            // Siblings: list items, the terms of an OR chain (made a
+            // balanced tree once parsed, see `balance_chains`) and the
+            // arms of a CASE, which do not nest in each other. (An AND
+            // chain stays a chain: DataFusion splits and rebuilds
+            // conjunctions left-deep as it pushes filters down.)
+            token if separates(token) => {
                 if let Some(g) = groups.last_mut() {
                     depth = depth.saturating_sub(*g);
                     *g = 0;
@@ -172,7 +242,8 @@ pub fn check_statement(sql: &str) -> crate::Result<()> {
         if depth > MAX_EXPR_DEPTH {
             return Err(Error::InvalidArgument(format!(
                 "the statement nests expressions more than {MAX_EXPR_DEPTH} levels deep (at line {}, column {}); \
-                 write a long chain of OR'ed equalities as IN (...), and split long chains of operators",
+                 split long chains of AND or of arithmetic (chains of OR, lists and CASE arms may be as \
+                 long as needed)",
                 t.span.start.line, t.span.start.column
             )));
         }
@@ -191,10 +262,22 @@ mod tests {
     #[test]
     fn long_chains_are_refused_and_wide_lists_are_not() {
         assert!(check_statement(&chain(" OR ", 60)).is_ok());
-        let err = check_statement(&chain(" OR ", 2000))
+        // OR chains are flat (balanced once parsed), as are the arms of a
+        // CASE; AND chains are not (DataFusion rebuilds them left-deep).
+        assert!(check_statement(&chain(" OR ", 5000)).is_ok());
+        assert!(check_statement(&chain(" AND ", 5000)).is_err());
+        let arms = (0..4000)
+            .map(|i| format!("WHEN x = {i} THEN 'v{i}'"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(check_statement(&format!("SELECT CASE {arms} ELSE 'z' END FROM t")).is_ok());
+        let err = check_statement(&format!("SELECT {} FROM t", vec!["x"; 2000].join(" - ")))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("IN (...)") && err.contains("line 1"), "{err}");
+        assert!(
+            err.contains("split long chains") && err.contains("line 1"),
+            "{err}"
+        );
         assert!(check_statement(&format!("SELECT {}", vec!["1"; 2000].join("+"))).is_err());
         assert!(check_statement(&format!("SELECT {}", vec!["'a'"; 2000].join("||"))).is_err());
         // Long lists of siblings are flat.

@@ -242,7 +242,25 @@ impl SqlSession {
         let sql = rewritten.as_deref().unwrap_or(sql);
         let mut statement = state.sql_to_statement(sql, &dialect)?;
         self.fill_insert_columns(&mut statement)?;
-        let plan = state.statement_to_plan(statement).await?;
+        if let datafusion::sql::parser::Statement::Statement(inner) = &mut statement {
+            limits::balance_chains(inner);
+        }
+        let target = insert_target(&statement);
+        let plan = match state.statement_to_plan(statement).await {
+            Ok(plan) => plan,
+            Err(e) => {
+                let schema = target.as_ref().and_then(|t| {
+                    use datafusion::catalog::TableProvider;
+                    crate::query::CellarTable::new(self.store.clone(), t)
+                        .ok()
+                        .map(|p| p.schema())
+                });
+                return Err(match (target, schema) {
+                    (Some(t), Some(schema)) => insert_values::name_mismatch(&t, &schema, e),
+                    _ => e,
+                });
+            }
+        };
         // Before anything runs: DDL runs as it is handed over.
         let plan = self.access.check_plan(plan).map_err(to_df)?;
         insert_values::exact(plan)
@@ -1200,6 +1218,24 @@ fn register_store(ctx: &SessionContext, store: &Store) -> SessionTables {
 fn next_session_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The table an INSERT writes, by its last name part.
+fn insert_target(statement: &datafusion::sql::parser::Statement) -> Option<String> {
+    use datafusion::sql::sqlparser::ast::{ObjectNamePart, Statement, TableObject};
+    let datafusion::sql::parser::Statement::Statement(inner) = statement else {
+        return None;
+    };
+    let Statement::Insert(insert) = inner.as_ref() else {
+        return None;
+    };
+    let TableObject::TableName(name) = &insert.table else {
+        return None;
+    };
+    match name.0.last()? {
+        ObjectNamePart::Identifier(ident) => Some(ident.value.clone()),
+        _ => None,
+    }
 }
 
 /// DataFusion's planners of SQL syntax, cellar's `SUBSTR` first.
