@@ -1212,6 +1212,30 @@ async fn idle_unauthenticated_connections_cannot_lock_clients_out() {
     }
 }
 
+/// A client opening a pool of connections at once (more than the bound
+/// on unauthenticated connections per address) gets all of them: a
+/// connection still handshaking is not cut for the ones after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_connections_opened_at_once_all_get_in() {
+    let server = serve(password_server()).await;
+    let mut setup = connect(server.addr).await;
+    setup.handshake("analyst", "correct horse").await.unwrap();
+    make_m(&mut setup, 5).await;
+    let addr = server.addr;
+    let pool: Vec<_> = (0..24)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut c = connect(addr).await;
+                c.handshake("analyst", "correct horse").await.unwrap();
+                count_of(&mut c, "SELECT count(*) FROM m").await
+            })
+        })
+        .collect();
+    for task in pool {
+        assert_eq!(task.await.unwrap(), 5);
+    }
+}
+
 /// Over Flight: a query past the memory limit is RESOURCE_EXHAUSTED, one
 /// client sees and cancels another's query (CANCELLED), and the server
 /// stays up for everyone.

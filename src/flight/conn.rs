@@ -6,9 +6,11 @@
 //!   authenticates does so in its first round trip.
 //! - Connections not yet authenticated are bounded per peer address
 //!   ([`ConnLimits::unauthenticated_per_address`]) and in all (half of
-//!   [`ConnLimits::max_connections`]); past a bound the oldest of them is
-//!   closed, so idle sockets cannot keep out a client, whose connection
-//!   is always the newest.
+//!   [`ConnLimits::max_connections`]); past a bound the oldest of them
+//!   that has sent nothing (else the oldest) is closed once a second old,
+//!   and at `max_connections` whatever its age, so idle sockets cannot
+//!   keep out a client, whose connection is always the newest, while a
+//!   pool of connections a client opens at once is not cut.
 //! - At most [`ConnLimits::max_connections`] are open; when all are
 //!   authenticated clients', one more is answered UNAVAILABLE saying so
 //!   (not a bare reset) and closed, and the server keeps the descriptors
@@ -68,9 +70,18 @@ impl ConnLimits {
     }
 }
 
+/// A connection younger than this is not closed to keep within the
+/// bounds on unauthenticated connections (only to make room under
+/// `max_connections`): a client opening a pool of connections at once is
+/// still handshaking on all of them.
+const GRACE: Duration = Duration::from_secs(1);
+
 /// What the accept loop and the service share about one connection.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct ConnState {
+    accepted: Instant,
+    /// Whether the peer has sent anything (a client's HTTP/2 preface).
+    heard: AtomicBool,
     authenticated: AtomicBool,
     /// Closed to make room for a newer connection.
     evicted: AtomicBool,
@@ -78,6 +89,19 @@ struct ConnState {
     refused: AtomicBool,
     /// Wakes the connection's reader or writer when it is evicted.
     waker: AtomicWaker,
+}
+
+impl ConnState {
+    fn new() -> Self {
+        ConnState {
+            accepted: Instant::now(),
+            heard: AtomicBool::new(false),
+            authenticated: AtomicBool::new(false),
+            evicted: AtomicBool::new(false),
+            refused: AtomicBool::new(false),
+            waker: AtomicWaker::new(),
+        }
+    }
 }
 
 /// What the service knows about the connection a request came on: it
@@ -152,7 +176,12 @@ impl AsyncRead for Conn {
         if self.expired(cx) {
             return Poll::Ready(Err(Self::expired_error()));
         }
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.info.state.heard.store(true, Ordering::Relaxed);
+        }
+        read
     }
 }
 
@@ -204,21 +233,29 @@ impl Unauthenticated {
         self.0.iter().filter(|(a, _)| *a == ip).count()
     }
 
-    /// Closes the oldest (of `ip`, if given); whether there was one.
-    fn evict_oldest(&mut self, ip: Option<IpAddr>) -> bool {
-        let Some(at) = self
+    /// Closes one (of `ip`, if given): the oldest that has sent nothing,
+    /// else the oldest; none younger than [`GRACE`] unless `any_age`.
+    /// Whether one was closed.
+    fn evict_oldest(&mut self, ip: Option<IpAddr>, any_age: bool) -> bool {
+        let now = Instant::now();
+        let candidates: Vec<(usize, Arc<ConnState>)> = self
             .0
             .iter()
-            .position(|(a, _)| ip.is_none_or(|ip| *a == ip))
-        else {
+            .enumerate()
+            .filter(|(_, (a, _))| ip.is_none_or(|ip| *a == ip))
+            .filter_map(|(i, (_, w))| w.upgrade().map(|s| (i, s)))
+            .filter(|(_, s)| any_age || now.duration_since(s.accepted) >= GRACE)
+            .collect();
+        let chosen = candidates
+            .iter()
+            .find(|(_, s)| !s.heard.load(Ordering::Relaxed))
+            .or_else(|| candidates.first());
+        let Some((at, state)) = chosen else {
             return false;
         };
-        if let Some((_, w)) = self.0.remove(at)
-            && let Some(state) = w.upgrade()
-        {
-            state.evicted.store(true, Ordering::Relaxed);
-            state.waker.wake();
-        }
+        state.evicted.store(true, Ordering::Relaxed);
+        state.waker.wake();
+        self.0.remove(*at);
         true
     }
 }
@@ -263,15 +300,15 @@ pub fn incoming(
                 let ip = peer.ip();
                 waiting.prune();
                 if waiting.from(ip) >= limits.unauthenticated_per_address.max(1) {
-                    waiting.evict_oldest(Some(ip));
+                    waiting.evict_oldest(Some(ip), false);
                 }
                 if waiting.0.len() >= limits.unauthenticated() {
-                    waiting.evict_oldest(None);
+                    waiting.evict_oldest(None, false);
                 }
-                let state = Arc::new(ConnState::default());
+                let state = Arc::new(ConnState::new());
                 let mut deadline = limits.authenticate_within;
                 if open.load(Ordering::SeqCst) >= limits.max_connections
-                    && !waiting.evict_oldest(None)
+                    && !waiting.evict_oldest(None, true)
                 {
                     // Full of authenticated clients: say so, briefly.
                     state.refused.store(true, Ordering::Relaxed);
