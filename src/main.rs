@@ -430,23 +430,8 @@ fn run_server(
     // `--spill-dir` named the root; queries spill in this process's own
     // directory under it, removed when the server stops.
     let mut session_options = session_options;
-    let root = session_options
-        .spill_dir
-        .take()
-        .unwrap_or_else(cellar::SpillDir::default_root);
-    let spill = match cellar::SpillDir::create(&root) {
-        Ok(dir) => {
-            session_options.spill_dir = Some(dir.path().to_path_buf());
-            Some(dir)
-        }
-        Err(e) => {
-            eprintln!(
-                "warning: cannot use {} to spill ({e}); queries spill in the OS's temporary directory",
-                root.display()
-            );
-            None
-        }
-    };
+    let root = session_options.spill_dir.take();
+    let spill = cellar::SpillDir::for_session(root, &mut session_options);
     let session = match cellar::Store::open_with(&store, store_options) {
         Ok(s) => {
             cellar::shell::warn_damaged(&s);

@@ -1739,14 +1739,17 @@ async fn roles_decide_what_each_user_may_do() {
     };
     assert_eq!(code(refused), Code::PermissionDenied);
     // Ingest: rows need the user role, a new table the admin role.
+    let h7 = || {
+        params(vec![
+            ("host", Arc::new(StringArray::from(vec!["h7"])) as ArrayRef),
+            ("n", Arc::new(Int64Array::from(vec![77])) as ArrayRef),
+            ("v", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
+        ])
+    };
     let e = reader
         .execute_ingest(
             ingest_command("m", false, TableExistsOption::Append),
-            futures::stream::iter(vec![Ok(params(vec![
-                ("host", Arc::new(StringArray::from(vec!["h7"])) as ArrayRef),
-                ("n", Arc::new(Int64Array::from(vec![77])) as ArrayRef),
-                ("v", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
-            ]))]),
+            futures::stream::iter(vec![Ok(h7())]),
         )
         .await
         .unwrap_err();
@@ -1754,11 +1757,7 @@ async fn roles_decide_what_each_user_may_do() {
     let n = user
         .execute_ingest(
             ingest_command("m", false, TableExistsOption::Append),
-            futures::stream::iter(vec![Ok(params(vec![
-                ("host", Arc::new(StringArray::from(vec!["h7"])) as ArrayRef),
-                ("n", Arc::new(Int64Array::from(vec![77])) as ArrayRef),
-                ("v", Arc::new(Int64Array::from(vec![1])) as ArrayRef),
-            ]))]),
+            futures::stream::iter(vec![Ok(h7())]),
         )
         .await
         .unwrap();

@@ -542,24 +542,8 @@ pub fn run(options: Options) -> bool {
         }
     };
     warn_damaged(&store);
-    let root = options
-        .spill_root
-        .clone()
-        .unwrap_or_else(crate::SpillDir::default_root);
     let mut session_options = options.session_options.clone();
-    let spill = match crate::SpillDir::create(&root) {
-        Ok(dir) => {
-            session_options.spill_dir = Some(dir.path().to_path_buf());
-            Some(dir)
-        }
-        Err(e) => {
-            eprintln!(
-                "warning: cannot use {} to spill ({e}); queries spill in the OS's temporary directory",
-                root.display()
-            );
-            None
-        }
-    };
+    let spill = crate::SpillDir::for_session(options.spill_root.clone(), &mut session_options);
     let mut shell = match Shell::new(store, session_options, options.format, options.max_rows) {
         Ok(s) => s,
         Err(e) => {

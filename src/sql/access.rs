@@ -13,11 +13,12 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::datasource::listing::ListingTable;
 use datafusion::datasource::source_as_provider;
-use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
+use datafusion::logical_expr::{DdlStatement, LogicalPlan, TableSource, WriteOp};
 
 use super::ddl::{CellarStatement, ProtoSource};
 use crate::{Error, Result};
@@ -251,6 +252,25 @@ fn real_path(path: &Path) -> Result<PathBuf> {
     }
 }
 
+/// The paths of a file table (DataFusion's listing table: an external
+/// table or a quoted path), decoded from their URLs; `None` for any other
+/// table.
+fn listing_paths(source: &Arc<dyn TableSource>) -> Option<Vec<String>> {
+    let provider = source_as_provider(source).ok()?;
+    let listing = provider.downcast_ref::<ListingTable>()?;
+    Some(
+        listing
+            .table_paths()
+            .iter()
+            .map(|url| {
+                url.get_url()
+                    .to_file_path()
+                    .map_or_else(|()| url.as_str().to_string(), |p| p.display().to_string())
+            })
+            .collect(),
+    )
+}
+
 /// What a session may do: its user's role and its file access.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Access {
@@ -366,13 +386,9 @@ impl Access {
                     WriteOp::Update => "UPDATE",
                     _ => "writing to",
                 };
-                let provider = source_as_provider(&dml.target).ok();
-                if let Some(listing) = provider
-                    .as_ref()
-                    .and_then(|p| p.downcast_ref::<ListingTable>())
-                {
-                    for path in listing.table_paths() {
-                        self.file(path.as_str(), FileUse::Write)?;
+                if let Some(paths) = listing_paths(&dml.target) {
+                    for path in paths {
+                        self.file(&path, FileUse::Write)?;
                     }
                     return Ok(());
                 }
@@ -380,14 +396,8 @@ impl Access {
             }
             LogicalPlan::Copy(copy) => self.file(&copy.output_url, FileUse::Write).map(|_| ()),
             LogicalPlan::TableScan(scan) => {
-                let provider = source_as_provider(&scan.source).ok();
-                if let Some(listing) = provider
-                    .as_ref()
-                    .and_then(|p| p.downcast_ref::<ListingTable>())
-                {
-                    for path in listing.table_paths() {
-                        self.file(path.as_str(), FileUse::Read)?;
-                    }
+                for path in listing_paths(&scan.source).unwrap_or_default() {
+                    self.file(&path, FileUse::Read)?;
                 }
                 Ok(())
             }

@@ -33,6 +33,30 @@ impl SpillDir {
         Ok(SpillDir { path })
     }
 
+    /// This process's spill directory under `root` (default
+    /// [`SpillDir::default_root`]), set as where `options`' queries spill;
+    /// `None`, said on stderr, when it cannot be made (queries then spill
+    /// in the OS's temporary directory).
+    pub fn for_session(
+        root: Option<PathBuf>,
+        options: &mut super::SessionOptions,
+    ) -> Option<SpillDir> {
+        let root = root.unwrap_or_else(Self::default_root);
+        match Self::create(&root) {
+            Ok(dir) => {
+                options.spill_dir = Some(dir.path().to_path_buf());
+                Some(dir)
+            }
+            Err(e) => {
+                eprintln!(
+                    "warning: cannot use {} to spill ({e}); queries spill in the OS's temporary directory",
+                    root.display()
+                );
+                None
+            }
+        }
+    }
+
     /// The directory.
     pub fn path(&self) -> &Path {
         &self.path
