@@ -15,13 +15,11 @@ pub enum Error {
         path: String,
     },
     /// The storage engine could not open the store's files.
-    #[error(
-        "store {path} cannot be opened: the storage engine reports {reason}. If a file of the store is damaged, `cellar check --store {path}` reports what it can"
-    )]
+    #[error("store {path} cannot be opened: {reason}")]
     StoreDamaged {
         /// The store directory.
         path: String,
-        /// What the storage engine said.
+        /// Which file is damaged and what can be done, in words.
         reason: String,
     },
     /// The store's journal holds a complete write that is wrong (a damaged
@@ -61,10 +59,10 @@ pub enum Error {
         /// The name asked for.
         table: String,
     },
-    /// A table whose definition could not be read when the store opened.
-    #[error(
-        "table {table:?} cannot be opened: {reason}; the other tables are unaffected. DROP TABLE {table} removes its definition (its cells cannot be read without it)"
-    )]
+    /// A table that could not be opened when the store opened (its
+    /// definition does not parse, or a keyspace of it was set aside as
+    /// damaged); the reason says what to do.
+    #[error("table {table:?} cannot be opened: {reason}; the other tables are unaffected")]
     TableDamaged {
         /// The table.
         table: String,
@@ -242,7 +240,7 @@ pub enum Error {
     #[error("internal error (a bug in cellar; please report it): {0}")]
     Internal(String),
     /// The underlying storage engine failed.
-    #[error("storage engine error: {0}")]
+    #[error("storage engine error: {}", crate::store::engine_words(.0))]
     Storage(#[from] fjall::Error),
     /// An I/O error outside the storage engine.
     #[error("I/O error: {0}")]

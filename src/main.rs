@@ -538,7 +538,7 @@ fn check(args: Vec<String>) -> ExitCode {
             "--repair" => repair = true,
             "--help" | "-h" => {
                 println!(
-                    "{USAGE}\n\nReads every cell of every table and reports damage by table and family;\nexit status 1 when any is found.\n\n--repair  when a damaged journal stops the store from opening, keep its\n          intact writes, cut it after the last one and move what follows\n          into DIR/{}/ (nothing is deleted)",
+                    "{USAGE}\n\nReads every cell of every table and every file against its checksum, and\nreports damage by table, family and file; exit status 1 when any is found.\n\n--repair  when a damaged journal stops the store from opening, keep its\n          intact writes, cut it after the last one and move what follows\n          into DIR/{}/ (nothing is deleted); when the format marker\n          file DIR/version is lost, rewrite it",
                     cellar::journal::SET_ASIDE_DIR
                 );
                 return ExitCode::SUCCESS;

@@ -557,7 +557,7 @@ fn a_torn_journal_tail_is_reported() {
     let report = text(&refused.stdout);
     assert_eq!(refused.status.code(), Some(1), "{report}");
     assert!(
-        report.contains("in use") && report.contains("only a damaged journal is repaired"),
+        report.contains("in use") && report.contains("nothing was changed"),
         "{report}"
     );
     assert_eq!(std::fs::read(&journal).unwrap(), journal_before);
@@ -668,6 +668,13 @@ fn check_reports_a_damaged_family_by_name() {
         report.contains("table big") && report.contains("family f (") && report.contains("DAMAGED"),
         "{report}"
     );
+    // The file, checked against its checksum, and whose it is.
+    let file = largest.strip_prefix(&store).unwrap().display().to_string();
+    assert!(
+        report.contains(&format!("file {file} does not match the checksum"))
+            && report.contains("(table big, family f)"),
+        "{report}"
+    );
     assert!(
         report.contains("family g (f") && report.contains(": ok"),
         "{report}"
@@ -682,6 +689,248 @@ fn check_reports_a_damaged_family_by_name() {
         err.contains("table \"big\": stored data is damaged") && err.contains("cellar check"),
         "{err}"
     );
+}
+
+/// The segment files under `store`'s keyspaces, largest last.
+fn segment_files(store: &std::path::Path) -> Vec<(u64, std::path::PathBuf)> {
+    let mut files: Vec<(u64, std::path::PathBuf)> = Vec::new();
+    let mut dirs = vec![store.join("keyspaces")];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.parent().is_some_and(|p| p.ends_with("tables")) {
+                files.push((std::fs::metadata(&path).unwrap().len(), path));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+/// One table's segment file damaged (trailer flipped, truncated, deleted,
+/// or its keyspace's `current` deleted): the store opens, the other table
+/// answers, the damaged one names the file and is never silently empty;
+/// `cellar check` names the file; the keyspace is set aside, not deleted,
+/// and putting it back with the file restored gives the table back.
+#[test]
+fn one_damaged_segment_file_closes_only_its_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("original");
+    let out = cellar(
+        &original,
+        &[
+            "-c",
+            "CREATE TABLE big (FAMILY f, v TEXT IN f)",
+            "-c",
+            "CREATE TABLE small (FAMILY g, v BIGINT IN g)",
+            "-c",
+            "INSERT INTO big (_key, v) SELECT 'k' || CAST(x AS VARCHAR), repeat(CAST(x AS VARCHAR), 40) FROM generate_series(1, 5000) AS t(x)",
+            "-c",
+            "INSERT INTO small (_key, v) VALUES ('a', 1), ('b', 2)",
+            "-c",
+            "COMPACT TABLE big",
+            "-c",
+            "COMPACT TABLE small",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // big's segment: the largest file; its keyspace directory's id.
+    let (_, largest) = segment_files(&original).pop().unwrap();
+    let relative = largest.strip_prefix(&original).unwrap().to_path_buf();
+    let keyspace_dir = relative.parent().unwrap().parent().unwrap().to_path_buf();
+    let id = keyspace_dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    type Damage = fn(&std::path::Path, &std::path::Path);
+    let cases: [(&str, Damage, &str); 4] = [
+        (
+            "flipped trailer",
+            |_, f| {
+                let mut bytes = std::fs::read(f).unwrap();
+                let at = bytes.len() - 30;
+                bytes[at] ^= 0xff;
+                std::fs::write(f, bytes).unwrap();
+            },
+            "fails its checksum",
+        ),
+        (
+            "truncated",
+            |_, f| {
+                let file = std::fs::OpenOptions::new().write(true).open(f).unwrap();
+                let len = file.metadata().unwrap().len();
+                file.set_len(len / 2).unwrap();
+            },
+            "does not end in a trailer",
+        ),
+        (
+            "deleted",
+            |_, f| std::fs::remove_file(f).unwrap(),
+            "is missing",
+        ),
+        (
+            "current deleted",
+            |ks, _| std::fs::remove_file(ks.join("current")).unwrap(),
+            "current is missing",
+        ),
+    ];
+    for (name, damage, says) in cases {
+        let store = dir.path().join(name.replace(' ', "-"));
+        copy_dir(&original, &store);
+        damage(&store.join(&keyspace_dir), &store.join(&relative));
+        let out = cellar(
+            &store,
+            &[
+                "-c",
+                "SELECT sum(v) FROM small",
+                "-c",
+                "SELECT count(*) FROM big",
+            ],
+            None,
+        );
+        let (stdout, err) = (text(&out.stdout), text(&out.stderr));
+        assert!(stdout.contains("| 3 "), "{name}: {stdout}{err}");
+        assert!(!out.status.success(), "{name}: big answered: {stdout}");
+        let file = if name == "current deleted" {
+            keyspace_dir.join("current")
+        } else {
+            relative.clone()
+        };
+        let file = file.display().to_string();
+        assert!(
+            err.contains("table \"big\" cannot be opened")
+                && err.contains(&file)
+                && err.contains(says)
+                && err.contains(&format!("damaged-keyspaces/{id}")),
+            "{name}: {err}"
+        );
+        assert!(
+            !err.contains("Storage(") && !err.contains("Unrecoverable"),
+            "{err}"
+        );
+        // check names the file, and the table; the small one is fine.
+        let checked = check_store(&store, false);
+        let report = text(&checked.stdout);
+        assert_eq!(checked.status.code(), Some(1), "{name}: {report}");
+        assert!(
+            report.contains("table big: DAMAGED")
+                && report.contains(&file)
+                && report.contains("family g (f")
+                && report.contains(": ok"),
+            "{name}: {report}"
+        );
+        // Nothing was deleted: the directory is set aside whole, and
+        // putting it back as its note says gives the table back.
+        let aside = store.join("damaged-keyspaces").join(&id);
+        assert!(aside.is_dir(), "{name}");
+        let note =
+            std::fs::read_to_string(store.join(format!("damaged-keyspaces/{id}.txt"))).unwrap();
+        assert!(note.contains(&file), "{note}");
+        let restored = aside.join(relative.strip_prefix(&keyspace_dir).unwrap());
+        std::fs::copy(original.join(&relative), restored).unwrap();
+        if name == "current deleted" {
+            std::fs::copy(
+                original.join(&keyspace_dir).join("current"),
+                aside.join("current"),
+            )
+            .unwrap();
+        }
+        std::fs::remove_file(store.join(&keyspace_dir)).unwrap();
+        std::fs::rename(&aside, store.join(&keyspace_dir)).unwrap();
+        let out = cellar(&store, &["-c", "SELECT count(*) FROM big"], None);
+        assert!(
+            text(&out.stdout).contains("| 5000 "),
+            "{name}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+}
+
+/// Damage to the files of the whole store names the file and what is
+/// lost, never the engine's debug text, and changes nothing: cellar's
+/// catalog keyspace, fjall's directory of keyspaces, and the format
+/// marker, which `cellar check --repair` rewrites.
+#[test]
+fn damage_to_store_wide_files_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = two_rows(&dir);
+    let out = cellar(&original, &["-c", "COMPACT TABLE t"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let catalog = dir.path().join("catalog");
+    copy_dir(&original, &catalog);
+    // cellar's catalog is keyspace 1; its one segment truncated.
+    let (_, segment) = segment_files(&catalog)
+        .into_iter()
+        .find(|(_, p)| p.starts_with(catalog.join("keyspaces/1")))
+        .unwrap();
+    let before = std::fs::read(&segment).unwrap();
+    std::fs::write(&segment, &before[..before.len() / 2]).unwrap();
+    for _ in 0..2 {
+        let out = cellar(&catalog, &["-c", "SELECT count(*) FROM t"], None);
+        let err = text(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains("catalog")
+                && err.contains("keyspaces/1/tables/")
+                && err.contains("does not end in a trailer"),
+            "{err}"
+        );
+        // Not set aside (the store would open empty), not recreated.
+        assert!(catalog.join("keyspaces/1/current").is_file());
+        assert!(!catalog.join("damaged-keyspaces/1").exists());
+    }
+    // fjall's directory of keyspaces.
+    let meta = dir.path().join("meta");
+    copy_dir(&original, &meta);
+    let (_, segment) = segment_files(&meta)
+        .into_iter()
+        .find(|(_, p)| p.starts_with(meta.join("keyspaces/0")))
+        .unwrap();
+    std::fs::remove_file(&segment).unwrap();
+    let out = cellar(&meta, &["-c", "SELECT count(*) FROM t"], None);
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("keyspaces/0/tables/")
+            && err.contains("is missing")
+            && err.contains("restore")
+            && !err.contains("Unrecoverable"),
+        "{err}"
+    );
+    assert!(meta.join("keyspaces/1").is_dir() && meta.join("keyspaces/2").is_dir());
+    // The format marker: named, and rewritten by --repair.
+    let marker = dir.path().join("marker");
+    copy_dir(&original, &marker);
+    std::fs::remove_file(marker.join("version")).unwrap();
+    let out = cellar(&marker, &["-c", "SELECT count(*) FROM t"], None);
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("version is missing") && err.contains("--repair"),
+        "{err}"
+    );
+    let repaired = check_store(&marker, true);
+    let report = text(&repaired.stdout);
+    assert!(report.contains("rewrote the format marker"), "{report}");
+    let out = cellar(&marker, &["-c", "SELECT sum(v) FROM t"], None);
+    assert!(text(&out.stdout).contains("| 3 "), "{}", text(&out.stderr));
 }
 
 #[test]

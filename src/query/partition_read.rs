@@ -200,7 +200,7 @@ impl PartitionRead {
             // Name what the damage is in, and what to do.
             crate::Error::Storage(inner) => to_df(crate::Error::DamagedData {
                 table: self.spec.layout.table.clone(),
-                reason: format!("{inner:?}"),
+                reason: crate::store::engine_words(&inner),
             }),
             other => to_df(other),
         };

@@ -26,26 +26,44 @@ pub fn run(dir: &Path, repair: bool) -> bool {
             if !repair {
                 return false;
             }
-            if !matches!(e, Error::JournalDamaged { .. }) {
-                println!("  --repair: only a damaged journal is repaired; nothing was changed");
-                return false;
-            }
-            match journal::repair(dir) {
-                Ok(report) if report.actions.is_empty() => {
-                    println!("  --repair: no journal reads as damaged; nothing was changed");
-                    return false;
-                }
-                Ok(report) => {
-                    for action in &report.actions {
-                        println!("  repaired {action}");
+            if matches!(e, Error::StoreDamaged { .. }) {
+                match crate::store::repair_version_marker(dir) {
+                    Ok(true) => {
+                        println!("  repaired: rewrote the format marker file `version`");
+                        repaired = true;
+                    }
+                    Ok(false) => {
+                        println!(
+                            "  --repair: cellar cannot rebuild that file; nothing was changed"
+                        );
+                        return false;
+                    }
+                    Err(e) => {
+                        println!("  --repair failed: {e}");
+                        return false;
                     }
                 }
-                Err(e) => {
-                    println!("  --repair failed: {e}");
-                    return false;
+            } else if !matches!(e, Error::JournalDamaged { .. }) {
+                println!("  --repair: nothing to repair for that; nothing was changed");
+                return false;
+            } else {
+                match journal::repair(dir) {
+                    Ok(report) if report.actions.is_empty() => {
+                        println!("  --repair: no journal reads as damaged; nothing was changed");
+                        return false;
+                    }
+                    Ok(report) => {
+                        for action in &report.actions {
+                            println!("  repaired {action}");
+                        }
+                    }
+                    Err(e) => {
+                        println!("  --repair failed: {e}");
+                        return false;
+                    }
                 }
+                repaired = true;
             }
-            repaired = true;
             match FjallStore::open(dir) {
                 Ok(s) => s,
                 Err(e) => {
@@ -67,8 +85,20 @@ pub fn run(dir: &Path, repair: bool) -> bool {
         println!("  {note}");
     }
     for (table, reason) in &report.damaged_tables {
-        println!("  table {table}: DAMAGED definition: {reason}");
-        println!("    its cells cannot be read without it; DROP TABLE {table} removes it");
+        println!("  table {table}: DAMAGED: {reason}");
+        println!("    it cannot be read or written; DROP TABLE {table} removes it");
+    }
+    for (damage, owner) in &report.files {
+        let owner = owner.as_deref().unwrap_or("owner unknown");
+        println!("  file {damage} ({owner}): DAMAGED");
+    }
+    for aside in &report.set_aside {
+        println!(
+            "  set aside: {} because {} (see {}.txt)",
+            aside.dir.display(),
+            aside.reason,
+            aside.dir.display()
+        );
     }
     for (table, families) in &report.tables {
         println!("  table {table}");

@@ -7,7 +7,8 @@ use std::sync::PoisonError;
 
 use fjall::Readable;
 
-use super::FjallStore;
+use super::segments::{self, Depth, FileDamage, SetAside};
+use super::{FjallStore, engine_words};
 use crate::codec::show_bytes;
 use crate::error::Result;
 
@@ -45,14 +46,23 @@ impl FamilyCheck {
 pub struct CheckReport {
     /// Per table, its families.
     pub tables: Vec<(String, Vec<FamilyCheck>)>,
-    /// Tables whose catalog entry could not be read, with the reason.
+    /// Tables that could not be opened (a catalog entry that does not
+    /// parse, a keyspace set aside as damaged), with the reason.
     pub damaged_tables: Vec<(String, String)>,
+    /// Segment and version files whose bytes do not match their
+    /// checksums, or that are missing, each with the table and family
+    /// whose cells it holds when known.
+    pub files: Vec<(FileDamage, Option<String>)>,
+    /// Keyspace directories set aside as damaged, at this or an earlier
+    /// open.
+    pub set_aside: Vec<SetAside>,
 }
 
 impl CheckReport {
     /// Whether nothing was found wrong.
     pub fn healthy(&self) -> bool {
         self.damaged_tables.is_empty()
+            && self.files.is_empty()
             && self
                 .tables
                 .iter()
@@ -67,6 +77,8 @@ impl FjallStore {
     pub fn check(&self) -> Result<CheckReport> {
         let mut report = CheckReport {
             damaged_tables: self.damaged_tables(),
+            files: self.check_files()?,
+            set_aside: self.inner.set_aside.clone(),
             ..CheckReport::default()
         };
         let snapshot = self.inner.db.snapshot();
@@ -102,7 +114,7 @@ impl FjallStore {
                             }
                         }
                         Err(e) => {
-                            check.error = Some(format!("{e:?}"));
+                            check.error = Some(engine_words(&e));
                             break;
                         }
                     }
@@ -137,7 +149,7 @@ impl FjallStore {
                                 }
                             }
                             Err(e) => {
-                                check.error = Some(format!("{e:?}"));
+                                check.error = Some(engine_words(&e));
                                 break;
                             }
                         }
@@ -148,5 +160,49 @@ impl FjallStore {
             report.tables.push((name, families));
         }
         Ok(report)
+    }
+}
+
+impl FjallStore {
+    /// Reads every live segment and version file against its checksum.
+    /// A finding is read again once before it is reported: a compaction
+    /// running meanwhile may have replaced the files read.
+    fn check_files(&self) -> Result<Vec<(FileDamage, Option<String>)>> {
+        let path = &self.inner.path;
+        let first = segments::survey(path, Depth::Checksums)?;
+        if first.is_empty() {
+            return Ok(Vec::new());
+        }
+        let again = segments::survey(path, Depth::Checksums)?;
+        let owners = self.keyspace_owners();
+        Ok(again
+            .into_iter()
+            .filter(|d| first.iter().any(|f| f.keyspace == d.keyspace))
+            .map(|d| {
+                let owner = owners.get(&d.keyspace).cloned();
+                (d, owner)
+            })
+            .collect())
+    }
+
+    /// Which table and family each fjall keyspace id holds, as recorded.
+    fn keyspace_owners(&self) -> std::collections::HashMap<u64, String> {
+        let tables = self
+            .inner
+            .tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut owners = std::collections::HashMap::new();
+        for (name, handle) in tables {
+            for family in &handle.def.families {
+                for keyspace in family.keyspace_names() {
+                    if let Some(id) = self.recorded_keyspace_id(&keyspace) {
+                        owners.insert(id, format!("table {name}, family {}", family.name));
+                    }
+                }
+            }
+        }
+        owners
     }
 }

@@ -19,10 +19,12 @@ mod gc;
 pub mod journal;
 mod merge;
 mod mutation;
+mod open;
 mod parallel;
 mod probe;
 mod read;
 mod replace;
+pub mod segments;
 mod write;
 
 pub use aggregate::hll_estimate;
@@ -56,6 +58,7 @@ pub use mutation::{
     allow(unused_imports, reason = "used by the Bigtable backend")
 )]
 pub(crate) use mutation::{check_key, validate as validate_mutation};
+pub use open::{engine_words, repair_version_marker};
 pub use probe::RowProbe;
 pub use read::{
     Cell, QualifierFilter, ReadFilter, ReadRequest, Row, RowRange, RowSet, ScanStats, TimeRange,
@@ -321,6 +324,8 @@ struct Inner {
     age_rules: AgeRules,
     /// What opening the store found and dropped (a torn journal tail).
     recovery: Vec<String>,
+    /// Damaged keyspace directories set aside at this or an earlier open.
+    set_aside: Vec<segments::SetAside>,
     /// Format changes under way: (table, family) -> target and progress.
     changes: Mutex<BTreeMap<(String, String), (FamilyFormat, FormatChange)>>,
     /// Per table name: the gate its writers pass while it may be replaced.
@@ -388,61 +393,62 @@ impl FjallStore {
         let path = path.as_ref().to_path_buf();
         let age_rules: AgeRules = AgeRules::default();
         let rules = age_rules.clone();
-        let mut builder = Database::builder(&path)
-            .manual_journal_persist(true)
-            // Bounds the journal replayed at open after a crash (fjall's
-            // minimum; the default 512 MiB took about a minute to replay).
-            .max_journaling_size(64 * 1024 * 1024)
-            .with_compaction_filter_factories(Arc::new(move |name: &str| {
-                let factory: Arc<dyn fjall::compaction::filter::Factory> =
-                    Arc::new(AgeFilterFactory {
-                        keyspace: name.to_string(),
-                        rules: rules.clone(),
-                    });
-                name.starts_with('f').then_some(factory)
-            }));
         // A scan that finds its blocks cached skips the read, the checksum
         // and the decompression (a few percent of a full scan's time here).
-        if let Some(bytes) = options
+        let cache = options
             .cache_bytes
-            .or_else(|| machine_memory().map(|m| m / 4))
-        {
-            builder = builder.cache_size(bytes);
-        }
-        // Read before fjall opens (and cuts) the journals: what the open
-        // drops, and why it fails if it does. Only a report: an unreadable
-        // journal is fjall's to judge.
-        let journals = journal::survey(&path).unwrap_or_default();
-        let db = builder.open().map_err(|e| match e {
-            fjall::Error::Locked => Error::StoreInUse {
-                path: path.display().to_string(),
-            },
-            fjall::Error::JournalRecovery(e) => {
-                let found: Vec<String> = journals
-                    .iter()
-                    .filter(|j| j.damage.is_some())
-                    .filter_map(journal::JournalSurvey::describe)
-                    .collect();
-                Error::JournalDamaged {
-                    path: path.display().to_string(),
-                    reason: if found.is_empty() {
-                        format!("its journal does not replay ({e:?})")
-                    } else {
-                        format!("{} ({e:?})", found.join("; "))
-                    },
-                }
+            .or_else(|| machine_memory().map(|m| m / 4));
+        let make = || {
+            let rules = rules.clone();
+            let builder = Database::builder(&path)
+                .manual_journal_persist(true)
+                // Bounds the journal replayed at open after a crash (fjall's
+                // minimum; the default 512 MiB took about a minute to replay).
+                .max_journaling_size(64 * 1024 * 1024)
+                .with_compaction_filter_factories(Arc::new(move |name: &str| {
+                    let factory: Arc<dyn fjall::compaction::filter::Factory> =
+                        Arc::new(AgeFilterFactory {
+                            keyspace: name.to_string(),
+                            rules: rules.clone(),
+                        });
+                    name.starts_with('f').then_some(factory)
+                }));
+            match cache {
+                Some(bytes) => builder.cache_size(bytes),
+                None => builder,
             }
-            other => Error::StoreDamaged {
-                path: path.display().to_string(),
-                reason: format!("{other:?}"),
-            },
-        })?;
-        // (A survey that saw damage where fjall saw none says nothing.)
-        let recovery = journals
+        };
+        let open::Opened {
+            db,
+            recovery,
+            set_aside_now,
+        } = open::open(&path, make)?;
+        // The catalog is one keyspace among the others: when the keyspace
+        // set aside was the catalog, the store cannot open (and must not
+        // open empty). Put it back and say so.
+        if !db
+            .list_keyspace_names()
             .iter()
-            .filter(|j| j.damage.is_none())
-            .filter_map(journal::JournalSurvey::describe)
-            .collect();
+            .any(|n| &**n == CATALOG_KEYSPACE)
+            && (!set_aside_now.is_empty() || !db.list_keyspace_names().is_empty())
+        {
+            drop(db);
+            let _ = segments::put_back(&path, &set_aside_now);
+            let found: Vec<String> = set_aside_now.iter().map(|s| s.reason.clone()).collect();
+            return Err(Error::StoreDamaged {
+                path: path.display().to_string(),
+                reason: format!(
+                    "cellar's catalog (the table definitions) did not open{}. The tables' cells are \
+                     untouched, but without the catalog they cannot be read: restore the file from a \
+                     backup of the store",
+                    if found.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", found.join("; "))
+                    }
+                ),
+            });
+        }
         let catalog = db.keyspace(CATALOG_KEYSPACE, KeyspaceCreateOptions::default)?;
         match catalog.get(FORMAT_KEY)? {
             None => {
@@ -463,6 +469,17 @@ impl FjallStore {
                 }
             }
         }
+        let set_aside = segments::set_aside_before(&path).unwrap_or_default();
+        let mut recovery = recovery;
+        recovery.extend(set_aside_now.iter().map(|s| {
+            format!(
+                "keyspaces/{} was set aside to {} because {}; the table it belongs to is \
+                 reported damaged, the others open",
+                s.keyspace,
+                s.dir.display(),
+                s.reason
+            )
+        }));
         let inner = Inner {
             path,
             db,
@@ -481,6 +498,7 @@ impl FjallStore {
             durability: options.durability,
             age_rules,
             recovery,
+            set_aside,
             changes: Mutex::default(),
             gates: Mutex::default(),
             generation: std::sync::atomic::AtomicU64::new(0),
@@ -500,11 +518,22 @@ impl FjallStore {
         let inner = &self.inner;
         let mut tables = BTreeMap::new();
         let mut damaged = BTreeMap::new();
+        let present: std::collections::HashSet<String> = inner
+            .db
+            .list_keyspace_names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
         for guard in inner.catalog.prefix(TABLE_PREFIX) {
             let (key, value) = guard.into_inner()?;
             let name = String::from_utf8_lossy(&key[TABLE_PREFIX.len()..]).into_owned();
             let def = serde_json::from_slice::<TableDef>(&value)
-                .map_err(|e| format!("its catalog entry does not parse: {e}"))
+                .map_err(|e| {
+                    format!(
+                        "its catalog entry does not parse: {e}; its cells cannot be read without it, and DROP TABLE {name} removes the definition"
+                    )
+                })
+                .and_then(|def| self.keyspaces_present(&def, &present).map(|()| def))
                 .and_then(|def| {
                     self.open_handle(def)
                         .map_err(|e| format!("its column families do not open: {e}"))
@@ -534,6 +563,7 @@ impl FjallStore {
                     inner.db.delete_keyspace(ks)?;
                 }
             }
+            self.forget_keyspace_ids(&live)?;
         }
         self.change_tables(|open| *open = tables);
         *inner
@@ -591,10 +621,12 @@ impl FjallStore {
                 }
                 _ => rules.remove(&name),
             };
-            Ok(self
+            let keyspace = self
                 .inner
                 .db
-                .keyspace(&name, || family_keyspace_options(format))?)
+                .keyspace(&name, || family_keyspace_options(format))?;
+            self.note_keyspace_id(&name, keyspace.id())?;
+            Ok(keyspace)
         };
         let mut blocks = Vec::with_capacity(n);
         for family in &def.families {

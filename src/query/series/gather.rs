@@ -310,7 +310,7 @@ impl Gather {
             // Name what the damage is in, as a scan does.
             crate::Error::Storage(inner) => crate::Error::DamagedData {
                 table: self.plan.layout.table.clone(),
-                reason: format!("{inner:?}"),
+                reason: crate::store::engine_words(&inner),
             },
             other => other,
         })
