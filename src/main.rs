@@ -503,9 +503,7 @@ fn run_server(
         cellar::flight::serve_until(session, listener, options, stop_signal()).await
     });
     // Leaves nothing in the journal, so the next start opens at once.
-    if let Err(e) = checkpoint.checkpoint() {
-        eprintln!("warning: could not checkpoint the store: {e}");
-    }
+    cellar::shell::close(&checkpoint);
     drop(spill);
     match served {
         Ok(()) => {

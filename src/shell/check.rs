@@ -4,6 +4,15 @@
 
 use std::path::Path;
 
+/// Prints a line of the report; a closed stdout (`cellar check | head`)
+/// ends the output, not the check.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 use crate::Error;
 use crate::store::FjallStore;
 use crate::store::journal;
@@ -16,11 +25,18 @@ pub fn run(dir: &Path, repair: bool) -> bool {
         return false;
     }
     let mut repaired = false;
+    // What an open would replay, read before this one opens the store.
+    let replay = match crate::store::clean_close::is_clean(dir) {
+        Ok(true) => Some(0),
+        _ => journal::survey(dir)
+            .ok()
+            .map(|js| js.iter().map(|j| j.valid_end).sum::<u64>()),
+    };
     let store = match FjallStore::open(dir) {
         Ok(s) => s,
         Err(e) => {
-            println!("store {}: cannot be opened", dir.display());
-            println!("  {e}");
+            say!("store {}: cannot be opened", dir.display());
+            say!("  {e}");
             // Only a journal the engine refused is cut, never a store that
             // is in use or damaged elsewhere.
             if !repair {
@@ -29,36 +45,34 @@ pub fn run(dir: &Path, repair: bool) -> bool {
             if matches!(e, Error::StoreDamaged { .. }) {
                 match crate::store::repair_version_marker(dir) {
                     Ok(true) => {
-                        println!("  repaired: rewrote the format marker file `version`");
+                        say!("  repaired: rewrote the format marker file `version`");
                         repaired = true;
                     }
                     Ok(false) => {
-                        println!(
-                            "  --repair: cellar cannot rebuild that file; nothing was changed"
-                        );
+                        say!("  --repair: cellar cannot rebuild that file; nothing was changed");
                         return false;
                     }
                     Err(e) => {
-                        println!("  --repair failed: {e}");
+                        say!("  --repair failed: {e}");
                         return false;
                     }
                 }
             } else if !matches!(e, Error::JournalDamaged { .. }) {
-                println!("  --repair: nothing to repair for that; nothing was changed");
+                say!("  --repair: nothing to repair for that; nothing was changed");
                 return false;
             } else {
                 match journal::repair(dir) {
                     Ok(report) if report.actions.is_empty() => {
-                        println!("  --repair: no journal reads as damaged; nothing was changed");
+                        say!("  --repair: no journal reads as damaged; nothing was changed");
                         return false;
                     }
                     Ok(report) => {
                         for action in &report.actions {
-                            println!("  repaired {action}");
+                            say!("  repaired {action}");
                         }
                     }
                     Err(e) => {
-                        println!("  --repair failed: {e}");
+                        say!("  --repair failed: {e}");
                         return false;
                     }
                 }
@@ -67,7 +81,7 @@ pub fn run(dir: &Path, repair: bool) -> bool {
             match FjallStore::open(dir) {
                 Ok(s) => s,
                 Err(e) => {
-                    println!("  still cannot be opened after the repair: {e}");
+                    say!("  still cannot be opened after the repair: {e}");
                     return false;
                 }
             }
@@ -76,24 +90,31 @@ pub fn run(dir: &Path, repair: bool) -> bool {
     let report = match store.check() {
         Ok(r) => r,
         Err(e) => {
-            println!("store {}: the check failed: {e}", dir.display());
+            say!("store {}: the check failed: {e}", dir.display());
             return false;
         }
     };
-    println!("store {}", dir.display());
+    say!("store {}", dir.display());
+    match replay {
+        Some(0) => say!("  journal: an open replays nothing (closed cleanly)"),
+        Some(bytes) => say!(
+            "  journal: an open replays {bytes} bytes (not closed cleanly; a clean close of this check retires them)"
+        ),
+        None => {}
+    }
     for note in store.recovery_notes() {
-        println!("  {note}");
+        say!("  {note}");
     }
     for (table, reason) in &report.damaged_tables {
-        println!("  table {table}: DAMAGED: {reason}");
-        println!("    it cannot be read or written; DROP TABLE {table} removes it");
+        say!("  table {table}: DAMAGED: {reason}");
+        say!("    it cannot be read or written; DROP TABLE {table} removes it");
     }
     for (damage, owner) in &report.files {
         let owner = owner.as_deref().unwrap_or("owner unknown");
-        println!("  file {damage} ({owner}): DAMAGED");
+        say!("  file {damage} ({owner}): DAMAGED");
     }
     for aside in &report.set_aside {
-        println!(
+        say!(
             "  set aside: {} because {} (see {}.txt)",
             aside.dir.display(),
             aside.reason,
@@ -101,40 +122,42 @@ pub fn run(dir: &Path, repair: bool) -> bool {
         );
     }
     for (table, families) in &report.tables {
-        println!("  table {table}");
+        say!("  table {table}");
         for f in families {
             let state = if f.healthy() { "ok" } else { "DAMAGED" };
             let (what, unit) = match f.blocks {
                 true => (", blocks", "rows"),
                 false => ("", "cells"),
             };
-            println!(
+            say!(
                 "    family {} ({}{what}): {state}, {} {unit} read",
-                f.family, f.keyspace, f.cells
+                f.family,
+                f.keyspace,
+                f.cells
             );
             if f.bad_keys > 0 && f.blocks {
-                println!(
+                say!(
                     "      {} blocks are damaged (first: {})",
                     f.bad_keys,
                     f.first_bad_key.as_deref().unwrap_or("?")
                 );
             } else if f.bad_keys > 0 {
-                println!(
+                say!(
                     "      {} cells have keys that are not cell keys (first: {})",
                     f.bad_keys,
                     f.first_bad_key.as_deref().unwrap_or("?")
                 );
             }
             if let Some(e) = &f.error {
-                println!("      reading stopped at a damaged block: {e}");
-                println!(
+                say!("      reading stopped at a damaged block: {e}");
+                say!(
                     "      cells after it are unreadable; copy what reads (COPY or INSERT ... SELECT) before dropping the family"
                 );
             }
         }
     }
     let healthy = report.healthy() && !repaired;
-    println!(
+    say!(
         "{}",
         if repaired && report.healthy() {
             "repaired; no other damage found"
@@ -144,5 +167,9 @@ pub fn run(dir: &Path, repair: bool) -> bool {
             "damage found (see above)"
         }
     );
+    // A clean close, so that the next open replays nothing.
+    if let Err(e) = store.checkpoint() {
+        say!("  could not write the store out on closing: {e}");
+    }
     healthy
 }

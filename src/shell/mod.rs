@@ -568,11 +568,24 @@ pub fn run(options: Options) -> bool {
         stop_on_signals(&shell.runtime, dir.path().to_path_buf(), interactive);
     }
     let ok = run_in(&mut shell, options);
-    // Leaves nothing in the journal, so the next start opens at once.
-    if let Err(e) = shell.session.store().checkpoint() {
-        eprintln!("warning: could not checkpoint the store on exit: {e}");
-    }
+    close(shell.session.store());
     ok
+}
+
+/// A clean close: writes what is in memory out, so that the next open
+/// replays no journal; says so when that takes long.
+pub fn close(store: &crate::Store) {
+    let started = std::time::Instant::now();
+    if let Err(e) = store.checkpoint() {
+        eprintln!("warning: could not write the store out on exit: {e}");
+    }
+    let took = started.elapsed();
+    if took > std::time::Duration::from_secs(1) {
+        eprintln!(
+            "closing: wrote the last writes out to the store's tables in {:.1} s",
+            took.as_secs_f64()
+        );
+    }
 }
 
 /// SIGTERM (and SIGINT, outside the interactive loop, where it cancels

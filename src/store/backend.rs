@@ -644,6 +644,6 @@ impl Backend for FjallStore {
     }
 
     fn checkpoint(&self) -> Result<()> {
-        FjallStore::checkpoint(self)
+        FjallStore::checkpoint(self).map(|_| ())
     }
 }

@@ -113,6 +113,15 @@ fn journal_files(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     Ok(files)
 }
 
+/// The names of the journal files of the store in `dir`, in the order
+/// fjall replays them (the last is the active one).
+pub fn survey_names(dir: &Path) -> io::Result<Vec<String>> {
+    Ok(journal_files(dir)?
+        .into_iter()
+        .filter_map(|(_, p)| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect())
+}
+
 /// Surveys every journal of the store in `dir` (none if it has none).
 pub fn survey(dir: &Path) -> io::Result<Vec<JournalSurvey>> {
     journal_files(dir)?

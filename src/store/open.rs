@@ -11,8 +11,8 @@ use fjall::Database;
 use super::FjallStore;
 use super::catalog::TableDef;
 
-use super::journal;
 use super::segments::{self, Depth, FileDamage, SetAside};
+use super::{clean_close, journal};
 use crate::error::{Error, Result};
 
 /// fjall's marker of its on-disk format: `FJL` and the format, 3.
@@ -26,6 +26,9 @@ pub(super) struct Opened {
     pub recovery: Vec<String>,
     /// Keyspace directories set aside at this open.
     pub set_aside_now: Vec<SetAside>,
+    /// Bytes of journal the open read and replayed (0 after a clean
+    /// close: see [`clean_close`]).
+    pub journal_bytes: u64,
 }
 
 /// Opens the database in `path` with the builder `make` returns (called
@@ -43,10 +46,14 @@ pub(super) fn open(
     // creation was interrupted: one that holds segments is set aside.
     let lost = segments::current_lost(path).map_err(|e| damaged(io_reason(path, &e)))?;
     let mut set_aside_now = set_aside(path, &lost)?;
+    // After a clean close the journals hold nothing the tables lack:
+    // retire them, so that the open replays nothing.
+    clean_close::retire_if_clean(path).map_err(|e| damaged(io_reason(path, &e)))?;
     // Read before fjall opens (and cuts) the journals: what the open
     // drops, and why it fails if it does. Only a report: an unreadable
     // journal is fjall's to judge.
     let journals = journal::survey(path).unwrap_or_default();
+    let journal_bytes = journals.iter().map(|j| j.valid_end).sum();
     let db = match make().open() {
         Ok(db) => db,
         Err(fjall::Error::Locked) => {
@@ -83,6 +90,7 @@ pub(super) fn open(
         db,
         recovery,
         set_aside_now,
+        journal_bytes,
     })
 }
 

@@ -436,12 +436,13 @@ pub fn set_aside_before(store: &Path) -> io::Result<Vec<SetAside>> {
     Ok(found)
 }
 
+/// Makes a directory's entries (files created, renamed, removed) durable.
 #[cfg(unix)]
-fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(not(unix))]
-fn sync_dir(_dir: &Path) -> io::Result<()> {
+pub(super) fn sync_dir(_dir: &Path) -> io::Result<()> {
     Ok(())
 }
