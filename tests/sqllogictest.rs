@@ -33,6 +33,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 #[cfg(feature = "bigtable")]
 #[path = "common/emulator.rs"]
 mod emulator;
+#[cfg(feature = "bigtable")]
+#[path = "common/skip.rs"]
+mod skip;
 
 use async_trait::async_trait;
 use cellar::{FamilyFormat, SessionOptions, SqlSession, Store};

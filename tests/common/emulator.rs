@@ -39,12 +39,17 @@ pub struct Emulator {
 }
 
 impl Emulator {
-    /// Starts one, or says why not (on stderr) and returns `None`.
+    /// Starts one, or says why not and returns `None` (under `CI=true`,
+    /// fails: see `skip`).
+    #[track_caller]
     pub fn start() -> Option<Emulator> {
         let Some(binary) = binary() else {
-            eprintln!(
-                "skipped: the Bigtable emulator (cbtemulator) is not installed; \
-                 see README, \"Scaling out\""
+            let caller = std::panic::Location::caller();
+            crate::skip::skip(
+                &format!("{}:{}", caller.file(), caller.line()),
+                "the Bigtable emulator (cbtemulator) is not installed",
+                "install the gcloud SDK's bigtable component, or set CBTEMULATOR to its path; \
+                 see README, \"Scaling out\"",
             );
             return None;
         };

@@ -32,3 +32,30 @@ pub fn start(command: &mut Command) -> Served {
         stderr,
     }
 }
+
+/// Runs the calling test alone, in a child process of this test binary:
+/// for a test that measures its whole process (its CPU time, its resident
+/// memory), which the other tests of the binary running beside it would
+/// disturb. Returns true in the child, where the test's body runs, and
+/// false in the parent once the child passed (failing the test if not).
+pub fn in_own_process(test: &str) -> bool {
+    const MARK: &str = "CELLAR_TEST_ALONE";
+    if std::env::var(MARK).as_deref() == Ok(test) {
+        return true;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(MARK, test)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{test}, run alone, failed:\n{text}"
+    );
+    false
+}

@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::process::Command;
@@ -15,7 +15,11 @@ use std::process::Command;
 #[test]
 fn python_adbc_driver_works_against_cellar_serve() {
     let Some(python) = std::env::var_os("CELLAR_PYTHON") else {
-        eprintln!("skipped: CELLAR_PYTHON is not set; ./scripts/test sets it up");
+        crate::skip::skip(
+            "flight_python::python_adbc_driver_works_against_cellar_serve",
+            "CELLAR_PYTHON (a Python with the ADBC Flight SQL driver) is not set",
+            "run ./scripts/test, which sets up the virtual environment",
+        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();

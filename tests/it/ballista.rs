@@ -10,8 +10,7 @@
 )]
 
 #[cfg(feature = "bigtable")]
-#[path = "common/emulator.rs"]
-mod emulator;
+use crate::emulator;
 
 use cellar::{SqlSession, Store};
 use datafusion::arrow::util::pretty::pretty_format_batches;

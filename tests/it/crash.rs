@@ -166,7 +166,7 @@ fn crash_loop(mode: &str) {
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
-                "crash_child_writer",
+                "crash::crash_child_writer",
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",

@@ -17,7 +17,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::{Bound, RangeBounds};
 
-mod numbers_read;
+use crate::numbers_read;
 
 const FAMILIES: [&str; 3] = ["a", "b", "s"];
 

@@ -11,7 +11,7 @@
     reason = "a test should fail loudly at the failing call"
 )]
 
-mod rows;
+use crate::rows;
 
 use rows::texts;
 

@@ -8,8 +8,7 @@
     reason = "a test should fail loudly at the failing call"
 )]
 
-#[path = "common/emulator.rs"]
-mod emulator;
+use crate::emulator;
 
 use std::sync::Arc;
 

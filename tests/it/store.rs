@@ -12,7 +12,7 @@ use cellar::{
 };
 use std::ops::Bound;
 
-mod numbers_read;
+use crate::numbers_read;
 
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();

@@ -1,0 +1,36 @@
+//! Every integration test of cellar, in one binary: one build and one link
+//! instead of one per file, and the tests of all files share the machine's
+//! cores. Each file is a module (`cargo test --test it shell::` runs one);
+//! the sqllogictest harness is its own binary (`tests/sqllogictest.rs`).
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+
+#[path = "../common/mod.rs"]
+mod common;
+#[cfg(feature = "bigtable")]
+#[path = "../common/emulator.rs"]
+mod emulator;
+mod numbers_read;
+mod rows;
+#[path = "../common/skip.rs"]
+mod skip;
+
+#[cfg(feature = "ballista")]
+mod ballista;
+#[cfg(feature = "bigtable")]
+mod bigtable;
+mod crash;
+mod flight;
+mod flight_kill;
+mod flight_python;
+mod fuzz;
+mod hostile;
+mod key_queries;
+mod limits;
+mod model;
+mod plans;
+mod scaling;
+mod series;
+mod shell;
+mod sql_api;
+mod store;
