@@ -796,6 +796,9 @@ impl FjallStore {
     /// whether the journals were recorded (false when a write came in
     /// meanwhile).
     pub fn checkpoint(&self) -> Result<bool> {
+        // No keyspace is created or deleted meanwhile (a DROP between
+        // listing a keyspace and opening it would recreate it empty).
+        let _ddl = lock(&self.inner.ddl);
         let db = &self.inner.db;
         // Every keyspace, not only the open tables' (a damaged table's
         // keyspaces hold writes too).
