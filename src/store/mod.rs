@@ -338,6 +338,9 @@ struct Inner {
     generation: std::sync::atomic::AtomicU64,
     /// Rows written by ingestion (see [`FjallStore::rows_ingested`]).
     ingested: std::sync::atomic::AtomicU64,
+    /// cellar's lock on the store directory, released after the database
+    /// (fields drop in order).
+    _lock: std::fs::File,
 }
 
 /// An open store. Cheap to clone; all clones share one database.
@@ -423,6 +426,7 @@ impl FjallStore {
         };
         let open::Opened {
             db,
+            lock,
             recovery,
             set_aside_now,
             journal_bytes,
@@ -430,11 +434,9 @@ impl FjallStore {
         // The catalog is one keyspace among the others: when the keyspace
         // set aside was the catalog, the store cannot open (and must not
         // open empty). Put it back and say so.
-        if !db
-            .list_keyspace_names()
-            .iter()
-            .any(|n| &**n == CATALOG_KEYSPACE)
-            && (!set_aside_now.is_empty() || !db.list_keyspace_names().is_empty())
+        let names = db.list_keyspace_names();
+        if !names.iter().any(|n| &**n == CATALOG_KEYSPACE)
+            && (!set_aside_now.is_empty() || !names.is_empty())
         {
             drop(db);
             let _ = segments::put_back(&path, &set_aside_now);
@@ -508,6 +510,7 @@ impl FjallStore {
             gates: Mutex::default(),
             generation: std::sync::atomic::AtomicU64::new(0),
             ingested: std::sync::atomic::AtomicU64::new(0),
+            _lock: lock,
         };
         let store = FjallStore {
             inner: Arc::new(inner),
@@ -803,11 +806,9 @@ impl FjallStore {
         // Every keyspace, not only the open tables' (a damaged table's
         // keyspaces hold writes too).
         for name in db.list_keyspace_names() {
-            if let Some(keyspace) = db
-                .keyspace_exists(&name)
-                .then(|| db.keyspace(&name, KeyspaceCreateOptions::default))
-            {
-                keyspace?.rotate_memtable_and_wait()?;
+            if db.keyspace_exists(&name) {
+                db.keyspace(&name, KeyspaceCreateOptions::default)?
+                    .rotate_memtable_and_wait()?;
             }
         }
         self.flush()?;

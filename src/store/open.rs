@@ -19,9 +19,17 @@ use crate::error::{Error, Result};
 const VERSION_FILE: &str = "version";
 const VERSION_MARKER: &[u8] = b"FJL\x03";
 
+/// cellar's own lock on a store directory: taken before anything reads or
+/// changes the store's files (retiring journals, setting a damaged
+/// keyspace aside), held as long as the store is open, so that a second
+/// process never touches a store another one has open.
+const LOCK_FILE: &str = "cellar.lock";
+
 /// An opened database and what opening it found.
 pub(super) struct Opened {
     pub db: Database,
+    /// cellar's lock on the directory ([`LOCK_FILE`]); the store holds it.
+    pub lock: std::fs::File,
     /// What the open dropped without failing (a torn journal tail).
     pub recovery: Vec<String>,
     /// Keyspace directories set aside at this open.
@@ -41,6 +49,7 @@ pub(super) fn open(
         path: path.display().to_string(),
         reason,
     };
+    let lock = lock_store(path)?;
     store_wide_files(path).map_err(damaged)?;
     // A keyspace without `current` is deleted by fjall's open as one whose
     // creation was interrupted: one that holds segments is set aside.
@@ -88,10 +97,29 @@ pub(super) fn open(
         .collect();
     Ok(Opened {
         db,
+        lock,
         recovery,
         set_aside_now,
         journal_bytes,
     })
+}
+
+/// Takes cellar's lock on the store in `path` (creating the directory),
+/// or says the store is in use.
+fn lock_store(path: &Path) -> Result<std::fs::File> {
+    std::fs::create_dir_all(path)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path.join(LOCK_FILE))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::StoreInUse {
+            path: path.display().to_string(),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+    }
 }
 
 /// Sets aside the damaged keyspaces in `found`; damage to keyspace 0,

@@ -24,6 +24,15 @@ fn start(store: &std::path::Path) -> (Child, String) {
     (served.child, served.addr)
 }
 
+async fn connect(addr: &str) -> FlightSqlServiceClient<Channel> {
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    FlightSqlServiceClient::new(channel)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_a_killed_server() {
     let dir = tempfile::tempdir().unwrap();
@@ -31,12 +40,7 @@ async fn acknowledged_writes_survive_a_killed_server() {
     let mut acked: Vec<u64> = Vec::new();
     for round in 0..3u64 {
         let (mut server, addr) = start(&store);
-        let channel = Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut client = FlightSqlServiceClient::new(channel);
+        let mut client = connect(&addr).await;
         if round == 0 {
             client
                 .execute_update(
@@ -148,12 +152,7 @@ async fn a_clean_stop_leaves_no_journal_to_replay() {
             .env_remove("CELLAR_PASSWORD")
             .env_remove("CELLAR_TOKEN"),
     );
-    let channel = Channel::from_shared(format!("http://{}", served.addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = FlightSqlServiceClient::new(channel);
+    let mut client = connect(&served.addr).await;
     for sql in [
         "CREATE TABLE tall (FAMILY f, v DOUBLE IN f)",
         "CREATE TABLE hourly (ROW KEY (region TEXT, hour TIMESTAMP '%Y-%m-%d-%H'), \
@@ -210,12 +209,7 @@ async fn a_clean_stop_leaves_no_journal_to_replay() {
     }
     // A writer killed: the next open replays what it must and keeps it.
     let (mut server, addr) = start(&store);
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = FlightSqlServiceClient::new(channel);
+    let mut client = connect(&addr).await;
     assert_eq!(
         client
             .execute_update(

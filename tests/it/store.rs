@@ -2268,3 +2268,42 @@ fn a_clean_close_leaves_no_journal_to_replay() {
     assert_eq!(value_of(&store, "t", &key(8)).unwrap(), b"third");
     assert_eq!(value_of(&store, "t", &key(2050)).unwrap(), b"late");
 }
+
+/// A second open of a store another handle has open is refused before it
+/// reads or changes anything: the journals a clean close recorded are not
+/// retired under the first handle, and its own next open still finds them
+/// clean.
+#[test]
+fn a_second_open_changes_nothing_in_a_store_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let journals = |path: &std::path::Path| -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        let mut found: Vec<_> = std::fs::read_dir(path)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jnl"))
+            .map(|p| {
+                let bytes = std::fs::read(&p).unwrap();
+                (p, bytes)
+            })
+            .collect();
+        found.sort();
+        found
+    };
+    let store = Store::open(&path).unwrap();
+    two_family_table(&store, "t");
+    for i in 0..200 {
+        put(&store, "t", format!("k{i}").as_bytes(), "a", "q", 1, "v");
+    }
+    assert!(store.local().unwrap().checkpoint().unwrap());
+    let before = journals(&path);
+    assert!(before.iter().any(|(_, b)| b.iter().any(|&x| x != 0)));
+    let err = Store::open(&path).unwrap_err();
+    assert!(matches!(err, Error::StoreInUse { .. }), "{err}");
+    assert_eq!(journals(&path), before);
+    assert!(path.join("clean-close").is_file());
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.local().unwrap().journal_bytes_replayed(), 0);
+    assert_eq!(keys(&store, "t", ReadRequest::all()).len(), 200);
+}
