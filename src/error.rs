@@ -240,7 +240,7 @@ pub enum Error {
     #[error("internal error (a bug in cellar; please report it): {0}")]
     Internal(String),
     /// The underlying storage engine failed.
-    #[error("storage engine error: {}", crate::store::engine_words(.0))]
+    #[error("storage engine error: {}", engine_words(.0))]
     Storage(#[from] fjall::Error),
     /// An I/O error outside the storage engine.
     #[error("I/O error: {0}")]
@@ -263,5 +263,39 @@ impl fmt::Display for Shown<'_> {
             let head: String = s.chars().take(MAX).collect();
             write!(f, "{head:?}... ({} bytes)", s.len())
         }
+    }
+}
+
+/// A storage engine error in words (never its debug text).
+pub fn engine_words(e: &fjall::Error) -> String {
+    use fjall::LsmError as L;
+    match e {
+        fjall::Error::Io(e) | fjall::Error::Storage(L::Io(e)) => {
+            format!("a file could not be read or written ({e})")
+        }
+        fjall::Error::InvalidVersion(_) => {
+            "the store is in a storage format this cellar does not read".to_string()
+        }
+        fjall::Error::Storage(L::InvalidVersion(v)) => {
+            format!("a file is in a storage format this cellar does not read (format {v})")
+        }
+        fjall::Error::Storage(L::ChecksumMismatch { .. }) => {
+            "a block fails its checksum (its bytes are damaged)".to_string()
+        }
+        fjall::Error::Decompress(_) | fjall::Error::Storage(L::Decompress(_)) => {
+            "a block does not decompress (its bytes are damaged)".to_string()
+        }
+        fjall::Error::InvalidTrailer
+        | fjall::Error::InvalidTag(_)
+        | fjall::Error::Storage(L::InvalidTrailer | L::InvalidHeader(_) | L::InvalidTag(_)) => {
+            "a block's header or trailer is damaged".to_string()
+        }
+        fjall::Error::Storage(L::Utf8(_)) => "a stored name is not valid UTF-8".to_string(),
+        fjall::Error::Poisoned => {
+            "an earlier write failed on this disk; restart to recover".to_string()
+        }
+        fjall::Error::Locked => "the store is in use by another process".to_string(),
+        fjall::Error::KeyspaceDeleted => "the keyspace was deleted meanwhile".to_string(),
+        _ => "the storage engine could not recover one of its files".to_string(),
     }
 }

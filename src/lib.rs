@@ -21,10 +21,10 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+mod address;
 #[cfg(feature = "bigtable")]
 mod bigtable;
 mod codec;
-#[cfg(feature = "ballista")]
 mod distributed;
 mod error;
 pub mod flight;
@@ -49,7 +49,7 @@ pub use schema::{
 };
 pub use sql::{
     Access, CellarStatement, FamilyDecl, FileAccess, FileUse, FilesDir, Loading, MAX_EXPR_DEPTH,
-    Role, SessionOptions, SpillDir, SqlSession, StatementShape, parse_cellar_statement,
+    Role, SessionOptions, SpillDir, SqlSession, StatementShape, error_line, parse_cellar_statement,
     parse_duration_micros,
 };
 pub use store::journal;

@@ -457,7 +457,7 @@ fn run_server(
                 let (session, said) = session
                     .with_ballista(target)
                     .await
-                    .map_err(|e| cellar::shell::error_line(&e))?;
+                    .map_err(|e| cellar::error_line(&e))?;
                 eprintln!("{said}");
                 session
             }
@@ -722,7 +722,7 @@ fn run_ballista(
     };
     match runtime.block_on(async {
         tokio::select! {
-            done = role => done.map_err(|e| cellar::shell::error_line(&e)),
+            done = role => done.map_err(|e| cellar::error_line(&e)),
             () = stop_signal() => Ok(()),
         }
     }) {

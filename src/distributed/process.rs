@@ -17,8 +17,8 @@ use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::SessionState;
 use datafusion_proto::protobuf::{LogicalPlanNode, PhysicalPlanNode};
 
+use super::cluster::{ballista_error, for_workers, with_codecs};
 use super::codec::Stores;
-use super::{ballista_error, for_workers, with_codecs};
 use crate::sql::{SessionOptions, worker_base_state};
 
 /// The state a scheduler or executor process plans and decodes with.

@@ -17,7 +17,7 @@ use prost::Message;
 use tonic::Status;
 use tonic::metadata::MetadataMap;
 
-use crate::Role;
+use crate::sql::Role;
 
 /// Credentials a server accepts, each with the role its holder has.
 #[derive(Clone, Default)]

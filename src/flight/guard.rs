@@ -16,6 +16,17 @@ use prost::Message;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::CellarFlightSql;
+use arrow_flight::flight_service_server::FlightServiceServer;
+
+impl CellarFlightSql {
+    /// The tonic service to mount on a server (behind the checks of
+    /// request bodies in `guard`).
+    pub fn into_server(self) -> FlightServiceServer<GuardedFlight> {
+        FlightServiceServer::new(GuardedFlight(self))
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20)
+    }
+}
 
 /// [`CellarFlightSql`] behind the request checks.
 #[derive(Clone)]

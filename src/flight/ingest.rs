@@ -13,9 +13,10 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::{Stream, StreamExt};
 use tonic::Status;
 
-use super::status;
+use super::metadata::{CATALOG, SCHEMA};
+use super::status::status;
 use crate::query::{WriteOptions, to_df};
-use crate::{CellarTable, SqlSession};
+use crate::{query::CellarTable, sql::SqlSession};
 
 /// The ingest option naming the row-key column of a table it creates
 /// (default: the first column).
@@ -32,7 +33,10 @@ pub async fn ingest(
     check_target(&command)?;
     session
         .access()
-        .require(crate::Role::User, &format!("ingest into {}", command.table))
+        .require(
+            crate::sql::Role::User,
+            &format!("ingest into {}", command.table),
+        )
         .map_err(|e| status(&to_df(e)))?;
     let mut batches = batches.peekable();
     let first_schema: Option<SchemaRef> = match std::pin::Pin::new(&mut batches).peek().await {
@@ -52,7 +56,7 @@ pub async fn ingest(
                 // one is dropped: bad input must not cost the stored rows.
                 let schema = need_schema(first_schema.as_ref(), table)?;
                 let create = create_sql(table, schema, &command.options)?;
-                crate::parse_cellar_statement(&create).map_err(|e| {
+                crate::sql::parse_cellar_statement(&create).map_err(|e| {
                     Status::invalid_argument(format!("ingest cannot create table {table}: {e}"))
                 })?;
                 session
@@ -105,16 +109,16 @@ fn check_target(command: &CommandStatementIngest) -> Result<(), Status> {
     if command.table.is_empty() {
         return Err(Status::invalid_argument("ingest names no table"));
     }
-    if let Some(c) = command.catalog.as_deref().filter(|c| *c != super::CATALOG) {
+    if let Some(c) = command.catalog.as_deref().filter(|c| *c != CATALOG) {
         return Err(Status::not_found(format!(
             "catalog {c:?} does not exist (the only one is {:?})",
-            super::CATALOG
+            CATALOG
         )));
     }
-    if let Some(s) = command.schema.as_deref().filter(|s| *s != super::SCHEMA) {
+    if let Some(s) = command.schema.as_deref().filter(|s| *s != SCHEMA) {
         return Err(Status::not_found(format!(
             "schema {s:?} does not exist (the only one is {:?})",
-            super::SCHEMA
+            SCHEMA
         )));
     }
     if command.temporary {

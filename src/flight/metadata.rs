@@ -13,7 +13,15 @@ use arrow_flight::sql::{
 use datafusion::arrow::array::{ArrayRef, Int32Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 
-use crate::{Segment, Store, TableSchema};
+use crate::{
+    schema::{Segment, TableSchema},
+    store::Store,
+};
+
+/// The one catalog and schema a server shows.
+pub(super) const CATALOG: &str = "cellar";
+/// See [`CATALOG`].
+pub(super) const SCHEMA: &str = "public";
 
 /// Keywords cellar adds to SQL (for clients' syntax highlighting).
 const KEYWORDS: &[&str] = &[
@@ -132,7 +140,7 @@ pub fn primary_keys(
     catalog: &str,
     schema: &str,
     table: &str,
-) -> Result<RecordBatch, crate::Error> {
+) -> Result<RecordBatch, crate::error::Error> {
     let def = store.table(table)?;
     let columns: Vec<String> = match TableSchema::of(&def)?.key {
         Some(key) => key
@@ -156,5 +164,5 @@ pub fn primary_keys(
         Arc::new(Int32Array::from(sequence)),
     ];
     RecordBatch::try_new(primary_keys_schema(), arrays)
-        .map_err(|e| crate::Error::InvalidArgument(e.to_string()))
+        .map_err(|e| crate::error::Error::InvalidArgument(e.to_string()))
 }

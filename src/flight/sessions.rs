@@ -19,7 +19,7 @@ use datafusion::execution::runtime_env::RuntimeEnv;
 use tonic::Status;
 
 use super::auth::{Caller, Principal};
-use crate::{Access, SqlSession};
+use crate::sql::{Access, SqlSession};
 
 /// Live sessions one user may hold.
 pub const MAX_PER_USER: usize = 64;

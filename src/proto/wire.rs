@@ -10,7 +10,8 @@ use datafusion::arrow::datatypes::{
 };
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value};
 
-use super::{FieldMask, MAX_DEPTH, kind_type};
+use super::mask::FieldMask;
+use super::types::{MAX_DEPTH, kind_type};
 use crate::error::{Error, Result};
 
 /// A decoded value: messages hold their fields in declaration order

@@ -318,12 +318,12 @@ impl Appender {
     }
 }
 
-pub(crate) fn decode_error(key: &[u8], e: String) -> crate::Error {
-    crate::Error::InvalidArgument(format!("row {}: {e}", show_bytes(key)))
+pub(crate) fn decode_error(key: &[u8], e: String) -> crate::error::Error {
+    crate::error::Error::InvalidArgument(format!("row {}: {e}", show_bytes(key)))
 }
 
 /// A qualifier or value of the cells view that does not decode.
-fn cell_error(key: &[u8], what: String, why: &str, bytes: &[u8]) -> crate::Error {
+fn cell_error(key: &[u8], what: String, why: &str, bytes: &[u8]) -> crate::error::Error {
     decode_error(key, format!("{what} {why}: {}", show_bytes(bytes)))
 }
 
@@ -377,7 +377,7 @@ pub(crate) struct ViewBatchBuilder {
     runs: Vec<(usize, usize, Target)>,
     /// Cells that did not decode, by output row of the current batch: an
     /// error only if the row survives the scan's own predicate.
-    pub errors: Vec<(usize, crate::Error)>,
+    pub errors: Vec<(usize, crate::error::Error)>,
     /// Turn away rows whose key does not fit the key schema (the scan
     /// answers segment filters from its ranges, without re-checking).
     pub drop_misfits: bool,
@@ -591,7 +591,7 @@ impl ViewBatchBuilder {
     }
 
     /// Adds the output rows of one row as the store lends it.
-    pub fn push_view(&mut self, row: RowView<'_>) -> crate::Result<()> {
+    pub fn push_view(&mut self, row: RowView<'_>) -> crate::error::Result<()> {
         if self.misfit_dropped(row.key()) {
             return Ok(());
         }
@@ -673,7 +673,11 @@ impl ViewBatchBuilder {
 
     /// A run of rows of the wide view read as numbers, a column at a time
     /// (see [`Self::push_numbers`], which each row is the same as).
-    pub fn push_number_rows(&mut self, rows: &NumberRows, declared: &[usize]) -> crate::Result<()> {
+    pub fn push_number_rows(
+        &mut self,
+        rows: &NumberRows,
+        declared: &[usize],
+    ) -> crate::error::Result<()> {
         let n = rows.len();
         if self.drop_misfits {
             // Rows may be dropped: row by row.
@@ -746,7 +750,7 @@ impl ViewBatchBuilder {
     /// One lent row of the versions view: its column runs found from
     /// families and first-of-column flags, no cell's bytes touched but
     /// those placed.
-    fn push_versions_lent(&mut self, row: RowView<'_>, read: &[usize]) -> crate::Result<()> {
+    fn push_versions_lent(&mut self, row: RowView<'_>, read: &[usize]) -> crate::error::Result<()> {
         let row_key = row.key();
         let key = self.key_text(row_key);
         let segments = self.segments_of(row_key);
@@ -789,7 +793,7 @@ impl ViewBatchBuilder {
     }
 
     /// One row of the wide view: its newest cells, placed in columns.
-    fn push_wide(&mut self, row: RowView<'_>, read: &[usize]) -> crate::Result<()> {
+    fn push_wide(&mut self, row: RowView<'_>, read: &[usize]) -> crate::error::Result<()> {
         let key = row.key();
         self.start_wide_row(key);
         if let Some(c) = self.ts_column.filter(|c| self.needed[*c]) {
@@ -816,7 +820,7 @@ impl ViewBatchBuilder {
         &mut self,
         key: &[u8],
         cells: impl Iterator<Item = (usize, &'c [u8], &'c [u8])>,
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         self.generation += 1;
         let (mut family, mut next) = (usize::MAX, 0);
         let mut last: Option<&[u8]> = None;
@@ -886,7 +890,7 @@ impl ViewBatchBuilder {
         qualifier: &[u8],
         value: &[u8],
         key: &[u8],
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         match target {
             Target::Nowhere => {}
             Target::Declared(d) => {
@@ -910,7 +914,7 @@ impl ViewBatchBuilder {
 
     /// Ends the current output row's cells: NULL in every declared column
     /// no cell set, and the family maps' entries closed.
-    fn end_cells(&mut self, key: &[u8]) -> crate::Result<()> {
+    fn end_cells(&mut self, key: &[u8]) -> crate::error::Result<()> {
         for d in 0..self.declared_columns.len() {
             if self.set_in[d] != self.generation {
                 self.declared_value(d, None, key);
@@ -918,7 +922,7 @@ impl ViewBatchBuilder {
         }
         for map in self.maps.iter_mut().flatten() {
             map.append(true)
-                .map_err(|e| crate::Error::InvalidArgument(e.to_string()))?;
+                .map_err(|e| crate::error::Error::InvalidArgument(e.to_string()))?;
         }
         Ok(())
     }
@@ -991,7 +995,7 @@ impl ViewBatchBuilder {
 
     /// The error for a bad value of declared column `d` in row `key`, and
     /// how to remove it.
-    fn bad_value(&self, d: usize, why: &str, bytes: &[u8], key: &[u8]) -> crate::Error {
+    fn bad_value(&self, d: usize, why: &str, bytes: &[u8], key: &[u8]) -> crate::error::Error {
         let def = &self.layout.columns[d];
         let e = def.failure(why, bytes);
         let fix = format!(
@@ -1085,7 +1089,7 @@ impl ViewBatchBuilder {
 
     /// Adds the output rows of one store row (its cells: by family,
     /// qualifier, newest first).
-    pub fn push(&mut self, row: &Row) -> crate::Result<()> {
+    pub fn push(&mut self, row: &Row) -> crate::error::Result<()> {
         if self.misfit_dropped(&row.key) {
             return Ok(());
         }
@@ -1110,7 +1114,7 @@ impl ViewBatchBuilder {
 
     /// The output rows of one row's cells (by family, qualifier, newest
     /// first), borrowed wherever they come from.
-    fn push_cells(&mut self, row_key: &[u8], cells: Vec<Placed<'_>>) -> crate::Result<()> {
+    fn push_cells(&mut self, row_key: &[u8], cells: Vec<Placed<'_>>) -> crate::error::Result<()> {
         let key = self.key_text(row_key);
         let segments = self.segments_of(row_key);
         let ts_column = self.ts_column.filter(|c| self.needed[*c]);
@@ -1153,7 +1157,11 @@ impl ViewBatchBuilder {
 
     /// One lent row of the cells view: an output row per cell, read where
     /// the row lies.
-    fn push_cells_lent(&mut self, row: RowView<'_>, names: &[Arc<str>]) -> crate::Result<()> {
+    fn push_cells_lent(
+        &mut self,
+        row: RowView<'_>,
+        names: &[Arc<str>],
+    ) -> crate::error::Result<()> {
         let row_key = row.key();
         let key = self.key_text(row_key);
         let segments = self.segments_of(row_key);
@@ -1182,7 +1190,7 @@ impl ViewBatchBuilder {
         qualifier: &[u8],
         timestamp: i64,
         value: &[u8],
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let [family_column, qualifier_column, value_column] = self.cell_columns;
         self.start_row(key, segments);
         if let Some(c) = family_column {
@@ -1219,7 +1227,7 @@ impl ViewBatchBuilder {
         segments: Option<&[KeyValue]>,
         cells: &C,
         runs: &[(usize, usize, Target)],
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let ts_column = self.ts_column.filter(|c| self.needed[*c]);
         let backwards = self.oldest_first;
         let emit =

@@ -11,7 +11,7 @@ use datafusion::logical_expr::Expr;
 
 use super::to_df;
 use super::wide::{CellarTable, View};
-use crate::Error;
+use crate::error::Error;
 use crate::store::Store;
 
 /// Which view a function returns.

@@ -44,6 +44,6 @@ pub(crate) use {
 use datafusion::error::DataFusionError;
 
 /// Converts a cellar error into DataFusion's, once, at this boundary.
-pub(crate) fn to_df(e: crate::Error) -> DataFusionError {
+pub(crate) fn to_df(e: crate::error::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }

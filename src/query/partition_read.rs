@@ -196,11 +196,11 @@ impl PartitionRead {
     /// run of a column-wise block's rows read as numbers comes at once);
     /// 0 at the end.
     fn next_rows(&mut self, max: usize) -> DfResult<usize> {
-        let damage = |e: crate::Error| match e {
+        let damage = |e: crate::error::Error| match e {
             // Name what the damage is in, and what to do.
-            crate::Error::Storage(inner) => to_df(crate::Error::DamagedData {
+            crate::error::Error::Storage(inner) => to_df(crate::error::Error::DamagedData {
                 table: self.spec.layout.table.clone(),
-                reason: crate::store::engine_words(&inner),
+                reason: crate::error::engine_words(&inner),
             }),
             other => to_df(other),
         };

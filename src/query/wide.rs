@@ -110,7 +110,7 @@ pub(crate) struct Layout {
 /// The family a table function names: exactly, or folded as the DDL folds
 /// unquoted names (`cells('quote', 'MD')` is family `md`) when that is
 /// unambiguous. Otherwise an error listing the table's families.
-fn family_named(def: &TableDef, name: &str) -> crate::Result<String> {
+fn family_named(def: &TableDef, name: &str) -> crate::error::Result<String> {
     if def.families.iter().any(|f| f.name == name) {
         return Ok(name.to_string());
     }
@@ -124,7 +124,7 @@ fn family_named(def: &TableDef, name: &str) -> crate::Result<String> {
         return Ok((*only).to_string());
     }
     let names: Vec<&str> = def.families.iter().map(|f| f.name.as_str()).collect();
-    Err(crate::Error::InvalidArgument(format!(
+    Err(crate::error::Error::InvalidArgument(format!(
         "table {} has no family {name:?}; its families are {}",
         def.name,
         names.join(", ")
@@ -183,7 +183,7 @@ impl Layout {
             .collect()
     }
 
-    pub fn new(store: &Store, def: TableDef, mut view: View) -> crate::Result<Layout> {
+    pub fn new(store: &Store, def: TableDef, mut view: View) -> crate::error::Result<Layout> {
         let schema = TableSchema::of(&def)?;
         if view == (View::Wide { as_of: None })
             && let Some(series) = &schema.series
@@ -229,7 +229,7 @@ impl Layout {
                         })
                         .transpose()
                 })
-                .collect::<crate::Result<_>>()?
+                .collect::<crate::error::Result<_>>()?
         } else {
             vec![None; schema.columns.len()]
         };
@@ -570,7 +570,7 @@ pub struct CellarTable {
 
 impl CellarTable {
     /// The wide view of `table` as it is defined now.
-    pub fn new(store: Store, table: &str) -> crate::Result<CellarTable> {
+    pub fn new(store: Store, table: &str) -> crate::error::Result<CellarTable> {
         Self::with_view(store, table, View::Wide { as_of: None })
     }
 
@@ -620,7 +620,7 @@ impl CellarTable {
     }
 
     /// `table` in `view`.
-    pub fn with_view(store: Store, table: &str, view: View) -> crate::Result<CellarTable> {
+    pub fn with_view(store: Store, table: &str, view: View) -> crate::error::Result<CellarTable> {
         let pinned = store.pin(table)?;
         let mut layout = Layout::new(&store, pinned.def().clone(), view)?;
         if layout.series.is_some() {
@@ -728,7 +728,7 @@ impl CellarTable {
         }
         match self.layout.view {
             View::Wide { as_of: None } => Ok(()),
-            _ => Err(to_df(crate::Error::InvalidArgument(format!(
+            _ => Err(to_df(crate::error::Error::InvalidArgument(format!(
                 "{what} needs the table {} itself; versions, cells and as-of views are read-only",
                 self.layout.table
             )))),
@@ -823,7 +823,7 @@ impl TableProvider for CellarTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         self.writable("UPDATE")?;
         if let Some(series) = &self.layout.series {
-            return Err(to_df(crate::Error::InvalidArgument(format!(
+            return Err(to_df(crate::error::Error::InvalidArgument(format!(
                 "UPDATE of series {}: INSERT the events again instead; an event written at a stored \
                  ({}, {}) replaces the measures it gives",
                 self.layout.table,
@@ -881,7 +881,7 @@ impl TableProvider for CellarTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         self.writable("INSERT INTO")?;
         if insert_op != InsertOp::Append {
-            return Err(to_df(crate::Error::InvalidArgument(format!(
+            return Err(to_df(crate::error::Error::InvalidArgument(format!(
                 "{insert_op} is not supported; cellar tables take INSERT INTO (writes new cells)"
             ))));
         }

@@ -11,8 +11,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::column::{ColumnDef, Encoding, ProtoColumn, ValueType};
 use super::key::{KeySchema, Segment, SegmentKind, TimeFormat};
-use super::{ColumnDef, Encoding, ProtoColumn, ValueType};
 use crate::error::{Error, Result};
 
 /// How events are laid out in rows.

@@ -13,7 +13,7 @@ macro_rules! say {
     }};
 }
 
-use crate::Error;
+use crate::error::Error;
 use crate::store::FjallStore;
 use crate::store::journal;
 

@@ -8,8 +8,8 @@ use rustyline::hint::Hinter;
 use rustyline::validate::Validator;
 use rustyline::{Context, Helper};
 
-use crate::Store;
 use crate::schema::TableSchema;
+use crate::store::Store;
 
 const KEYWORDS: &[&str] = &[
     "SELECT",

@@ -12,7 +12,7 @@
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
-use crate::SqlSession;
+use crate::sql::SqlSession;
 
 /// One step: what it does, and its SQL.
 struct Step {

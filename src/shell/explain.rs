@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::DataType;
 
-use super::output::escape_text;
+use super::escape::escape_text;
 
 /// The text of an EXPLAIN result (columns `plan_type` and `plan`), or
 /// `None` for any other result.

@@ -5,23 +5,27 @@
 pub mod check;
 mod complete;
 mod demo;
+mod escape;
 mod explain;
 mod input;
 mod output;
 mod verbs;
 
+pub use crate::sql::error_line;
 pub use complete::{CellarHelper, Names, complete};
+pub use escape::escape_text;
 pub use input::{is_incomplete, split};
-pub use output::{Format, escape_text, render};
+pub use output::{Format, render};
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use datafusion::error::DataFusionError;
-
 use crate::store::FjallStore;
-use crate::{SessionOptions, SqlSession, Store, StoreOptions};
+use crate::{
+    sql::{SessionOptions, SqlSession},
+    store::{Store, StoreOptions},
+};
 
 /// Where statements come from when not interactive.
 #[derive(Debug, Clone)]
@@ -63,45 +67,6 @@ pub struct Options {
 /// The default history file: `~/.local/share/cellar/history`.
 pub fn default_history_file() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share/cellar/history"))
-}
-
-/// One line naming what went wrong, without Rust debug output.
-pub fn error_line(e: &DataFusionError) -> String {
-    if let DataFusionError::ResourcesExhausted(what) = e.find_root() {
-        let first = what.lines().next().unwrap_or_default();
-        let first = first
-            .split(" with top memory consumers")
-            .next()
-            .unwrap_or(first);
-        return format!(
-            "the query needs more memory than the memory limit allows ({first}); --memory-limit raises the limit"
-        );
-    }
-    let text = e.to_string();
-    // DataFusion prefixes errors met while optimizing with the rule's name,
-    // which says nothing to a user: keep the cause.
-    let text = match text.rsplit_once("caused by") {
-        Some((_, cause)) if text.starts_with("Optimizer rule '") => cause.trim().to_string(),
-        _ => text,
-    };
-    let text = text
-        .strip_prefix("External error: ")
-        .or_else(|| text.strip_prefix("Arrow error: "))
-        .unwrap_or(&text)
-        .to_string();
-    // sqlparser's errors arrive wrapped in their Debug form.
-    let text = match text
-        .strip_prefix("SQL error: ParserError(\"")
-        .and_then(|t| t.strip_suffix("\")"))
-    {
-        Some(inner) => format!("syntax error: {}", inner.replace("\\\"", "\"")),
-        None => text,
-    };
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 const HELP: &str = "\
@@ -474,7 +439,7 @@ impl Progress {
 
 /// How far a COPY FROM (or an ALTER SERIES copying events) has come:
 /// rows, rows per second, skipped rows and the size of what it reads.
-fn load_line(l: &crate::Loading) -> String {
+fn load_line(l: &crate::sql::Loading) -> String {
     use std::sync::atomic::Ordering;
     let rows = l.progress.rows.load(Ordering::Relaxed);
     let skipped = l.progress.skipped.load(Ordering::Relaxed);
@@ -543,7 +508,7 @@ pub fn run(options: Options) -> bool {
     };
     warn_damaged(&store);
     let mut session_options = options.session_options.clone();
-    let spill = crate::SpillDir::for_session(options.spill_root.clone(), &mut session_options);
+    let spill = crate::sql::SpillDir::for_session(options.spill_root.clone(), &mut session_options);
     let mut shell = match Shell::new(store, session_options, options.format, options.max_rows) {
         Ok(s) => s,
         Err(e) => {
@@ -574,7 +539,7 @@ pub fn run(options: Options) -> bool {
 
 /// A clean close: writes what is in memory out, so that the next open
 /// replays no journal; says so when that takes long.
-pub fn close(store: &crate::Store) {
+pub fn close(store: &crate::store::Store) {
     let started = std::time::Instant::now();
     if let Err(e) = store.checkpoint() {
         eprintln!("warning: could not write the store out on exit: {e}");

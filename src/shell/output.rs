@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 
+use super::escape::escape_text;
+
 /// An output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -37,20 +39,6 @@ impl Format {
             _ => return None,
         })
     }
-}
-
-/// Text safe for a terminal: control characters escaped (line breaks
-/// kept; tables print them as continuation lines).
-pub fn escape_text(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() && c != '\n' {
-            let _ = write!(out, "\\x{:02x}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// The rows of `batches` as strings, at most `max_rows` of them, and the

@@ -132,7 +132,7 @@ pub fn nearest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{FamilySpec, Mutation, RowMutation, TableSpec};
+    use crate::store::{FamilySpec, Mutation, RowMutation, TableSpec};
 
     #[test]
     fn lookup_and_scan_print_cells() {

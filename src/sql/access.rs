@@ -21,7 +21,7 @@ use datafusion::datasource::source_as_provider;
 use datafusion::logical_expr::{DdlStatement, LogicalPlan, TableSource, WriteOp};
 
 use super::ddl::{CellarStatement, ProtoSource};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// What a user may do, each role including the ones before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

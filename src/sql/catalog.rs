@@ -10,7 +10,7 @@ use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::datasource::TableType;
 use datafusion::error::Result as DfResult;
 
-use crate::Error;
+use crate::error::Error;
 use crate::query::{CellarTable, to_df};
 use crate::store::Store;
 

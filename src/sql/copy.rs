@@ -32,7 +32,7 @@ use super::SqlSession;
 use crate::query::{RowNames, WriteOptions, WriteProgress, to_df};
 use crate::schema::{Encoding, TableSchema, decode_as};
 use crate::store::{BadRows, BatchFamily, CellBatch, align_down, now_micros};
-use crate::{CellarTable, Error};
+use crate::{error::Error, query::CellarTable};
 
 /// The formats COPY FROM reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -45,7 +45,7 @@ enum Format {
 }
 
 impl Format {
-    fn named(name: &str) -> crate::Result<Format> {
+    fn named(name: &str) -> crate::error::Result<Format> {
         Ok(match name.to_ascii_lowercase().as_str() {
             "csv" => Format::Csv,
             "parquet" => Format::Parquet,
@@ -103,7 +103,7 @@ struct Options {
 const KNOWN: &str = "FORMAT, HEADER, DELIMITER, ON_ERROR, COLUMN_FAMILY, TIMESTAMP";
 
 impl Options {
-    fn parse(options: &[(String, String)]) -> crate::Result<Options> {
+    fn parse(options: &[(String, String)]) -> crate::error::Result<Options> {
         let mut o = Options {
             format: None,
             header: true,
@@ -177,7 +177,7 @@ pub(crate) fn size_of(path: &str) -> u64 {
 }
 
 /// The files a path names, with their formats.
-fn files(path: &str, format: Option<Format>) -> crate::Result<Vec<(PathBuf, Format)>> {
+fn files(path: &str, format: Option<Format>) -> crate::error::Result<Vec<(PathBuf, Format)>> {
     let at = Path::new(path);
     let meta = std::fs::metadata(at).map_err(|e| {
         Error::InvalidArgument(match e.kind() {
@@ -585,7 +585,7 @@ struct CbtColumn {
 }
 
 impl CbtColumn {
-    fn encode(&self, text: &str) -> crate::Result<Vec<u8>> {
+    fn encode(&self, text: &str) -> crate::error::Result<Vec<u8>> {
         let value =
             decode_as(self.def.value_type, Encoding::Text, text.as_bytes()).map_err(|why| {
                 Error::InvalidArgument(format!(
@@ -603,7 +603,7 @@ fn cbt_columns(
     o: &Options,
     schema: &TableSchema,
     path: &str,
-) -> crate::Result<Vec<CbtColumn>> {
+) -> crate::error::Result<Vec<CbtColumn>> {
     let (families, qualifiers) = match (&o.family, header) {
         (Some(_), [qualifiers]) => (None, qualifiers),
         (None, [families, qualifiers]) => (Some(families), qualifiers),

@@ -6,7 +6,7 @@
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Options COPY TO takes by name (DataFusion's `format.*` keys pass too).
 const KNOWN: &str = "FORMAT, HEADER, DELIMITER, QUOTE, COMPRESSION";

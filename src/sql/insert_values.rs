@@ -29,7 +29,7 @@ use crate::query::{CellarTable, to_df};
 
 /// The client's error, as cellar's other refusals of values are.
 fn invalid(message: String) -> DataFusionError {
-    to_df(crate::Error::InvalidArgument(message))
+    to_df(crate::error::Error::InvalidArgument(message))
 }
 
 /// `plan` with the casts of an INSERT into a cellar table made exact.

@@ -14,7 +14,7 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
-use crate::Error;
+use crate::error::Error;
 
 /// The deepest expression nesting a statement may have, counted as
 /// operators along one path of the expression (an upper bound of the depth
@@ -154,7 +154,7 @@ pub fn balance_chains(statement: &mut datafusion::sql::sqlparser::ast::Statement
 /// Refuses a statement whose expressions nest deeper than
 /// [`MAX_EXPR_DEPTH`]. Text that does not tokenize passes: the parser
 /// reports it properly.
-pub fn check_statement(sql: &str) -> crate::Result<()> {
+pub fn check_statement(sql: &str) -> crate::error::Result<()> {
     // Every level of depth takes at least half a character (a `[` counts
     // twice) and every subquery a `(`: short text with few parentheses
     // cannot go over, and most statements are short (no second

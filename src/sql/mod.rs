@@ -8,17 +8,21 @@ mod copy;
 mod copy_to;
 mod ddl;
 mod describe;
+mod error_text;
 mod files;
 mod functions;
 mod insert_values;
 mod limits;
+mod options;
 mod plans;
 mod relayout;
 mod running;
 mod spill;
 
 pub use access::{Access, FileAccess, FileUse, FilesDir, Role};
+pub use error_text::error_line;
 pub use limits::MAX_EXPR_DEPTH;
+pub use options::SessionOptions;
 pub(crate) use plans::{Ready as KeptPlan, Seen as PlansSeen};
 pub use spill::SpillDir;
 
@@ -28,7 +32,6 @@ pub use ddl::{
 };
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
@@ -41,7 +44,7 @@ use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};
 use crate::query::{CheckedArithmetic, ViewFunction, to_df};
 use crate::schema::{FamilyTypes, TableSchema};
 use crate::store::{AlterOp, FamilyFormat, FamilyKind, FamilySpec, Store, TableSpec};
-use crate::{Error, SCHEMA_METADATA_KEY};
+use crate::{error::Error, schema::SCHEMA_METADATA_KEY};
 use catalog::{SessionTables, StoreSchema};
 
 /// Most fields (at every level) the protobuf columns of one table may
@@ -56,43 +59,6 @@ pub struct StatementShape {
     /// Its placeholders in order (`$1`, `$2`, ...), with their types where
     /// the statement determines them.
     pub parameters: Vec<(String, Option<DataType>)>,
-}
-
-/// What a session may use: memory, time, and how many heavy queries run
-/// at once.
-#[derive(Debug, Clone)]
-pub struct SessionOptions {
-    /// Memory the session's queries may hold at once (sorts, aggregates,
-    /// joins); over it, operators that can spill to disk do, and a query
-    /// that still needs more fails with a clear error. `None`: no limit.
-    pub memory_limit: Option<usize>,
-    /// A query running longer is stopped with an error. `None`: no limit.
-    pub query_timeout: Option<Duration>,
-    /// Heavy queries (anything but bounded key lookups) running at once;
-    /// more wait their turn.
-    pub heavy_queries: usize,
-    /// The on-disk format of families created without a FORMAT clause.
-    pub family_format: FamilyFormat,
-    /// Where queries over the memory limit spill (see [`SpillDir`]);
-    /// `None`: a directory of DataFusion's in the OS's temporary one.
-    pub spill_dir: Option<std::path::PathBuf>,
-    /// Where the session may read and write files. A Flight server's
-    /// clients never get more than the directories named here (full
-    /// access becomes none for them).
-    pub files: FileAccess,
-}
-
-impl Default for SessionOptions {
-    fn default() -> Self {
-        SessionOptions {
-            memory_limit: None,
-            query_timeout: None,
-            heavy_queries: std::thread::available_parallelism().map_or(2, usize::from),
-            family_format: FamilyFormat::default(),
-            files: FileAccess::Full,
-            spill_dir: None,
-        }
-    }
 }
 
 /// A SQL session over a store.
@@ -463,27 +429,6 @@ impl SqlSession {
         SqlSession {
             ctx,
             ..self.clone()
-        }
-    }
-
-    /// This session with its queries run on Ballista (needs the `ballista`
-    /// feature): `standalone` starts a scheduler and two executors in this
-    /// process (`standalone:N` for N executors), anything else is the
-    /// address of a Ballista scheduler started with cellar's codecs.
-    /// Queries that read tables run on the cluster; writes, DDL and
-    /// statements that read no table run here. Returns the session and a
-    /// line saying where its queries run.
-    pub async fn with_ballista(&self, target: &str) -> DfResult<(SqlSession, String)> {
-        #[cfg(feature = "ballista")]
-        {
-            crate::distributed::attach(self, target).await
-        }
-        #[cfg(not(feature = "ballista"))]
-        {
-            Err(to_df(Error::InvalidArgument(format!(
-                "cannot run on Ballista ({target}): this cellar was built without it; build it \
-                 with `cargo build --release --features ballista`"
-            ))))
         }
     }
 
@@ -1427,7 +1372,7 @@ fn set_format(
     family: &str,
     format: FamilyFormat,
     stop: &std::sync::atomic::AtomicBool,
-) -> crate::Result<String> {
+) -> crate::error::Result<String> {
     use std::sync::atomic::Ordering;
     let started = std::time::Instant::now();
     let moved = store.set_family_format(table, family, format, &mut |_| {

@@ -20,7 +20,7 @@ use crate::proto::ProtoRegistry;
 use crate::query::{CellarTable, WriteOptions, WriteProgress, to_df};
 use crate::schema::{Encoding, SeriesDecl, SeriesLayout, TableSchema, ValueType};
 use crate::store::{FamilyFormat, FamilySpec, GcPolicy, TableSpec};
-use crate::{Error, SCHEMA_METADATA_KEY};
+use crate::{error::Error, schema::SCHEMA_METADATA_KEY};
 use datafusion::arrow::datatypes::DataType;
 
 /// The table a change of layout copies into, under a name of its own.

@@ -101,7 +101,7 @@ impl Running {
         };
         let permit = if heavy {
             tokio::select! {
-                permit = Arc::clone(&self.heavy).acquire_owned() => Some(permit.map_err(|e| to_df(crate::Error::Internal(format!("the heavy-query queue: {e}"))))?),
+                permit = Arc::clone(&self.heavy).acquire_owned() => Some(permit.map_err(|e| to_df(crate::error::Error::Internal(format!("the heavy-query queue: {e}"))))?),
                 _ = cancelled.wait_for(|c| *c) => return Err(cancelled_error(id)),
             }
         } else {
@@ -145,7 +145,7 @@ impl Running {
                 }
                 Next::Cancelled => Some((Err(cancelled_error(id)), None)),
                 Next::TimedOut => Some((
-                    Err(to_df(crate::Error::QueryTimedOut {
+                    Err(to_df(crate::error::Error::QueryTimedOut {
                         id,
                         limit: deadline.map(|(t, _)| t).unwrap_or_default(),
                     })),
@@ -295,7 +295,7 @@ fn run_on(
         let mut finished = task.take()?;
         match (&mut finished.0).await {
             Err(e) if e.is_panic() => Some((
-                Err(to_df(crate::Error::Internal(format!(
+                Err(to_df(crate::error::Error::Internal(format!(
                     "the query's task panicked: {}",
                     panic_message(e.into_panic())
                 )))),
@@ -316,7 +316,7 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 }
 
 fn cancelled_error(id: u64) -> DataFusionError {
-    to_df(crate::Error::QueryCancelled { id })
+    to_df(crate::error::Error::QueryCancelled { id })
 }
 
 /// Removes its query from the registry when the query ends.

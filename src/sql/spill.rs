@@ -39,7 +39,7 @@ impl SpillDir {
     /// in the OS's temporary directory).
     pub fn for_session(
         root: Option<PathBuf>,
-        options: &mut super::SessionOptions,
+        options: &mut super::options::SessionOptions,
     ) -> Option<SpillDir> {
         let root = root.unwrap_or_else(Self::default_root);
         match Self::create(&root) {

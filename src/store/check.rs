@@ -7,10 +7,11 @@ use std::sync::PoisonError;
 
 use fjall::Readable;
 
+use super::FjallStore;
 use super::segments::{self, Depth, FileDamage, SetAside};
-use super::{FjallStore, engine_words};
 use crate::codec::show_bytes;
 use crate::error::Result;
+use crate::error::engine_words;
 
 /// What a check found in one family.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -59,7 +59,7 @@ pub use mutation::{
     allow(unused_imports, reason = "used by the Bigtable backend")
 )]
 pub(crate) use mutation::{check_key, validate as validate_mutation};
-pub use open::{engine_words, repair_version_marker};
+pub use open::repair_version_marker;
 pub use probe::RowProbe;
 pub use read::{
     Cell, QualifierFilter, ReadFilter, ReadRequest, Row, RowRange, RowSet, ScanStats, TimeRange,

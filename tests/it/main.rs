@@ -23,6 +23,7 @@ mod crash;
 mod flight;
 mod flight_kill;
 mod flight_python;
+mod floor_plan;
 mod fuzz;
 mod hostile;
 mod key_queries;

@@ -43,7 +43,7 @@ pub(super) fn is_number(def: &crate::schema::ColumnDef) -> bool {
 /// A builder of `data_type`, one of the view's.
 pub(super) fn appender(data_type: &DataType) -> DfResult<Appender> {
     Appender::for_type(data_type).ok_or_else(|| {
-        to_df(crate::Error::Internal(format!(
+        to_df(crate::error::Error::Internal(format!(
             "no appender for {data_type}"
         )))
     })

@@ -107,7 +107,7 @@ impl<'a> ColumnEvents<'a> {
         let metric = def
             .metric
             .as_deref()
-            .ok_or_else(|| to_df(crate::Error::Internal("no metric segment".into())))?;
+            .ok_or_else(|| to_df(crate::error::Error::Internal("no metric segment".into())))?;
         let mut group: Vec<Expr> = def.key.iter().map(|k| unqualified(k)).collect();
         group.push(unqualified(TIMESTAMP));
         let measures = def

@@ -72,7 +72,7 @@ impl GatherPlan {
         reverse != self.series().def.layout.reversed
     }
 
-    fn read(&self, request: ReadRequest) -> crate::Result<RowStream> {
+    fn read(&self, request: ReadRequest) -> crate::error::Result<RowStream> {
         match &self.layout.pinned {
             Some(pinned) => self.store.read_pinned(pinned, request),
             None => self.store.read_rows(&self.layout.table, request),
@@ -143,7 +143,7 @@ impl Cursor {
     /// The time of the next cell, reading the next row when this one is
     /// used up (skipping rows whose key does not fit `key`: another
     /// tool's).
-    fn head(&mut self, newest_first: bool, key: &KeySchema) -> crate::Result<Option<i64>> {
+    fn head(&mut self, newest_first: bool, key: &KeySchema) -> crate::error::Result<Option<i64>> {
         while self.pos == self.cells.len() {
             if self.done {
                 return Ok(None);
@@ -305,12 +305,12 @@ impl Gather {
         events: usize,
         batch: usize,
         send: &mut dyn FnMut(RecordBatch) -> bool,
-    ) -> crate::Result<bool> {
+    ) -> crate::error::Result<bool> {
         self.read_events(events, batch, send).map_err(|e| match e {
             // Name what the damage is in, as a scan does.
-            crate::Error::Storage(inner) => crate::Error::DamagedData {
+            crate::error::Error::Storage(inner) => crate::error::Error::DamagedData {
                 table: self.plan.layout.table.clone(),
-                reason: crate::store::engine_words(&inner),
+                reason: crate::error::engine_words(&inner),
             },
             other => other,
         })
@@ -321,7 +321,7 @@ impl Gather {
         events: usize,
         batch: usize,
         send: &mut dyn FnMut(RecordBatch) -> bool,
-    ) -> crate::Result<bool> {
+    ) -> crate::error::Result<bool> {
         let batch = batch.max(1);
         for _ in 0..events {
             if self.wanted() == 0 || !self.step()? {
@@ -343,7 +343,7 @@ impl Gather {
         Ok(false)
     }
 
-    fn flush(&mut self) -> crate::Result<RecordBatch> {
+    fn flush(&mut self) -> crate::error::Result<RecordBatch> {
         let rows = self.out.rows;
         let batch = self.out.finish(&self.plan)?;
         self.emitted += rows;
@@ -359,7 +359,7 @@ impl Gather {
     }
 
     /// Gathers one event into `out`; false when no series has more.
-    fn step(&mut self) -> crate::Result<bool> {
+    fn step(&mut self) -> crate::error::Result<bool> {
         loop {
             if self.series.is_none() {
                 match self.next_series()? {
@@ -405,7 +405,7 @@ impl Gather {
 
     /// Finds the next series this partition owns, and opens its
     /// measures' reads.
-    fn next_series(&mut self) -> crate::Result<Option<Series>> {
+    fn next_series(&mut self) -> crate::error::Result<Option<Series>> {
         let plan = Arc::clone(&self.plan);
         let key = plan.key();
         let delimiter = key.delimiter as u8;
@@ -494,7 +494,7 @@ impl Gather {
     }
 
     /// Whether the series of `prefix` has a row before `start`.
-    fn has_rows(&mut self, prefix: &[u8], start: &Bound<Vec<u8>>) -> crate::Result<bool> {
+    fn has_rows(&mut self, prefix: &[u8], start: &Bound<Vec<u8>>) -> crate::error::Result<bool> {
         let end = match start {
             Bound::Included(s) => Bound::Excluded(s.clone()),
             Bound::Excluded(s) => Bound::Included(s.clone()),
@@ -518,7 +518,7 @@ impl Gather {
 
     /// The reads of a series' measures: each over that measure's rows of
     /// the series, narrowed to the buckets of the time range.
-    fn open_series(&self, prefix: &[u8]) -> crate::Result<Series> {
+    fn open_series(&self, prefix: &[u8]) -> crate::error::Result<Series> {
         let plan = &self.plan;
         let series = plan.series();
         let def = &series.def;
@@ -540,7 +540,7 @@ impl Gather {
             let mut rows = prefix.to_vec();
             rows.extend_from_slice(name.as_bytes());
             rows.push(key.delimiter as u8);
-            let at = |micros: i64| -> crate::Result<Vec<u8>> {
+            let at = |micros: i64| -> crate::error::Result<Vec<u8>> {
                 let mut k = rows.clone();
                 k.extend_from_slice(key.field_text(bucket, KeyRef::Time(micros))?.as_bytes());
                 Ok(k)
@@ -670,7 +670,7 @@ impl Out {
     }
 
     /// The batch of the events gathered, in the plan's columns.
-    fn finish(&mut self, plan: &GatherPlan) -> crate::Result<RecordBatch> {
+    fn finish(&mut self, plan: &GatherPlan) -> crate::error::Result<RecordBatch> {
         let series = plan.series();
         let rows = std::mem::take(&mut self.rows);
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(plan.columns.len());
@@ -699,7 +699,7 @@ impl Out {
                             ..Default::default()
                         };
                         cast_with_options(&text, &to, &options).map_err(|e| {
-                            crate::Error::InvalidArgument(format!(
+                            crate::error::Error::InvalidArgument(format!(
                                 "series {}: a {} qualifier of measure {} is not a {}: {e}",
                                 plan.layout.table,
                                 series.def.family,
@@ -715,6 +715,6 @@ impl Out {
         }
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         RecordBatch::try_new_with_options(Arc::clone(&plan.schema), arrays, &options)
-            .map_err(|e| crate::Error::Internal(format!("a gathered batch: {e}")))
+            .map_err(|e| crate::error::Error::Internal(format!("a gathered batch: {e}")))
     }
 }

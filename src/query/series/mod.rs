@@ -59,8 +59,8 @@ impl Layout {
         def: TableDef,
         schema: TableSchema,
         series: SeriesDef,
-    ) -> crate::Result<Layout> {
-        let broken = |what: String| crate::Error::Corrupt {
+    ) -> crate::error::Result<Layout> {
+        let broken = |what: String| crate::error::Error::Corrupt {
             reason: format!("series {}: {what}", def.name),
         };
         let key = schema

@@ -13,7 +13,7 @@ use datafusion::arrow::json::ReaderBuilder;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 
 use super::encode::BadRow;
-use crate::Error;
+use crate::error::Error;
 use crate::query::wide::{ColumnSource, Layout};
 
 /// Where each view column comes from in a batch of `schema`: the index
@@ -22,7 +22,7 @@ pub(crate) fn column_map(
     layout: &Layout,
     schema: &Schema,
     source: &str,
-) -> crate::Result<Vec<Option<usize>>> {
+) -> crate::error::Result<Vec<Option<usize>>> {
     let view = &layout.arrow;
     let mut map: Vec<Option<usize>> = vec![None; view.fields().len()];
     for (i, field) in schema.fields().iter().enumerate() {
@@ -70,7 +70,7 @@ pub(crate) fn conform(
     layout: &Layout,
     batch: &RecordBatch,
     map: &[Option<usize>],
-) -> crate::Result<(RecordBatch, Vec<BadRow>)> {
+) -> crate::error::Result<(RecordBatch, Vec<BadRow>)> {
     let view = &layout.arrow;
     let rows = batch.num_rows();
     let mut bad = Vec::new();
@@ -106,7 +106,11 @@ fn is_key_view(layout: &Layout, at: usize, array: &ArrayRef) -> bool {
 }
 
 /// One column converted to its view type.
-fn convert(array: &ArrayRef, field: &Field, bad: &mut Vec<BadRow>) -> crate::Result<ArrayRef> {
+fn convert(
+    array: &ArrayRef,
+    field: &Field,
+    bad: &mut Vec<BadRow>,
+) -> crate::error::Result<ArrayRef> {
     let target = field.data_type();
     if array.data_type() == target {
         return Ok(Arc::clone(array));
@@ -177,7 +181,11 @@ fn sql_type(t: &DataType) -> String {
 
 /// A text column holding JSON (a family map as a JSON object, a message
 /// as one), as COPY TO writes nested columns into CSV.
-fn from_json(array: &ArrayRef, field: &Field, bad: &mut Vec<BadRow>) -> crate::Result<ArrayRef> {
+fn from_json(
+    array: &ArrayRef,
+    field: &Field,
+    bad: &mut Vec<BadRow>,
+) -> crate::error::Result<ArrayRef> {
     let text = cast(array, &DataType::Utf8).map_err(|e| Error::InvalidArgument(e.to_string()))?;
     let text = text.as_string::<i32>();
     let schema = Arc::new(Schema::new(vec![Field::new(

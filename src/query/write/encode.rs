@@ -19,7 +19,7 @@ use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 
-use crate::Error;
+use crate::error::Error;
 use crate::query::wide::{ColumnSource, Layout, ProtoDecl};
 use crate::schema::{ColumnDef, Encoding, KeyRef, SeriesLayout, ValueType, format_decimal};
 use crate::store::{BatchColumn, BatchFamily, CellBatch, MAX_QUALIFIER_LEN};
@@ -71,7 +71,7 @@ impl<'a> Values<'a> {
         array: &'a ArrayRef,
         def: &ColumnDef,
         proto: Option<&'a ProtoDecl>,
-    ) -> crate::Result<Self> {
+    ) -> crate::error::Result<Self> {
         if let Some(p) = proto {
             return Ok(Values::Proto(array, p));
         }
@@ -101,7 +101,7 @@ impl<'a> Values<'a> {
     }
 
     /// Appends the bytes of value `i` (not NULL) to `out`.
-    pub fn write(&self, i: usize, out: &mut Vec<u8>) -> crate::Result<()> {
+    pub fn write(&self, i: usize, out: &mut Vec<u8>) -> crate::error::Result<()> {
         let text = |e: &Encoding| *e == Encoding::Text;
         match self {
             Values::Int64(a, e) if text(e) => display(out, a.value(i)),
@@ -135,7 +135,7 @@ impl Values<'_> {
 
     /// Appends the bytes of the values of `rows` (none NULL) to `out`,
     /// one after another.
-    fn write_rows(&self, rows: &[usize], out: &mut Vec<u8>) -> crate::Result<()> {
+    fn write_rows(&self, rows: &[usize], out: &mut Vec<u8>) -> crate::error::Result<()> {
         out.reserve(rows.len() * self.width().unwrap_or(8));
         let binary = |e: &Encoding| *e != Encoding::Text;
         match self {
@@ -203,7 +203,7 @@ enum Texts {
 impl Texts {
     /// `array` as text: as it is when it is strings or string views,
     /// else cast to strings.
-    fn of(array: &ArrayRef) -> crate::Result<Texts> {
+    fn of(array: &ArrayRef) -> crate::error::Result<Texts> {
         Ok(match array.data_type() {
             DataType::Utf8View => Texts::Views(array.as_string_view().clone()),
             _ => Texts::Strings(
@@ -304,7 +304,7 @@ impl<'l> Encoder<'l> {
         clock: &mut StatementClock,
         out: &mut CellBatch,
         mut bad: Vec<BadRow>,
-    ) -> crate::Result<(Vec<usize>, Vec<BadRow>)> {
+    ) -> crate::error::Result<(Vec<usize>, Vec<BadRow>)> {
         let layout = self.layout;
         out.clear();
         let families: Vec<BatchFamily> = layout
@@ -531,7 +531,7 @@ impl<'l> Encoder<'l> {
         key_of: &dyn Fn(usize) -> &'k [u8],
         out: &mut CellBatch,
         mut bad: Vec<BadRow>,
-    ) -> crate::Result<(Vec<usize>, Vec<BadRow>)> {
+    ) -> crate::error::Result<(Vec<usize>, Vec<BadRow>)> {
         let mut rows = Vec::with_capacity(ok.len());
         let mut at = Vec::with_capacity(ok.len());
         for (row, _) in ok.iter().enumerate().filter(|(_, ok)| **ok) {
@@ -576,7 +576,7 @@ impl<'l> Encoder<'l> {
         &self,
         batch: &RecordBatch,
         mut bad: Vec<BadRow>,
-    ) -> crate::Result<(Vec<EventCell>, Vec<BadRow>)> {
+    ) -> crate::error::Result<(Vec<EventCell>, Vec<BadRow>)> {
         let layout = self.layout;
         let series = layout
             .series
@@ -662,7 +662,10 @@ impl<'l> Encoder<'l> {
     /// A serialized series' measures as one message per row: the declared
     /// column holding them and a struct array of its message type (NULL
     /// where a row gives no measure).
-    fn event_messages(&self, batch: &RecordBatch) -> crate::Result<Option<(usize, ArrayRef)>> {
+    fn event_messages(
+        &self,
+        batch: &RecordBatch,
+    ) -> crate::error::Result<Option<(usize, ArrayRef)>> {
         let layout = self.layout;
         let mut event = None;
         let mut given = Vec::new();
@@ -704,7 +707,7 @@ impl<'l> Encoder<'l> {
         Ok(Some((d, std::sync::Arc::new(messages))))
     }
 
-    fn key_columns<'b>(&self, batch: &'b RecordBatch) -> crate::Result<KeyColumns<'b>> {
+    fn key_columns<'b>(&self, batch: &'b RecordBatch) -> crate::error::Result<KeyColumns<'b>> {
         let layout = self.layout;
         let mut key = None;
         let mut segments: Vec<Option<Segment<'b>>> = layout
@@ -763,7 +766,12 @@ impl<'l> Encoder<'l> {
     }
 
     /// Appends the key of `row` to `keys`.
-    fn key(&self, columns: &KeyColumns<'_>, row: usize, keys: &mut Vec<u8>) -> crate::Result<()> {
+    fn key(
+        &self,
+        columns: &KeyColumns<'_>,
+        row: usize,
+        keys: &mut Vec<u8>,
+    ) -> crate::error::Result<()> {
         let layout = self.layout;
         if let (Some(series), Some(times)) = (&layout.series, columns.times) {
             if times.is_null(row) {
@@ -828,7 +836,7 @@ impl<'l> Encoder<'l> {
         (at, explicit): (i64, bool),
         out: &mut CellBatch,
         value: &mut Vec<u8>,
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let layout = self.layout;
         for column in columns {
             match column {
@@ -887,7 +895,7 @@ pub(crate) fn check_map_entry(
     family: &str,
     qualifier: &str,
     value: &[u8],
-) -> crate::Result<()> {
+) -> crate::error::Result<()> {
     if let Some(column) = layout
         .declared_at(family, qualifier.as_bytes())
         .filter(|&d| layout.protos[d].is_none())
@@ -903,7 +911,7 @@ pub(crate) fn check_map_entry(
     Ok(())
 }
 
-fn family_index(layout: &Layout, name: &str) -> crate::Result<usize> {
+fn family_index(layout: &Layout, name: &str) -> crate::error::Result<usize> {
     layout
         .def
         .families

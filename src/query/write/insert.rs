@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 
 use super::encode::{BadRow, Encoder, StatementClock};
 use super::{WRITE_BATCH_ROWS, WriteOptions, conform, joined, series_gate, write_event_columns};
-use crate::Error;
+use crate::error::Error;
 use crate::query::to_df;
 use crate::query::wide::Layout;
 use crate::store::{BadRows, CellBatch, Store, now_micros};
@@ -43,7 +43,7 @@ pub(super) async fn insert(
     });
     // The unit being encoded (while the next one is read), with the
     // encoding's state.
-    let mut encoding_task: Option<JoinHandle<crate::Result<(Encoding, Encoded)>>> = None;
+    let mut encoding_task: Option<JoinHandle<crate::error::Result<(Encoding, Encoded)>>> = None;
     let mut units = Units {
         preparing: VecDeque::new(),
         writing: None,
@@ -115,13 +115,13 @@ pub(super) async fn insert(
 }
 
 /// A unit's encoding, or the error of its first bad row.
-type Encoded = crate::Result<Prepared>;
+type Encoded = crate::error::Result<Prepared>;
 
 /// The units past their encoding: being prepared by the store (oldest
 /// first), being written, and the cell batches written, for reuse.
 struct Units {
-    preparing: VecDeque<JoinHandle<crate::Result<Prepared>>>,
-    writing: Option<JoinHandle<crate::Result<Written>>>,
+    preparing: VecDeque<JoinHandle<crate::error::Result<Prepared>>>,
+    writing: Option<JoinHandle<crate::error::Result<Written>>>,
     spare: Vec<CellBatch>,
 }
 
@@ -186,7 +186,7 @@ impl Units {
         store: &Store,
         layout: &Arc<Layout>,
         options: &WriteOptions,
-        preparing: JoinHandle<crate::Result<Prepared>>,
+        preparing: JoinHandle<crate::error::Result<Prepared>>,
     ) -> DfResult<u64> {
         // (An error preparing it waits for the unit before to be written.)
         let prepared = joined(preparing).await;
@@ -211,7 +211,7 @@ const UNITS_AHEAD: usize = 2;
 
 /// The store's own encoding of a unit's rows, made ahead of its write
 /// (`Backend::prepare_batch`).
-fn ahead(store: &Store, layout: &Layout, mut prepared: Prepared) -> crate::Result<Prepared> {
+fn ahead(store: &Store, layout: &Layout, mut prepared: Prepared) -> crate::error::Result<Prepared> {
     if let Prepared::Cells { cells, .. } = &mut prepared {
         store.prepare_batch(&layout.table, cells)?;
     }
@@ -270,7 +270,7 @@ impl Encoding {
         layout: &Layout,
         options: &WriteOptions,
         unit: &RecordBatch,
-    ) -> crate::Result<Prepared> {
+    ) -> crate::error::Result<Prepared> {
         let seen = self.seen;
         self.seen += unit.num_rows() as u64;
         let (batch, bad) = match &options.by_name {
@@ -312,7 +312,7 @@ fn write(
     layout: &Layout,
     options: &WriteOptions,
     prepared: Prepared,
-) -> crate::Result<Written> {
+) -> crate::error::Result<Written> {
     let progress = &options.progress;
     let (written, input_rows, cells) = match prepared {
         Prepared::Events { batch, bad, seen } => {

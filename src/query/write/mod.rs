@@ -33,7 +33,7 @@ use self::encode::Encoder;
 use self::update::RowUpdate;
 use super::to_df;
 use super::wide::Layout;
-use crate::Error;
+use crate::error::Error;
 use crate::store::{BadRows, Entered, Mutation, RowMutation, Store, TimeRange};
 
 /// Rows per store write: the unit that a bad row stops. Large enough for
@@ -319,7 +319,7 @@ fn write_event_columns(
     batch: &RecordBatch,
     bad: Vec<encode::BadRow>,
     at: &dyn Fn(usize, Error) -> Error,
-) -> crate::Result<u64> {
+) -> crate::error::Result<u64> {
     use std::collections::BTreeMap;
     let (cells, mut bad) = Encoder::new(layout).event_columns(batch, bad)?;
     if options.bad == BadRows::Stop
@@ -407,7 +407,7 @@ fn write_event_columns(
 /// A series' writer passes its table's write gate (waiting while a
 /// change of layout copies the events) and checks that the table is still
 /// the one its rows were encoded for.
-fn series_gate(store: &Store, layout: &Layout) -> crate::Result<Option<Entered>> {
+fn series_gate(store: &Store, layout: &Layout) -> crate::error::Result<Option<Entered>> {
     if layout.series.is_none() {
         return Ok(None);
     }
@@ -422,7 +422,7 @@ fn series_gate(store: &Store, layout: &Layout) -> crate::Result<Option<Entered>>
     Ok(Some(entered))
 }
 
-async fn joined<T>(task: tokio::task::JoinHandle<crate::Result<T>>) -> DfResult<T> {
+async fn joined<T>(task: tokio::task::JoinHandle<crate::error::Result<T>>) -> DfResult<T> {
     task.await
         .map_err(|e| to_df(Error::Internal(format!("write task failed: {e}"))))?
         .map_err(to_df)
@@ -430,7 +430,7 @@ async fn joined<T>(task: tokio::task::JoinHandle<crate::Result<T>>) -> DfResult<
 
 /// Runs store work on the blocking pool.
 async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> crate::Result<T> + Send + 'static,
+    work: impl FnOnce() -> crate::error::Result<T> + Send + 'static,
 ) -> DfResult<T> {
     joined(tokio::task::spawn_blocking(work)).await
 }

@@ -29,7 +29,7 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::encode::{Values, check_map_entry};
-use crate::Error;
+use crate::error::Error;
 use crate::query::batch::ViewBatchBuilder;
 use crate::query::checked::arithmetic;
 use crate::query::to_df;
@@ -202,7 +202,7 @@ fn row_changes(
     row: usize,
     read: Option<&Row>,
     now: i64,
-) -> crate::Result<Vec<Mutation>> {
+) -> crate::error::Result<Vec<Mutation>> {
     let timestamp = match timestamps {
         Some(t) if !t.is_null(row) && t.value(row) < 0 => {
             return Err(Error::InvalidArgument(format!(
@@ -394,7 +394,7 @@ impl RowUpdate {
     }
 
     /// Updates the rows at `keys`; the number updated.
-    pub fn apply(&self, keys: &[Vec<u8>]) -> crate::Result<u64> {
+    pub fn apply(&self, keys: &[Vec<u8>]) -> crate::error::Result<u64> {
         // Whether a row's last computation changes it: a backend without
         // row locks computes a row again when another client changed it
         // before the write, so a row is counted once, as last computed.
@@ -423,7 +423,7 @@ impl RowUpdate {
         &self,
         keys: &[Vec<u8>],
         rows: &[Option<Row>],
-    ) -> crate::Result<(Vec<Vec<Mutation>>, u64)> {
+    ) -> crate::error::Result<(Vec<Vec<Mutation>>, u64)> {
         let layout = &self.layout;
         let df = |e: datafusion::error::DataFusionError| Error::InvalidArgument(e.to_string());
         let mut builder = ViewBatchBuilder::new(
@@ -559,7 +559,7 @@ pub(crate) fn cells_of(
     row: usize,
     timestamp: CellTime,
     read: Option<&Row>,
-) -> crate::Result<Vec<Mutation>> {
+) -> crate::error::Result<Vec<Mutation>> {
     let mut mutations = Vec::new();
     match source {
         ColumnSource::Declared(d) if array.is_valid(row) => {

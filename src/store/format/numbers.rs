@@ -200,7 +200,7 @@ impl NumberRows {
 
     /// Row `i`'s key: borrowed when it needed no escaping (nearly every
     /// key), else decoded; an error when the stored key is damaged.
-    pub fn key(&self, i: usize) -> crate::Result<Cow<'_, [u8]>> {
+    pub fn key(&self, i: usize) -> crate::error::Result<Cow<'_, [u8]>> {
         let from = i.checked_sub(1).map_or(0, |p| self.key_ends[p]);
         let escaped = &self.keys[from..self.key_ends[i]];
         if let Some(plain) = codec::plain_body(escaped) {
