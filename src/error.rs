@@ -266,6 +266,18 @@ impl fmt::Display for Shown<'_> {
     }
 }
 
+/// Converts a cellar error into DataFusion's, once, at this boundary.
+impl From<Error> for datafusion::error::DataFusionError {
+    fn from(e: Error) -> Self {
+        datafusion::error::DataFusionError::External(Box::new(e))
+    }
+}
+
+/// [`Error`] as DataFusion's error, for `map_err`.
+pub(crate) fn to_df(e: Error) -> datafusion::error::DataFusionError {
+    e.into()
+}
+
 /// A storage engine error in words (never its debug text).
 pub fn engine_words(e: &fjall::Error) -> String {
     use fjall::LsmError as L;

@@ -19,7 +19,7 @@ impl SqlSession {
         }
         #[cfg(not(feature = "ballista"))]
         {
-            Err(crate::query::to_df(crate::error::Error::InvalidArgument(
+            Err(crate::error::to_df(crate::error::Error::InvalidArgument(
                 format!(
                     "cannot run on Ballista ({target}): this cellar was built without it; build \
                      it with `cargo build --release --features ballista`"

@@ -15,7 +15,8 @@ use tonic::Status;
 
 use super::metadata::{CATALOG, SCHEMA};
 use super::status::status;
-use crate::query::{WriteOptions, to_df};
+use crate::error::to_df;
+use crate::query::WriteOptions;
 use crate::{query::CellarTable, sql::SqlSession};
 
 /// The ingest option naming the row-key column of a table it creates

@@ -21,9 +21,9 @@ use datafusion::arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::common::Result as DfResult;
 
-use super::to_df;
-use super::wide::{ColumnSource, FamilyIndex, Layout, View, value_type};
+use super::view::{ColumnSource, FamilyIndex, Layout, View, value_type};
 use crate::codec::show_bytes;
+use crate::error::to_df;
 use crate::proto::{FieldMask, PValue};
 use crate::schema::{Encoding, KeyValue, Value, ValueType, decode_as};
 use crate::store::{NumberRow, NumberRows, Row, RowView};

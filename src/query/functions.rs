@@ -9,9 +9,10 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::logical_expr::Expr;
 
-use super::to_df;
-use super::wide::{CellarTable, View};
+use super::table::CellarTable;
+use super::view::View;
 use crate::error::Error;
+use crate::error::to_df;
 use crate::store::Store;
 
 /// Which view a function returns.

@@ -10,11 +10,14 @@ mod interrupt;
 mod kept_projection;
 mod merge_of_one;
 mod partition_read;
+mod plan;
 mod pushdown;
 mod scan;
 mod scan_aggregate;
 mod series;
-mod wide;
+mod split;
+mod table;
+mod view;
 mod write;
 
 pub use checked::CheckedArithmetic;
@@ -32,18 +35,9 @@ pub(crate) use series::gather::GatherPlan;
 pub(crate) use series::gather_exec::GatherExec;
 #[cfg(feature = "ballista")]
 pub(crate) use series::gather_exec::GatherParts;
-pub use wide::{CellarTable, View};
+pub use table::CellarTable;
+pub use view::View;
 pub use write::WriteProgress;
 pub(crate) use write::{RowNames, WriteOptions};
 #[cfg(feature = "ballista")]
-pub(crate) use {
-    scan::{ScanSpec, describe_range},
-    wide::Layout,
-};
-
-use datafusion::error::DataFusionError;
-
-/// Converts a cellar error into DataFusion's, once, at this boundary.
-pub(crate) fn to_df(e: crate::error::Error) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
+pub(crate) use {plan::ScanSpec, scan::describe_range, view::Layout};

@@ -15,8 +15,8 @@ use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricB
 
 use super::batch::ViewBatchBuilder;
 use super::inline_read::Reading;
-use super::scan::ScanSpec;
-use super::to_df;
+use super::plan::ScanSpec;
+use crate::error::to_df;
 use crate::store::{
     NumberRow, NumberRows, Numbers, ReadFilter, ReadRequest, RowRange, RowSet, RowStream, ScanStats,
 };

@@ -11,7 +11,8 @@ use datafusion::datasource::TableType;
 use datafusion::error::Result as DfResult;
 
 use crate::error::Error;
-use crate::query::{CellarTable, to_df};
+use crate::error::to_df;
+use crate::query::CellarTable;
 use crate::store::Store;
 
 /// Tables a session registered (`CREATE EXTERNAL TABLE`, `CREATE VIEW`),

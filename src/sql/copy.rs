@@ -29,7 +29,8 @@ use datafusion::prelude::{CsvReadOptions, DataFrame, ParquetReadOptions, Session
 use futures::StreamExt;
 
 use super::SqlSession;
-use crate::query::{RowNames, WriteOptions, WriteProgress, to_df};
+use crate::error::to_df;
+use crate::query::{RowNames, WriteOptions, WriteProgress};
 use crate::schema::{Encoding, TableSchema, decode_as};
 use crate::store::{BadRows, BatchFamily, CellBatch, align_down, now_micros};
 use crate::{error::Error, query::CellarTable};

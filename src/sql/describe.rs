@@ -9,7 +9,8 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::Result as DfResult;
 
 use super::catalog::{self, SessionTables};
-use crate::query::{CellarTable, to_df};
+use crate::error::to_df;
+use crate::query::CellarTable;
 use crate::schema::{Segment, SegmentKind, SeriesDef, TableSchema, TimeFormat};
 use crate::store::{Store, TableDef};
 

@@ -25,7 +25,8 @@ use datafusion::logical_expr::{
     ScalarUDFImpl, Signature, Volatility, WriteOp,
 };
 
-use crate::query::{CellarTable, to_df};
+use crate::error::to_df;
+use crate::query::CellarTable;
 
 /// The client's error, as cellar's other refusals of values are.
 fn invalid(message: String) -> DataFusionError {

@@ -40,8 +40,9 @@ use datafusion::execution::context::{SessionConfig, SessionContext};
 use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
 use datafusion::prelude::DataFrame;
 
+use crate::error::to_df;
 use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};
-use crate::query::{CheckedArithmetic, ViewFunction, to_df};
+use crate::query::{CheckedArithmetic, ViewFunction};
 use crate::schema::{FamilyTypes, TableSchema};
 use crate::store::{AlterOp, FamilyFormat, FamilyKind, FamilySpec, Store, TableSpec};
 use crate::{error::Error, schema::SCHEMA_METADATA_KEY};

@@ -16,8 +16,9 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::error::Result as DfResult;
 
 use super::{Loading, SqlSession, message};
+use crate::error::to_df;
 use crate::proto::ProtoRegistry;
-use crate::query::{CellarTable, WriteOptions, WriteProgress, to_df};
+use crate::query::{CellarTable, WriteOptions, WriteProgress};
 use crate::schema::{Encoding, SeriesDecl, SeriesLayout, TableSchema, ValueType};
 use crate::store::{FamilyFormat, FamilySpec, GcPolicy, TableSpec};
 use crate::{error::Error, schema::SCHEMA_METADATA_KEY};

@@ -24,7 +24,8 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 use tokio::sync::{Semaphore, watch};
 
-use crate::query::{BOUNDED_ROWS, GatherExec, KeyScanExec, StopOnDrop, interruptible, to_df};
+use crate::error::to_df;
+use crate::query::{BOUNDED_ROWS, GatherExec, KeyScanExec, StopOnDrop, interruptible};
 
 /// Whose a query is: the session that runs it and its user.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,15 +13,11 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{HashMap, Result as DfResult};
 use datafusion::logical_expr::{EmitTo, GroupsAccumulator};
 
-use super::part::appender;
-use super::{Group, Input, Presum, ScanAggregateExec, total};
+use super::shape::{AggregateShape, Group, Input, MAX_TIMES, Presum, appender, total};
 use crate::query::batch::Datum;
-use crate::query::wide::ColumnSource;
+use crate::query::view::ColumnSource;
 use crate::schema::KeyValue;
 use crate::schema::ValueType;
-
-/// The most time groups (`date_trunc` expressions) a scan computes.
-pub(super) const MAX_TIMES: usize = 4;
 
 /// A group's key: its row's key values (see [`Groups::row`]), then its
 /// time groups' starts (the first as many as there are time groups).
@@ -44,7 +40,7 @@ const PENDING_RUNS: usize = 8192;
 /// The groups one partition has seen, with one groups accumulator per
 /// aggregate (what DataFusion's own partial aggregate keeps).
 pub(super) struct Groups {
-    exec: Arc<ScanAggregateExec>,
+    exec: Arc<AggregateShape>,
     /// The key values (row key, key segments) rows had, each once.
     rows: HashMap<Vec<Option<KeyValue>>, usize>,
     row_values: Vec<Vec<Option<KeyValue>>>,
@@ -69,7 +65,7 @@ pub(super) struct Groups {
 }
 
 impl Groups {
-    pub(super) fn new(exec: Arc<ScanAggregateExec>) -> DfResult<Self> {
+    pub(super) fn new(exec: Arc<AggregateShape>) -> DfResult<Self> {
         Ok(Groups {
             rows: HashMap::default(),
             row_values: Vec::new(),

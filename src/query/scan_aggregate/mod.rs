@@ -34,11 +34,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Result as DfResult, ScalarValue, config::ConfigOptions};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::{CastExpr, Column, Literal, TryCastExpr};
 use datafusion::physical_expr::{PhysicalExpr, ScalarFunctionExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -54,13 +52,13 @@ use datafusion::physical_plan::{
 
 mod groups;
 mod part;
+mod shape;
 
-use groups::MAX_TIMES;
-use part::is_number;
+use shape::{AggregateShape, Group, Input, MAX_TIMES, Presum, is_number};
 
 use super::inline_read::{self, Reading};
-use super::scan::{KeyScanExec, ScanSpec};
-use super::wide::{ColumnSource, View};
+use super::scan::KeyScanExec;
+use super::view::{ColumnSource, View};
 use crate::schema::{ValueType, WEEK_ORIGIN};
 use crate::store::RowRange;
 
@@ -96,103 +94,12 @@ impl PhysicalOptimizerRule for ScanAggregate {
     }
 }
 
-/// A grouping expression the scan computes.
-#[derive(Debug, Clone)]
-enum Group {
-    /// A table's row key (`_key`), as the view shows it.
-    Key,
-    /// A series key column: its key segment.
-    Segment(usize),
-    /// An expression of `date_trunc(unit, time)`: the unit's length and
-    /// origin (a group is a multiple of the length from the origin).
-    Time { len: i64, origin: i64 },
-}
-
-/// What an aggregate takes.
-#[derive(Debug, Clone)]
-enum Input {
-    /// `count(*)`: the events.
-    Events,
-    /// A measure's values (declared column `.0`), cast to `.1` if given.
-    Measure(usize, Option<DataType>),
-}
-
-/// An aggregate whose partial state the scan computes for a run of
-/// values of one group (their count, their total) and merges in, rather
-/// than handing it each value: a run is a bucket row's slice of one
-/// hour, and the accumulator's add per value is the scan's largest cost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Presum {
-    /// `avg` of DOUBLE values: state (count, total).
-    Avg,
-    /// `sum` of DOUBLE values: state (total).
-    Sum,
-    /// `count` of a measure: state (count); the runs hold no NULLs.
-    Count,
-}
-
-impl Presum {
-    /// The presum of aggregate `a` (of a measure, or `count(*)`), if its
-    /// state is the one this computes.
-    fn of(a: &AggregateFunctionExpr, input_schema: &SchemaRef) -> Option<Self> {
-        let takes = a.expressions()[0].data_type(input_schema).ok()?;
-        let state: Vec<DataType> = a
-            .state_fields()
-            .ok()?
-            .iter()
-            .map(|f| f.data_type().clone())
-            .collect();
-        let presum = match a.fun().name() {
-            "avg" => Presum::Avg,
-            "sum" => Presum::Sum,
-            "count" => Presum::Count,
-            _ => return None,
-        };
-        let fits = match presum {
-            Presum::Avg => {
-                takes == DataType::Float64 && state == [DataType::UInt64, DataType::Float64]
-            }
-            Presum::Sum => takes == DataType::Float64 && state == [DataType::Float64],
-            Presum::Count => state == [DataType::Int64],
-        };
-        fits.then_some(presum)
-    }
-}
-
-/// The total of `values`, added in four lanes.
-fn total(values: impl ExactSizeIterator<Item = f64>) -> f64 {
-    let mut lanes = [0.0f64; 4];
-    for (i, v) in values.enumerate() {
-        lanes[i % 4] += v;
-    }
-    (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
-}
-
 /// A partial aggregate computed by the scan it sits on.
 #[derive(Clone)]
 pub(crate) struct ScanAggregateExec {
-    spec: ScanSpec,
+    /// What it computes, shared with its partitions' reads.
+    shape: Arc<AggregateShape>,
     partitions: Vec<Vec<RowRange>>,
-    /// The scan's output schema: what the grouping expressions read.
-    input_schema: SchemaRef,
-    /// The partial aggregate's.
-    schema: SchemaRef,
-    group_exprs: Vec<Arc<dyn PhysicalExpr>>,
-    groups: Vec<Group>,
-    aggregates: Vec<Arc<AggregateFunctionExpr>>,
-    inputs: Vec<Input>,
-    /// Per aggregate, the type of the measure it takes as stored.
-    input_types: Vec<Option<ValueType>>,
-    /// Whether the scan reads a table's wide view (a row each).
-    wide: bool,
-    /// Whether the scan gives the aggregates' values (the aggregate it
-    /// replaces was whole) rather than their states.
-    finishes: bool,
-    /// Per aggregate, whether the scan may hand it partial states of
-    /// runs of values rather than the values.
-    presums: Vec<Option<Presum>>,
-    /// The time column in `input_schema`, if the scan has one.
-    time_column: Option<usize>,
     /// The scan it replaces the input of: what EXPLAIN shows.
     scan: Arc<dyn ExecutionPlan>,
     properties: Arc<PlanProperties>,
@@ -201,7 +108,7 @@ pub(crate) struct ScanAggregateExec {
 
 impl fmt::Debug for ScanAggregateExec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ScanAggregateExec({})", self.spec.layout.table)
+        write!(f, "ScanAggregateExec({})", self.shape.spec.layout.table)
     }
 }
 
@@ -419,9 +326,8 @@ impl ScanAggregateExec {
             EmissionType::Final,
             Boundedness::Bounded,
         );
-        Ok(Some(ScanAggregateExec {
+        let shape = AggregateShape {
             spec: spec.clone(),
-            partitions,
             input_schema,
             schema: aggregate.schema(),
             group_exprs,
@@ -433,6 +339,11 @@ impl ScanAggregateExec {
             finishes,
             presums,
             time_column,
+            ordering: properties.output_ordering().cloned(),
+        };
+        Ok(Some(ScanAggregateExec {
+            shape: Arc::new(shape),
+            partitions,
             scan: Arc::clone(input),
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
@@ -442,12 +353,21 @@ impl ScanAggregateExec {
 
 impl DisplayAs for ScanAggregateExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let groups: Vec<String> = self.group_exprs.iter().map(|e| e.to_string()).collect();
-        let aggregates: Vec<&str> = self.aggregates.iter().map(|a| a.name()).collect();
+        let groups: Vec<String> = self
+            .shape
+            .group_exprs
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        let aggregates: Vec<&str> = self.shape.aggregates.iter().map(|a| a.name()).collect();
         write!(
             f,
             "ScanAggregateExec: {} aggregate in the scan, gby=[{}], aggr=[{}]; ",
-            if self.finishes { "whole" } else { "partial" },
+            if self.shape.finishes {
+                "whole"
+            } else {
+                "partial"
+            },
             groups.join(", "),
             aggregates.join(", ")
         )?;
@@ -464,7 +384,7 @@ impl ExecutionPlan for ScanAggregateExec {
         &self,
         f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
     ) -> DfResult<TreeNodeRecursion> {
-        for e in &self.group_exprs {
+        for e in &self.shape.group_exprs {
             if f(e)? == TreeNodeRecursion::Stop {
                 return Ok(TreeNodeRecursion::Stop);
             }
@@ -511,18 +431,18 @@ impl ExecutionPlan for ScanAggregateExec {
         // of rows a poll (no hand-off to a blocking thread, which costs
         // more than a short range's read; see `inline_read`); a remote
         // backend on a blocking thread, as it waits on a network.
-        let reading = if self.spec.store.local().is_some() {
+        let reading = if self.shape.spec.store.local().is_some() {
             Reading::Polled {
-                step: self.spec.batch_size,
+                step: self.shape.spec.batch_size,
             }
         } else {
             Reading::Blocking
         };
-        let this = Arc::new(self.clone());
+        let shape = Arc::clone(&self.shape);
         Ok(inline_read::stream(
-            Arc::clone(&self.schema),
+            Arc::clone(&self.shape.schema),
             reading,
-            move || part::PartAggregate::open(this, ranges, report).map(Some),
+            move || part::PartAggregate::open(shape, ranges, report).map(Some),
         ))
     }
 }

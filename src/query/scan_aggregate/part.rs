@@ -5,17 +5,15 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{Array, ArrayRef, RecordBatch};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
 use datafusion::common::Result as DfResult;
 use datafusion::physical_plan::sorts::sort::sort_batch;
 
 use super::groups::Groups;
-use super::{Group, Input, ScanAggregateExec};
+use super::shape::{AggregateShape, Input, appender, is_number};
+use crate::error::to_df;
 use crate::query::batch::{Appender, decode_error};
 use crate::query::inline_read::PartRead;
-use crate::query::to_df;
 use crate::schema::KeyValue;
-use crate::schema::{Encoding, ValueType};
 use crate::store::{
     NumberRow, NumberRows, Numbers, QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet,
     RowStream,
@@ -33,29 +31,13 @@ pub(super) struct Counts {
     pub(super) groups: usize,
 }
 
-/// Whether a declared column holds 8-byte numbers (BIGINT or DOUBLE,
-/// binary): what a read as numbers gives.
-pub(super) fn is_number(def: &crate::schema::ColumnDef) -> bool {
-    matches!(def.value_type, ValueType::Int64 | ValueType::Float64)
-        && def.encoding == Encoding::Binary
-}
-
-/// A builder of `data_type`, one of the view's.
-pub(super) fn appender(data_type: &DataType) -> DfResult<Appender> {
-    Appender::for_type(data_type).ok_or_else(|| {
-        to_df(crate::error::Error::Internal(format!(
-            "no appender for {data_type}"
-        )))
-    })
-}
-
 /// One partition's aggregate in the making: its read, its groups, and
 /// what it has read so far. It reads a step of rows at a time
 /// (`inline_read::PartRead`), and its stream yields between steps, so a
 /// cancelled or timed-out query stops there rather than at the end of
 /// the partition.
 pub(super) struct PartAggregate {
-    exec: Arc<ScanAggregateExec>,
+    exec: Arc<AggregateShape>,
     groups: Groups,
     /// The partition's rows and how its measures are read from them;
     /// none when it has no ranges or has read them all.
@@ -95,7 +77,7 @@ enum Read {
 impl PartAggregate {
     /// Opens the read of partition `ranges`.
     pub(super) fn open(
-        exec: Arc<ScanAggregateExec>,
+        exec: Arc<AggregateShape>,
         ranges: Vec<RowRange>,
         report: Box<dyn Fn(&Counts) + Send>,
     ) -> DfResult<Self> {
@@ -135,7 +117,7 @@ impl PartAggregate {
 /// The read of `ranges` for the aggregate's `measures`, and how they are
 /// read from its rows.
 fn open_read(
-    exec: &ScanAggregateExec,
+    exec: &AggregateShape,
     ranges: Vec<RowRange>,
     measures: &[usize],
 ) -> DfResult<(RowStream, Read)> {
@@ -192,7 +174,7 @@ fn open_read(
             appenders: measures
                 .iter()
                 .map(|&d| {
-                    appender(&crate::query::wide::value_type(
+                    appender(&crate::query::view::value_type(
                         layout.columns[d].value_type,
                     ))
                 })
@@ -208,7 +190,7 @@ fn open_read(
 /// What a numbers read's rows are given to: the groups, with the
 /// partition's reused buffers.
 struct Step<'a> {
-    exec: &'a ScanAggregateExec,
+    exec: &'a AggregateShape,
     groups: &'a mut Groups,
     measures: &'a [usize],
     segments: &'a mut Vec<Option<KeyValue>>,
@@ -342,69 +324,13 @@ impl PartRead for PartAggregate {
         }
         self.reading = None;
         let mut batch = self.groups.finish()?;
-        if let Some(ordering) = self.exec.properties.output_ordering() {
+        if let Some(ordering) = &self.exec.ordering {
             batch = sort_batch(&batch, ordering, None)?;
         }
         self.counts.groups = batch.num_rows();
         (self.report)(&self.counts);
         send(batch);
         Ok(true)
-    }
-}
-
-impl ScanAggregateExec {
-    /// The aggregates taking measure `d`.
-    fn aggregates_of(&self, d: usize) -> impl Iterator<Item = usize> + '_ {
-        self.inputs
-            .iter()
-            .enumerate()
-            .filter(move |(_, i)| matches!(i, Input::Measure(m, _) if *m == d))
-            .map(|(a, _)| a)
-    }
-
-    /// Whether rows' keys matter to the groups: a group takes the key or
-    /// a segment of it, or a key that does not fit the schema is passed
-    /// over (see [`ScanAggregateExec::segments`], which without them
-    /// gives every row no key values).
-    fn reads_keys(&self) -> bool {
-        self.spec.drop_misfits || self.groups.iter().any(|g| !matches!(g, Group::Time { .. }))
-    }
-
-    /// The key values (row key, key segments) a row's groups take, in
-    /// the order of the groups; false when the row is to be passed over
-    /// (its key does not fit the schema).
-    fn segments(&self, key: &[u8], segments: &mut Vec<Option<KeyValue>>) -> bool {
-        segments.clear();
-        let wanted = self
-            .groups
-            .iter()
-            .filter(|g| !matches!(g, Group::Time { .. }));
-        let decode = self.groups.iter().any(|g| matches!(g, Group::Segment(_)));
-        let decoded = if decode {
-            self.spec.layout.key.as_ref().and_then(|k| k.decode(key))
-        } else {
-            None
-        };
-        if self.spec.drop_misfits {
-            // Whether the key fits, without building its values when no
-            // group needs them.
-            let fits = match (&decoded, &self.spec.layout.key) {
-                (Some(_), _) => true,
-                (None, Some(k)) => !decode && k.fits(key),
-                (None, None) => false,
-            };
-            if !fits {
-                return false;
-            }
-        }
-        for g in wanted {
-            segments.push(match g {
-                Group::Segment(s) => decoded.as_ref().and_then(|d| d.get(*s).cloned()),
-                Group::Key => Some(KeyValue::Text(String::from_utf8_lossy(key).into_owned())),
-                Group::Time { .. } => None,
-            });
-        }
-        true
     }
 }
 
@@ -461,7 +387,7 @@ impl PartAggregate {
             }
             if let Some((m, value)) = row.misfit() {
                 let def = &layout.columns[measures[m]];
-                let mut check = appender(&crate::query::wide::value_type(def.value_type))?;
+                let mut check = appender(&crate::query::view::value_type(def.value_type))?;
                 let why = check
                     .put_cell(def.encoding, value)
                     .err()

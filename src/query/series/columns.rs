@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use datafusion::catalog::Session;
 use datafusion::common::{Column, JoinType, Result as DfResult};
-use datafusion::datasource::provider_as_source;
+use datafusion::datasource::{TableProvider, provider_as_source};
 use datafusion::functions_aggregate::expr_fn::max;
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder, cast, col, lit, when};
 use datafusion::physical_plan::ExecutionPlan;
@@ -29,21 +29,29 @@ use datafusion::physical_plan::projection::ProjectionExec;
 
 use super::gather::GatherPlan;
 use super::gather_exec::GatherExec;
-use super::{SeriesView, physical_filters};
-use crate::query::scan::{KeyScanExec, ScanSpec, split_ranges};
-use crate::query::to_df;
-use crate::query::wide::{CellarTable, Layout, View, scan_spec, value_type};
+use super::physical_filters;
+use crate::error::to_df;
+use crate::query::plan::ScanSpec;
+use crate::query::plan::scan_spec;
+use crate::query::scan::KeyScanExec;
+use crate::query::split::split_ranges;
+use crate::query::view::{Layout, SeriesView, View, value_type};
 use crate::store::{RowRange, Store};
 
 /// The cells view's columns a scan of events reads.
 const TIMESTAMP: &str = "_timestamp";
 const QUALIFIER: &str = "qualifier";
 
+/// The provider of a table in a view already built (the table's own,
+/// handed over by it: this file reads through it without knowing it).
+pub(crate) type Provider = fn(Store, Layout) -> Arc<dyn TableProvider>;
+
 /// Reads a column-per-event series' events.
 pub(crate) struct ColumnEvents<'a> {
     store: &'a Store,
     layout: &'a Arc<Layout>,
     series: &'a SeriesView,
+    provider: Provider,
 }
 
 fn unqualified(name: &str) -> Expr {
@@ -51,11 +59,17 @@ fn unqualified(name: &str) -> Expr {
 }
 
 impl<'a> ColumnEvents<'a> {
-    pub fn new(store: &'a Store, layout: &'a Arc<Layout>, series: &'a SeriesView) -> Self {
+    pub fn new(
+        store: &'a Store,
+        layout: &'a Arc<Layout>,
+        series: &'a SeriesView,
+        provider: Provider,
+    ) -> Self {
         ColumnEvents {
             store,
             layout,
             series,
+            provider,
         }
     }
 
@@ -77,10 +91,7 @@ impl<'a> ColumnEvents<'a> {
     fn cells(&self, filters: &[&Expr]) -> DfResult<LogicalPlanBuilder> {
         let def = &self.series.def;
         let cells = self.cells_layout()?;
-        let source = provider_as_source(Arc::new(CellarTable::from_layout(
-            self.store.clone(),
-            cells,
-        )));
+        let source = provider_as_source((self.provider)(self.store.clone(), cells));
         let mut plan = LogicalPlanBuilder::scan(self.layout.table.as_str(), source, None)?;
         // Time as `_timestamp`, and the buckets it falls in.
         let filters: Vec<Expr> = filters.iter().map(|f| (*f).clone()).collect();

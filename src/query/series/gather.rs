@@ -29,8 +29,7 @@ use datafusion::arrow::compute::{CastOptions, cast_with_options};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
-use super::SeriesView;
-use crate::query::wide::{ColumnSource, Layout, value_type};
+use crate::query::view::{ColumnSource, Layout, SeriesView, value_type};
 use crate::schema::{KeyRef, KeySchema, KeyValue, ValueType};
 use crate::store::{
     ReadFilter, ReadRequest, RowRange, RowSet, RowStream, ScanStats, Store, TimeRange,

@@ -18,9 +18,9 @@ use datafusion::physical_plan::{
 };
 
 use super::gather::{Gather, GatherPlan, GatherStats};
+use crate::error::to_df;
 use crate::query::inline_read::{self, PartRead};
 use crate::query::scan::{BOUNDED_ROWS, describe_range, show_time};
-use crate::query::to_df;
 use crate::store::{RowRange, TimeRange};
 
 /// Events in a partition's first batch when no LIMIT says how many: a

@@ -20,36 +20,12 @@ use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, Result as DfResult};
 use datafusion::logical_expr::{Expr, col, lit};
 
-use super::wide::{
-    ColumnSource, FamilyIndex, Layout, ProtoDecl, View, segment_type, timestamp_type, value_type,
+use super::view::{
+    ColumnSource, FamilyIndex, Layout, ProtoDecl, SeriesView, View, segment_type, timestamp_type,
+    value_type,
 };
 use crate::schema::{FamilyTypes, SeriesDef, Shape, TableSchema};
 use crate::store::{Store, TableDef, TimeRange};
-
-/// How a series' events sit in its table, for the view that shows them.
-#[derive(Debug, Clone)]
-pub(crate) struct SeriesView {
-    pub def: SeriesDef,
-    /// The key field holding the event's time (a row per event) or its
-    /// bucket's start.
-    pub time_segment: usize,
-    /// The view's column holding the event's time.
-    pub time_column: usize,
-    /// A column per event: the key field naming a row's measure.
-    pub metric_segment: Option<usize>,
-}
-
-impl SeriesView {
-    /// Whether events are cells of bucket rows (their time the cell's).
-    pub fn bucketed(&self) -> bool {
-        self.def.layout.bucket.is_some()
-    }
-
-    /// Whether each event is a column (a qualifier) of a row per measure.
-    pub fn column_per_event(&self) -> bool {
-        self.metric_segment.is_some()
-    }
-}
 
 impl Layout {
     /// The events of a series: its key columns (segments), its time (a

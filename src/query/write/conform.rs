@@ -14,7 +14,7 @@ use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 
 use super::encode::BadRow;
 use crate::error::Error;
-use crate::query::wide::{ColumnSource, Layout};
+use crate::query::view::{ColumnSource, Layout};
 
 /// Where each view column comes from in a batch of `schema`: the index
 /// of the source column, if any. `source` names the input in errors.

@@ -20,7 +20,7 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 
 use crate::error::Error;
-use crate::query::wide::{ColumnSource, Layout, ProtoDecl};
+use crate::query::view::{ColumnSource, Layout, ProtoDecl};
 use crate::schema::{ColumnDef, Encoding, KeyRef, SeriesLayout, ValueType, format_decimal};
 use crate::store::{BatchColumn, BatchFamily, CellBatch, MAX_QUALIFIER_LEN};
 

@@ -23,8 +23,8 @@ use tokio::task::JoinHandle;
 use super::encode::{BadRow, Encoder, StatementClock};
 use super::{WRITE_BATCH_ROWS, WriteOptions, conform, joined, series_gate, write_event_columns};
 use crate::error::Error;
-use crate::query::to_df;
-use crate::query::wide::Layout;
+use crate::error::to_df;
+use crate::query::view::Layout;
 use crate::store::{BadRows, CellBatch, Store, now_micros};
 
 /// Inserts a stream of batches of the view's columns (or, with

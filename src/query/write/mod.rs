@@ -31,9 +31,9 @@ use futures::StreamExt;
 
 use self::encode::Encoder;
 use self::update::RowUpdate;
-use super::to_df;
-use super::wide::Layout;
+use super::view::Layout;
 use crate::error::Error;
+use crate::error::to_df;
 use crate::store::{BadRows, Entered, Mutation, RowMutation, Store, TimeRange};
 
 /// Rows per store write: the unit that a bad row stops. Large enough for

@@ -30,10 +30,10 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use super::encode::{Values, check_map_entry};
 use crate::error::Error;
+use crate::error::to_df;
 use crate::query::batch::ViewBatchBuilder;
 use crate::query::checked::arithmetic;
-use crate::query::to_df;
-use crate::query::wide::{ColumnSource, Layout};
+use crate::query::view::{ColumnSource, Layout};
 use crate::schema::{Value, ValueType};
 use crate::store::{Mutation, ReadFilter, Row, Store, TimeRange, align_up, now_micros};
 
