@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 use super::split::{self, SplitScan};
 use crate::proto::FieldMask;
 use crate::query::{
-    CellarTable, GatherExec, GatherParts, GatherPlan, KeyScanExec, Layout, ScanSpec, View,
+    CellarTable, GatherExec, GatherParts, GatherPlan, KeyScanExec, Layout, Projection, ScanSpec,
+    View,
 };
 use crate::schema::KeyOrder;
 use crate::store::{QualifierFilter, RowRange, Store, TableDef, TimeRange};
@@ -346,7 +347,7 @@ impl CellarPhysicalCodec {
             .transpose()?;
         let wire = ScanWire {
             table: TableWire::of(&spec.store, &spec.layout),
-            projection: spec.projection.clone(),
+            projection: spec.projection.columns().to_vec(),
             needed: spec.needed.clone(),
             families: spec.families.clone(),
             ranges: spec.ranges.clone(),
@@ -440,10 +441,12 @@ impl CellarPhysicalCodec {
                 )
             })
             .transpose()?;
+        let projection = Projection::new(&layout, w.projection)
+            .map_err(|e| wire_error("a scan's columns", e))?;
         let spec = ScanSpec {
             store,
             layout,
-            projection: w.projection,
+            projection,
             needed: w.needed,
             families: w.families,
             ranges: w.ranges,

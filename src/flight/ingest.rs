@@ -16,8 +16,7 @@ use tonic::Status;
 use super::metadata::{CATALOG, SCHEMA};
 use super::status::status;
 use crate::error::to_df;
-use crate::query::WriteOptions;
-use crate::{query::CellarTable, sql::SqlSession};
+use crate::sql::SqlSession;
 
 /// The ingest option naming the row-key column of a table it creates
 /// (default: the first column).
@@ -87,7 +86,9 @@ pub async fn ingest(
         }
     }
 
-    let target = CellarTable::new(store.clone(), table).map_err(|e| status(&to_df(e)))?;
+    session
+        .stored_table_schema(table)
+        .map_err(|e| status(&to_df(e)))?;
     let Some(schema) = first_schema else {
         return Ok(0);
     };
@@ -95,12 +96,8 @@ pub async fn ingest(
     // columns matched by name, one bulk write per batch.
     let data = batches.map(|b| b.map_err(|s| DataFusionError::External(Box::new(s))));
     let stream = RecordBatchStreamAdapter::new(schema, data);
-    let options = WriteOptions {
-        by_name: Some("the ingested batches".into()),
-        ..WriteOptions::default()
-    };
-    let written = target
-        .load(Box::pin(stream), &options)
+    let written = session
+        .write_stream(table, Box::pin(stream), "the ingested batches")
         .await
         .map_err(|e| status(&e).map_message(|m| format!("ingest into {table}: {m}")))?;
     Ok(i64::try_from(written).unwrap_or(i64::MAX))

@@ -736,12 +736,12 @@ impl FlightSqlService for CellarFlightSql {
         request: Request<Ticket>,
     ) -> Result<Response<FlightStream<FlightData>>, Status> {
         let client = self.caller(&request)?;
-        let store = client.session.store().clone();
         let mut builder = query.into_builder();
-        for table in store.list_tables() {
-            let provider = crate::query::CellarTable::new(store.clone(), &table)
+        for table in client.session.store().list_tables() {
+            let schema = client
+                .session
+                .stored_table_schema(&table)
                 .map_err(|e| Status::internal(e.to_string()))?;
-            let schema = datafusion::catalog::TableProvider::schema(&provider);
             builder
                 .append(CATALOG, SCHEMA, &table, "TABLE", &schema)
                 .map_err(|e| Status::internal(e.to_string()))?;

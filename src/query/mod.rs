@@ -40,4 +40,8 @@ pub use view::View;
 pub use write::WriteProgress;
 pub(crate) use write::{RowNames, WriteOptions};
 #[cfg(feature = "ballista")]
-pub(crate) use {plan::ScanSpec, scan::describe_range, view::Layout};
+pub(crate) use {
+    plan::{Projection, ScanSpec},
+    scan::describe_range,
+    view::Layout,
+};

@@ -9,7 +9,8 @@ use datafusion::arrow::array::{Array, BooleanArray};
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::common::Result as DfResult;
+use datafusion::common::{DataFusionError, Result as DfResult};
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::SendableRecordBatchStream;
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder};
 
@@ -271,16 +272,11 @@ impl PartitionRead {
                     return Err(to_df(e));
                 }
                 self.wide
-                    .finish_projected(&self.spec.projection, &self.schema)?
+                    .finish_projected(self.spec.projection.columns(), &self.schema)?
             }
             Some(predicate) => {
                 let batch = self.wide.finish()?;
-                let mask = predicate.evaluate(&batch)?.into_array(batch.num_rows())?;
-                let mask = mask
-                    .as_any()
-                    .downcast_ref::<BooleanArray>()
-                    .cloned()
-                    .unwrap_or_else(|| BooleanArray::from(vec![false; batch.num_rows()]));
+                let mask = mask_of(predicate, &batch)?;
                 // A cell that did not decode fails the query only if its
                 // row is wanted.
                 if let Some((_, e)) = errors
@@ -289,7 +285,7 @@ impl PartitionRead {
                 {
                     return Err(to_df(e));
                 }
-                filter_record_batch(&batch, &mask)?.project(&self.spec.projection)?
+                filter_record_batch(&batch, &mask)?.project(self.spec.projection.columns())?
             }
         };
         if let Some(limit) = self.spec.limit {
@@ -305,5 +301,48 @@ impl PartitionRead {
             return Ok(false); // the consumer went away (LIMIT, cancel)
         }
         Ok(self.spec.limit.is_none_or(|l| self.emitted < l))
+    }
+}
+
+/// Which rows of `batch` the re-checked `predicate` keeps. A predicate
+/// that gives anything but booleans is a planning bug, and an error: it
+/// must never read as "no row matches".
+fn mask_of(predicate: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> DfResult<BooleanArray> {
+    let mask = predicate.evaluate(batch)?.into_array(batch.num_rows())?;
+    mask.as_any()
+        .downcast_ref::<BooleanArray>()
+        .cloned()
+        .ok_or_else(|| {
+            DataFusionError::Internal(format!(
+                "the predicate a scan re-checks ({predicate}) gave {} values, not booleans",
+                mask.data_type()
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{Int64Array, RecordBatch};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::common::ScalarValue;
+    use datafusion::physical_expr::PhysicalExpr;
+    use datafusion::physical_expr::expressions::{Column, Literal};
+
+    use super::mask_of;
+
+    #[test]
+    fn a_predicate_that_is_not_boolean_is_an_error_not_an_empty_result() {
+        let schema = Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, false)]));
+        let batch =
+            RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![1, 2, 3]))]).unwrap();
+        let number: Arc<dyn PhysicalExpr> = Arc::new(Column::new("n", 0));
+        let e = mask_of(&number, &batch).unwrap_err().to_string();
+        assert!(e.contains("gave Int64 values, not booleans"), "{e}");
+        let yes: Arc<dyn PhysicalExpr> = Arc::new(Literal::new(ScalarValue::Boolean(Some(true))));
+        assert_eq!(mask_of(&yes, &batch).unwrap().true_count(), 3);
     }
 }

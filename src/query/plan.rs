@@ -5,6 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DFSchema, Result as DfResult};
@@ -17,12 +18,40 @@ use super::view::{Layout, View};
 use crate::schema::{KeyOrder, ValueType};
 use crate::store::{QualifierFilter, RowRange, Store, TimeRange};
 
+/// The view's columns a scan outputs and their schema, made together
+/// and checked, so that no operator has a shape to fall back from.
+#[derive(Clone, Debug)]
+pub(crate) struct Projection {
+    columns: Vec<usize>,
+    schema: SchemaRef,
+}
+
+impl Projection {
+    /// Columns `columns` of `layout`'s view; an error names a column the
+    /// view does not have.
+    pub(crate) fn new(layout: &Layout, columns: Vec<usize>) -> DfResult<Self> {
+        let schema = Arc::new(layout.arrow.project(&columns)?);
+        Ok(Projection { columns, schema })
+    }
+
+    /// The view's columns, in output order.
+    pub(crate) fn columns(&self) -> &[usize] {
+        &self.columns
+    }
+
+    /// The output's schema.
+    pub(crate) fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+}
+
 /// Everything a scan needs, decided at planning time.
 #[derive(Clone)]
 pub(crate) struct ScanSpec {
     pub store: Store,
     pub layout: Arc<Layout>,
-    pub projection: Vec<usize>,
+    /// The view's columns the scan outputs.
+    pub projection: Projection,
     pub needed: Vec<bool>,
     pub families: Vec<String>,
     /// `None`: the whole table.
@@ -257,7 +286,7 @@ pub(crate) fn scan_spec(
         few_rows: split.rows,
         store: store.clone(),
         layout: Arc::clone(layout),
-        projection,
+        projection: Projection::new(layout, projection)?,
         needed,
         families,
         ranges: key_plan.ranges.clone(),
@@ -280,4 +309,30 @@ pub(crate) fn scan_spec(
         batch_size: state.config().batch_size(),
         target_partitions: state.config().target_partitions(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+
+    use super::*;
+    use crate::store::{FamilySpec, TableSpec};
+
+    #[test]
+    fn a_projection_of_a_column_the_view_lacks_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let def = store
+            .create_table(TableSpec::new("t").family(FamilySpec::new("cf")))
+            .unwrap();
+        let layout = Layout::new(&store, def, View::Wide { as_of: None }).unwrap();
+        let all = layout.arrow.fields().len();
+        let p = Projection::new(&layout, vec![0]).unwrap();
+        assert_eq!(p.columns(), [0]);
+        assert_eq!(p.schema().field(0).name(), "_key");
+        let e = Projection::new(&layout, vec![0, all + 5])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&(all + 5).to_string()), "{e}");
+    }
 }

@@ -431,12 +431,7 @@ impl KeyScanExec {
     /// The scan of `spec` over these partitions (ranges in key order in
     /// each): what `new` decided, or a part of it a distributed task runs.
     pub(crate) fn from_parts(spec: ScanSpec, partitions: Vec<Vec<RowRange>>) -> Self {
-        let schema = Arc::new(
-            spec.layout
-                .arrow
-                .project(&spec.projection)
-                .unwrap_or_else(|_| spec.layout.arrow.as_ref().clone()),
-        );
+        let schema = Arc::clone(spec.projection.schema());
         let mut eq = EquivalenceProperties::new(Arc::clone(&schema));
         if let Some(order) = &spec.order
             && partitions.iter().all(|p| one_group(p, &order.groups))
@@ -642,6 +637,7 @@ impl ExecutionPlan for KeyScanExec {
         let of_kind = |map: bool| -> HashMap<usize, usize> {
             self.spec
                 .projection
+                .columns()
                 .iter()
                 .enumerate()
                 .filter(|(_, l)| match layout.sources[**l] {

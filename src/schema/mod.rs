@@ -112,8 +112,9 @@ impl TableSchema {
     }
 
     /// The JSON form stored in the catalog.
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+    pub fn to_json(&self) -> Result<String> {
+        serde_json::to_string(self)
+            .map_err(|e| Error::Internal(format!("the schema of a table did not serialize: {e}")))
     }
 
     /// Checks names: no duplicates between segments, columns, the reserved

@@ -11,6 +11,7 @@ mod describe;
 mod error_text;
 mod files;
 mod functions;
+mod ingest;
 mod insert_values;
 mod limits;
 mod options;
@@ -503,7 +504,7 @@ impl SqlSession {
                 .await
                 .map_err(|e| to_df(Error::Internal(format!("SET FORMAT failed: {e}"))))?
                 .map_err(to_df)?;
-                self.ctx.read_batch(message(text))
+                self.ctx.read_batch(message(text)?)
             }
             CellarStatement::Compact { name } => {
                 // Reads and rewrites every family: off the async threads.
@@ -519,7 +520,7 @@ impl SqlSession {
                 .await
                 .map_err(|e| to_df(Error::Internal(format!("COMPACT failed: {e}"))))?
                 .map_err(to_df)?;
-                self.ctx.read_batch(message(text))
+                self.ctx.read_batch(message(text)?)
             }
             CellarStatement::CreateTable {
                 name,
@@ -532,7 +533,9 @@ impl SqlSession {
                 proto,
             } => {
                 if if_not_exists && self.store.table(&name).is_ok() {
-                    return self.ctx.read_batch(message(format!("table {name} exists")));
+                    return self
+                        .ctx
+                        .read_batch(message(format!("table {name} exists"))?);
                 }
                 // The query's columns fill the table's columns of the
                 // same names; the table goes again if the rows fail.
@@ -559,7 +562,7 @@ impl SqlSession {
                     Ok(batches) => {
                         let rows = affected_rows(&batches);
                         self.ctx
-                            .read_batch(message(format!("created {what} {name} ({rows} rows)")))
+                            .read_batch(message(format!("created {what} {name} ({rows} rows)"))?)
                     }
                     Err(e) => {
                         let _ = self.store.drop_table(&name);
@@ -756,7 +759,7 @@ impl SqlSession {
                 proto,
             } => {
                 if if_not_exists && store.table(&name).is_ok() {
-                    return Ok(message(format!("table {name} exists")));
+                    return message(format!("table {name} exists"));
                 }
                 if let Some(table) = self.session_tables.get(&name) {
                     return Err(to_df(Error::InvalidArgument(format!(
@@ -801,8 +804,8 @@ impl SqlSession {
                         ))));
                     }
                 }
-                let mut spec =
-                    TableSpec::new(&name).metadata(SCHEMA_METADATA_KEY, schema.to_json());
+                let mut spec = TableSpec::new(&name)
+                    .metadata(SCHEMA_METADATA_KEY, schema.to_json().map_err(to_df)?);
                 for f in families {
                     spec = spec.family(
                         FamilySpec::new(f.name)
@@ -839,7 +842,7 @@ impl SqlSession {
                 if family.qualifiers.is_some() || family.values.is_some() {
                     ops.push(AlterOp::SetMetadata(
                         SCHEMA_METADATA_KEY.into(),
-                        Some(schema.to_json()),
+                        Some(schema.to_json().map_err(to_df)?),
                     ));
                 }
                 store.alter_table(&table, ops).map_err(to_df)?;
@@ -860,7 +863,7 @@ impl SqlSession {
                 if !dropped.is_empty() || typed {
                     ops.push(AlterOp::SetMetadata(
                         SCHEMA_METADATA_KEY.into(),
-                        Some(schema.to_json()),
+                        Some(schema.to_json().map_err(to_df)?),
                     ));
                 }
                 store.alter_table(&table, ops).map_err(to_df)?;
@@ -1024,7 +1027,7 @@ impl SqlSession {
                 return Ok(RecordBatch::try_new(Arc::new(schema), columns)?);
             }
         };
-        Ok(message(text))
+        message(text)
     }
 
     /// The external tables and views of this session, with what each is
@@ -1345,11 +1348,10 @@ fn writes(plan: &LogicalPlan) -> bool {
         .unwrap_or(true)
 }
 
-fn message(text: String) -> RecordBatch {
+fn message(text: String) -> DfResult<RecordBatch> {
     let schema = Schema::new(vec![Field::new("result", DataType::Utf8, false)]);
     let column: ArrayRef = Arc::new(StringArray::from(vec![text]));
-    RecordBatch::try_new(Arc::new(schema), vec![column])
-        .unwrap_or_else(|_| RecordBatch::new_empty(Arc::new(Schema::empty())))
+    Ok(RecordBatch::try_new(Arc::new(schema), vec![column])?)
 }
 
 fn family_types(f: &FamilyDecl) -> FamilyTypes {

@@ -124,7 +124,7 @@ pub(crate) async fn set_layout(
     store
         .create_table(
             TableSpec::new(&tmp)
-                .metadata(SCHEMA_METADATA_KEY, new_schema.to_json())
+                .metadata(SCHEMA_METADATA_KEY, new_schema.to_json().map_err(to_df)?)
                 .family(FamilySpec::new(&series.family).gc(gc).format(format)),
         )
         .map_err(to_df)?;
@@ -156,9 +156,9 @@ pub(crate) async fn set_layout(
     session.set_loading(None);
     drop(closed);
     match copied {
-        Ok(written) => Ok(message(format!(
+        Ok(written) => message(format!(
             "series {name}: {written} events rewritten, now LAYOUT {described}"
-        ))),
+        )),
         Err(e) => {
             let _ = store.drop_table(&tmp);
             Err(e)

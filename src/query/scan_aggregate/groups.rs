@@ -313,6 +313,7 @@ impl Groups {
             let source = exec
                 .spec
                 .projection
+                .columns()
                 .get(i)
                 .and_then(|&c| exec.spec.layout.sources.get(c));
             let array: ArrayRef = if Some(i) == exec.time_column {

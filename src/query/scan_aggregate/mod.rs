@@ -211,6 +211,7 @@ impl ScanAggregateExec {
         let input_schema = scan.schema();
         let source = |index: usize| {
             spec.projection
+                .columns()
                 .get(index)
                 .and_then(|&c| layout.sources.get(c))
         };
