@@ -86,10 +86,11 @@ pub async fn ingest(
         }
     }
 
-    session
-        .stored_table_schema(table)
-        .map_err(|e| status(&to_df(e)))?;
     let Some(schema) = first_schema else {
+        // Nothing to write: the table is only checked to be readable.
+        session
+            .stored_table_schema(table)
+            .map_err(|e| status(&to_df(e)))?;
         return Ok(0);
     };
     // Each batch is written as it arrives, through the table's sink: the
