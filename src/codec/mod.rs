@@ -307,6 +307,84 @@ pub fn single_row_range(row: &[u8]) -> EncodedRange {
     row_range(Bound::Included(row), Bound::Included(row))
 }
 
+/// A range of row keys.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RowRange {
+    /// Lower bound.
+    pub start: Bound<Vec<u8>>,
+    /// Upper bound.
+    pub end: Bound<Vec<u8>>,
+}
+
+impl RowRange {
+    /// Every row.
+    pub fn all() -> Self {
+        RowRange {
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+        }
+    }
+
+    /// Exactly one row.
+    pub fn key(key: impl Into<Vec<u8>>) -> Self {
+        let key = key.into();
+        RowRange {
+            start: Bound::Included(key.clone()),
+            end: Bound::Included(key),
+        }
+    }
+
+    /// The rows whose key starts with `prefix`.
+    pub fn prefix(prefix: impl Into<Vec<u8>>) -> Self {
+        let prefix = prefix.into();
+        let end = prefix_successor(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+        RowRange {
+            start: Bound::Included(prefix),
+            end,
+        }
+    }
+
+    /// The rows between two bounds.
+    pub fn between(start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Self {
+        RowRange { start, end }
+    }
+
+    /// The cell keys of these rows.
+    pub fn encode(&self) -> EncodedRange {
+        row_range(as_slice_bound(&self.start), as_slice_bound(&self.end))
+    }
+}
+
+/// A bound over owned bytes as a bound over a slice.
+pub fn as_slice_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(v) => Bound::Included(v),
+        Bound::Excluded(v) => Bound::Excluded(v),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Cell-key ranges as sorted, disjoint, non-empty ranges: empty ones
+/// dropped, overlapping and touching ones merged. The one way ranges are
+/// sorted and merged, for the store's reads and the planner's partitions.
+pub fn merge_ranges(ranges: impl IntoIterator<Item = EncodedRange>) -> Vec<EncodedRange> {
+    let mut ranges: Vec<EncodedRange> = ranges.into_iter().filter(|r| !r.is_empty()).collect();
+    ranges.sort_by(|a, b| a.start.cmp(&b.start));
+    let mut merged: Vec<EncodedRange> = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        match merged.last_mut() {
+            Some(last) if last.end.as_ref().is_none_or(|end| *end >= range.start) => {
+                last.end = match (last.end.take(), range.end) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    _ => None,
+                };
+            }
+            _ => merged.push(range),
+        }
+    }
+    merged
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

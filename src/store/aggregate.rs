@@ -4,7 +4,7 @@
 //! hold a sketch (one version byte, one precision byte, then 2^precision
 //! one-byte registers); input to a HyperLogLog cell is an item to count.
 
-use super::catalog::FamilyKind;
+use super::definition::FamilyKind;
 use crate::error::{Error, Result};
 
 /// Precision of new HyperLogLog sketches: 2^12 registers, about 1.6 % error.

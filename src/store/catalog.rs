@@ -1,562 +1,176 @@
-//! Table and family definitions, and their persistence in the catalog keyspace.
-//!
-//! The catalog keyspace maps `table/<name>` to the table's definition as
-//! JSON and `meta/format` to the store format version. Keyspace names for
-//! family data are `f<id>` with ids from `meta/next_id`, so a user's names
-//! never reach the file system and a dropped family's id is never reused.
+//! The catalog: table definitions and settings stored in the catalog
+//! keyspace, and creating, altering and dropping tables.
 
-use super::format::FamilyFormat;
-use super::{AlterOp, TableSpec};
+use super::commit::lock;
+use super::definition;
+use super::definition::{AlterOp, FamilyDef, TableDef, TableSpec, validate_table_name};
+use super::engine::{FjallStore, NEXT_ID_KEY, SETTING_PREFIX, TABLE_PREFIX};
 use crate::error::{Error, Result};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use fjall::PersistMode;
+use std::sync::{Arc, PoisonError};
 
-/// The store format this build writes. A store with a larger number was
-/// written by a newer cellar and is refused.
-pub const FORMAT_VERSION: u32 = 1;
+impl FjallStore {
+    // ---- catalog -------------------------------------------------------
 
-/// Most column families a table may have.
-pub const MAX_FAMILIES: usize = 100;
-/// Longest table name, in bytes.
-pub const MAX_TABLE_NAME: usize = 128;
-/// Longest family name, in bytes.
-pub const MAX_FAMILY_NAME: usize = 64;
-/// Deepest nesting of unions and intersections in a GC policy. Bigtable's
-/// own policies nest two or three levels; the bound keeps every policy
-/// storable and readable (the catalog's JSON reader refuses deep nesting).
-pub const MAX_GC_DEPTH: usize = 8;
-/// Most rules (max versions, max age) in one GC policy.
-pub const MAX_GC_RULES: usize = 64;
-
-/// A garbage-collection policy: which cells of a column may be discarded.
-///
-/// Evaluated per column over its cells newest first: the cell at index `i`
-/// (0 = newest) with timestamp `t` is garbage when the policy says so.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum GcPolicy {
-    /// Keep everything.
-    #[default]
-    KeepAll,
-    /// Keep the newest `n` cells of each column (n ≥ 1).
-    MaxVersions(u32),
-    /// Keep cells younger than this many microseconds.
-    MaxAge(i64),
-    /// Garbage when any of the policies says so.
-    Union(Vec<GcPolicy>),
-    /// Garbage when all of the policies say so.
-    Intersection(Vec<GcPolicy>),
-}
-
-impl GcPolicy {
-    /// Whether the cell at `index` (0 = newest of its column) with `timestamp`
-    /// is garbage at time `now` (microseconds).
-    pub fn is_garbage(&self, index: usize, timestamp: i64, now: i64) -> bool {
-        match self {
-            GcPolicy::KeepAll => false,
-            GcPolicy::MaxVersions(n) => index >= *n as usize,
-            GcPolicy::MaxAge(age) => timestamp < now.saturating_sub(*age),
-            GcPolicy::Union(all) => all.iter().any(|p| p.is_garbage(index, timestamp, now)),
-            GcPolicy::Intersection(all) => {
-                !all.is_empty() && all.iter().all(|p| p.is_garbage(index, timestamp, now))
-            }
-        }
-    }
-
-    /// Whether the policy ever discards anything by version count. Only
-    /// age-only policies can be applied by the compaction filter, which
-    /// sees a subset of the cells.
-    pub fn counts_versions(&self) -> bool {
-        match self {
-            GcPolicy::KeepAll | GcPolicy::MaxAge(_) => false,
-            GcPolicy::MaxVersions(_) => true,
-            GcPolicy::Union(all) | GcPolicy::Intersection(all) => {
-                all.iter().any(GcPolicy::counts_versions)
-            }
-        }
-    }
-
-    /// The age past which a cell is garbage whatever its version index, if
-    /// any: what the compaction filter may drop.
-    pub fn unconditional_max_age(&self) -> Option<i64> {
-        match self {
-            GcPolicy::MaxAge(age) => Some(*age),
-            GcPolicy::Union(all) => all.iter().filter_map(GcPolicy::unconditional_max_age).min(),
-            GcPolicy::Intersection(all) => {
-                // Garbage only when every member says so; all must be age rules.
-                let ages: Option<Vec<i64>> =
-                    all.iter().map(GcPolicy::unconditional_max_age).collect();
-                ages.and_then(|a| a.into_iter().max())
-            }
-            GcPolicy::KeepAll | GcPolicy::MaxVersions(_) => None,
-        }
-    }
-
-    /// How deeply unions and intersections nest (a single rule is 1).
-    pub fn depth(&self) -> usize {
-        match self {
-            GcPolicy::Union(all) | GcPolicy::Intersection(all) => {
-                1 + all.iter().map(GcPolicy::depth).max().unwrap_or(0)
-            }
-            _ => 1,
-        }
-    }
-
-    /// How many rules (leaves) the policy has.
-    pub fn rules(&self) -> usize {
-        match self {
-            GcPolicy::Union(all) | GcPolicy::Intersection(all) => {
-                all.iter().map(GcPolicy::rules).sum()
-            }
-            _ => 1,
-        }
-    }
-
-    /// Checks the policy's numbers and its size: at most [`MAX_GC_DEPTH`]
-    /// levels of nesting and [`MAX_GC_RULES`] rules.
-    pub fn validate(&self) -> Result<()> {
-        let depth = self.depth();
-        if depth > MAX_GC_DEPTH {
+    /// Sets (or with `None` removes) a store-wide setting of the layers
+    /// above the store, such as a registered `.proto` source. Durable when
+    /// this returns.
+    pub fn put_setting(&self, key: &str, value: Option<&str>) -> Result<()> {
+        if key.is_empty() || key.len() > 4096 {
             return Err(Error::InvalidArgument(format!(
-                "GC policy nests {depth} levels deep; the limit is {MAX_GC_DEPTH}: flatten it (a OR (b OR c) is a OR b OR c)"
+                "setting name must be 1 to 4096 bytes, got {}",
+                key.len()
             )));
         }
-        let rules = self.rules();
-        if rules > MAX_GC_RULES {
-            return Err(Error::InvalidArgument(format!(
-                "GC policy has {rules} rules; the limit is {MAX_GC_RULES}"
-            )));
+        let mut batch = self.inner.db.batch().durability(Some(PersistMode::SyncAll));
+        let name = format!("{SETTING_PREFIX}{key}");
+        match value {
+            Some(v) => batch.insert(&self.inner.catalog, name, v.as_bytes()),
+            None => batch.remove(&self.inner.catalog, name),
         }
-        self.validate_numbers()
+        batch.commit()?;
+        Ok(())
     }
 
-    fn validate_numbers(&self) -> Result<()> {
-        match self {
-            GcPolicy::KeepAll => Ok(()),
-            GcPolicy::MaxVersions(0) => Err(Error::InvalidArgument(
-                "max versions must be at least 1; use a delete to remove every cell".into(),
-            )),
-            GcPolicy::MaxVersions(_) => Ok(()),
-            GcPolicy::MaxAge(age) if *age <= 0 => Err(Error::InvalidArgument(format!(
-                "max age must be positive, got {age} microseconds"
-            ))),
-            GcPolicy::MaxAge(_) => Ok(()),
-            GcPolicy::Union(all) | GcPolicy::Intersection(all) => {
-                if all.is_empty() {
-                    return Err(Error::InvalidArgument(
-                        "a union or intersection GC policy needs at least one member".into(),
-                    ));
-                }
-                all.iter().try_for_each(GcPolicy::validate_numbers)
-            }
+    /// The settings whose names start with `prefix`, sorted by name.
+    pub fn settings(&self, prefix: &str) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for guard in self
+            .inner
+            .catalog
+            .prefix(format!("{SETTING_PREFIX}{prefix}"))
+        {
+            let (k, v) = guard.into_inner()?;
+            let name = String::from_utf8_lossy(&k[SETTING_PREFIX.len()..]).into_owned();
+            let value = String::from_utf8(v.to_vec()).map_err(|_| Error::Corrupt {
+                reason: format!("setting {name:?} is not UTF-8"),
+            })?;
+            out.push((name, value));
         }
+        Ok(out)
     }
-}
 
-impl std::fmt::Display for GcPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let join = |f: &mut std::fmt::Formatter<'_>, all: &[GcPolicy], op: &str| {
-            write!(f, "(")?;
-            for (i, p) in all.iter().enumerate() {
-                if i > 0 {
-                    write!(f, " {op} ")?;
-                }
-                write!(f, "{p}")?;
-            }
-            write!(f, ")")
+    /// The names of all tables, sorted.
+    pub fn list_tables(&self) -> Vec<String> {
+        self.inner
+            .tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// A table's definition.
+    pub fn table(&self, name: &str) -> Result<TableDef> {
+        Ok(self.handle(name)?.def.clone())
+    }
+
+    /// The next unused internal id.
+    pub(super) fn next_id(&self) -> Result<u64> {
+        let current = match self.inner.catalog.get(NEXT_ID_KEY)? {
+            None => 1,
+            Some(v) => <[u8; 8]>::try_from(&*v)
+                .map(u64::from_be_bytes)
+                .map_err(|_| Error::Corrupt {
+                    reason: "catalog id counter is not 8 bytes".into(),
+                })?,
         };
-        match self {
-            GcPolicy::KeepAll => write!(f, "keep all"),
-            GcPolicy::MaxVersions(n) => write!(f, "max versions {n}"),
-            GcPolicy::MaxAge(age) => write!(f, "max age {}", show_duration(*age)),
-            GcPolicy::Union(all) => join(f, all, "or"),
-            GcPolicy::Intersection(all) => join(f, all, "and"),
+        Ok(current.max(1))
+    }
+
+    pub(super) fn write_catalog(
+        &self,
+        def: Option<&TableDef>,
+        remove: Option<&str>,
+        next_id: u64,
+    ) -> Result<()> {
+        let mut batch = self.inner.db.batch().durability(Some(PersistMode::SyncAll));
+        if let Some(name) = remove {
+            batch.remove(&self.inner.catalog, format!("{TABLE_PREFIX}{name}"));
         }
-    }
-}
-
-fn show_duration(micros: i64) -> String {
-    const UNITS: [(i64, &str); 5] = [
-        (86_400_000_000, "d"),
-        (3_600_000_000, "h"),
-        (60_000_000, "m"),
-        (1_000_000, "s"),
-        (1_000, "ms"),
-    ];
-    UNITS
-        .iter()
-        .find(|(unit, _)| micros % unit == 0)
-        .map_or_else(
-            || format!("{micros}us"),
-            |(unit, name)| format!("{}{name}", micros / unit),
-        )
-}
-
-/// What a family's cells are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum FamilyKind {
-    /// Cells hold whatever is written.
-    #[default]
-    Normal,
-    /// Aggregate: 8-byte big-endian int64, input is added.
-    Sum,
-    /// Aggregate: 8-byte big-endian int64, the smallest input is kept.
-    Min,
-    /// Aggregate: 8-byte big-endian int64, the largest input is kept.
-    Max,
-    /// Aggregate: a HyperLogLog sketch; input values are items to count.
-    HyperLogLog,
-}
-
-impl FamilyKind {
-    /// Whether cells of this kind merge new input on write.
-    pub fn is_aggregate(self) -> bool {
-        self != FamilyKind::Normal
-    }
-}
-
-impl std::fmt::Display for FamilyKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            FamilyKind::Normal => "normal",
-            FamilyKind::Sum => "sum",
-            FamilyKind::Min => "min",
-            FamilyKind::Max => "max",
-            FamilyKind::HyperLogLog => "hll",
-        })
-    }
-}
-
-/// A column family of a table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FamilyDef {
-    /// Internal id; names the family's keyspace `f<id>`.
-    pub id: u64,
-    /// The family's name.
-    pub name: String,
-    /// Its garbage-collection policy.
-    #[serde(default)]
-    pub gc: GcPolicy,
-    /// Normal or aggregate.
-    #[serde(default)]
-    pub kind: FamilyKind,
-    /// How its cells are laid out on disk.
-    #[serde(default)]
-    pub format: FamilyFormat,
-    /// A change of format under way (`ALTER ... SET FORMAT`): rows below
-    /// its cursor are already in the new keyspace, the rest in this one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub converting: Option<Conversion>,
-    /// The keyspace (`f<id>`) of the family's blocks, once a merge has
-    /// made them (PACKED only; see `format/blocks/`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub blocks: Option<u64>,
-}
-
-/// A family's change of format under way.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Conversion {
-    /// The id of the keyspace the rows move to (`f<id>`).
-    pub id: u64,
-    /// The format they take there.
-    pub format: FamilyFormat,
-}
-
-impl FamilyDef {
-    /// The name of the fjall keyspace that holds this family's cells.
-    pub fn keyspace_name(&self) -> String {
-        keyspace_name(self.id)
-    }
-
-    /// The names of every keyspace holding this family's cells.
-    pub fn keyspace_names(&self) -> Vec<String> {
-        self.ids().into_iter().map(keyspace_name).collect()
-    }
-
-    /// The ids of every keyspace holding this family's cells.
-    pub fn ids(&self) -> Vec<u64> {
-        let mut ids = vec![self.id];
-        ids.extend(self.converting.as_ref().map(|c| c.id));
-        ids.extend(self.blocks);
-        ids
-    }
-}
-
-pub(crate) fn keyspace_name(id: u64) -> String {
-    format!("f{id}")
-}
-
-/// A table: its families, and metadata owned by the layers above the store
-/// (the SQL layer keeps its row-key schema and declared columns there).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TableDef {
-    /// Internal id.
-    pub id: u64,
-    /// The table's name.
-    pub name: String,
-    /// Column families, in declaration order.
-    pub families: Vec<FamilyDef>,
-    /// Free-form metadata for higher layers; the store keeps it verbatim.
-    #[serde(default)]
-    pub metadata: BTreeMap<String, String>,
-}
-
-/// Checks a table's families: how many, their names and GC policies, no
-/// name twice.
-pub(crate) fn check_families(table: &str, families: &[FamilySpec]) -> Result<()> {
-    if families.len() > MAX_FAMILIES {
-        return Err(Error::TooManyFamilies {
-            table: table.to_string(),
-            count: families.len(),
-            max: MAX_FAMILIES,
-        });
-    }
-    for (i, f) in families.iter().enumerate() {
-        validate_family_name(&f.name)?;
-        f.gc.validate()?;
-        if families[..i].iter().any(|g| g.name == f.name) {
-            return Err(Error::FamilyExists {
-                table: table.to_string(),
-                family: f.name.clone(),
-            });
+        if let Some(def) = def {
+            self.put_def(&mut batch, def)?;
         }
+        batch.insert(&self.inner.catalog, NEXT_ID_KEY, next_id.to_be_bytes());
+        batch.commit()?;
+        Ok(())
     }
-    Ok(())
-}
 
-impl TableDef {
-    /// The definition `spec` asks for, its ids taken from `next_id` on.
-    pub(crate) fn from_spec(spec: TableSpec, next_id: &mut u64) -> TableDef {
-        let id = *next_id;
-        *next_id += 1;
-        let families = spec
-            .families
-            .into_iter()
-            .map(|f| {
-                *next_id += 1;
-                FamilyDef {
-                    id: *next_id - 1,
-                    name: f.name,
-                    gc: f.gc,
-                    kind: f.kind,
-                    format: f.format,
-                    converting: None,
-                    blocks: None,
-                }
-            })
-            .collect();
-        TableDef {
-            id,
-            name: spec.name,
-            families,
-            metadata: spec.metadata,
+    /// Puts a table's definition into a catalog batch.
+    pub(super) fn put_def(&self, batch: &mut fjall::OwnedWriteBatch, def: &TableDef) -> Result<()> {
+        let json = serde_json::to_vec(def).map_err(|e| Error::Corrupt {
+            reason: format!("cannot encode the definition of table {:?}: {e}", def.name),
+        })?;
+        batch.insert(
+            &self.inner.catalog,
+            format!("{TABLE_PREFIX}{}", def.name),
+            json,
+        );
+        Ok(())
+    }
+
+    /// Creates a table.
+    pub fn create_table(&self, spec: TableSpec) -> Result<TableDef> {
+        validate_table_name(&spec.name)?;
+        definition::check_families(&spec.name, &spec.families)?;
+        let _ddl = lock(&self.inner.ddl);
+        match self.handle(&spec.name) {
+            Ok(_) => return Err(Error::TableExists { table: spec.name }),
+            Err(e @ Error::TableDamaged { .. }) => return Err(e),
+            Err(_) => {}
         }
+        let mut id = self.next_id()?;
+        let def = TableDef::from_spec(spec, &mut id);
+        let handle = self.open_handle(def.clone())?;
+        self.write_catalog(Some(&def), None, id)?;
+        self.change_tables(|open| open.insert(def.name.clone(), Arc::new(handle)));
+        Ok(def)
     }
 
-    /// Applies `ops` in order, new families taking ids from `next_id` on;
-    /// the families as specs, for [`check_families`].
-    pub(crate) fn apply(
-        &mut self,
-        ops: Vec<AlterOp>,
-        next_id: &mut u64,
-    ) -> Result<Vec<FamilySpec>> {
-        let name = self.name.clone();
-        for op in ops {
-            match op {
-                AlterOp::AddFamily(spec) => {
-                    if self.families.iter().any(|f| f.name == spec.name) {
-                        return Err(Error::FamilyExists {
-                            table: name,
-                            family: spec.name,
-                        });
-                    }
-                    self.families.push(FamilyDef {
-                        id: *next_id,
-                        name: spec.name,
-                        gc: spec.gc,
-                        kind: spec.kind,
-                        format: spec.format,
-                        converting: None,
-                        blocks: None,
-                    });
-                    *next_id += 1;
-                }
-                AlterOp::DropFamily(family) => {
-                    self.family(&family)?;
-                    self.families.retain(|f| f.name != family);
-                }
-                AlterOp::SetGc { family, gc } => {
-                    gc.validate()?;
-                    let index = self
-                        .families
-                        .iter()
-                        .position(|f| f.name == family)
-                        .ok_or_else(|| Error::FamilyNotFound {
-                            table: name.clone(),
-                            family: family.clone(),
-                        })?;
-                    self.families[index].gc = gc;
-                }
-                AlterOp::SetMetadata(key, Some(value)) => {
-                    self.metadata.insert(key, value);
-                }
-                AlterOp::SetMetadata(key, None) => {
-                    self.metadata.remove(&key);
-                }
+    /// Changes a table's definition: all operations or none.
+    pub fn alter_table(&self, name: &str, ops: Vec<AlterOp>) -> Result<TableDef> {
+        let _ddl = lock(&self.inner.ddl);
+        let old = self.handle(name)?;
+        let mut def = old.def.clone();
+        let mut id = self.next_id()?;
+        let specs = def.apply(ops, &mut id)?;
+        definition::check_families(name, &specs)?;
+        let handle = self.open_handle(def.clone())?;
+        self.write_catalog(Some(&def), None, id)?;
+        self.change_tables(|open| open.insert(name.to_string(), Arc::new(handle)));
+        let live: Vec<u64> = def.families.iter().flat_map(FamilyDef::ids).collect();
+        for (id, ks) in old.all_keyspaces() {
+            if !live.contains(&id) {
+                self.inner.db.delete_keyspace(ks.clone())?;
             }
         }
-        Ok(self
-            .families
-            .iter()
-            .map(|f| FamilySpec {
-                name: f.name.clone(),
-                gc: f.gc.clone(),
-                kind: f.kind,
-                format: f.format,
-            })
-            .collect())
+        Ok(def)
     }
 
-    /// Where the family of that name is among the table's families.
-    pub fn family_index(&self, name: &str) -> Result<usize> {
-        self.families
-            .iter()
-            .position(|f| f.name == name)
-            .ok_or_else(|| Error::FamilyNotFound {
-                table: self.name.clone(),
-                family: name.to_string(),
-            })
-    }
-
-    /// The family of that name.
-    pub fn family(&self, name: &str) -> Result<&FamilyDef> {
-        self.family_index(name).map(|i| &self.families[i])
-    }
-}
-
-/// What a caller asks for when creating a family.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FamilySpec {
-    /// The family's name.
-    pub name: String,
-    /// Its GC policy.
-    pub gc: GcPolicy,
-    /// Normal or aggregate.
-    pub kind: FamilyKind,
-    /// How its cells are laid out on disk.
-    pub format: FamilyFormat,
-}
-
-impl FamilySpec {
-    /// A normal family that keeps everything.
-    pub fn new(name: impl Into<String>) -> Self {
-        FamilySpec {
-            name: name.into(),
-            ..Default::default()
+    /// Drops a table and all its cells.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        let _ddl = lock(&self.inner.ddl);
+        if self.damaged_reason(name).is_some() {
+            // Only the definition can go: which keyspaces were the table's
+            // is unknown. The next open with an undamaged catalog removes
+            // them.
+            let id = self.next_id()?;
+            self.write_catalog(None, Some(name), id)?;
+            self.inner
+                .damaged
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(name);
+            return Ok(());
         }
-    }
-
-    /// With a GC policy.
-    pub fn gc(mut self, gc: GcPolicy) -> Self {
-        self.gc = gc;
-        self
-    }
-
-    /// With a kind.
-    pub fn kind(mut self, kind: FamilyKind) -> Self {
-        self.kind = kind;
-        self
-    }
-
-    /// With an on-disk format.
-    pub fn format(mut self, format: FamilyFormat) -> Self {
-        self.format = format;
-        self
-    }
-}
-
-/// Checks a table name: 1 to 128 bytes of letters, digits, `_`, `-`, `.`,
-/// starting with a letter or `_`.
-pub fn validate_table_name(name: &str) -> Result<()> {
-    validate_name("table", name, MAX_TABLE_NAME, true)
-}
-
-/// Checks a family name: 1 to 64 bytes of letters, digits, `_`, `-`, `.`.
-pub fn validate_family_name(name: &str) -> Result<()> {
-    validate_name("column family", name, MAX_FAMILY_NAME, false)
-}
-
-fn validate_name(what: &'static str, name: &str, max: usize, letter_first: bool) -> Result<()> {
-    let invalid = |reason: String| Error::InvalidName {
-        what,
-        name: name.to_string(),
-        reason,
-    };
-    if name.is_empty() {
-        return Err(invalid("names cannot be empty".into()));
-    }
-    if name.len() > max {
-        return Err(invalid(format!(
-            "it is {} bytes; the limit is {max}",
-            name.len()
-        )));
-    }
-    if let Some(bad) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
-    {
-        return Err(invalid(format!(
-            "character {bad:?} is not allowed; use letters, digits, '_', '-' and '.'"
-        )));
-    }
-    if letter_first && !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
-        return Err(invalid("it must start with a letter or '_'".into()));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hostile_names_are_refused_with_the_name() {
-        for name in ["", "../x", "a/b", "a\0b", "1abc", "a b"] {
-            let err = validate_table_name(name).unwrap_err().to_string();
-            assert!(err.contains("invalid table name"), "{err}");
+        let old = self.handle(name)?;
+        let id = self.next_id()?;
+        self.write_catalog(None, Some(name), id)?;
+        self.change_tables(|open| open.remove(name));
+        for (_, ks) in old.all_keyspaces() {
+            self.inner.db.delete_keyspace(ks.clone())?;
         }
-        let long = "x".repeat(10_000);
-        let err = validate_table_name(&long).unwrap_err().to_string();
-        assert!(err.contains("10000 bytes") && err.len() < 300, "{err}");
-        assert!(validate_table_name("weather_balloons").is_ok());
-        assert!(validate_family_name("cf1").is_ok());
-        assert!(validate_family_name("9lives").is_ok());
-        assert!(validate_family_name("a:b").is_err());
-    }
-
-    #[test]
-    fn gc_policies_decide_by_index_and_age() {
-        let now = 1_000_000;
-        let v2 = GcPolicy::MaxVersions(2);
-        assert!(!v2.is_garbage(1, 0, now) && v2.is_garbage(2, now, now));
-        let age = GcPolicy::MaxAge(100);
-        assert!(age.is_garbage(0, now - 101, now) && !age.is_garbage(5, now - 100, now));
-        let union = GcPolicy::Union(vec![v2.clone(), age.clone()]);
-        assert!(union.is_garbage(0, 0, now) && union.is_garbage(3, now, now));
-        let inter = GcPolicy::Intersection(vec![v2, age]);
-        assert!(!inter.is_garbage(0, 0, now) && !inter.is_garbage(3, now, now));
-        assert!(inter.is_garbage(3, 0, now));
-        assert_eq!(inter.unconditional_max_age(), None);
-        assert_eq!(union.unconditional_max_age(), Some(100));
-    }
-
-    #[test]
-    fn policies_display_readably() {
-        let p = GcPolicy::Union(vec![
-            GcPolicy::MaxVersions(3),
-            GcPolicy::MaxAge(7 * 86_400_000_000),
-        ]);
-        assert_eq!(p.to_string(), "(max versions 3 or max age 7d)");
+        Ok(())
     }
 }

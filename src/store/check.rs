@@ -2,16 +2,13 @@
 //! damaged, by table and family, so a user learns what a damaged file
 //! cost before deciding what to do.
 
+use super::engine::FjallStore;
 use super::format::blocks;
-use std::sync::PoisonError;
-
-use fjall::Readable;
-
-use super::FjallStore;
 use super::segments::{self, Depth, FileDamage, SetAside};
 use crate::codec::show_bytes;
-use crate::error::Result;
-use crate::error::engine_words;
+use crate::error::{Result, engine_words};
+use fjall::Readable;
+use std::sync::PoisonError;
 
 /// What a check found in one family.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +94,7 @@ impl FjallStore {
                 let format = handle.formats[slot];
                 let mut check = FamilyCheck {
                     family: family.name.clone(),
-                    keyspace: crate::store::catalog::keyspace_name(ids[slot]),
+                    keyspace: crate::store::definition::keyspace_name(ids[slot]),
                     blocks: false,
                     cells: 0,
                     bad_keys: 0,
@@ -126,7 +123,7 @@ impl FjallStore {
                 if let (Some(blocks), Some(id)) = (blocks, family.blocks) {
                     let mut check = FamilyCheck {
                         family: family.name.clone(),
-                        keyspace: crate::store::catalog::keyspace_name(id),
+                        keyspace: crate::store::definition::keyspace_name(id),
                         blocks: true,
                         cells: 0,
                         bad_keys: 0,

@@ -18,13 +18,16 @@
 //! the close changes a journal, and the open replays as usual; the marker
 //! is removed either way, so it is trusted at most once.
 
+use super::commit::lock;
+use super::engine::FjallStore;
+use super::segments::sync_dir;
+use super::{clean_close, journal};
+use crate::error::Result;
+use fjall::KeyspaceCreateOptions;
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::time::UNIX_EPOCH;
-
-use super::journal;
-use super::segments::sync_dir;
 
 /// The marker a clean close leaves in the store directory.
 pub const MARKER: &str = "clean-close";
@@ -173,4 +176,32 @@ pub fn retire_if_clean(dir: &Path) -> io::Result<bool> {
         Err(e) => return Err(e),
     }
     Ok(clean)
+}
+
+impl FjallStore {
+    /// Closes the store cleanly without closing it: writes every memtable
+    /// out to on-disk tables, syncs, and records the journals as they are
+    /// (see [`clean_close`]), so that the next open replays no journal
+    /// (opening after a large load goes from up to a second to
+    /// milliseconds). A write after it makes the next open replay as
+    /// usual. The shell and the server call it when they close; returns
+    /// whether the journals were recorded (false when a write came in
+    /// meanwhile).
+    pub fn checkpoint(&self) -> Result<bool> {
+        // No keyspace is created or deleted meanwhile (a DROP between
+        // listing a keyspace and opening it would recreate it empty).
+        let _ddl = lock(&self.inner.ddl);
+        let db = &self.inner.db;
+        // Every keyspace, not only the open tables' (a damaged table's
+        // keyspaces hold writes too).
+        for name in db.list_keyspace_names() {
+            if db.keyspace_exists(&name) {
+                db.keyspace(&name, KeyspaceCreateOptions::default)?
+                    .rotate_memtable_and_wait()?;
+            }
+        }
+        self.flush()?;
+        let settled = || db.write_buffer_size() == 0 && db.outstanding_flushes() == 0;
+        Ok(clean_close::mark(&self.inner.path, settled)?)
+    }
 }

@@ -9,7 +9,7 @@
 use crate::error::Result;
 use fjall::{Database, PersistMode};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 /// How durable a committed mutation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -66,7 +66,7 @@ impl GroupSync {
     /// Waits until a sync covering the caller's (already written) batch is done.
     pub fn wait_durable(&self, db: &Database) -> Result<()> {
         let mine = self.written.fetch_add(1, Ordering::SeqCst) + 1;
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = lock(&self.state);
         loop {
             if state.synced >= mine {
                 return Ok(());
@@ -83,7 +83,7 @@ impl GroupSync {
             drop(state);
             let outcome = db.persist(PersistMode::SyncAll);
             self.fsyncs.fetch_add(1, Ordering::Relaxed);
-            state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            state = lock(&self.state);
             state.syncing = false;
             if outcome.is_ok() {
                 state.synced = state.synced.max(target);
@@ -97,4 +97,10 @@ impl GroupSync {
     pub fn fsyncs(&self) -> u64 {
         self.fsyncs.load(Ordering::Relaxed)
     }
+}
+
+/// Locks `m`, taking the value a panicked holder left: cellar's locks
+/// guard values every step leaves consistent.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }

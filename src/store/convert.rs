@@ -14,10 +14,11 @@
 //! the catalog: after a crash the family reads and writes correctly in its
 //! two keyspaces, and the same ALTER resumes the move.
 
-use super::catalog::Conversion;
+use super::commit::lock;
+use super::definition::Conversion;
+use super::engine::{FjallStore, FormatChange, TableHandle, cursor_key};
 use super::format::blocks::Merged;
 use super::format::{FamilyFormat, RowBuf, reencode};
-use super::{FjallStore, TableHandle, cursor_key, lock};
 use crate::codec;
 use crate::error::{Error, Result};
 use fjall::{PersistMode, Readable};
@@ -38,18 +39,6 @@ impl Drop for Listed<'_> {
 /// Rows and bytes moved in one step; each step holds every row lock.
 const STEP_ROWS: u64 = 256;
 const STEP_BYTES: u64 = 4 << 20;
-
-/// How far a change of format has come.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct FormatChange {
-    /// Rows moved so far.
-    pub rows: u64,
-    /// Bytes of cell values moved so far (in the old format's pairs).
-    pub bytes: u64,
-    /// Whether every row is in the new format (false when `progress`
-    /// stopped the change: the same call resumes it).
-    pub finished: bool,
-}
 
 impl FjallStore {
     /// Changes the format of `family` of `table` to `format`, moving its

@@ -14,9 +14,11 @@
 //! shadows it; a crash between steps leaves the family correct, and the
 //! next merge carries on.
 
-use super::format::blocks::{self, BLOCK_ROWS, Merged};
-use super::format::{FamilyFormat, without_garbage};
-use super::{FjallStore, GcStats, TableHandle, lock, now_micros};
+use super::commit::lock;
+use super::engine::{FjallStore, GcStats, TableHandle};
+use super::format::blocks::{BLOCK_ROWS, Merged};
+use super::format::{FamilyFormat, blocks, without_garbage};
+use super::time::now_micros;
 use crate::error::Result;
 use fjall::{PersistMode, Slice};
 

@@ -3,18 +3,22 @@
 //! debug text), and one damaged table's keyspace is set aside while the
 //! rest of the store opens (see [`segments`]).
 
-use std::collections::HashSet;
+use super::age_filter::{AgeFilterFactory, AgeRules};
+use super::commit::GroupSync;
+use super::definition::{FORMAT_VERSION, FamilyDef, TableDef};
+use super::engine::{
+    CATALOG_KEYSPACE, FORMAT_KEY, FjallStore, Inner, LOCK_STRIPES, Moving, StoreOptions,
+    TABLE_PREFIX, TableHandle, cursor_key, family_keyspace_options, machine_memory,
+};
+use super::format::FamilyFormat;
+use super::segments::{Depth, FileDamage, SetAside};
+use super::{clean_close, definition, journal, segments};
+use crate::error::{Error, Result, engine_words};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use std::collections::{BTreeMap, HashSet};
+use std::hash::RandomState;
 use std::path::Path;
-
-use fjall::Database;
-
-use super::FjallStore;
-use super::catalog::TableDef;
-
-use super::segments::{self, Depth, FileDamage, SetAside};
-use super::{clean_close, journal};
-use crate::error::engine_words;
-use crate::error::{Error, Result};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 /// fjall's marker of its on-disk format: `FJL` and the format, 3.
 const VERSION_FILE: &str = "version";
@@ -314,5 +318,292 @@ impl FjallStore {
             self.inner.catalog.remove(key)?;
         }
         Ok(())
+    }
+}
+
+impl FjallStore {
+    /// Opens (or creates) the store in directory `path` with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<FjallStore> {
+        FjallStore::open_with(path, StoreOptions::default())
+    }
+
+    /// Opens (or creates) the store in directory `path`.
+    pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<FjallStore> {
+        let path = path.as_ref().to_path_buf();
+        let age_rules: AgeRules = AgeRules::default();
+        let rules = age_rules.clone();
+        // A scan that finds its blocks cached skips the read, the checksum
+        // and the decompression (a few percent of a full scan's time here).
+        let cache = options
+            .cache_bytes
+            .or_else(|| machine_memory().map(|m| m / 4));
+        let make = || {
+            let rules = rules.clone();
+            let builder = Database::builder(&path)
+                .manual_journal_persist(true)
+                // Bounds the journal replayed at open after a crash (fjall's
+                // minimum; the default 512 MiB took about a minute to replay).
+                .max_journaling_size(64 * 1024 * 1024)
+                .with_compaction_filter_factories(Arc::new(move |name: &str| {
+                    let factory: Arc<dyn fjall::compaction::filter::Factory> =
+                        Arc::new(AgeFilterFactory {
+                            keyspace: name.to_string(),
+                            rules: rules.clone(),
+                        });
+                    name.starts_with('f').then_some(factory)
+                }));
+            match cache {
+                Some(bytes) => builder.cache_size(bytes),
+                None => builder,
+            }
+        };
+        let Opened {
+            db,
+            lock,
+            recovery,
+            set_aside_now,
+            journal_bytes,
+        } = open(&path, make)?;
+        // The catalog is one keyspace among the others: when the keyspace
+        // set aside was the catalog, the store cannot open (and must not
+        // open empty). Put it back and say so.
+        let names = db.list_keyspace_names();
+        if !names.iter().any(|n| &**n == CATALOG_KEYSPACE)
+            && (!set_aside_now.is_empty() || !names.is_empty())
+        {
+            drop(db);
+            let _ = segments::put_back(&path, &set_aside_now);
+            let found: Vec<String> = set_aside_now.iter().map(|s| s.reason.clone()).collect();
+            return Err(Error::StoreDamaged {
+                path: path.display().to_string(),
+                reason: format!(
+                    "cellar's catalog (the table definitions) did not open{}. The tables' cells are \
+                     untouched, but without the catalog they cannot be read: restore the file from a \
+                     backup of the store",
+                    if found.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", found.join("; "))
+                    }
+                ),
+            });
+        }
+        let catalog = db.keyspace(CATALOG_KEYSPACE, KeyspaceCreateOptions::default)?;
+        match catalog.get(FORMAT_KEY)? {
+            None => {
+                catalog.insert(FORMAT_KEY, FORMAT_VERSION.to_be_bytes())?;
+                db.persist(PersistMode::SyncAll)?;
+            }
+            Some(v) => {
+                let found = <[u8; 4]>::try_from(&*v)
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| Error::Corrupt {
+                        reason: format!("store format marker is {} bytes, expected 4", v.len()),
+                    })?;
+                if found > FORMAT_VERSION {
+                    return Err(Error::UnsupportedFormat {
+                        found,
+                        supported: FORMAT_VERSION,
+                    });
+                }
+            }
+        }
+        let set_aside = segments::set_aside_before(&path).unwrap_or_default();
+        let mut recovery = recovery;
+        recovery.extend(set_aside_now.iter().map(|s| {
+            format!(
+                "keyspaces/{} was set aside to {} because {}; the table it belongs to is \
+                 reported damaged, the others open",
+                s.keyspace,
+                s.dir.display(),
+                s.reason
+            )
+        }));
+        let inner = Inner {
+            path,
+            db,
+            catalog,
+            tables: RwLock::default(),
+            damaged: RwLock::default(),
+            ddl: Mutex::default(),
+            merges: Mutex::default(),
+            block_loads: Mutex::default(),
+            row_locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+            lock_seed: {
+                use std::hash::BuildHasher;
+                RandomState::new().hash_one(LOCK_STRIPES)
+            },
+            sync: GroupSync::default(),
+            durability: options.durability,
+            age_rules,
+            recovery,
+            set_aside,
+            journal_bytes,
+            changes: Mutex::default(),
+            gates: Mutex::default(),
+            generation: std::sync::atomic::AtomicU64::new(0),
+            ingested: std::sync::atomic::AtomicU64::new(0),
+            _lock: lock,
+        };
+        let store = FjallStore {
+            inner: Arc::new(inner),
+        };
+        store.load_catalog()?;
+        Ok(store)
+    }
+
+    /// Reads every table definition. An entry that does not parse (or
+    /// whose families cannot be opened) makes that one table unavailable,
+    /// reported by [`FjallStore::damaged_tables`]; the others open.
+    pub(super) fn load_catalog(&self) -> Result<()> {
+        let inner = &self.inner;
+        let mut tables = BTreeMap::new();
+        let mut damaged = BTreeMap::new();
+        let present: std::collections::HashSet<String> = inner
+            .db
+            .list_keyspace_names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        for guard in inner.catalog.prefix(TABLE_PREFIX) {
+            let (key, value) = guard.into_inner()?;
+            let name = String::from_utf8_lossy(&key[TABLE_PREFIX.len()..]).into_owned();
+            let def = serde_json::from_slice::<TableDef>(&value)
+                .map_err(|e| {
+                    format!(
+                        "its catalog entry does not parse: {e}; its cells cannot be read without it, and DROP TABLE {name} removes the definition"
+                    )
+                })
+                .and_then(|def| self.keyspaces_present(&def, &present).map(|()| def))
+                .and_then(|def| {
+                    self.open_handle(def)
+                        .map_err(|e| format!("its column families do not open: {e}"))
+                });
+            match def {
+                Ok(handle) => {
+                    tables.insert(handle.def.name.clone(), Arc::new(handle));
+                }
+                Err(reason) => {
+                    damaged.insert(name, reason);
+                }
+            }
+        }
+        // Keyspaces that no table references are left over from a drop that
+        // was interrupted after its catalog change: finish the drop. Not
+        // when an entry is damaged: its keyspaces are unknown, and may hold
+        // data that a repaired entry would reach again.
+        if damaged.is_empty() {
+            let live: Vec<String> = tables
+                .values()
+                .flat_map(|t| t.def.families.iter().flat_map(FamilyDef::keyspace_names))
+                .collect();
+            for name in inner.db.list_keyspace_names() {
+                let name: &str = &name;
+                if name.starts_with('f') && !live.iter().any(|l| l == name) {
+                    let ks = inner.db.keyspace(name, KeyspaceCreateOptions::default)?;
+                    inner.db.delete_keyspace(ks)?;
+                }
+            }
+            self.forget_keyspace_ids(&live)?;
+        }
+        self.change_tables(|open| *open = tables);
+        *inner
+            .damaged
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = damaged;
+        Ok(())
+    }
+
+    /// Tables that could not be opened, with the reason. They cannot be
+    /// read or written; `drop_table` removes their definitions.
+    pub fn damaged_tables(&self) -> Vec<(String, String)> {
+        self.inner
+            .damaged
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// What opening the store dropped without failing, one sentence each:
+    /// the torn tail of a journal, a write a crash interrupted.
+    pub fn recovery_notes(&self) -> &[String] {
+        &self.inner.recovery
+    }
+
+    pub(super) fn damaged_reason(&self, table: &str) -> Option<String> {
+        self.inner
+            .damaged
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(table)
+            .cloned()
+    }
+
+    pub(super) fn open_handle(&self, def: TableDef) -> Result<TableHandle> {
+        let n = def.families.len();
+        let mut keyspaces = Vec::with_capacity(n);
+        let mut formats = Vec::with_capacity(n);
+        let mut moving = Vec::with_capacity(n);
+        let mut rules = self
+            .inner
+            .age_rules
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut open = |id: u64, format: FamilyFormat, family: &FamilyDef| -> Result<Keyspace> {
+            let name = definition::keyspace_name(id);
+            // A family's blocks are never judged by the filter; its own
+            // keyspace then turns what it would drop into tombstones.
+            let blocked = family.blocks.is_some() && id == family.id;
+            match family.gc.unconditional_max_age() {
+                Some(age) if family.blocks != Some(id) => {
+                    rules.insert(name.clone(), (age, format, blocked))
+                }
+                _ => rules.remove(&name),
+            };
+            let keyspace = self
+                .inner
+                .db
+                .keyspace(&name, || family_keyspace_options(format))?;
+            self.note_keyspace_id(&name, keyspace.id())?;
+            Ok(keyspace)
+        };
+        let mut blocks = Vec::with_capacity(n);
+        for family in &def.families {
+            keyspaces.push(open(family.id, family.format, family)?);
+            formats.push(family.format);
+            blocks.push(match family.blocks {
+                Some(id) => Some(open(id, family.format, family)?),
+                None => None,
+            });
+        }
+        for family in &def.families {
+            moving.push(match &family.converting {
+                None => None,
+                Some(c) => {
+                    keyspaces.push(open(c.id, c.format, family)?);
+                    formats.push(c.format);
+                    blocks.push(None);
+                    let cursor = self
+                        .inner
+                        .catalog
+                        .get(cursor_key(c.id))?
+                        .map(|v| v.to_vec())
+                        .unwrap_or_default();
+                    Some(Moving {
+                        slot: keyspaces.len() - 1,
+                        cursor: Arc::new(Mutex::new(cursor)),
+                    })
+                }
+            });
+        }
+        Ok(TableHandle {
+            def,
+            keyspaces,
+            formats,
+            moving,
+            blocks,
+        })
     }
 }

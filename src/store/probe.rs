@@ -7,9 +7,9 @@
 //! for a while and then jumps past the row with a new iterator: a seek
 //! costs about as much as stepping over [`STEPS_BEFORE_SEEK`] pairs.
 
-use super::FjallStore;
-use super::read::RowRange;
+use super::engine::FjallStore;
 use crate::codec;
+use crate::codec::RowRange;
 use crate::error::Result;
 
 /// Pairs of one row stepped over before the probe seeks past the row.

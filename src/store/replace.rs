@@ -3,72 +3,15 @@
 //! copied, the pinned handles that let queries planned before the switch
 //! finish on the table they planned against, and the switch itself.
 
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-
+use super::commit::lock;
+use super::definition::TableDef;
+use super::engine::{FjallStore, NEXT_ID_KEY, TABLE_PREFIX, TableHandle};
+use super::gate::{Pinned, WriteGate};
 use super::read::FjallRows;
-use super::{FjallStore, TableHandle, lock, now_micros};
+use super::request::ReadRequest;
+use super::time::now_micros;
 use crate::error::{Error, Result};
-use crate::store::{Pinned, ReadRequest, TableDef};
-
-/// Writers of one table pass it one batch at a time; a rewrite closes it,
-/// waiting for the writers inside, and holds new ones back until it ends.
-#[derive(Debug, Default)]
-pub struct WriteGate {
-    /// (writers inside, closed)
-    state: Mutex<(usize, bool)>,
-    changed: Condvar,
-}
-
-/// A writer inside the gate; leaves it when dropped.
-#[derive(Debug)]
-pub struct Entered(Arc<WriteGate>);
-
-/// The gate closed; opens again when dropped.
-#[derive(Debug)]
-pub struct Closed(Arc<WriteGate>);
-
-impl WriteGate {
-    /// Enters, after any rewrite under way ends.
-    pub fn enter(self: &Arc<Self>) -> Entered {
-        let mut state = self.wait_while(|(_, closed)| *closed);
-        state.0 += 1;
-        Entered(Arc::clone(self))
-    }
-
-    /// The state once `busy` no longer holds of it.
-    fn wait_while(
-        &self,
-        busy: impl FnMut(&mut (usize, bool)) -> bool,
-    ) -> std::sync::MutexGuard<'_, (usize, bool)> {
-        self.changed
-            .wait_while(lock(&self.state), busy)
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Closes the gate once the writers inside have left.
-    pub fn close(self: &Arc<Self>) -> Closed {
-        // One rewrite at a time: wait for another to end first.
-        let mut state = self.wait_while(|(_, closed)| *closed);
-        state.1 = true;
-        drop(state);
-        drop(self.wait_while(|(writers, _)| *writers > 0));
-        Closed(Arc::clone(self))
-    }
-}
-
-impl Drop for Entered {
-    fn drop(&mut self) {
-        lock(&self.0.state).0 -= 1;
-        self.0.changed.notify_all();
-    }
-}
-
-impl Drop for Closed {
-    fn drop(&mut self) {
-        lock(&self.0.state).1 = false;
-        self.0.changed.notify_all();
-    }
-}
+use std::sync::Arc;
 
 impl FjallStore {
     /// The write gate of a table (by name).
@@ -123,12 +66,9 @@ impl FjallStore {
             .db
             .batch()
             .durability(Some(fjall::PersistMode::SyncAll));
-        batch.remove(
-            &self.inner.catalog,
-            format!("{}{source}", super::TABLE_PREFIX),
-        );
+        batch.remove(&self.inner.catalog, format!("{}{source}", TABLE_PREFIX));
         self.put_def(&mut batch, &def)?;
-        batch.insert(&self.inner.catalog, super::NEXT_ID_KEY, id.to_be_bytes());
+        batch.insert(&self.inner.catalog, NEXT_ID_KEY, id.to_be_bytes());
         batch.commit()?;
         self.change_tables(|tables| {
             tables.remove(source);

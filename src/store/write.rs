@@ -3,15 +3,17 @@
 //! under the row's lock, so conditional and read-modify-write operations
 //! are linearizable per row.
 
-use super::format::Overlay;
-use super::mutation::{self, check_key};
-use super::{
-    BULK_CHUNK_ROWS, Durability, FjallStore, LOCK_STRIPES, TableHandle, aggregate, lock, now_micros,
+use super::apply::apply;
+use super::commit::{Durability, lock};
+use super::engine::{BULK_CHUNK_ROWS, FjallStore, LOCK_STRIPES, TableHandle};
+use super::mutation::{
+    MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadModifyWrite, RowMutation, check_key,
 };
-use super::{
-    Cell, FjallRows, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, Mutation, ReadFilter, ReadModifyWrite,
-    ReadRequest, Row, RowMutation, RowSet,
-};
+use super::overlay::Overlay;
+use super::read::FjallRows;
+use super::request::{Cell, ReadFilter, ReadRequest, Row, RowSet};
+use super::time::now_micros;
+use super::{aggregate, mutation};
 use crate::error::{Error, Result};
 use fjall::PersistMode;
 use std::collections::BTreeMap;
@@ -138,8 +140,8 @@ impl FjallStore {
             let mut overlay = Overlay::default();
             let mut outcomes = Vec::with_capacity(chunk.len());
             for (row, check) in chunk.iter().zip(checked) {
-                let outcome = check
-                    .and_then(|()| mutation::apply(&snapshot, &locked, &mut overlay, row, now));
+                let outcome =
+                    check.and_then(|()| apply(&snapshot, &locked, &mut overlay, row, now));
                 outcomes.push(outcome);
             }
             self.commit(&locked, overlay)?;
@@ -201,7 +203,7 @@ impl FjallStore {
                 }
                 let row = RowMutation::new(key.clone(), mutations);
                 let outcome = mutation::validate(&handle.def, &row)
-                    .and_then(|()| mutation::apply(&snapshot, &handle, &mut overlay, &row, now));
+                    .and_then(|()| apply(&snapshot, &handle, &mut overlay, &row, now));
                 results.push(outcome);
             }
             self.commit(&handle, overlay)?;
@@ -243,7 +245,7 @@ impl FjallStore {
             &unmatched_row
         };
         let mut pending = Overlay::default();
-        mutation::apply(&snapshot, &handle, &mut pending, chosen, now)?;
+        apply(&snapshot, &handle, &mut pending, chosen, now)?;
         self.commit(&handle, pending)?;
         Ok(matched)
     }

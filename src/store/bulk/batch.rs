@@ -1,9 +1,10 @@
 //! [`CellBatch`]: rows of cell writes in flat buffers, which a batch
 //! writer fills with no allocation per cell.
 
-use super::Encoded;
 use crate::error::{Error, Result};
-use crate::store::{Mutation, RowMutation};
+use crate::store::definition::FamilyKind;
+use crate::store::mutation::{Mutation, RowMutation};
+use std::any::Any;
 use std::ops::Range;
 
 /// A family of a [`CellBatch`], named once per batch.
@@ -83,19 +84,24 @@ pub struct CellBatch {
 
 /// A batch's new rows encoded into pairs before its rows were locked, on
 /// the assumption that nothing is stored for them, against the table
-/// handle of that moment; taken by the write.
+/// handle of that moment; taken by the write. The batch carries it without
+/// knowing its type: the bulk writer (`bulk/mod.rs`) puts and takes its
+/// own `Encoded`, so the batch's vocabulary stays below the writer.
 #[derive(Default)]
-pub(super) struct Prepared(std::sync::Mutex<Option<Box<Encoded>>>);
+pub(super) struct Prepared(std::sync::Mutex<Option<Box<dyn Any + Send>>>);
 
 impl Prepared {
-    pub fn take(&self) -> Option<Box<Encoded>> {
+    /// What was put, if it was a `T` (anything else is dropped: it can only
+    /// be a writer's own type, so that is never the case).
+    pub fn take<T: Any>(&self) -> Option<Box<T>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
+            .and_then(|b| b.downcast().ok())
     }
 
-    pub fn put(&mut self, encoded: Encoded) {
+    pub fn put<T: Any + Send>(&mut self, encoded: T) {
         *self
             .0
             .get_mut()
@@ -417,4 +423,10 @@ impl CellBatch {
             .collect();
         RowMutation::new(self.key(row).to_vec(), mutations)
     }
+}
+
+/// One family of a batch, resolved against the table.
+pub(super) struct Resolved {
+    pub index: usize,
+    pub kind: FamilyKind,
 }

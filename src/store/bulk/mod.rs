@@ -8,12 +8,15 @@
 mod batch;
 mod tall;
 
-use super::format::Overlay;
 use super::format::blocks::BLOCK_ROWS;
-use super::mutation::{self, check_key, check_qualifier, check_value};
-use super::{FjallStore, TableHandle, aggregate, now_micros};
+use super::mutation::{check_key, check_qualifier, check_value};
+use super::{FjallStore, aggregate, mutation, now_micros};
 use crate::codec;
 use crate::error::{Error, Result};
+use crate::store::apply::apply;
+use crate::store::engine::TableHandle;
+use crate::store::overlay::Overlay;
+use batch::Resolved;
 pub use batch::{BatchColumn, BatchFamily, CellBatch};
 use std::sync::Arc;
 use tall::TallBatch;
@@ -45,12 +48,6 @@ pub enum BadRows {
     Skip,
 }
 
-/// One family of a batch, resolved against the table.
-struct Resolved {
-    index: usize,
-    kind: super::FamilyKind,
-}
-
 impl FjallStore {
     /// Writes the rows of `batch` into `table` in one commit, each row
     /// atomically; cells of a row repeating a (family, qualifier,
@@ -71,7 +68,7 @@ impl FjallStore {
         // and its rows have nothing stored to merge with, as it assumed.
         let mut prepared = batch
             .prepared
-            .take()
+            .take::<Encoded>()
             .filter(|p| Arc::ptr_eq(&p.handle, &first));
         let checked = match prepared.as_mut().and_then(|p| p.valid.take()) {
             // (Ahead, the order was checked too: it decided `ahead`.)
@@ -151,7 +148,7 @@ impl FjallStore {
             // overlay.
             let outcome = written.and_then(|done| match done {
                 true => Ok(()),
-                false => mutation::apply(
+                false => apply(
                     &snapshot,
                     &handle,
                     &mut overlay,

@@ -4,13 +4,13 @@
 //! the batch's cells, column by column, with no PACKED value made of
 //! each row first and parsed again.
 
-use super::batch::Columns;
-use super::{CellBatch, Resolved};
+use super::batch::{CellBatch, Columns, Resolved};
 use crate::codec;
 use crate::error::{Error, Result};
-use crate::store::format::blocks::{self, BLOCK_ROWS, TallCells, TallRows};
-use crate::store::format::{MAX_PACKED_LEN, packed_cell_size, tall_shape};
-use crate::store::{FjallStore, TableHandle};
+use crate::store::engine::{FjallStore, TableHandle};
+use crate::store::format::blocks;
+use crate::store::format::blocks::{BLOCK_ROWS, TallCells, TallRows};
+use crate::store::format::packed::{MAX_PACKED_LEN, cell_size as packed_cell_size, tall_shape};
 use std::ops::Range;
 
 /// Blocks: (key, value) pairs.

@@ -7,9 +7,9 @@
 //!
 //! so a row's pairs sort by qualifier, then newest first (docs/format.md).
 
-use super::{CellPos, Place, RowBuf};
 use crate::codec::{self, CellKeyParts, EncodedRange};
 use crate::error::{Error, Result};
+use crate::store::format::row::{CellPos, Place, RowBuf};
 
 /// The pair key of a cell.
 pub(crate) fn key(row: &[u8], qualifier: &[u8], timestamp: i64) -> Vec<u8> {

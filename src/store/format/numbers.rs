@@ -11,13 +11,12 @@
 //! Either way the cells are the ones the read selects: GC first, then the
 //! filter's time range and cells per column, as [`super::select`] does.
 
+use super::row::RowView;
+use crate::codec;
+use crate::store::policy::GcPolicy;
+use crate::store::request::ReadFilter;
 use std::borrow::Cow;
 use std::ops::Range;
-
-use super::RowView;
-use crate::codec;
-use crate::store::catalog::GcPolicy;
-use crate::store::read::ReadFilter;
 
 /// The columns a numbers read wants: (family, by its place among the
 /// families read; qualifier).
@@ -257,7 +256,7 @@ impl NumberRows {
 /// at least one cell a column): what [`super::Selection::keeps_all`] says.
 pub(crate) fn keeps_every_cell(gc: &GcPolicy, filter: &ReadFilter) -> bool {
     matches!(gc, GcPolicy::KeepAll)
-        && filter.time_range == crate::store::read::TimeRange::ALL
+        && filter.time_range == crate::store::request::TimeRange::ALL
         && filter.cells_per_column != Some(0)
 }
 

@@ -2,7 +2,7 @@
 //! pairs with its blocks' rows merged in under its own keyspace's (see
 //! the module above for the layout and the rules of shadowing).
 
-use super::{Block, TallRow};
+use super::block::{Block, TallRow};
 use crate::error::Result;
 use fjall::{Keyspace, Readable, Slice, Snapshot};
 use std::cmp::Ordering;

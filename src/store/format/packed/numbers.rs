@@ -2,15 +2,14 @@
 //! (`format/numbers.rs`): timestamps from the gap run, values from their
 //! segments as words, with no cell in between.
 
-use std::ops::Range;
-
+use super::layout::{Firsts, MAX_CELLS, columnar, corrupt};
 use super::qualifiers::{Lies, Qualifiers};
-use super::runs::Run;
+use super::runs::{Run, varint};
 use super::tall::{Tall, Word};
 use super::values::Segments;
-use super::{Firsts, MAX_CELLS, columnar, corrupt, varint};
 use crate::error::Result;
-use crate::store::format::{NumberRow, NumberRows};
+use crate::store::format::numbers::{NumberRow, NumberRows};
+use std::ops::Range;
 
 /// Which cells of a packed row a numbers read selects: of the columns
 /// whose qualifier `selects` takes, the cells `keep` chooses of each one's

@@ -19,10 +19,9 @@
 //! one reads back byte for byte (no `-0`, no `+`, at most 18 digits) and
 //! the numbers take less room; anything else is listed.
 
-use std::ops::Range;
-
-use super::MAX_PACKED_LEN;
+use super::layout::MAX_PACKED_LEN;
 use super::runs::{Plan, Run, put_varint, varint, varint_len};
+use std::ops::Range;
 
 const LISTED: u8 = 0;
 const NUMBERED: u8 = 1;

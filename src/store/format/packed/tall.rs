@@ -26,11 +26,12 @@
 //! read decodes a block's wanted columns once and takes each row's cells
 //! from them ([`Tall::column`]).
 
-use super::super::{CellPos, Place, QualifierFilter, RowBuf};
+use super::layout::{MAX_CELLS, VERSION, newest};
 use super::qualifiers::{Lies, Qualifiers};
 use super::runs::{Plan, Run, put_varint, varint};
 use super::values::{self, Piece, Segments};
-use super::{MAX_CELLS, VERSION};
+use crate::store::format::row::{CellPos, Place, RowBuf};
+use crate::store::request::QualifierFilter;
 use std::ops::Range;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -73,7 +74,7 @@ fn tall_row(value: &[u8]) -> Option<TallRow<'_>> {
     if value.first() != Some(&VERSION) {
         return None;
     }
-    let newest = super::newest(value)?;
+    let newest = newest(value)?;
     let mut at = 9;
     let columns = tall_shape(value, &mut at)?;
     let shape = &value[9..at];

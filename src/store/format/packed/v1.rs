@@ -13,8 +13,8 @@
 //!             varint value length, value bytes
 //! ```
 
-use super::super::{CellPos, Place};
 use super::runs::varint;
+use crate::store::format::row::{CellPos, Place};
 
 /// Reads `len` bytes at `*at` as a span, advancing it.
 fn span(bytes: &[u8], at: &mut usize, len: u64) -> Option<(u32, u32)> {

@@ -5,12 +5,13 @@
 //! overlay becomes one fjall batch. The overlay speaks cells (a row, a
 //! qualifier, a timestamp); which pairs that means is the format's affair.
 
-use super::{FamilyFormat, RowBuf, blocks, cells, garbage_verdicts, packed};
+use super::engine::TableHandle;
+use super::format::row::garbage_verdicts;
+use super::format::{FamilyFormat, RowBuf, blocks, cells, packed};
+use super::policy::GcPolicy;
+use super::request::TimeRange;
 use crate::codec::{self, EncodedRange};
 use crate::error::Result;
-use crate::store::TableHandle;
-use crate::store::catalog::GcPolicy;
-use crate::store::read::TimeRange;
 use fjall::{Readable, Snapshot};
 use std::cmp::Reverse;
 use std::collections::BTreeMap;

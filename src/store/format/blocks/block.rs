@@ -1,0 +1,310 @@
+//! One block as read ([`Block`]) and a row in it ([`TallRow`]): the
+//! places of its rows checked once, each row's key and PACKED value taken
+//! as slices of the block. What `cursor.rs` walks and `mod.rs` builds.
+
+use crate::codec::show_bytes;
+use crate::error::{Error, Result};
+use crate::store::format::numbers::{NumberRow, NumberRows};
+use crate::store::format::packed;
+use crate::store::format::packed::{Selection, Shape, Tall, u32_at};
+use crate::store::format::row::RowBuf;
+use crate::store::request::QualifierFilter;
+use byteview::ByteView;
+use fjall::Slice;
+use std::sync::OnceLock;
+
+/// The versions written: rows one after another, and tall rows of one
+/// shape column-wise.
+pub(super) const ROWS: u8 = 1;
+pub(super) const COLUMNS: u8 = 2;
+
+pub(super) fn corrupt(what: &str, key: &[u8]) -> Error {
+    Error::Corrupt {
+        reason: format!("block {}: {what}", show_bytes(key)),
+    }
+}
+
+/// A part of a [`Slice`], sharing its bytes.
+pub(super) fn part(bytes: &Slice, range: std::ops::Range<usize>) -> Slice {
+    Slice::from(ByteView::from(bytes.clone()).slice(range))
+}
+
+/// One block as read: its key and value, with its rows' places checked.
+pub(crate) struct Block {
+    key: Slice,
+    value: Slice,
+    rows: usize,
+    /// Where the body starts in the value: rows' entries, or (column-wise)
+    /// their keys.
+    body: usize,
+    /// Column-wise: the columns, and every row's PACKED value once one is
+    /// lent (`None` if they are malformed).
+    tall: Option<Tall>,
+    lent: OnceLock<Option<(Slice, Vec<usize>)>>,
+    /// Column-wise: the first row lent, made alone.
+    lent_one: OnceLock<Option<(usize, Slice)>>,
+}
+
+impl Block {
+    /// Reads a block pair, checking that every row's entry lies in the
+    /// value (not that the rows are ordered: see [`check`]).
+    pub fn parse(key: Slice, value: Slice) -> Result<Block> {
+        let bad = |what: &str| corrupt(what, &key);
+        let version = value.first().copied();
+        if !matches!(version, Some(ROWS | COLUMNS)) {
+            return Err(bad("unknown block version"));
+        }
+        let rows = u32_at(&value, 1).ok_or_else(|| bad("truncated header"))?;
+        if rows == 0 {
+            return Err(bad("no rows"));
+        }
+        let body = rows
+            .checked_add(1)
+            .and_then(|n| n.checked_mul(4))
+            .and_then(|n| n.checked_add(5))
+            .filter(|&b| b <= value.len())
+            .ok_or_else(|| bad("truncated offset table"))?;
+        let len = value.len() - body;
+        let mut previous = 0;
+        for i in 0..=rows {
+            let at = u32_at(&value, 5 + 4 * i).ok_or_else(|| bad("truncated offset table"))?;
+            let first_ok = i > 0 || at == 0;
+            let last_ok = i < rows || version == Some(COLUMNS) || at == len;
+            if at < previous || at > len || !first_ok || !last_ok {
+                return Err(bad("row offsets out of order"));
+            }
+            if i > 0 && version == Some(ROWS) {
+                let entry = at - previous;
+                let key_len = u32_at(&value, body + previous).filter(|_| entry >= 4);
+                if key_len.is_none_or(|k| k > entry - 4) {
+                    return Err(bad("a row entry is cut short"));
+                }
+            }
+            previous = at;
+        }
+        let tall = match version {
+            Some(COLUMNS) => Some(
+                Tall::parse(&value, body + previous, rows)
+                    .ok_or_else(|| bad("malformed columns"))?,
+            ),
+            _ => None,
+        };
+        Ok(Block {
+            key,
+            value,
+            rows,
+            body,
+            tall,
+            lent: OnceLock::new(),
+            lent_one: OnceLock::new(),
+        })
+    }
+
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// The block's own key (its last row's escaped key).
+    pub fn key(&self) -> &Slice {
+        &self.key
+    }
+
+    /// Where row `i`'s escaped key lies in the value. Checked by
+    /// [`Block::parse`].
+    fn key_place(&self, i: usize) -> std::ops::Range<usize> {
+        let offset = |j: usize| u32_at(&self.value, 5 + 4 * j).unwrap_or(0);
+        let start = self.body + offset(i);
+        match self.tall {
+            Some(_) => start..self.body + offset(i + 1),
+            None => {
+                let key_len = u32_at(&self.value, start).unwrap_or(0);
+                start + 4..start + 4 + key_len
+            }
+        }
+    }
+
+    /// Row `i`'s PACKED value: the bytes it lies in and where. Column-wise
+    /// and malformed, it is empty, which no reader takes for a row.
+    /// Column-wise, the first row asked for is made alone (a point read,
+    /// the newest row of a series read backwards, take one), and all of
+    /// them once another is.
+    fn value_place(&self, i: usize) -> (&Slice, std::ops::Range<usize>) {
+        let Some(tall) = &self.tall else {
+            let offset = u32_at(&self.value, 5 + 4 * (i + 1)).unwrap_or(0);
+            return (&self.value, self.key_place(i).end..self.body + offset);
+        };
+        if self.lent.get().is_none() {
+            let one = self.lent_one.get_or_init(|| {
+                let mut out = Vec::new();
+                tall.row_value(&self.value, i, &mut out)?;
+                Some((i, Slice::from(out)))
+            });
+            if let Some((row, bytes)) = one
+                && *row == i
+            {
+                return (bytes, 0..bytes.len());
+            }
+        }
+        match self.lent() {
+            Some((bytes, ends)) => {
+                let from = i.checked_sub(1).map_or(0, |p| ends[p]);
+                (bytes, from..ends[i])
+            }
+            None => (&self.key, 0..0),
+        }
+    }
+
+    /// Column-wise: every row's PACKED value, made once.
+    fn lent(&self) -> Option<&(Slice, Vec<usize>)> {
+        let tall = self.tall.as_ref()?;
+        self.lent
+            .get_or_init(|| {
+                let (bytes, ends) = tall.row_values(&self.value)?;
+                Some((Slice::from(bytes), ends))
+            })
+            .as_ref()
+    }
+
+    /// Row `i`'s escaped key.
+    #[inline]
+    pub fn row_key(&self, i: usize) -> &[u8] {
+        &self.value[self.key_place(i)]
+    }
+
+    /// Row `i`'s (escaped key, PACKED value), borrowed.
+    #[inline]
+    pub fn row_bytes(&self, i: usize) -> (&[u8], &[u8]) {
+        let (bytes, place) = self.value_place(i);
+        (self.row_key(i), &bytes[place])
+    }
+
+    /// Row `i` as a pair (escaped key, PACKED value) sharing the block's
+    /// bytes (column-wise, those of the rows made of its columns).
+    pub fn row(&self, i: usize) -> (Slice, Slice) {
+        let (bytes, place) = self.value_place(i);
+        (part(&self.value, self.key_place(i)), part(bytes, place))
+    }
+
+    /// Row `i`'s PACKED value alone (what a point read takes: column-wise,
+    /// only that row is made).
+    pub fn value_of(&self, i: usize) -> Result<Slice> {
+        match &self.tall {
+            None => Ok(self.row(i).1),
+            Some(tall) => {
+                let mut out = Vec::new();
+                tall.row_value(&self.value, i, &mut out)
+                    .ok_or_else(|| corrupt("malformed columns", &self.key))?;
+                Ok(Slice::from(out))
+            }
+        }
+    }
+
+    /// Row `i` as a numbers read takes it, when the block is column-wise.
+    #[inline]
+    pub fn tall_row(&self, i: usize) -> Option<TallRow<'_>> {
+        self.tall.as_ref().map(|tall| TallRow {
+            block: self,
+            tall,
+            row: i,
+        })
+    }
+
+    /// Checks that every row's value can be made.
+    pub(super) fn check_values(&self) -> Result<()> {
+        match &self.tall {
+            Some(_) if self.lent().is_none() => Err(corrupt("malformed columns", &self.key)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The first row whose key is at or after `key` (`len()` if none).
+    pub fn lower_bound(&self, key: &[u8]) -> usize {
+        let (mut lo, mut hi) = (0, self.rows);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.row_key(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+}
+
+/// A row of a column-wise block, read by its columns (no PACKED value is
+/// made of it).
+pub(crate) struct TallRow<'a> {
+    block: &'a Block,
+    tall: &'a Tall,
+    row: usize,
+}
+
+impl TallRow<'_> {
+    /// What `FamilyFormat::decode_numbers` gives for the row's PACKED
+    /// value, taken from the block's columns decoded once.
+    pub fn decode_numbers(
+        &self,
+        wanted: &[(Vec<u8>, usize)],
+        selection: &Selection<'_>,
+        out: &mut NumberRow,
+        shape: &mut Shape,
+    ) -> Result<bool> {
+        let Block { key, value, .. } = self.block;
+        packed::decode_tall_numbers(
+            key, self.tall, value, self.row, wanted, selection, out, shape,
+        )
+    }
+
+    /// This row and the `n - 1` after it in the block, as
+    /// [`packed::decode_tall_rows`] takes them: how many it took.
+    pub fn decode_rows(
+        &self,
+        n: usize,
+        wanted: &[(Vec<u8>, usize)],
+        selection: &Selection<'_>,
+        out: &mut NumberRows,
+        shape: &mut Shape,
+    ) -> Result<Option<usize>> {
+        let Block { key, value, .. } = self.block;
+        let rows = self.row..self.row + n.min(self.block.len() - self.row);
+        packed::decode_tall_rows(key, self.tall, value, rows, wanted, selection, out, shape)
+    }
+
+    /// The row as a pair to put among a read's pairs: its escaped key and
+    /// the whole block's value, which [`TallRow::decode_cells`] points
+    /// into (it is not the row's PACKED value: only this row's cells may
+    /// be taken from it).
+    pub fn pair(&self) -> (Slice, Slice) {
+        let block = self.block;
+        (
+            part(&block.value, block.key_place(self.row)),
+            block.value.clone(),
+        )
+    }
+
+    /// The row's cells into `buf`, as the format decodes the PACKED value
+    /// it was (see [`packed::decode_row_cells`]); its pair
+    /// ([`TallRow::pair`]) is pair `index` of `buf`.
+    pub fn decode_cells(
+        &self,
+        family: u32,
+        index: u32,
+        buf: &mut RowBuf,
+        values: Option<&[Vec<u8>]>,
+        columns: &QualifierFilter,
+        newest: Option<usize>,
+    ) -> Result<()> {
+        let Block { key, value, .. } = self.block;
+        packed::decode_row_cells(
+            family, self.tall, value, index, self.row, buf, values, columns, newest,
+        )
+        .ok_or_else(|| corrupt("malformed columns", key))
+    }
+
+    /// The escaped key of the row `k` rows after this one.
+    pub fn key_after(&self, k: usize) -> &[u8] {
+        self.block.row_key(self.row + k)
+    }
+}
