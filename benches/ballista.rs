@@ -9,6 +9,7 @@
 
 #![allow(
     clippy::unwrap_used,
+    clippy::expect_used,
     reason = "a benchmark should fail loudly at the failing call"
 )]
 

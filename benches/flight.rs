@@ -12,7 +12,11 @@
 //! `cargo bench --bench flight` (1M rows); without `--bench` (as under
 //! `cargo test --all-targets`) it runs once on 20k rows as a smoke test.
 
-#![allow(clippy::unwrap_used, reason = "a benchmark fails loudly")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly"
+)]
 
 use std::time::{Duration, Instant};
 

@@ -5,6 +5,8 @@
 //! what pushdown buys; the aggregate shows what reading from the store
 //! costs against reading from memory.
 
+#![allow(clippy::expect_used, reason = "a benchmark fails loudly")]
+
 use std::sync::Arc;
 use std::time::Duration;
 

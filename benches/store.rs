@@ -4,6 +4,8 @@
 //! work (same cell keys, same values, same batch sizes), so the overhead of
 //! our layer reads as a ratio within one run.
 
+#![allow(clippy::expect_used, reason = "a benchmark fails loudly")]
+
 use std::hint::black_box;
 use std::time::Duration;
 

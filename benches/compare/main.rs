@@ -9,7 +9,11 @@
 //! data set through cellar's layouts and DataFusion only, checking that
 //! every layout answers every question alike.
 
-#![allow(clippy::unwrap_used, reason = "a benchmark fails loudly")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly"
+)]
 #![allow(missing_docs, reason = "a benchmark, not an API")]
 
 mod answers;

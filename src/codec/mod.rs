@@ -364,30 +364,96 @@ pub fn as_slice_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-/// Cell-key ranges as sorted, disjoint, non-empty ranges: empty ones
-/// dropped, overlapping and touching ones merged. The one way ranges are
-/// sorted and merged, for the store's reads and the planner's partitions.
-pub fn merge_ranges(ranges: impl IntoIterator<Item = EncodedRange>) -> Vec<EncodedRange> {
-    let mut ranges: Vec<EncodedRange> = ranges.into_iter().filter(|r| !r.is_empty()).collect();
-    ranges.sort_by(|a, b| a.start.cmp(&b.start));
-    let mut merged: Vec<EncodedRange> = Vec::with_capacity(ranges.len());
-    for range in ranges {
-        match merged.last_mut() {
-            Some(last) if last.end.as_ref().is_none_or(|end| *end >= range.start) => {
-                last.end = match (last.end.take(), range.end) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    _ => None,
-                };
+/// What [`merge_ranges`] does with two ranges that touch (one ends where
+/// the next starts) without overlapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touching {
+    /// One range: a read walks them in one pass.
+    Merge,
+    /// Kept apart: the planner's splits of a range, one per partition.
+    KeepApart,
+}
+
+/// Row ranges sorted by start, empty ones dropped and overlapping ones
+/// merged (touching ones as `touching` says), each with its cell-key
+/// range: no row lies in two of them. The one way key ranges are sorted
+/// and merged, for the store's reads and the planner's partitions.
+pub fn merge_ranges(
+    ranges: impl IntoIterator<Item = RowRange>,
+    touching: Touching,
+) -> Vec<(EncodedRange, RowRange)> {
+    let mut keyed: Vec<(EncodedRange, RowRange)> = ranges
+        .into_iter()
+        .map(|r| (r.encode(), r))
+        .filter(|(e, _)| !e.is_empty())
+        .collect();
+    keyed.sort_by(|a, b| a.0.start.cmp(&b.0.start));
+    let mut out: Vec<(EncodedRange, RowRange)> = Vec::with_capacity(keyed.len());
+    for (enc, range) in keyed {
+        if let Some((last_enc, last)) = out.last_mut()
+            && last_enc.end.as_ref().is_none_or(|end| match touching {
+                Touching::Merge => *end >= enc.start,
+                Touching::KeepApart => *end > enc.start,
+            })
+        {
+            let extends = match (&last_enc.end, &enc.end) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(a), Some(b)) => b > a,
+            };
+            if extends {
+                last.end = range.end;
+                last_enc.end = enc.end;
             }
-            _ => merged.push(range),
+            continue;
         }
+        out.push((enc, range));
     }
-    merged
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one merge of ranges: sorted, overlapping ones merged, empty
+    /// ones dropped; touching ones merged for a read and kept apart for
+    /// the planner's splits.
+    #[test]
+    fn ranges_sort_and_merge_one_way() {
+        let r = |a: &str, b: &str| {
+            RowRange::between(
+                Bound::Included(a.as_bytes().to_vec()),
+                Bound::Excluded(b.as_bytes().to_vec()),
+            )
+        };
+        let shown = |out: Vec<(EncodedRange, RowRange)>| -> Vec<String> {
+            out.into_iter()
+                .map(|(_, r)| format!("{:?}..{:?}", r.start, r.end))
+                .collect()
+        };
+        let ranges = vec![
+            r("m", "p"),
+            r("a", "c"),
+            r("b", "d"),
+            r("d", "f"),
+            r("x", "x"),
+        ];
+        let kept = shown(merge_ranges(ranges.clone(), Touching::KeepApart));
+        assert_eq!(kept.len(), 3, "{kept:?}");
+        assert!(
+            kept[0].contains("[97]") && kept[0].contains("[100]"),
+            "{kept:?}"
+        );
+        let merged = merge_ranges(ranges, Touching::Merge);
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged[0].1, r("a", "f"));
+        assert_eq!(merged[1].1, r("m", "p"));
+        let all = merge_ranges([r("c", "d"), RowRange::all()], Touching::KeepApart);
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].1, RowRange::all());
+        assert!(all[0].0.end.is_none());
+    }
     use proptest::prelude::*;
 
     /// Bytes biased towards 0x00, 0x01 and 0xFF, the interesting ones.

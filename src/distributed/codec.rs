@@ -407,13 +407,7 @@ impl CellarPhysicalCodec {
             ));
         }
         let schema = Arc::new(layout.arrow.project(&w.columns)?);
-        let plan = Arc::new(GatherPlan {
-            store,
-            layout,
-            time: w.time,
-            columns: w.columns,
-            schema,
-        });
+        let plan = Arc::new(GatherPlan::new(store, layout, w.time, w.columns, schema)?);
         Ok(GatherExec::from_parts(GatherParts {
             plan,
             partitions: w.partitions,

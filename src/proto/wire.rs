@@ -143,25 +143,43 @@ fn scalar(kind: &Kind, bytes: &[u8], pos: &mut usize, depth: usize) -> WireResul
         Kind::Fixed32 => PValue::U32(u32::from_le_bytes(fixed32(pos)?)),
         Kind::Sfixed32 => PValue::I32(i32::from_le_bytes(fixed32(pos)?)),
         // Truncating casts are the wire format's own rules for 32-bit varints.
-        #[allow(clippy::cast_possible_truncation)]
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "the wire format truncates a 32-bit varint"
+        )]
         Kind::Int32 => PValue::I32(varint(bytes, pos)? as i32),
-        #[allow(clippy::cast_possible_wrap)]
+        #[allow(
+            clippy::cast_possible_wrap,
+            reason = "a 64-bit varint holds the bits of a signed value"
+        )]
         Kind::Int64 => PValue::I64(varint(bytes, pos)? as i64),
-        #[allow(clippy::cast_possible_truncation)]
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "the wire format truncates a 32-bit varint"
+        )]
         Kind::Uint32 => PValue::U32(varint(bytes, pos)? as u32),
         Kind::Uint64 => PValue::U64(varint(bytes, pos)?),
-        #[allow(clippy::cast_possible_truncation)]
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "the wire format truncates a 32-bit varint"
+        )]
         Kind::Sint32 => {
             let v = varint(bytes, pos)? as u32;
             PValue::I32((v >> 1) as i32 ^ -((v & 1) as i32))
         }
-        #[allow(clippy::cast_possible_wrap)]
+        #[allow(
+            clippy::cast_possible_wrap,
+            reason = "a 64-bit varint holds the bits of a signed value"
+        )]
         Kind::Sint64 => {
             let v = varint(bytes, pos)?;
             PValue::I64((v >> 1) as i64 ^ -((v & 1) as i64))
         }
         Kind::Bool => PValue::Bool(varint(bytes, pos)? != 0),
-        #[allow(clippy::cast_possible_truncation)]
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "the wire format truncates a 32-bit varint"
+        )]
         Kind::Enum(e) => {
             let n = varint(bytes, pos)? as i32;
             PValue::Str(

@@ -76,8 +76,7 @@ pub(crate) fn execute(
         decoded: MetricBuilder::new(metrics).counter("values_decoded", partition),
         output_rows: MetricBuilder::new(metrics).output_rows(partition),
     };
-    // Only the embedded store reads without waiting on a network.
-    let reading = if spec.store.local().is_some() {
+    let reading = if spec.store.capabilities().reads_in_place {
         Reading::Polled {
             step: spec.batch_size,
         }
@@ -322,7 +321,11 @@ fn mask_of(predicate: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> DfResult<B
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        reason = "tests fail loudly on purpose"
+    )]
 
     use std::sync::Arc;
 

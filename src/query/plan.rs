@@ -313,7 +313,11 @@ pub(crate) fn scan_spec(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        reason = "tests fail loudly on purpose"
+    )]
 
     use super::*;
     use crate::store::{FamilySpec, TableSpec};

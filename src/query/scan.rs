@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::plan::ScanSpec;
 use super::view::{ColumnSource, View};
-use crate::codec::show_bytes;
+use crate::codec::{self, show_bytes};
 use crate::proto::FieldMask;
 use crate::schema::KeyOrder;
 use crate::store::{RowRange, TimeRange};
@@ -178,37 +178,6 @@ pub(crate) fn show_time(micros: i64) -> String {
         || format!("{micros}µs"),
         |t| t.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string(),
     )
-}
-
-/// Sorts ranges and merges overlapping ones, so that no row is read twice
-/// when ranges are spread over partitions.
-fn merge_ranges(ranges: Vec<RowRange>) -> Vec<RowRange> {
-    let mut keyed: Vec<(crate::codec::EncodedRange, RowRange)> = ranges
-        .into_iter()
-        .map(|r| (r.encode(), r))
-        .filter(|(e, _)| !e.is_empty())
-        .collect();
-    keyed.sort_by(|a, b| a.0.start.cmp(&b.0.start));
-    let mut out: Vec<(crate::codec::EncodedRange, RowRange)> = Vec::with_capacity(keyed.len());
-    for (enc, range) in keyed {
-        if let Some((last_enc, last)) = out.last_mut()
-            // Overlapping ranges merge; touching ones stay apart (splits).
-            && last_enc.end.as_ref().is_none_or(|end| *end > enc.start)
-        {
-            let extends = match (&last_enc.end, &enc.end) {
-                (None, _) => false,
-                (Some(_), None) => true,
-                (Some(a), Some(b)) => b > a,
-            };
-            if extends {
-                last.end = range.end;
-                last_enc.end = enc.end;
-            }
-            continue;
-        }
-        out.push((enc, range));
-    }
-    out.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Whether every range lies within one key group.
@@ -411,7 +380,12 @@ impl KeyScanExec {
             (Some(splits), None) => splits.clone(),
             _ => spec.ranges.clone().unwrap_or_else(|| vec![RowRange::all()]),
         };
-        let sorted = merge_ranges(ranges);
+        // Overlapping ranges merge, so that no row is read twice when
+        // ranges are spread over partitions; touching ones are splits.
+        let sorted: Vec<RowRange> = codec::merge_ranges(ranges, codec::Touching::KeepApart)
+            .into_iter()
+            .map(|(_, range)| range)
+            .collect();
         let grouped = match &spec.order {
             Some(order) if spec.by_group => by_group(&sorted, &order.groups),
             _ => None,

@@ -63,7 +63,13 @@ fn cut_range(
     // With one partition wanted nothing is cut, but a range of few rows
     // is counted all the same: it makes the query light (`is_bounded`).
     let cut = n >= 2;
-    if store.local().is_none() {
+    let family = families.first()?;
+    let Some(probe) = store
+        .probe_rows(table, family, &range, SPLIT_MIN_ROWS)
+        .ok()?
+    else {
+        // A backend that cannot look at a range's rows cheaply splits it
+        // where its sample row keys fall.
         let pieces = cut
             .then(|| split_at_samples(store, table, range.clone(), n))
             .flatten();
@@ -71,7 +77,7 @@ fn cut_range(
             *counted = count_few_rows(store, table, families, range);
         }
         return pieces;
-    }
+    };
     let small = store.approximate_cells(table).ok()? < SPLIT_MIN_CELLS
         && store.table_disk_space(table).ok()? < SPLIT_MIN_BYTES;
     // The first rows of the range: a range that ends within them is read
@@ -79,11 +85,6 @@ fn cut_range(
     // spreading a few rows over threads, which costs more than reading
     // them). A small table is read by one partition in any case, but
     // counted all the same.
-    let family = families.first()?;
-    let probe = store
-        .local()?
-        .probe_rows(table, family, &range, SPLIT_MIN_ROWS)
-        .ok()?;
     let (Some(first), Some(last)) = (probe.first, probe.last) else {
         *counted = Some(0);
         return None;

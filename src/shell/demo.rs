@@ -251,8 +251,7 @@ pub fn run(session: &SqlSession, runtime: &tokio::runtime::Runtime) -> Result<()
         );
         return Ok(());
     }
-    // PACKED is a format of the embedded store.
-    let packed = session.store().local().is_some();
+    let packed = session.store().capabilities().packed_families;
     let steps = steps(std::env::var_os("CELLAR_DEMO_SMALL").is_some(), packed);
     let terminal = std::io::stderr().is_terminal();
     let started = Instant::now();

@@ -21,7 +21,6 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::store::FjallStore;
 use crate::{
     sql::{SessionOptions, SqlSession},
     store::{Store, StoreOptions},
@@ -478,7 +477,7 @@ fn escape_text_lines(text: &str) -> String {
 /// Says, on stderr, what opening `store` dropped (a torn journal tail)
 /// and which tables could not be opened.
 pub fn warn_damaged(store: &Store) {
-    for note in store.local().map_or(&[][..], FjallStore::recovery_notes) {
+    for note in store.recovery_notes() {
         eprintln!("note: {note}");
     }
     for (table, reason) in store.damaged_tables() {

@@ -971,7 +971,7 @@ impl SqlSession {
             CellarStatement::ShowStats => {
                 let planned = self.planned.load(std::sync::atomic::Ordering::Relaxed);
                 let reused = self.plans.reused();
-                let ingested = store.local().map_or(0, |s| s.rows_ingested());
+                let ingested = store.rows_ingested();
                 let schema = Schema::new(vec![
                     Field::new("name", DataType::Utf8, false),
                     Field::new("value", DataType::UInt64, false),

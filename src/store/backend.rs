@@ -17,8 +17,10 @@ use super::engine::{FjallStore, FormatChange, GcStats};
 use super::format::FamilyFormat;
 use super::gate::{Pinned, WriteGate};
 use super::mutation::{Mutation, ReadModifyWrite, RowMutation};
+use super::probe::RowProbe;
 use super::request::{ReadFilter, ReadRequest, Row, RowSet};
 use super::source::RowStream;
+use crate::codec::RowRange;
 use crate::error::{Error, Result};
 use std::any::Any;
 use std::path::Path;
@@ -28,6 +30,17 @@ use std::sync::Arc;
 /// given the keys and the rows as read (`None`: no cells), the mutations
 /// to apply per key.
 pub type RowChange<'a> = dyn FnMut(&[Vec<u8>], &[Option<Row>]) -> Result<Vec<Vec<Mutation>>> + 'a;
+
+/// What a backend can do beyond the [`Backend`] contract.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Reads come from local storage without waiting on a network, so a
+    /// scan reads on the thread that polls it, a step at a time; otherwise
+    /// on a blocking thread, ahead of the consumer.
+    pub reads_in_place: bool,
+    /// Families may be stored PACKED (one pair per row and family).
+    pub packed_families: bool,
+}
 
 /// A wide-column store as the layers above see it. Every operation is
 /// atomic per row; reads see one consistent view per call where the
@@ -48,8 +61,36 @@ pub trait Backend: Send + Sync + 'static {
         1
     }
 
-    /// The backend as `Any`, for what only one backend offers.
+    /// What the backend can do beyond this trait's contract: the layers
+    /// above choose by it, never by which backend it is.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    /// The backend as `Any`, for embedding code that needs what only one
+    /// backend offers ([`Store::local`]); cellar's own layers ask
+    /// [`Backend::capabilities`] instead.
     fn as_any(&self) -> &dyn Any;
+
+    /// What opening the store found and dropped or set aside, in words
+    /// (a torn journal tail, a damaged keyspace): the shell shows them.
+    fn recovery_notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Rows written by ingestion since the store opened (`SHOW STATS`).
+    fn rows_ingested(&self) -> u64 {
+        0
+    }
+
+    /// A number that moves with every change to the catalog, when only
+    /// this process changes it: a plan kept for a statement's text stays
+    /// valid while it does not move. `None` on a backend whose catalog
+    /// other processes change (Cloud Bigtable), where nothing planned may
+    /// be kept.
+    fn catalog_generation(&self) -> Option<u64> {
+        None
+    }
 
     // ---- catalog ----------------------------------------------------
 
@@ -90,6 +131,20 @@ pub trait Backend: Send + Sync + 'static {
     fn approximate_cells(&self, table: &str) -> Result<u64>;
     /// Bytes a table occupies in the backend's storage.
     fn table_disk_space(&self, table: &str) -> Result<u64>;
+    /// The first and last row keys of `range` in `family` and its rows
+    /// counted up to `limit`, reading a few pairs a row: how a planner
+    /// splits a range by what it holds. `None` when the backend cannot do
+    /// it cheaply (a network round trip per probe): split by
+    /// [`Backend::sample_row_keys`] instead.
+    fn probe_rows(
+        &self,
+        _table: &str,
+        _family: &str,
+        _range: &RowRange,
+        _limit: usize,
+    ) -> Result<Option<RowProbe>> {
+        Ok(None)
+    }
 
     // ---- writes -----------------------------------------------------
 
@@ -223,13 +278,6 @@ impl Store {
         self.backend.as_any().downcast_ref()
     }
 
-    /// The embedded store's [`FjallStore::catalog_generation`]; `None` on
-    /// a backend whose catalog other processes change (Cloud Bigtable),
-    /// where nothing planned may be kept.
-    pub fn catalog_generation(&self) -> Option<u64> {
-        self.local().map(FjallStore::catalog_generation)
-    }
-
     /// [`Backend::update_rows`] with a closure.
     pub fn update_rows<F>(
         &self,
@@ -260,8 +308,37 @@ impl Backend for FjallStore {
         format!("fjall:{}", self.path().display())
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            reads_in_place: true,
+            packed_families: true,
+        }
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn recovery_notes(&self) -> Vec<String> {
+        FjallStore::recovery_notes(self).to_vec()
+    }
+
+    fn rows_ingested(&self) -> u64 {
+        FjallStore::rows_ingested(self)
+    }
+
+    fn catalog_generation(&self) -> Option<u64> {
+        Some(FjallStore::catalog_generation(self))
+    }
+
+    fn probe_rows(
+        &self,
+        table: &str,
+        family: &str,
+        range: &RowRange,
+        limit: usize,
+    ) -> Result<Option<RowProbe>> {
+        FjallStore::probe_rows(self, table, family, range, limit).map(Some)
     }
 
     fn list_tables(&self) -> Vec<String> {

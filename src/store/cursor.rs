@@ -216,7 +216,10 @@ impl Cursor {
 /// `long_seen` says one did), the next long ones are sought past as soon
 /// as their newest are read: a row's columns mostly hold histories alike
 /// (a time bucket's measures hold a cell per event each).
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the per-row state of a hot decode, passed as it is rather than packed per call"
+)]
 pub(super) fn take_newest(
     cursor: &mut Cursor,
     snapshot: &Snapshot,

@@ -49,7 +49,7 @@ mod write;
 
 pub use crate::codec::RowRange;
 pub use aggregate::hll_estimate;
-pub use backend::{Backend, RowChange, Store};
+pub use backend::{Backend, Capabilities, RowChange, Store};
 pub use bulk::{BadRows, BatchColumn, BatchFamily, CellBatch, INGEST_MIN_ROWS};
 pub use check::{CheckReport, FamilyCheck};
 pub use commit::Durability;

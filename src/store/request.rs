@@ -50,7 +50,10 @@ impl RowSet {
 
     /// The ranges as sorted, disjoint, non-empty cell-key ranges.
     pub fn encode(&self) -> Vec<EncodedRange> {
-        codec::merge_ranges(self.ranges.iter().map(RowRange::encode))
+        codec::merge_ranges(self.ranges.iter().cloned(), codec::Touching::Merge)
+            .into_iter()
+            .map(|(encoded, _)| encoded)
+            .collect()
     }
 }
 

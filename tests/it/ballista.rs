@@ -6,6 +6,7 @@
 #![cfg(feature = "ballista")]
 #![allow(
     clippy::unwrap_used,
+    clippy::expect_used,
     reason = "a test should fail loudly at the failing call"
 )]
 

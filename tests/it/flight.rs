@@ -3,7 +3,11 @@
 //! metadata, authentication, TLS, session isolation, cancellation and
 //! deadlines, and the status code of every error.
 
-#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on purpose"
+)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;

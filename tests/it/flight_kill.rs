@@ -2,7 +2,11 @@
 //! the server acknowledged is there after a restart, and no row is half
 //! written (each row's two families commit together).
 
-#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on purpose"
+)]
 
 use crate::common;
 

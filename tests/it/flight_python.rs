@@ -5,7 +5,11 @@
 //! environment and sets CELLAR_PYTHON; the script itself is
 //! tests/python/adbc_interop.py.
 
-#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on purpose"
+)]
 
 use crate::common;
 

@@ -3,6 +3,7 @@
 
 #![allow(
     clippy::unwrap_used,
+    clippy::expect_used,
     reason = "a test should fail loudly at the failing call"
 )]
 

@@ -3,7 +3,11 @@
 //! cores. Each file is a module (`cargo test --test it shell::` runs one);
 //! the sqllogictest harness is its own binary (`tests/sqllogictest.rs`).
 
-#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on purpose"
+)]
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -2,7 +2,11 @@
 //! planning again would give, sees every write, and goes when the tables
 //! or the session's settings change.
 
-#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on purpose"
+)]
 
 use cellar::{SqlSession, Store};
 use datafusion::arrow::util::pretty::pretty_format_batches;

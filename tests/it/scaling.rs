@@ -2,7 +2,11 @@
 //! same query on a 10 000-row and a 1 000 000-row table reads the same
 //! number of rows and cells, as EXPLAIN ANALYZE reports. Nothing is timed.
 
-#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on purpose"
+)]
 
 use cellar::{Mutation, RowMutation, SqlSession, Store};
 use std::sync::Arc;

@@ -1,7 +1,11 @@
 //! The `cellar` binary end to end: `-c`, `-f`, standard input, formats,
 //! exit codes and one-line errors.
 
-#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on purpose"
+)]
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

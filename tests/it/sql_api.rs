@@ -1,7 +1,11 @@
 //! The embedding API: open a store, run SQL through a session, share the
 //! store between sessions.
 
-#![allow(clippy::unwrap_used, reason = "tests fail loudly on purpose")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on purpose"
+)]
 
 use cellar::{SqlSession, Store};
 use datafusion::arrow::array::{AsArray, Int64Array};

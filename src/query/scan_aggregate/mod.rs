@@ -432,7 +432,7 @@ impl ExecutionPlan for ScanAggregateExec {
         // of rows a poll (no hand-off to a blocking thread, which costs
         // more than a short range's read; see `inline_read`); a remote
         // backend on a blocking thread, as it waits on a network.
-        let reading = if self.shape.spec.store.local().is_some() {
+        let reading = if self.shape.spec.store.capabilities().reads_in_place {
             Reading::Polled {
                 step: self.shape.spec.batch_size,
             }

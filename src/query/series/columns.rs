@@ -220,13 +220,13 @@ impl<'a> ColumnEvents<'a> {
             }
         }
         let schema = Arc::new(self.layout.arrow.project(&columns)?);
-        let plan = Arc::new(GatherPlan {
-            store: self.store.clone(),
-            layout: Arc::clone(self.layout),
+        let plan = Arc::new(GatherPlan::new(
+            self.store.clone(),
+            Arc::clone(self.layout),
             time,
-            columns: columns.clone(),
-            schema: Arc::clone(&schema),
-        });
+            columns.clone(),
+            Arc::clone(&schema),
+        )?);
         let batch_size = state.config().batch_size();
         let Some(check) = checks else {
             return Ok(Arc::new(GatherExec::new(

@@ -29,6 +29,7 @@ use datafusion::arrow::compute::{CastOptions, cast_with_options};
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 
+use crate::error::{Error, Result};
 use crate::query::view::{ColumnSource, Layout, SeriesView, value_type};
 use crate::schema::{KeyRef, KeySchema, KeyValue, ValueType};
 use crate::store::{
@@ -47,22 +48,46 @@ pub(crate) struct GatherPlan {
     pub columns: Vec<usize>,
     /// `layout`'s columns of `columns`.
     pub schema: SchemaRef,
+    /// The layout's series and row key, which a gather needs (checked
+    /// when planned, so a gather never meets a layout without them).
+    series: SeriesView,
+    key: KeySchema,
 }
 
 impl GatherPlan {
+    /// A gather over `layout`'s series; an error when the layout is not a
+    /// series kept a column per event with a row-key schema.
+    pub fn new(
+        store: Store,
+        layout: Arc<Layout>,
+        time: TimeRange,
+        columns: Vec<usize>,
+        schema: SchemaRef,
+    ) -> Result<Self> {
+        let (Some(series), Some(key)) = (&layout.series, &layout.key) else {
+            return Err(Error::Internal(format!(
+                "a gather was planned for table {}, which is not a series with a row-key schema",
+                layout.table
+            )));
+        };
+        let (series, key) = (series.clone(), key.clone());
+        Ok(GatherPlan {
+            store,
+            layout,
+            time,
+            columns,
+            schema,
+            series,
+            key,
+        })
+    }
+
     pub fn series(&self) -> &SeriesView {
-        // A gather is planned only for a series kept a column per event.
-        self.layout
-            .series
-            .as_ref()
-            .expect("a gather plan is made for a series")
+        &self.series
     }
 
     fn key(&self) -> &KeySchema {
-        self.layout
-            .key
-            .as_ref()
-            .expect("a series' table has a row-key schema")
+        &self.key
     }
 
     /// Whether events come newest first when rows are read in

@@ -162,7 +162,13 @@ impl GatherExec {
 }
 
 /// A gather's parts, as a plan sent to another process carries them.
-#[cfg_attr(not(feature = "ballista"), allow(dead_code))]
+#[cfg_attr(
+    not(feature = "ballista"),
+    allow(
+        dead_code,
+        reason = "a plan is sent to another process only with Ballista"
+    )
+)]
 pub(crate) struct GatherParts {
     pub plan: Arc<GatherPlan>,
     pub partitions: Vec<Vec<RowRange>>,
@@ -172,7 +178,13 @@ pub(crate) struct GatherParts {
     pub batch_size: usize,
 }
 
-#[cfg_attr(not(feature = "ballista"), allow(dead_code))]
+#[cfg_attr(
+    not(feature = "ballista"),
+    allow(
+        dead_code,
+        reason = "a plan is sent to another process only with Ballista"
+    )
+)]
 impl GatherExec {
     /// What the gather is made of.
     pub(crate) fn parts(&self) -> GatherParts {
@@ -392,7 +404,7 @@ impl ExecutionPlan for GatherExec {
             first_batch: Some(self.fetch.unwrap_or(FIRST_EVENTS).min(self.batch_size)),
             batch: self.batch_size,
         };
-        let reading = if self.plan.store.local().is_some() {
+        let reading = if self.plan.store.capabilities().reads_in_place {
             inline_read::Reading::Polled {
                 step: self.batch_size,
             }

@@ -167,7 +167,10 @@ pub(crate) fn decode_numbers(
 /// from the block's value `value`), taken from the block's columns as
 /// decoded once for all its rows: what it gives for the PACKED value the
 /// row was.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the per-row state of a hot decode, passed as it is rather than packed per call"
+)]
 pub(crate) fn decode_tall_numbers(
     key: &[u8],
     tall: &Tall,
@@ -220,7 +223,10 @@ pub(crate) fn decode_tall_numbers(
 /// every cell, or selects no column of the rows, or the first row has such
 /// a value): the caller reads them a row at a time
 /// ([`decode_tall_numbers`]), which says what is selected and what fails.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the per-row state of a hot decode, passed as it is rather than packed per call"
+)]
 pub(crate) fn decode_tall_rows(
     key: &[u8],
     tall: &Tall,
@@ -369,7 +375,7 @@ mod tests {
     /// A read's filter (time range, cells per column, qualifiers read),
     /// and its wanted columns among those read (as a numbers read asks):
     /// their qualifiers, and each with its place, sorted.
-    #[allow(clippy::type_complexity)]
+    #[allow(clippy::type_complexity, reason = "a test helper's one-off tuple")]
     fn read_of(
         range: Option<(i64, i64)>,
         per_column: Option<usize>,

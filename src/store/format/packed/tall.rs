@@ -234,7 +234,10 @@ pub(crate) struct Tall {
 /// timestamps and values (an 8-byte value inline, any other where it lies
 /// in the block), the same columns and values read (`values`,
 /// `columns_read`, `newest`). `None` when the block is malformed.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the per-row state of a hot decode, passed as it is rather than packed per call"
+)]
 pub(crate) fn decode_row_cells(
     family: u32,
     tall: &Tall,
