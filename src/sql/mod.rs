@@ -4,6 +4,7 @@
 mod access;
 mod batch_params;
 mod catalog;
+mod context;
 mod copy;
 mod copy_to;
 mod ddl;
@@ -19,8 +20,14 @@ mod plans;
 mod relayout;
 mod running;
 mod spill;
+mod statements;
 
 pub use access::{Access, FileAccess, FileUse, FilesDir, Role};
+#[cfg(feature = "ballista")]
+use context::portable;
+#[cfg(feature = "ballista")]
+pub(crate) use context::worker_base_state;
+use context::{bare_context, context_with_catalog, register_store};
 pub use error_text::error_line;
 pub use limits::MAX_EXPR_DEPTH;
 pub use options::SessionOptions;
@@ -28,30 +35,24 @@ pub(crate) use plans::{Ready as KeptPlan, Seen as PlansSeen};
 pub use spill::SpillDir;
 
 pub use ddl::{
-    CellarStatement, FamilyDecl, ProtoSource, parse as parse_cellar_statement,
-    parse_duration_micros,
+    CellarStatement, FamilyDecl, parse as parse_cellar_statement, parse_duration_micros,
 };
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
-use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::DataType;
 use datafusion::error::{DataFusionError, Result as DfResult};
-use datafusion::execution::context::{SessionConfig, SessionContext};
+use datafusion::execution::context::SessionContext;
 use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
 use datafusion::prelude::DataFrame;
 
+use crate::error::Error;
 use crate::error::to_df;
-use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};
-use crate::query::{CheckedArithmetic, ViewFunction};
-use crate::schema::{FamilyTypes, TableSchema};
-use crate::store::{AlterOp, FamilyFormat, FamilyKind, FamilySpec, Store, TableSpec};
-use crate::{error::Error, schema::SCHEMA_METADATA_KEY};
-use catalog::{SessionTables, StoreSchema};
-
-/// Most fields (at every level) the protobuf columns of one table may
-/// have together (each at most [`crate::proto::MAX_SCHEMA_FIELDS`]).
-const MAX_TABLE_PROTO_FIELDS: usize = 16 * 1024;
+use crate::query::ViewFunction;
+use crate::schema::TableSchema;
+use crate::store::{FamilyFormat, Store};
+use catalog::SessionTables;
 
 /// What a statement returns and takes, known before it runs.
 #[derive(Debug, Clone)]
@@ -484,126 +485,6 @@ impl SqlSession {
     }
 
     /// Runs one of cellar's own statements.
-    async fn run_cellar(&self, statement: CellarStatement) -> DfResult<DataFrame> {
-        match statement {
-            CellarStatement::SetFormat {
-                table,
-                family,
-                format,
-            } => {
-                // Moves every row of the family: off the async threads.
-                // Dropping this future (Ctrl-C, a cancelled request) stops
-                // the change after its current step; the same statement
-                // resumes it.
-                let store = self.store.clone();
-                let stop = StopOnDrop(Arc::new(std::sync::atomic::AtomicBool::new(false)));
-                let stopped = Arc::clone(&stop.0);
-                let text = tokio::task::spawn_blocking(move || {
-                    set_format(&store, &table, &family, format, &stopped)
-                })
-                .await
-                .map_err(|e| to_df(Error::Internal(format!("SET FORMAT failed: {e}"))))?
-                .map_err(to_df)?;
-                self.ctx.read_batch(message(text)?)
-            }
-            CellarStatement::Compact { name } => {
-                // Reads and rewrites every family: off the async threads.
-                let store = self.store.clone();
-                let text = tokio::task::spawn_blocking(move || {
-                    store.collect_and_compact(&name).map(|stats| {
-                        format!(
-                            "compacted table {name} ({})",
-                            reclaimed(stats.cells_removed)
-                        )
-                    })
-                })
-                .await
-                .map_err(|e| to_df(Error::Internal(format!("COMPACT failed: {e}"))))?
-                .map_err(to_df)?;
-                self.ctx.read_batch(message(text)?)
-            }
-            CellarStatement::CreateTable {
-                name,
-                if_not_exists,
-                key,
-                families,
-                columns,
-                query: Some(select),
-                series,
-                proto,
-            } => {
-                if if_not_exists && self.store.table(&name).is_ok() {
-                    return self
-                        .ctx
-                        .read_batch(message(format!("table {name} exists"))?);
-                }
-                // The query's columns fill the table's columns of the
-                // same names; the table goes again if the rows fail.
-                let planned = self.ctx.sql(&select).await?;
-                let names: Vec<String> = planned
-                    .schema()
-                    .fields()
-                    .iter()
-                    .map(|f| format!("\"{}\"", f.name().replace('"', "\"\"")))
-                    .collect();
-                self.run(CellarStatement::CreateTable {
-                    name: name.clone(),
-                    if_not_exists,
-                    key,
-                    families,
-                    columns,
-                    query: None,
-                    series: series.clone(),
-                    proto,
-                })?;
-                let what = if series.is_some() { "series" } else { "table" };
-                let insert = format!("INSERT INTO \"{name}\" ({}) {select}", names.join(", "));
-                match Box::pin(self.query(&insert)).await {
-                    Ok(batches) => {
-                        let rows = affected_rows(&batches);
-                        self.ctx
-                            .read_batch(message(format!("created {what} {name} ({rows} rows)"))?)
-                    }
-                    Err(e) => {
-                        let _ = self.store.drop_table(&name);
-                        Err(e)
-                    }
-                }
-            }
-            CellarStatement::CopyFrom {
-                table,
-                path,
-                options,
-            } => {
-                let progress = Arc::new(crate::query::WriteProgress::default());
-                let bytes = copy::size_of(&path);
-                self.set_loading(Some(Loading {
-                    what: "COPY",
-                    table: table.clone(),
-                    started: std::time::Instant::now(),
-                    bytes,
-                    progress: Arc::clone(&progress),
-                }));
-                let result = copy::copy_from(self, &table, &path, &options, progress).await;
-                self.set_loading(None);
-                self.ctx.read_batch(result?)
-            }
-            CellarStatement::SetSeriesLayout {
-                name,
-                layout,
-                format,
-                gc,
-            } => {
-                let batch = relayout::set_layout(self, &name, layout, format, gc).await?;
-                self.ctx.read_batch(batch)
-            }
-            statement => {
-                let batch = self.run(statement)?;
-                self.ctx.read_batch(batch)
-            }
-        }
-    }
-
     /// What a statement would return and which parameters (`$1`, `$2`,
     /// ...) it takes, planned without running anything: nothing is
     /// created, written or dropped. cellar's own statements (its DDL)
@@ -745,291 +626,6 @@ impl SqlSession {
         Ok(batches)
     }
 
-    fn run(&self, statement: CellarStatement) -> DfResult<RecordBatch> {
-        let store = &self.store;
-        let text = match statement {
-            CellarStatement::CreateTable {
-                name,
-                if_not_exists,
-                key,
-                families,
-                columns,
-                query: _,
-                series,
-                proto,
-            } => {
-                if if_not_exists && store.table(&name).is_ok() {
-                    return message(format!("table {name} exists"));
-                }
-                if let Some(table) = self.session_tables.get(&name) {
-                    return Err(to_df(Error::InvalidArgument(format!(
-                        "{name} is this session's {}; DROP {} {name} first, or name the table differently",
-                        catalog::kind(table.as_ref()),
-                        catalog::drop_word(table.as_ref()),
-                    ))));
-                }
-                let family_types = families
-                    .iter()
-                    .filter(|f| f.qualifiers.is_some() || f.values.is_some())
-                    .map(|f| (f.name.clone(), family_types(f)))
-                    .collect();
-                let what = if series.is_some() { "series" } else { "table" };
-                if let Some((file, source)) = &proto {
-                    ProtoRegistry::register(store, file, source).map_err(to_df)?;
-                }
-                let schema = TableSchema {
-                    key,
-                    columns,
-                    family_types,
-                    series: series.map(|s| *s),
-                };
-                let names: Vec<(String, FamilyKind)> =
-                    families.iter().map(|f| (f.name.clone(), f.kind)).collect();
-                schema.validate(&names).map_err(to_df)?;
-                if schema.columns.iter().any(|c| c.proto.is_some()) {
-                    let registry = ProtoRegistry::load(store).map_err(to_df)?;
-                    // Every listing and description of the table builds
-                    // these types: bounded per column and per table.
-                    let mut fields = 0usize;
-                    for c in &schema.columns {
-                        if let Some(p) = &c.proto {
-                            let message = registry.message(&p.message).map_err(to_df)?;
-                            crate::proto::check_schema_size(&message).map_err(to_df)?;
-                            fields = fields.saturating_add(crate::proto::type_fields(&message));
-                        }
-                    }
-                    if fields > MAX_TABLE_PROTO_FIELDS {
-                        return Err(to_df(Error::InvalidArgument(format!(
-                            "the protobuf columns of {name} would have {fields} fields in all; a table's hold at most {MAX_TABLE_PROTO_FIELDS}: declare fewer protobuf columns, or smaller messages"
-                        ))));
-                    }
-                }
-                let mut spec = TableSpec::new(&name)
-                    .metadata(SCHEMA_METADATA_KEY, schema.to_json().map_err(to_df)?);
-                for f in families {
-                    spec = spec.family(
-                        FamilySpec::new(f.name)
-                            .gc(f.gc)
-                            .kind(f.kind)
-                            .format(f.format.unwrap_or(self.family_format)),
-                    );
-                }
-                store.create_table(spec).map_err(to_df)?;
-                format!("created {what} {name}")
-            }
-            CellarStatement::AddFamily { table, family } => {
-                let def = store.table(&table).map_err(to_df)?;
-                let mut names: Vec<(String, FamilyKind)> = def
-                    .families
-                    .iter()
-                    .map(|f| (f.name.clone(), f.kind))
-                    .collect();
-                names.push((family.name.clone(), family.kind));
-                let mut schema = TableSchema::of(&def).map_err(to_df)?;
-                if family.qualifiers.is_some() || family.values.is_some() {
-                    schema
-                        .family_types
-                        .insert(family.name.clone(), family_types(&family));
-                }
-                schema.validate(&names).map_err(to_df)?;
-                let name = family.name.clone();
-                let mut ops = vec![AlterOp::AddFamily(
-                    FamilySpec::new(&family.name)
-                        .gc(family.gc.clone())
-                        .kind(family.kind)
-                        .format(family.format.unwrap_or(self.family_format)),
-                )];
-                if family.qualifiers.is_some() || family.values.is_some() {
-                    ops.push(AlterOp::SetMetadata(
-                        SCHEMA_METADATA_KEY.into(),
-                        Some(schema.to_json().map_err(to_df)?),
-                    ));
-                }
-                store.alter_table(&table, ops).map_err(to_df)?;
-                format!("added family {name} to {table}")
-            }
-            CellarStatement::DropFamily { table, family } => {
-                let def = store.table(&table).map_err(to_df)?;
-                let mut schema = TableSchema::of(&def).map_err(to_df)?;
-                let dropped: Vec<String> = schema
-                    .columns
-                    .iter()
-                    .filter(|c| c.family == family)
-                    .map(|c| c.name.clone())
-                    .collect();
-                schema.columns.retain(|c| c.family != family);
-                let typed = schema.family_types.remove(&family).is_some();
-                let mut ops = vec![AlterOp::DropFamily(family.clone())];
-                if !dropped.is_empty() || typed {
-                    ops.push(AlterOp::SetMetadata(
-                        SCHEMA_METADATA_KEY.into(),
-                        Some(schema.to_json().map_err(to_df)?),
-                    ));
-                }
-                store.alter_table(&table, ops).map_err(to_df)?;
-                format!("dropped family {family} from {table}")
-            }
-            CellarStatement::SetGc { table, family, gc } => {
-                let text = gc.to_string();
-                store
-                    .alter_table(
-                        &table,
-                        vec![AlterOp::SetGc {
-                            family: family.clone(),
-                            gc,
-                        }],
-                    )
-                    .map_err(to_df)?;
-                // Cells the new policy discards are reclaimed now, so a
-                // policy loosened later never brings them back.
-                let stats = store
-                    .collect_family_garbage(&table, &family)
-                    .map_err(to_df)?;
-                format!(
-                    "family {family} of {table}: gc {text} ({})",
-                    reclaimed(stats.cells_removed)
-                )
-            }
-            CellarStatement::SetFormat {
-                table,
-                family,
-                format,
-            } => set_format(store, &table, &family, format, &Default::default()).map_err(to_df)?,
-            CellarStatement::DropTable { name, .. }
-                if store.table(&name).is_err()
-                    && let Some(table) = self.session_tables.remove(&name) =>
-            {
-                match catalog::kind(table.as_ref()) {
-                    "view" => format!("dropped view {name}"),
-                    kind => format!("dropped {kind} {name}; its files stay"),
-                }
-            }
-            CellarStatement::DropTable { name, if_exists } => match store.drop_table(&name) {
-                Ok(()) => format!("dropped table {name}"),
-                Err(Error::TableNotFound { .. }) if if_exists => {
-                    format!("table {name} does not exist")
-                }
-                Err(e) => return Err(to_df(e)),
-            },
-            CellarStatement::Describe { name } => {
-                return describe::describe(&self.store, &self.session_tables, &name);
-            }
-            CellarStatement::CreateProto {
-                name,
-                source,
-                replace,
-            } => {
-                let exists = store
-                    .settings(&format!("{PROTO_SETTING_PREFIX}{name}"))
-                    .map_err(to_df)?
-                    .iter()
-                    .any(|(k, _)| k[PROTO_SETTING_PREFIX.len()..] == name);
-                if exists && !replace {
-                    return Err(to_df(Error::InvalidArgument(format!(
-                        "proto file {name:?} is already registered; CREATE OR REPLACE PROTO replaces it"
-                    ))));
-                }
-                let text = match source {
-                    ProtoSource::Text(t) => t,
-                    ProtoSource::File(path) => std::fs::read_to_string(&path).map_err(|e| {
-                        to_df(Error::InvalidArgument(format!("cannot read {path}: {e}")))
-                    })?,
-                };
-                let registry = ProtoRegistry::register(store, &name, &text).map_err(to_df)?;
-                format!(
-                    "registered {name}; message types: {}",
-                    registry.messages().join(", ")
-                )
-            }
-            CellarStatement::DropProto { name } => {
-                let mut files: std::collections::BTreeMap<String, String> = store
-                    .settings(PROTO_SETTING_PREFIX)
-                    .map_err(to_df)?
-                    .into_iter()
-                    .map(|(k, v)| (k[PROTO_SETTING_PREFIX.len()..].to_string(), v))
-                    .collect();
-                files.remove(&name);
-                let remaining = ProtoRegistry::compile(files).map_err(to_df)?;
-                for table in store.list_tables() {
-                    let def = store.table(&table).map_err(to_df)?;
-                    let schema = TableSchema::of(&def).map_err(to_df)?;
-                    for c in &schema.columns {
-                        if let Some(p) = &c.proto
-                            && remaining.message(&p.message).is_err()
-                        {
-                            return Err(to_df(Error::InvalidArgument(format!(
-                                "column {} of table {table} uses {} from {name}; drop the table first",
-                                c.name, p.message
-                            ))));
-                        }
-                    }
-                }
-                ProtoRegistry::unregister(store, &name).map_err(to_df)?;
-                format!("dropped proto file {name}")
-            }
-            CellarStatement::ShowQueries => return self.running.show(&self.owner()),
-            CellarStatement::ShowStats => {
-                let planned = self.planned.load(std::sync::atomic::Ordering::Relaxed);
-                let reused = self.plans.reused();
-                let ingested = store.rows_ingested();
-                let schema = Schema::new(vec![
-                    Field::new("name", DataType::Utf8, false),
-                    Field::new("value", DataType::UInt64, false),
-                ]);
-                return Ok(RecordBatch::try_new(
-                    Arc::new(schema),
-                    vec![
-                        Arc::new(datafusion::arrow::array::StringArray::from(vec![
-                            "statements_planned",
-                            "plans_reused",
-                            "rows_ingested",
-                        ])),
-                        Arc::new(datafusion::arrow::array::UInt64Array::from(vec![
-                            planned, reused, ingested,
-                        ])),
-                    ],
-                )?);
-            }
-            CellarStatement::CopyFrom { .. }
-            | CellarStatement::SetSeriesLayout { .. }
-            | CellarStatement::Compact { .. } => {
-                return Err(to_df(Error::Internal(
-                    "COPY FROM, ALTER SERIES and COMPACT run in SqlSession::sql".into(),
-                )));
-            }
-            CellarStatement::CancelQuery { id } => {
-                if self.running.cancel(&self.owner(), id) {
-                    format!("cancelled query {id}")
-                } else {
-                    return Err(to_df(Error::InvalidArgument(format!(
-                        "no query {id} is running that this session may cancel; SHOW QUERIES lists those it may"
-                    ))));
-                }
-            }
-            CellarStatement::ShowProtos => {
-                let registry = ProtoRegistry::load(store).map_err(to_df)?;
-                let files: Vec<String> = registry.files().map(str::to_string).collect();
-                let messages = registry.messages();
-                let schema = Schema::new(vec![
-                    Field::new("kind", DataType::Utf8, false),
-                    Field::new("name", DataType::Utf8, false),
-                ]);
-                let kinds: Vec<&str> = files
-                    .iter()
-                    .map(|_| "file")
-                    .chain(messages.iter().map(|_| "message"))
-                    .collect();
-                let names: Vec<String> = files.into_iter().chain(messages).collect();
-                let columns: Vec<ArrayRef> = vec![
-                    Arc::new(StringArray::from(kinds)),
-                    Arc::new(StringArray::from(names)),
-                ];
-                return Ok(RecordBatch::try_new(Arc::new(schema), columns)?);
-            }
-        };
-        message(text)
-    }
-
     /// The external tables and views of this session, with what each is
     /// ("external table", "view"), by name.
     pub fn session_tables(&self) -> Vec<(String, &'static str)> {
@@ -1087,83 +683,6 @@ fn nested_as_json(df: DataFrame) -> DfResult<DataFrame> {
     Ok(DataFrame::new(state, plan))
 }
 
-/// DataFusion's physical optimizer rules, with limits pushed down once more
-/// after sorts are: a sort the key order answers (`ORDER BY ts DESC LIMIT
-/// 3` of one device) leaves its LIMIT above a projection, and the scan
-/// should stop after those rows rather than read the whole range. Then
-/// cellar's own: partial aggregates of bucketed series into their scans.
-/// A DataFusion context with cellar's settings, rules and functions, and
-/// no tables yet.
-fn bare_context(options: &SessionOptions, access: &Arc<Access>) -> SessionContext {
-    // Scans that know they read few rows say so (an estimate), and stay
-    // in one partition.
-    let config = SessionConfig::new()
-        .set_bool(
-            "datafusion.execution.use_row_number_estimates_to_optimize_partitioning",
-            true,
-        )
-        .with_information_schema(true)
-        .with_default_catalog_and_schema("cellar", "public")
-        // Made in `context_with_catalog`: a flag left on would make every
-        // state built from this one (COPY's, a client's) replace the
-        // catalog with an empty one.
-        .with_create_default_catalog_and_schema(false);
-    let builder = datafusion::execution::SessionStateBuilder::new()
-        .with_config(config)
-        .with_runtime_env(runtime(options))
-        .with_default_features()
-        .with_expr_planners(expr_planners())
-        .with_physical_optimizer_rules(physical_rules());
-    let ctx = context_with_catalog(builder, access);
-    ctx.register_udf(functions::reverse_domain_udf());
-    ctx.register_udf(functions::hll_count_udf());
-    ctx.register_udf(functions::to_json_udf());
-    ctx.register_udf(functions::substr_udf());
-    ctx.add_analyzer_rule(Arc::new(CheckedArithmetic));
-    ctx
-}
-
-/// A context built from `builder` over a catalog list of its own, in
-/// which a quoted path is a table too (`SELECT * FROM 'file.parquet'`)
-/// where `access` allows the file, and an empty catalog `cellar` whose
-/// schema `public` [`register_store`] fills.
-fn context_with_catalog(
-    builder: datafusion::execution::SessionStateBuilder,
-    access: &Arc<Access>,
-) -> SessionContext {
-    let paths = Arc::new(catalog::PathTables::new(Arc::clone(access)));
-    let list = Arc::new(datafusion::catalog::DynamicFileCatalog::new(
-        Arc::new(datafusion::catalog::MemoryCatalogProviderList::new()),
-        Arc::clone(&paths) as Arc<dyn datafusion::catalog::UrlTableFactory>,
-    ));
-    let ctx = SessionContext::new_with_state(builder.with_catalog_list(list).build());
-    if ctx.catalog("cellar").is_none() {
-        ctx.register_catalog(
-            "cellar",
-            Arc::new(datafusion::catalog::MemoryCatalogProvider::new()),
-        );
-    }
-    paths.bind(&ctx);
-    ctx
-}
-
-/// Registers `store`'s tables as the schema `cellar.public` of `ctx`,
-/// with a new set of session tables, which it returns.
-fn register_store(ctx: &SessionContext, store: &Store) -> SessionTables {
-    let session_tables = SessionTables::default();
-    if let Some(catalog) = ctx.catalog("cellar") {
-        // Replaces the empty in-memory schema created with the catalog.
-        let _ = catalog.register_schema(
-            "public",
-            Arc::new(StoreSchema {
-                store: store.clone(),
-                session: session_tables.clone(),
-            }),
-        );
-    }
-    session_tables
-}
-
 fn next_session_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
@@ -1185,108 +704,6 @@ fn insert_target(statement: &datafusion::sql::parser::Statement) -> Option<Strin
         ObjectNamePart::Identifier(ident) => Some(ident.value.clone()),
         _ => None,
     }
-}
-
-/// DataFusion's planners of SQL syntax, cellar's `SUBSTR` first.
-fn expr_planners() -> Vec<Arc<dyn datafusion::logical_expr::planner::ExprPlanner>> {
-    let mut planners: Vec<Arc<dyn datafusion::logical_expr::planner::ExprPlanner>> =
-        vec![Arc::new(functions::SubstrPlanner)];
-    planners.extend(datafusion::execution::SessionStateDefaults::default_expr_planners());
-    planners
-}
-
-/// `state` as a plan leaving this process is planned: without the scan
-/// aggregate of series buckets, whose operator has no codec.
-#[cfg(feature = "ballista")]
-fn portable(state: datafusion::execution::SessionState) -> datafusion::execution::SessionState {
-    datafusion::execution::SessionStateBuilder::new_from_existing(state)
-        .with_physical_optimizer_rules(portable_rules())
-        .build()
-}
-
-/// cellar's DataFusion state with no store behind it, as a Ballista
-/// scheduler or executor process plans and decodes with it: the tables
-/// come with the plans.
-#[cfg(feature = "ballista")]
-pub(crate) fn worker_base_state(options: &SessionOptions) -> datafusion::execution::SessionState {
-    portable(bare_context(options, &Arc::new(Access::default())).state())
-}
-
-type PhysicalRules =
-    Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>>;
-
-/// The physical optimizer rules of a plan that may run in another
-/// process (every operator they make has a codec).
-fn portable_rules() -> PhysicalRules {
-    use datafusion::physical_optimizer::limit_pushdown::LimitPushdown;
-    use datafusion::physical_optimizer::optimizer::PhysicalOptimizer;
-    use datafusion::physical_optimizer::projection_pushdown::ProjectionPushdown;
-    let mut rules = PhysicalOptimizer::new().rules;
-    let at = rules
-        .iter()
-        .position(|r| r.name() == "PushdownSort")
-        .map_or(rules.len().saturating_sub(1), |i| i + 1);
-    rules.insert(at, Arc::new(LimitPushdown::new()));
-    rules.insert(at + 1, Arc::new(crate::query::MergeOfOne));
-    // The projections a limit that went kept apart merge.
-    rules.insert(at + 2, Arc::new(ProjectionPushdown::new()));
-    rules
-}
-
-fn physical_rules() -> PhysicalRules {
-    let mut rules = portable_rules();
-    // Partial aggregates of series in buckets go into their scans once the
-    // plan's shape is settled, before the final checks.
-    let at = rules
-        .iter()
-        .position(|r| r.name() == "SanityCheckPlan")
-        .unwrap_or(rules.len());
-    rules.insert(at, Arc::new(crate::query::ScanAggregate));
-    rules
-}
-
-/// The runtime of a session: with a memory limit, a fair spill pool (fair
-/// shares between concurrent queries; its error names the largest
-/// consumers) spilling to the OS temporary directory. Should no temporary
-/// directory be usable, the limit still holds, without spilling.
-/// Directory listings are not kept.
-fn runtime(options: &SessionOptions) -> Arc<datafusion::execution::runtime_env::RuntimeEnv> {
-    let (memory_limit, files) = (options.memory_limit, &options.files);
-    use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
-    use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
-    use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
-    let builder = || {
-        // Directory listings are not kept (DataFusion keeps them for
-        // good): a file added to an external table's directory is read by
-        // the next statement.
-        let mut builder = RuntimeEnvBuilder::new().with_object_list_cache_limit(0);
-        if *files != FileAccess::Full {
-            builder = builder.with_object_store_registry(files::registry(files));
-        }
-        if let Some(dir) = &options.spill_dir {
-            builder = builder.with_disk_manager_builder(
-                DiskManagerBuilder::default()
-                    .with_mode(DiskManagerMode::Directories(vec![dir.clone()])),
-            );
-        }
-        match memory_limit {
-            Some(limit) => builder.with_memory_pool(Arc::new(TrackConsumersPool::new(
-                FairSpillPool::new(limit),
-                std::num::NonZeroUsize::MIN.saturating_add(2),
-            ))),
-            None => builder,
-        }
-    };
-    builder()
-        .build_arc()
-        .or_else(|_| {
-            builder()
-                .with_disk_manager_builder(
-                    DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
-                )
-                .build_arc()
-        })
-        .unwrap_or_else(|_| Arc::new(RuntimeEnv::default()))
 }
 
 /// An INSERT whose VALUES do not cast to their columns fails, in
@@ -1348,61 +765,6 @@ fn writes(plan: &LogicalPlan) -> bool {
         .unwrap_or(true)
 }
 
-fn message(text: String) -> DfResult<RecordBatch> {
-    let schema = Schema::new(vec![Field::new("result", DataType::Utf8, false)]);
-    let column: ArrayRef = Arc::new(StringArray::from(vec![text]));
-    Ok(RecordBatch::try_new(Arc::new(schema), vec![column])?)
-}
-
-fn family_types(f: &FamilyDecl) -> FamilyTypes {
-    let mut types = FamilyTypes::untyped(&f.name);
-    if let Some((t, e)) = f.qualifiers {
-        types.qualifier.value_type = t;
-        types.qualifier.encoding = e;
-    }
-    if let Some((t, e)) = f.values {
-        types.value.value_type = t;
-        types.value.encoding = e;
-    }
-    types
-}
-
-/// Changes a family's format (see [`Store::set_family_format`]); what it
-/// did, in words.
-fn set_format(
-    store: &Store,
-    table: &str,
-    family: &str,
-    format: FamilyFormat,
-    stop: &std::sync::atomic::AtomicBool,
-) -> crate::error::Result<String> {
-    use std::sync::atomic::Ordering;
-    let started = std::time::Instant::now();
-    let moved = store.set_family_format(table, family, format, &mut |_| {
-        !stop.load(Ordering::Relaxed)
-    })?;
-    if !moved.finished {
-        return Err(Error::InvalidArgument(format!(
-            "the change of family {family} of {table} to FORMAT {format} was stopped after {} rows; the family reads and writes correctly meanwhile, and the same statement resumes it",
-            moved.rows
-        )));
-    }
-    Ok(format!(
-        "family {family} of {table}: format {format} ({} rows moved in {:.1} s)",
-        moved.rows,
-        started.elapsed().as_secs_f64()
-    ))
-}
-
-/// Sets its flag when dropped.
-struct StopOnDrop(Arc<std::sync::atomic::AtomicBool>);
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
 /// The parameter values of row `row` of a batch of them (`$1` is its
 /// first column); the error names the parameter and the row.
 pub(crate) fn row_parameters(
@@ -1421,6 +783,15 @@ pub(crate) fn row_parameters(
         .map(datafusion::common::ParamValues::from)
 }
 
+/// A statement's one-row, one-column answer: what it did.
+pub(crate) fn message(text: String) -> DfResult<RecordBatch> {
+    use datafusion::arrow::array::{ArrayRef, StringArray};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    let schema = Schema::new(vec![Field::new("result", DataType::Utf8, false)]);
+    let column: ArrayRef = Arc::new(StringArray::from(vec![text]));
+    Ok(RecordBatch::try_new(Arc::new(schema), vec![column])?)
+}
+
 /// The rows a write reports (its `count` column).
 pub(crate) fn affected_rows(batches: &[RecordBatch]) -> u64 {
     batches
@@ -1432,12 +803,4 @@ pub(crate) fn affected_rows(batches: &[RecordBatch]) -> u64 {
         })
         .flat_map(|c| c.iter().flatten())
         .sum()
-}
-
-/// "N cells reclaimed", as GC statements report it.
-fn reclaimed(cells: u64) -> String {
-    match cells {
-        1 => "1 cell reclaimed".to_string(),
-        n => format!("{n} cells reclaimed"),
-    }
 }
