@@ -158,6 +158,39 @@ pub(crate) fn scan_spec(
     limit: Option<usize>,
     recheck_all: bool,
 ) -> DfResult<ScanSpec> {
+    scan_spec_answering(
+        store,
+        layout,
+        state,
+        projection,
+        filters,
+        limit,
+        recheck_all,
+    )
+    .map(|(spec, _)| spec)
+}
+
+/// What a [`ScanSpec`] did with the filters it was given, as expressions
+/// (the spec keeps only their text, for EXPLAIN): a planner that reads
+/// through the scan decides by these which filters it must check itself.
+pub(crate) struct Answered {
+    /// The filters the cell time range was drawn from.
+    pub time: Vec<Expr>,
+    /// The filters the scan checks row by row (the others the key ranges
+    /// answer exactly).
+    pub rechecked: Vec<Expr>,
+}
+
+/// [`scan_spec`], with what it did with each filter.
+pub(crate) fn scan_spec_answering(
+    store: &Store,
+    layout: &Arc<Layout>,
+    state: &dyn Session,
+    projection: Option<Vec<usize>>,
+    filters: &[Expr],
+    limit: Option<usize>,
+    recheck_all: bool,
+) -> DfResult<(ScanSpec, Answered)> {
     let projection: Vec<usize> = projection.unwrap_or_else(|| (0..layout.sources.len()).collect());
     // Filters the key ranges answer exactly are not re-checked: no `_key`
     // text is built per row for them.
@@ -280,8 +313,8 @@ pub(crate) fn scan_spec(
     };
     let residual_in_time = recheck
         .iter()
-        .all(|f| pushdown::time_exact(f, time_column) && time_used.contains(&f.to_string()));
-    Ok(ScanSpec {
+        .all(|f| pushdown::time_exact(f, time_column) && time_used.contains(f));
+    let spec = ScanSpec {
         splits: split.pieces,
         few_rows: split.rows,
         store: store.clone(),
@@ -292,7 +325,7 @@ pub(crate) fn scan_spec(
         ranges: key_plan.ranges.clone(),
         pushed: key_plan.used.clone(),
         time,
-        time_used,
+        time_used: time_used.iter().map(ToString::to_string).collect(),
         cells_per_column,
         qualifiers: qualifiers.0,
         qualifiers_used: qualifiers.1,
@@ -308,7 +341,12 @@ pub(crate) fn scan_spec(
         by_group: false,
         batch_size: state.config().batch_size(),
         target_partitions: state.config().target_partitions(),
-    })
+    };
+    let answered = Answered {
+        time: time_used,
+        rechecked: recheck,
+    };
+    Ok((spec, answered))
 }
 
 #[cfg(test)]

@@ -514,7 +514,7 @@ fn micros(v: &ScalarValue) -> Option<(i64, bool)> {
 /// The cell time range that predicates on the cell-time column (`_timestamp`,
 /// or a series' time in bucket rows) in a conjunction allow (over-covering
 /// where a literal is finer than a microsecond), and the predicates used.
-pub fn time_range(filters: &[Expr], column: &str) -> (TimeRange, Vec<String>) {
+pub fn time_range(filters: &[Expr], column: &str) -> (TimeRange, Vec<Expr>) {
     let mut range = TimeRange::ALL;
     let mut used = Vec::new();
     for filter in filters {
@@ -524,7 +524,7 @@ pub fn time_range(filters: &[Expr], column: &str) -> (TimeRange, Vec<String>) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            used.push(filter.to_string());
+            used.push(filter.clone());
         }
     }
     (range, used)

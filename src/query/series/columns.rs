@@ -32,7 +32,7 @@ use super::gather_exec::GatherExec;
 use super::physical_filters;
 use crate::error::to_df;
 use crate::query::plan::ScanSpec;
-use crate::query::plan::scan_spec;
+use crate::query::plan::scan_spec_answering;
 use crate::query::scan::KeyScanExec;
 use crate::query::split::split_ranges;
 use crate::query::view::{Layout, SeriesView, View, value_type};
@@ -172,7 +172,8 @@ impl<'a> ColumnEvents<'a> {
         // measure's read of a series is narrowed to the buckets and cell
         // times of the time range.
         // (Planned as for a LIMIT, so not yet cut into pieces.)
-        let search = scan_spec(self.store, &cells, state, None, &on_cells, Some(1), false)?;
+        let (search, answered) =
+            scan_spec_answering(self.store, &cells, state, None, &on_cells, Some(1), false)?;
         let one_series = self.pins_series(&search);
         let time = search.time;
         // A filter is answered by the reads when the ranges answer it
@@ -180,10 +181,9 @@ impl<'a> ColumnEvents<'a> {
         // or it is a time bound the cell time range holds exactly.
         let mut checks = Vec::new();
         for (f, on_cell) in per_cell.iter().zip(&on_cells) {
-            let text = on_cell.to_string();
-            let by_ranges = !search.residual_text.contains(&text);
+            let by_ranges = !answered.rechecked.contains(on_cell);
             let by_time = crate::query::pushdown::time_exact(on_cell, "_timestamp")
-                && search.time_used.contains(&text);
+                && answered.time.contains(on_cell);
             if !by_ranges && !by_time {
                 checks.push(f.clone());
             }
