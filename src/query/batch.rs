@@ -23,7 +23,6 @@ use datafusion::common::Result as DfResult;
 
 use super::view::{ColumnSource, FamilyIndex, Layout, View, value_type};
 use crate::codec::show_bytes;
-use crate::error::to_df;
 use crate::proto::{FieldMask, PValue};
 use crate::schema::{Encoding, KeyValue, Value, ValueType, decode_as};
 use crate::store::{NumberRow, NumberRows, Row, RowView};
@@ -1401,8 +1400,7 @@ impl ViewBatchBuilder {
                             .collect();
                         crate::proto::to_array(self.layout.arrow.field(i).data_type(), &values)
                     })
-                    .transpose()
-                    .map_err(to_df)?;
+                    .transpose()?;
                 columns.push(field);
                 continue;
             }
@@ -1410,13 +1408,10 @@ impl ViewBatchBuilder {
                 (Some(b), _) => Some(b.finish()),
                 (None, Some(m)) => Some(Arc::new(m.finish())),
                 (None, None) => match self.proto_values.get_mut(&i) {
-                    Some(values) => Some(
-                        crate::proto::to_array(
-                            self.layout.arrow.field(i).data_type(),
-                            &std::mem::take(values),
-                        )
-                        .map_err(to_df)?,
-                    ),
+                    Some(values) => Some(crate::proto::to_array(
+                        self.layout.arrow.field(i).data_type(),
+                        &std::mem::take(values),
+                    )?),
                     None => None,
                 },
             });

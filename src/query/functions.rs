@@ -138,7 +138,7 @@ impl TableFunctionImpl for ViewFunction {
                 }
             }
         };
-        let table = CellarTable::with_view(self.store.clone(), &table, view).map_err(to_df)?;
+        let table = CellarTable::with_view(self.store.clone(), &table, view)?;
         Ok(Arc::new(table))
     }
 }

@@ -129,8 +129,7 @@ impl PartitionRead {
         let mut stream = match &spec.layout.pinned {
             Some(pinned) => spec.store.read_pinned(pinned, request),
             None => spec.store.read_rows(&spec.layout.table, request),
-        }
-        .map_err(to_df)?;
+        }?;
         stream.pause_after(super::inline_read::PASSED_ROWS_PER_CALL);
         let families = stream.family_names();
         wide.bind(&families);
@@ -225,7 +224,7 @@ impl PartitionRead {
         }
         match self.stream.next_view().map_err(damage)? {
             Some(row) => {
-                self.wide.push_view(row).map_err(to_df)?;
+                self.wide.push_view(row)?;
                 Ok(1)
             }
             None => Ok(0),

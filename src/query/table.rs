@@ -134,14 +134,11 @@ impl CellarTable {
             );
             return Ok(Arc::new(DataSinkExec::new(cells, Arc::new(sink), None)));
         }
-        let physical = Arc::new(
-            Layout::new(
-                &self.store,
-                self.layout.def.clone(),
-                View::Versions { latest: None },
-            )
-            .map_err(to_df)?,
-        );
+        let physical = Arc::new(Layout::new(
+            &self.store,
+            self.layout.def.clone(),
+            View::Versions { latest: None },
+        )?);
         let filters = physical_filters(series, filters)?;
         let projection = vec![
             physical.arrow.index_of("_key")?,

@@ -163,43 +163,8 @@ impl SeriesDecl {
     /// [`SERIES_FAMILY`]) and the series definition.
     pub fn physical(&self, table: &str) -> Result<(KeySchema, Vec<ColumnDef>, SeriesDef)> {
         let bad = |why: String| Error::InvalidArgument(format!("series {table}: {why}"));
-        if self.key.is_empty() {
-            return Err(bad("KEY needs at least one column".into()));
-        }
-        if self.measures.is_empty() {
-            return Err(bad("a series needs at least one measure".into()));
-        }
-        for (name, kind) in &self.key {
-            if matches!(kind, SegmentKind::Salt { .. }) {
-                return Err(bad(format!(
-                    "key column {name} is a SALT; salt the series with LAYOUT ... SALT n"
-                )));
-            }
-        }
+        self.check_shape(table)?;
         let l = &self.layout;
-        match (l.shape, l.bucket) {
-            (Shape::RowPerEvent, Some(_)) => {
-                return Err(bad("ROW PER EVENT has no BUCKET".into()));
-            }
-            (Shape::CellPerEvent, None) => {
-                return Err(bad("CELL PER EVENT needs BUCKET '<interval>'".into()));
-            }
-            (Shape::ColumnPerEvent, None) => {
-                return Err(bad("COLUMN PER EVENT needs BUCKET '<interval>'".into()));
-            }
-            (Shape::ColumnPerEvent, _) if l.serialized => {
-                return Err(bad(
-                    "COLUMN PER EVENT keeps values in qualifiers; it is not SERIALIZED".into(),
-                ));
-            }
-            (_, Some(b)) if b % 1_000_000 != 0 => {
-                return Err(bad(format!(
-                    "BUCKET {}: a bucket is whole seconds long",
-                    interval_text(b)
-                )));
-            }
-            _ => {}
-        }
         let declared: Vec<&String> = self
             .key
             .iter()
@@ -330,6 +295,49 @@ impl SeriesDecl {
             metric,
         };
         Ok((key, columns, def))
+    }
+
+    /// The declaration's key, measures and layout make sense together.
+    fn check_shape(&self, table: &str) -> Result<()> {
+        let bad = |why: String| Error::InvalidArgument(format!("series {table}: {why}"));
+        let l = &self.layout;
+        if self.key.is_empty() {
+            return Err(bad("KEY needs at least one column".into()));
+        }
+        if self.measures.is_empty() {
+            return Err(bad("a series needs at least one measure".into()));
+        }
+        for (name, kind) in &self.key {
+            if matches!(kind, SegmentKind::Salt { .. }) {
+                return Err(bad(format!(
+                    "key column {name} is a SALT; salt the series with LAYOUT ... SALT n"
+                )));
+            }
+        }
+        match (l.shape, l.bucket) {
+            (Shape::RowPerEvent, Some(_)) => {
+                return Err(bad("ROW PER EVENT has no BUCKET".into()));
+            }
+            (Shape::CellPerEvent, None) => {
+                return Err(bad("CELL PER EVENT needs BUCKET '<interval>'".into()));
+            }
+            (Shape::ColumnPerEvent, None) => {
+                return Err(bad("COLUMN PER EVENT needs BUCKET '<interval>'".into()));
+            }
+            (Shape::ColumnPerEvent, _) if l.serialized => {
+                return Err(bad(
+                    "COLUMN PER EVENT keeps values in qualifiers; it is not SERIALIZED".into(),
+                ));
+            }
+            (_, Some(b)) if b % 1_000_000 != 0 => {
+                return Err(bad(format!(
+                    "BUCKET {}: a bucket is whole seconds long",
+                    interval_text(b)
+                )));
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Whether every measure reads back from its text, which a column per

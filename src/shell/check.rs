@@ -14,8 +14,8 @@ macro_rules! say {
 }
 
 use crate::error::Error;
-use crate::store::FjallStore;
 use crate::store::journal;
+use crate::store::{CheckReport, FjallStore};
 
 /// Checks the store in `dir` and prints the report; returns whether the
 /// store is healthy (false also after a repair: something was lost).
@@ -24,7 +24,6 @@ pub fn run(dir: &Path, repair: bool) -> bool {
         eprintln!("error: there is no store at {}", dir.display());
         return false;
     }
-    let mut repaired = false;
     // What an open would replay, read before this one opens the store.
     let replay = match crate::store::clean_close::is_clean(dir) {
         Ok(true) => Some(0),
@@ -32,60 +31,12 @@ pub fn run(dir: &Path, repair: bool) -> bool {
             .ok()
             .map(|js| js.iter().map(|j| j.valid_end).sum::<u64>()),
     };
-    let store = match FjallStore::open(dir) {
-        Ok(s) => s,
-        Err(e) => {
-            say!("store {}: cannot be opened", dir.display());
-            say!("  {e}");
-            // Only a journal the engine refused is cut, never a store that
-            // is in use or damaged elsewhere.
-            if !repair {
-                return false;
-            }
-            if matches!(e, Error::StoreDamaged { .. }) {
-                match crate::store::repair_version_marker(dir) {
-                    Ok(true) => {
-                        say!("  repaired: rewrote the format marker file `version`");
-                        repaired = true;
-                    }
-                    Ok(false) => {
-                        say!("  --repair: cellar cannot rebuild that file; nothing was changed");
-                        return false;
-                    }
-                    Err(e) => {
-                        say!("  --repair failed: {e}");
-                        return false;
-                    }
-                }
-            } else if !matches!(e, Error::JournalDamaged { .. }) {
-                say!("  --repair: nothing to repair for that; nothing was changed");
-                return false;
-            } else {
-                match journal::repair(dir) {
-                    Ok(report) if report.actions.is_empty() => {
-                        say!("  --repair: no journal reads as damaged; nothing was changed");
-                        return false;
-                    }
-                    Ok(report) => {
-                        for action in &report.actions {
-                            say!("  repaired {action}");
-                        }
-                    }
-                    Err(e) => {
-                        say!("  --repair failed: {e}");
-                        return false;
-                    }
-                }
-                repaired = true;
-            }
-            match FjallStore::open(dir) {
-                Ok(s) => s,
-                Err(e) => {
-                    say!("  still cannot be opened after the repair: {e}");
-                    return false;
-                }
-            }
-        }
+    let (store, repaired) = match FjallStore::open(dir) {
+        Ok(s) => (s, false),
+        Err(e) => match open_repaired(dir, &e, repair) {
+            Some(store) => (store, true),
+            None => return false,
+        },
     };
     let report = match store.check() {
         Ok(r) => r,
@@ -94,6 +45,81 @@ pub fn run(dir: &Path, repair: bool) -> bool {
             return false;
         }
     };
+    print_report(dir, replay, &store, &report);
+    let healthy = report.healthy() && !repaired;
+    say!(
+        "{}",
+        if repaired && report.healthy() {
+            "repaired; no other damage found"
+        } else if healthy {
+            "no damage found"
+        } else {
+            "damage found (see above)"
+        }
+    );
+    // A clean close, so that the next open replays nothing.
+    if let Err(e) = store.checkpoint() {
+        say!("  could not write the store out on closing: {e}");
+    }
+    healthy
+}
+
+/// After the open failed with `e`: says so, and with `repair` repairs what
+/// cellar can (a damaged journal, the format marker) and opens the store
+/// again; `None` when there is nothing to repair or it stays closed.
+fn open_repaired(dir: &Path, e: &Error, repair: bool) -> Option<FjallStore> {
+    say!("store {}: cannot be opened", dir.display());
+    say!("  {e}");
+    // Only a journal the engine refused is cut, never a store that
+    // is in use or damaged elsewhere.
+    if !repair {
+        return None;
+    }
+    if matches!(e, Error::StoreDamaged { .. }) {
+        match crate::store::repair_version_marker(dir) {
+            Ok(true) => {
+                say!("  repaired: rewrote the format marker file `version`");
+            }
+            Ok(false) => {
+                say!("  --repair: cellar cannot rebuild that file; nothing was changed");
+                return None;
+            }
+            Err(e) => {
+                say!("  --repair failed: {e}");
+                return None;
+            }
+        }
+    } else if !matches!(e, Error::JournalDamaged { .. }) {
+        say!("  --repair: nothing to repair for that; nothing was changed");
+        return None;
+    } else {
+        match journal::repair(dir) {
+            Ok(report) if report.actions.is_empty() => {
+                say!("  --repair: no journal reads as damaged; nothing was changed");
+                return None;
+            }
+            Ok(report) => {
+                for action in &report.actions {
+                    say!("  repaired {action}");
+                }
+            }
+            Err(e) => {
+                say!("  --repair failed: {e}");
+                return None;
+            }
+        }
+    }
+    match FjallStore::open(dir) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            say!("  still cannot be opened after the repair: {e}");
+            None
+        }
+    }
+}
+
+/// Prints what the check found, table by table.
+fn print_report(dir: &Path, replay: Option<u64>, store: &FjallStore, report: &CheckReport) {
     say!("store {}", dir.display());
     match replay {
         Some(0) => say!("  journal: an open replays nothing (closed cleanly)"),
@@ -156,20 +182,4 @@ pub fn run(dir: &Path, repair: bool) -> bool {
             }
         }
     }
-    let healthy = report.healthy() && !repaired;
-    say!(
-        "{}",
-        if repaired && report.healthy() {
-            "repaired; no other damage found"
-        } else if healthy {
-            "no damage found"
-        } else {
-            "damage found (see above)"
-        }
-    );
-    // A clean close, so that the next open replays nothing.
-    if let Err(e) = store.checkpoint() {
-        say!("  could not write the store out on closing: {e}");
-    }
-    healthy
 }

@@ -173,7 +173,7 @@ impl datafusion::catalog::UrlTableFactory for PathTables {
         if self.access.files != super::FileAccess::Full && !looks_like_path(url) {
             return Ok(None);
         }
-        let path = self.access.file(url, super::FileUse::Read).map_err(to_df)?;
+        let path = self.access.file(url, super::FileUse::Read)?;
         datafusion::catalog::UrlTableFactory::try_new(&self.inner, &path).await
     }
 }

@@ -238,17 +238,13 @@ pub(crate) async fn copy_from(
     options: &[(String, String)],
     progress: Arc<WriteProgress>,
 ) -> DfResult<RecordBatch> {
-    let o = Options::parse(options).map_err(to_df)?;
-    let target = CellarTable::new(session.store().clone(), table).map_err(to_df)?;
-    let files = files(path, o.format).map_err(to_df)?;
+    let o = Options::parse(options)?;
+    let target = CellarTable::new(session.store().clone(), table)?;
+    let files = files(path, o.format)?;
     // A directory's files one by one: a link among them may lead out of
     // the directories a server allows.
     for (file, _) in &files {
-        session
-            .access()
-            .files
-            .check(file, super::FileUse::Read)
-            .map_err(to_df)?;
+        session.access().files.check(file, super::FileUse::Read)?;
     }
     for (file, format) in &files {
         let shown = file.display().to_string();
@@ -446,8 +442,8 @@ async fn load_cbt(
     let (frame, _) = read(session, file, Format::Cbt, &no_header, None).await?;
     let mut stream = frame.execute_stream().await?;
     let store = session.store().clone();
-    let def = store.table(table).map_err(to_df)?;
-    let schema = TableSchema::of(&def).map_err(to_df)?;
+    let def = store.table(table)?;
+    let schema = TableSchema::of(&def)?;
     let header_rows = if o.family.is_some() { 1 } else { 2 };
     let mut header: Vec<Vec<Option<String>>> = Vec::new();
     let mut columns: Option<Vec<CbtColumn>> = None;
@@ -481,7 +477,7 @@ async fn load_cbt(
                         .collect(),
                 );
                 if header.len() == header_rows {
-                    let found = cbt_columns(&header, o, &schema, &path).map_err(to_df)?;
+                    let found = cbt_columns(&header, o, &schema, &path)?;
                     families = found.iter().map(|c| cells.family(&c.family)).collect();
                     columns = Some(found);
                 }
@@ -539,7 +535,7 @@ async fn load_cbt(
         })
         .await
         .map_err(|e| to_df(Error::Internal(format!("cbt load failed: {e}"))))?;
-        let failed = failed.map_err(to_df)?;
+        let failed = failed?;
         let written = (cells.len() - failed.len()) as u64;
         for (i, e) in failed {
             let e = Error::AtRow {

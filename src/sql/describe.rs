@@ -9,7 +9,6 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::Result as DfResult;
 
 use super::catalog::{self, SessionTables};
-use crate::error::to_df;
 use crate::query::CellarTable;
 use crate::schema::{Segment, SegmentKind, SeriesDef, TableSchema, TimeFormat};
 use crate::store::{Store, TableDef};
@@ -24,9 +23,9 @@ pub(super) fn describe(
     {
         return describe_session_table(table.as_ref());
     }
-    let table = CellarTable::new(store.clone(), name).map_err(to_df)?;
-    let def = store.table(name).map_err(to_df)?;
-    let schema = TableSchema::of(&def).map_err(to_df)?;
+    let table = CellarTable::new(store.clone(), name)?;
+    let def = store.table(name)?;
+    let schema = TableSchema::of(&def)?;
     let arrow = table.schema();
     if let Some(series) = &schema.series {
         return describe_series(&def, &schema, series, &arrow);

@@ -8,7 +8,7 @@ use datafusion::error::Result as DfResult;
 use datafusion::physical_plan::SendableRecordBatchStream;
 
 use super::SqlSession;
-use crate::error::{Result, to_df};
+use crate::error::Result;
 use crate::query::{CellarTable, WriteOptions};
 
 impl SqlSession {
@@ -21,7 +21,7 @@ impl SqlSession {
         data: SendableRecordBatchStream,
         source: &str,
     ) -> DfResult<u64> {
-        let target = CellarTable::new(self.store().clone(), table).map_err(to_df)?;
+        let target = CellarTable::new(self.store().clone(), table)?;
         let options = WriteOptions {
             by_name: Some(source.into()),
             ..WriteOptions::default()

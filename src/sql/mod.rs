@@ -207,7 +207,7 @@ impl SqlSession {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let state = self.ctx.state();
         let dialect = state.config().options().sql_parser.dialect;
-        let rewritten = copy_to::rewrite(sql).map_err(to_df)?;
+        let rewritten = copy_to::rewrite(sql)?;
         let sql = rewritten.as_deref().unwrap_or(sql);
         let mut statement = state.sql_to_statement(sql, &dialect)?;
         self.fill_insert_columns(&mut statement)?;
@@ -231,7 +231,7 @@ impl SqlSession {
             }
         };
         // Before anything runs: DDL runs as it is handed over.
-        let plan = self.access.check_plan(plan).map_err(to_df)?;
+        let plan = self.access.check_plan(plan)?;
         insert_values::exact(plan)
     }
 
@@ -273,7 +273,7 @@ impl SqlSession {
         let Ok(def) = self.store.table(&table) else {
             return Ok(());
         };
-        let schema = TableSchema::of(&def).map_err(to_df)?;
+        let schema = TableSchema::of(&def)?;
         if schema.series.is_some() {
             // A series' view holds only what its events are.
             return Ok(());
@@ -285,8 +285,7 @@ impl SqlSession {
         declared.extend(schema.columns.iter().map(|c| c.name.clone()));
         let all: Vec<String> = {
             use datafusion::catalog::TableProvider;
-            crate::query::CellarTable::new(self.store.clone(), &table)
-                .map_err(to_df)?
+            crate::query::CellarTable::new(self.store.clone(), &table)?
                 .schema()
                 .fields()
                 .iter()
@@ -456,10 +455,10 @@ impl SqlSession {
     /// Plans one statement. cellar's own statements run at once and return
     /// their result as a DataFrame.
     pub async fn sql(&self, sql: &str) -> DfResult<DataFrame> {
-        limits::check_statement(sql).map_err(to_df)?;
+        limits::check_statement(sql)?;
         match ddl::parse(sql) {
             Ok(Some(mut statement)) => {
-                self.access.check_statement(&mut statement).map_err(to_df)?;
+                self.access.check_statement(&mut statement)?;
                 let reads = matches!(
                     statement,
                     CellarStatement::Describe { .. }
@@ -490,7 +489,7 @@ impl SqlSession {
     /// created, written or dropped. cellar's own statements (its DDL)
     /// answer `None`; they say what they did only once run.
     pub async fn statement_shape(&self, sql: &str) -> DfResult<Option<StatementShape>> {
-        limits::check_statement(sql).map_err(to_df)?;
+        limits::check_statement(sql)?;
         match ddl::parse(sql) {
             Ok(Some(_)) => Ok(None),
             Err(e) => Err(DataFusionError::SQL(Box::new(e), None)),
@@ -539,7 +538,7 @@ impl SqlSession {
     /// Plans a statement that takes parameter values (none of cellar's
     /// own statements do), its placeholders still open.
     async fn plan_with_placeholders(&self, sql: &str) -> DfResult<LogicalPlan> {
-        limits::check_statement(sql).map_err(to_df)?;
+        limits::check_statement(sql)?;
         if let Ok(Some(_)) = ddl::parse(sql) {
             return Err(DataFusionError::Plan(
                 "cellar's own statements (CREATE TABLE, ALTER ..., PROTO ...) take no parameters"

@@ -39,8 +39,8 @@ pub(crate) async fn set_layout(
     gc: Option<GcPolicy>,
 ) -> DfResult<RecordBatch> {
     let store = session.store().clone();
-    let def = store.table(name).map_err(to_df)?;
-    let schema = TableSchema::of(&def).map_err(to_df)?;
+    let def = store.table(name)?;
+    let schema = TableSchema::of(&def)?;
     let Some(series) = schema.series.clone() else {
         return Err(to_df(Error::InvalidArgument(format!(
             "{name} is a table, not a series: ALTER SERIES changes the layout of a series \
@@ -66,7 +66,7 @@ pub(crate) async fn set_layout(
         .collect::<DfResult<Vec<_>>>()?;
     // The measures' types: their columns', or in serialized events their
     // fields' (read back from the view, which typed them).
-    let view = CellarTable::new(store.clone(), name).map_err(to_df)?;
+    let view = CellarTable::new(store.clone(), name)?;
     let view_schema = datafusion::catalog::TableProvider::schema(&view);
     let measures = series
         .measures
@@ -96,12 +96,12 @@ pub(crate) async fn set_layout(
         measures,
         layout,
     };
-    let (key, columns, new_series) = decl.physical(name).map_err(to_df)?;
+    let (key, columns, new_series) = decl.physical(name)?;
     if decl.layout.serialized {
         let (file, source) = decl.proto_file(name);
-        ProtoRegistry::register(&store, &file, &source).map_err(to_df)?;
+        ProtoRegistry::register(&store, &file, &source)?;
     }
-    let family = def.family(&series.family).map_err(to_df)?;
+    let family = def.family(&series.family)?;
     let format = format.unwrap_or(family.format);
     let gc = gc.unwrap_or_else(|| family.gc.clone());
 
@@ -113,7 +113,7 @@ pub(crate) async fn set_layout(
     let tmp = relayout_table(name);
     if store.table(&tmp).is_ok() {
         // What an interrupted change left.
-        store.drop_table(&tmp).map_err(to_df)?;
+        store.drop_table(&tmp)?;
     }
     let new_schema = TableSchema {
         key: Some(key),
@@ -121,13 +121,11 @@ pub(crate) async fn set_layout(
         family_types: Default::default(),
         series: Some(new_series),
     };
-    store
-        .create_table(
-            TableSpec::new(&tmp)
-                .metadata(SCHEMA_METADATA_KEY, new_schema.to_json().map_err(to_df)?)
-                .family(FamilySpec::new(&series.family).gc(gc).format(format)),
-        )
-        .map_err(to_df)?;
+    store.create_table(
+        TableSpec::new(&tmp)
+            .metadata(SCHEMA_METADATA_KEY, new_schema.to_json()?)
+            .family(FamilySpec::new(&series.family).gc(gc).format(format)),
+    )?;
     let progress = Arc::new(WriteProgress::default());
     session.set_loading(Some(Loading {
         what: "ALTER SERIES",
@@ -143,13 +141,13 @@ pub(crate) async fn set_layout(
             .await?
             .execute_stream()
             .await?;
-        let target = CellarTable::new(store.clone(), &tmp).map_err(to_df)?;
+        let target = CellarTable::new(store.clone(), &tmp)?;
         let options = WriteOptions {
             progress,
             ..WriteOptions::default()
         };
         let written = target.load(events, &options).await?;
-        store.replace_table(name, &tmp).map_err(to_df)?;
+        store.replace_table(name, &tmp)?;
         Ok::<u64, datafusion::error::DataFusionError>(written)
     }
     .await;

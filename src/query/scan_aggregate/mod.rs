@@ -57,6 +57,7 @@ mod shape;
 use shape::{AggregateShape, Group, Input, MAX_TIMES, Presum, is_number};
 
 use super::inline_read::{self, Reading};
+use super::plan::ScanSpec;
 use super::scan::KeyScanExec;
 use super::view::{ColumnSource, View};
 use crate::schema::{ValueType, WEEK_ORIGIN};
@@ -169,21 +170,9 @@ impl ScanAggregateExec {
         {
             return Ok(None);
         }
-        let mut input = aggregate.input();
-        loop {
-            if let Some(r) = input.downcast_ref::<RepartitionExec>() {
-                // Rows dealt out round robin may be aggregated in part,
-                // never whole.
-                if finishes || !matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)) {
-                    return Ok(None);
-                }
-                input = r.input();
-            } else if let Some(c) = input.downcast_ref::<CooperativeExec>() {
-                input = c.input();
-            } else {
-                break;
-            }
-        }
+        let Some(input) = scan_below(aggregate, finishes) else {
+            return Ok(None);
+        };
         let Some(scan) = input.downcast_ref::<KeyScanExec>() else {
             return Ok(None);
         };
@@ -209,12 +198,7 @@ impl ScanAggregateExec {
             return Ok(None);
         }
         let input_schema = scan.schema();
-        let source = |index: usize| {
-            spec.projection
-                .columns()
-                .get(index)
-                .and_then(|&c| layout.sources.get(c))
-        };
+        let source = |index: usize| source_of(spec, index);
         // The time: a series' time column, or a table's `_timestamp`.
         // (A wide row's `_timestamp` is its newest cell's: no time of
         // the cells aggregated.)
@@ -227,29 +211,9 @@ impl ScanAggregateExec {
             None => (0..input_schema.fields().len())
                 .find(|&i| matches!(source(i), Some(ColumnSource::Timestamp))),
         };
-        let mut group_exprs = Vec::new();
-        let mut groups = Vec::new();
-        for (expr, _) in aggregate.group_expr().expr() {
-            let group = if let Some(c) = expr.downcast_ref::<Column>() {
-                match source(c.index()) {
-                    Some(&ColumnSource::Segment(s))
-                        if series.is_none_or(|series| s != series.time_segment) =>
-                    {
-                        Group::Segment(s)
-                    }
-                    Some(ColumnSource::Key) if series.is_none() => Group::Key,
-                    _ => return Ok(None),
-                }
-            } else if let Some(time_column) = time_column
-                && let Some((len, origin)) = time_group(expr, time_column)
-            {
-                Group::Time { len, origin }
-            } else {
-                return Ok(None);
-            };
-            groups.push(group);
-            group_exprs.push(Arc::clone(expr));
-        }
+        let Some((group_exprs, groups)) = groups_of(aggregate, spec, time_column) else {
+            return Ok(None);
+        };
         if groups
             .iter()
             .filter(|g| matches!(g, Group::Time { .. }))
@@ -258,39 +222,9 @@ impl ScanAggregateExec {
         {
             return Ok(None);
         }
-        let mut inputs = Vec::new();
-        for a in aggregate.aggr_expr() {
-            if a.is_distinct() || !a.order_bys().is_empty() || !a.groups_accumulator_supported() {
-                return Ok(None);
-            }
-            let args = a.expressions();
-            let [arg] = args.as_slice() else {
-                return Ok(None);
-            };
-            let (column, cast_to) = if let Some(c) = arg.downcast_ref::<CastExpr>() {
-                (c.expr(), Some(c.cast_type().clone()))
-            } else {
-                (arg, None)
-            };
-            let input = if let Some(l) = arg.downcast_ref::<Literal>() {
-                // A series' events and a table's rows are counted here; a
-                // table's versions count what its columns read hold.
-                if a.fun().name() != "count" || l.value().is_null() || !(wide || series.is_some()) {
-                    return Ok(None);
-                }
-                Input::Events
-            } else if let Some(c) = column.downcast_ref::<Column>() {
-                match source(c.index()) {
-                    Some(ColumnSource::Declared(d)) if layout.protos[*d].is_none() => {
-                        Input::Measure(*d, cast_to)
-                    }
-                    _ => return Ok(None),
-                }
-            } else {
-                return Ok(None);
-            };
-            inputs.push(input);
-        }
+        let Some(inputs) = inputs_of(aggregate, spec, wide) else {
+            return Ok(None);
+        };
         let presums: Vec<Option<Presum>> = aggregate
             .aggr_expr()
             .iter()
@@ -350,6 +284,117 @@ impl ScanAggregateExec {
             metrics: ExecutionPlanMetricsSet::new(),
         }))
     }
+}
+
+/// The operator a scan-side aggregate of `aggregate` would replace: its
+/// input below repartitions (round robin only, and only for a partial
+/// aggregate: rows dealt out may be aggregated in part, never whole) and
+/// cooperative wrappers.
+fn scan_below(aggregate: &AggregateExec, finishes: bool) -> Option<&Arc<dyn ExecutionPlan>> {
+    let mut input = aggregate.input();
+    loop {
+        if let Some(r) = input.downcast_ref::<RepartitionExec>() {
+            if finishes || !matches!(r.partitioning(), Partitioning::RoundRobinBatch(_)) {
+                return None;
+            }
+            input = r.input();
+        } else if let Some(c) = input.downcast_ref::<CooperativeExec>() {
+            input = c.input();
+        } else {
+            return Some(input);
+        }
+    }
+}
+
+/// Where the scan's output column `index` comes from.
+fn source_of(spec: &ScanSpec, index: usize) -> Option<&ColumnSource> {
+    spec.projection
+        .columns()
+        .get(index)
+        .and_then(|&c| spec.layout.sources.get(c))
+}
+
+/// The group expressions of an aggregate and the groups the scan makes of
+/// them.
+type GroupedBy = (Vec<Arc<dyn PhysicalExpr>>, Vec<Group>);
+
+/// The aggregate's groups as the scan can make them (key segments, `_key`,
+/// time buckets of `time_column`) with their expressions; `None` when one
+/// is not such a group.
+fn groups_of(
+    aggregate: &AggregateExec,
+    spec: &ScanSpec,
+    time_column: Option<usize>,
+) -> Option<GroupedBy> {
+    let series = spec.layout.series.as_ref();
+    let source = |index: usize| source_of(spec, index);
+    let mut group_exprs = Vec::new();
+    let mut groups = Vec::new();
+    for (expr, _) in aggregate.group_expr().expr() {
+        let group = if let Some(c) = expr.downcast_ref::<Column>() {
+            match source(c.index()) {
+                Some(&ColumnSource::Segment(s))
+                    if series.is_none_or(|series| s != series.time_segment) =>
+                {
+                    Group::Segment(s)
+                }
+                Some(ColumnSource::Key) if series.is_none() => Group::Key,
+                _ => return None,
+            }
+        } else if let Some(time_column) = time_column
+            && let Some((len, origin)) = time_group(expr, time_column)
+        {
+            Group::Time { len, origin }
+        } else {
+            return None;
+        };
+        groups.push(group);
+        group_exprs.push(Arc::clone(expr));
+    }
+    Some((group_exprs, groups))
+}
+
+/// What each aggregate function reads: a measure (a declared column, cast
+/// or not) or the events themselves (`count(*)` of a series or the wide
+/// view); `None` when one reads anything else.
+fn inputs_of(aggregate: &AggregateExec, spec: &ScanSpec, wide: bool) -> Option<Vec<Input>> {
+    let layout = &spec.layout;
+    let series = layout.series.as_ref();
+    let source = |index: usize| source_of(spec, index);
+    let mut inputs = Vec::new();
+    for a in aggregate.aggr_expr() {
+        if a.is_distinct() || !a.order_bys().is_empty() || !a.groups_accumulator_supported() {
+            return None;
+        }
+        let args = a.expressions();
+        let [arg] = args.as_slice() else {
+            return None;
+        };
+        let (column, cast_to) = if let Some(c) = arg.downcast_ref::<CastExpr>() {
+            (c.expr(), Some(c.cast_type().clone()))
+        } else {
+            (arg, None)
+        };
+        let input = if let Some(l) = arg.downcast_ref::<Literal>() {
+            // A series' events and a table's rows are counted here; a
+            // table's versions count what its columns read hold.
+            if a.fun().name() != "count" || l.value().is_null() || !(wide || series.is_some()) {
+                return None;
+            }
+            Input::Events
+        } else if let Some(c) = column.downcast_ref::<Column>() {
+            match source(c.index()) {
+                Some(ColumnSource::Declared(d)) if layout.protos[*d].is_none() => {
+                    Input::Measure(*d, cast_to)
+                }
+                _ => return None,
+            }
+        } else {
+            return None;
+        };
+        inputs.push(input);
+    }
+    Some(inputs)
 }
 
 impl DisplayAs for ScanAggregateExec {

@@ -156,8 +156,7 @@ fn open_read(
     let mut stream = match &layout.pinned {
         Some(pinned) => spec.store.read_pinned(pinned, request),
         None => spec.store.read_rows(&layout.table, request),
-    }
-    .map_err(to_df)?;
+    }?;
     stream.pause_after(crate::query::inline_read::PASSED_ROWS_PER_CALL);
     // Measures of 8-byte numbers are read as runs of numbers (a series'
     // events are counted from its cells).
@@ -261,7 +260,7 @@ impl Step<'_> {
         };
         let by_row = |step: &mut Self| {
             (0..n).try_for_each(|i| {
-                let key = rows.key(i).map_err(to_df)?;
+                let key = rows.key(i)?;
                 step.row(&key, |m| one(m, i))
             })
         };
@@ -272,7 +271,7 @@ impl Step<'_> {
         runs.clear();
         if exec.reads_keys() {
             for i in 0..n {
-                let key = rows.key(i).map_err(to_df)?;
+                let key = rows.key(i)?;
                 if !exec.segments(&key, self.segments) {
                     return by_row(self);
                 }
@@ -364,9 +363,7 @@ impl PartAggregate {
         let layout = &exec.spec.layout;
         let mut read = 0;
         while read < rows {
-            let next = stream
-                .next_number_rows(wanted, rows - read, row, block)
-                .map_err(to_df)?;
+            let next = stream.next_number_rows(wanted, rows - read, row, block)?;
             let mut step = Step {
                 exec,
                 groups,
@@ -427,7 +424,7 @@ impl PartAggregate {
         let layout = &exec.spec.layout;
         let families = stream.family_names();
         for _ in 0..rows {
-            let Some(row) = stream.next_view().map_err(to_df)? else {
+            let Some(row) = stream.next_view()? else {
                 // (A pause: rows remain.)
                 return Ok(stream.paused());
             };

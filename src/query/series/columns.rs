@@ -282,8 +282,7 @@ impl<'a> ColumnEvents<'a> {
             View::Cells {
                 family: Some(self.series.def.family.clone()),
             },
-        )
-        .map_err(to_df)?;
+        )?;
         cells.pinned = self.layout.pinned.clone();
         Ok(cells)
     }
