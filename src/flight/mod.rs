@@ -22,6 +22,7 @@ mod handles;
 mod ingest;
 mod metadata;
 mod params;
+mod request;
 mod service;
 mod sessions;
 mod status;

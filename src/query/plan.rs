@@ -249,45 +249,7 @@ pub(crate) fn scan_spec_answering(
         }
     }
     let needed_columns: Vec<usize> = (0..needed.len()).filter(|i| needed[*i]).collect();
-    let mut families = layout.families_for(&needed_columns);
-    // A table's row exists when any family holds a cell of it: its wide
-    // and versions views read every family for that, whatever columns
-    // the query names (values only where they are used).
-    if layout.series.is_none() && !matches!(layout.view, View::Cells { .. }) {
-        families = layout.def.families.iter().map(|f| f.name.clone()).collect();
-    }
-    if let View::Cells { .. } = layout.view
-        && let Some(named) = pushdown::families(filters)
-    {
-        families.retain(|f| named.contains(f));
-        key_plan
-            .used
-            .push(format!("family IN ({})", named.join(", ")));
-        if families.is_empty() {
-            key_plan.ranges = Some(Vec::new());
-        }
-    }
-    let mut qualifiers = (QualifierFilter::All, None);
-    if let View::Cells { .. } = layout.view
-        && layout.cell_types.qualifier.encoding == crate::schema::Encoding::Binary
-        && matches!(
-            layout.cell_types.qualifier.value_type,
-            ValueType::Text | ValueType::Bytes
-        )
-        && let Some((q, used)) = pushdown::qualifiers(filters)
-    {
-        qualifiers = (q, Some(used));
-    }
-    // A series reads only its measures' cells: another tool's cell in
-    // its family is no event (nor, at a time of its own, one of NULLs).
-    if layout.series.is_some() {
-        let declared = layout
-            .columns
-            .iter()
-            .map(|c| c.qualifier.clone().into_bytes())
-            .collect();
-        qualifiers.0 = QualifierFilter::Set(declared);
-    }
+    let (families, qualifiers) = families_read(layout, filters, &needed_columns, &mut key_plan);
     if time.end.is_some_and(|end| end <= time.start) {
         key_plan.ranges = Some(Vec::new());
     }
@@ -347,6 +309,59 @@ pub(crate) fn scan_spec_answering(
         rechecked: recheck,
     };
     Ok((spec, answered))
+}
+
+/// The families a scan reads and the qualifiers it reads of them (with
+/// the predicate that chose them), for the columns it needs: a table's
+/// wide and versions views read every family (a row exists when any holds
+/// a cell of it), the cells view those its filters name, a series its
+/// measures' cells only.
+fn families_read(
+    layout: &Layout,
+    filters: &[Expr],
+    needed_columns: &[usize],
+    key_plan: &mut pushdown::KeyPlan,
+) -> (Vec<String>, (QualifierFilter, Option<String>)) {
+    let mut families = layout.families_for(needed_columns);
+    // A table's row exists when any family holds a cell of it: its wide
+    // and versions views read every family for that, whatever columns
+    // the query names (values only where they are used).
+    if layout.series.is_none() && !matches!(layout.view, View::Cells { .. }) {
+        families = layout.def.families.iter().map(|f| f.name.clone()).collect();
+    }
+    if let View::Cells { .. } = layout.view
+        && let Some(named) = pushdown::families(filters)
+    {
+        families.retain(|f| named.contains(f));
+        key_plan
+            .used
+            .push(format!("family IN ({})", named.join(", ")));
+        if families.is_empty() {
+            key_plan.ranges = Some(Vec::new());
+        }
+    }
+    let mut qualifiers = (QualifierFilter::All, None);
+    if let View::Cells { .. } = layout.view
+        && layout.cell_types.qualifier.encoding == crate::schema::Encoding::Binary
+        && matches!(
+            layout.cell_types.qualifier.value_type,
+            ValueType::Text | ValueType::Bytes
+        )
+        && let Some((q, used)) = pushdown::qualifiers(filters)
+    {
+        qualifiers = (q, Some(used));
+    }
+    // A series reads only its measures' cells: another tool's cell in
+    // its family is no event (nor, at a time of its own, one of NULLs).
+    if layout.series.is_some() {
+        let declared = layout
+            .columns
+            .iter()
+            .map(|c| c.qualifier.clone().into_bytes())
+            .collect();
+        qualifiers.0 = QualifierFilter::Set(declared);
+    }
+    (families, qualifiers)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ mod context;
 mod copy;
 mod copy_to;
 mod ddl;
+mod ddl_terms;
 mod describe;
 mod error_text;
 mod files;
@@ -21,6 +22,7 @@ mod relayout;
 mod running;
 mod spill;
 mod statements;
+mod words;
 
 pub use access::{Access, FileAccess, FileUse, FilesDir, Role};
 #[cfg(feature = "ballista")]
@@ -34,9 +36,8 @@ pub use options::SessionOptions;
 pub(crate) use plans::{Ready as KeptPlan, Seen as PlansSeen};
 pub use spill::SpillDir;
 
-pub use ddl::{
-    CellarStatement, FamilyDecl, parse as parse_cellar_statement, parse_duration_micros,
-};
+pub use ddl::{CellarStatement, parse as parse_cellar_statement};
+pub use ddl_terms::{FamilyDecl, parse_duration_micros};
 
 use std::sync::Arc;
 

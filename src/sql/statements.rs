@@ -13,7 +13,8 @@ use datafusion::error::Result as DfResult;
 use datafusion::prelude::DataFrame;
 
 use super::catalog;
-use super::ddl::{CellarStatement, FamilyDecl, ProtoSource};
+use super::ddl::{CellarStatement, ProtoSource};
+use super::ddl_terms::FamilyDecl;
 use super::{Loading, SqlSession, affected_rows, copy, describe, message, relayout};
 use crate::error::{Error, to_df};
 use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};

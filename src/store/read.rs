@@ -273,27 +273,7 @@ impl FjallRows {
                 let mut from_columns = false;
                 if lone_packed {
                     if !in_cursor {
-                        let cursor = &mut self.cursors[c];
-                        if let Some(row) = cursor.head_tall() {
-                            let index = u32::try_from(self.buf.pairs.len()).map_err(|_| {
-                                Error::Internal("a row read holds too many pairs".into())
-                            })?;
-                            self.buf.pairs.push(row.pair());
-                            row.decode_cells(
-                                family as u32,
-                                index,
-                                &mut self.buf,
-                                self.values_of[family].as_deref(),
-                                &self.filter.qualifiers,
-                                newest,
-                            )?;
-                            from_columns = true;
-                            self.stats.cells_scanned += 1;
-                        } else if let Some(pair) = cursor.take_head() {
-                            self.buf.pairs.push(pair);
-                            self.stats.cells_scanned += 1;
-                        }
-                        cursor.advance(self.reverse)?;
+                        from_columns = self.take_lone_packed(c, family, newest)?;
                     }
                 } else {
                     self.take_row(c, newest)?;
@@ -373,35 +353,77 @@ impl FjallRows {
                 }
                 continue;
             }
-            if let Some(n) = self.remaining.as_mut() {
-                *n -= 1;
-            }
-            self.stats.rows_returned += 1;
-            self.stats.cells_returned += self.buf.cells.len() as u64;
-            // (A lone PACKED pair's whole key is its escaped row: `row_of`
-            // found it so.)
-            let RowBuf { pairs, key, .. } = &mut self.buf;
-            let escaped = match pairs.first() {
-                Some((key, _)) if lone_packed => &key[..],
-                _ => self.escaped_row.as_slice(),
-            };
-            match numbers.as_mut() {
-                // Its numbers are all in `out`, no cell: the key goes there.
-                Some(out) if all_numbers => codec::unescape_into(escaped, &mut out.key)?,
-                _ => {
-                    key.clear();
-                    codec::unescape_into(escaped, key)?;
-                }
-            }
-            if let (Some(out), Some(plan)) = (numbers.as_mut(), &self.numbers) {
-                if !all_numbers {
-                    out.key.extend_from_slice(&self.buf.key);
-                    out.take_cells(&self.buf.view(), &plan.wanted);
-                }
-                self.stats.cells_returned += out.cells() as u64;
-            }
+            self.finish_row(numbers, lone_packed, all_numbers)?;
             return Ok(true);
         }
+    }
+
+    /// A lone PACKED keyspace's next row into `buf` from cursor `c`:
+    /// whether its cells were taken from a column-wise block's columns (no
+    /// PACKED value made of the row).
+    #[inline]
+    fn take_lone_packed(&mut self, c: usize, family: usize, newest: Option<usize>) -> Result<bool> {
+        let cursor = &mut self.cursors[c];
+        let mut from_columns = false;
+        if let Some(row) = cursor.head_tall() {
+            let index = u32::try_from(self.buf.pairs.len())
+                .map_err(|_| Error::Internal("a row read holds too many pairs".into()))?;
+            self.buf.pairs.push(row.pair());
+            row.decode_cells(
+                family as u32,
+                index,
+                &mut self.buf,
+                self.values_of[family].as_deref(),
+                &self.filter.qualifiers,
+                newest,
+            )?;
+            from_columns = true;
+            self.stats.cells_scanned += 1;
+        } else if let Some(pair) = cursor.take_head() {
+            self.buf.pairs.push(pair);
+            self.stats.cells_scanned += 1;
+        }
+        cursor.advance(self.reverse)?;
+        Ok(from_columns)
+    }
+
+    /// Counts a row read and gives it its key: in `buf`, or in `numbers`
+    /// when every pair of it was decoded as numbers.
+    #[inline]
+    fn finish_row(
+        &mut self,
+        mut numbers: Option<&mut NumberRow>,
+        lone_packed: bool,
+        all_numbers: bool,
+    ) -> Result<()> {
+        if let Some(n) = self.remaining.as_mut() {
+            *n -= 1;
+        }
+        self.stats.rows_returned += 1;
+        self.stats.cells_returned += self.buf.cells.len() as u64;
+        // (A lone PACKED pair's whole key is its escaped row: `row_of`
+        // found it so.)
+        let RowBuf { pairs, key, .. } = &mut self.buf;
+        let escaped = match pairs.first() {
+            Some((key, _)) if lone_packed => &key[..],
+            _ => self.escaped_row.as_slice(),
+        };
+        match numbers.as_mut() {
+            // Its numbers are all in `out`, no cell: the key goes there.
+            Some(out) if all_numbers => codec::unescape_into(escaped, &mut out.key)?,
+            _ => {
+                key.clear();
+                codec::unescape_into(escaped, key)?;
+            }
+        }
+        if let (Some(out), Some(plan)) = (numbers.as_mut(), &self.numbers) {
+            if !all_numbers {
+                out.key.extend_from_slice(&self.buf.key);
+                out.take_cells(&self.buf.view(), &plan.wanted);
+            }
+            self.stats.cells_returned += out.cells() as u64;
+        }
+        Ok(())
     }
 
     /// Moves cursor `c`'s pairs of the row `escaped_row` into `buf.pairs`

@@ -8,20 +8,19 @@
 //! cells with those qualifiers; aggregate families merge the value in.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Decimal128Array, Float64Array, Int64Array,
-    MapArray, RecordBatch, StringArray, StringViewArray, StructArray, TimestampMicrosecondArray,
-    new_null_array,
+    Array, ArrayRef, AsArray, Int64Array, MapArray, RecordBatch, StringArray, StringViewArray,
+    StructArray, TimestampMicrosecondArray, new_null_array,
 };
 use datafusion::arrow::buffer::NullBuffer;
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 
+use super::values::{Values, negative_timestamp};
 use crate::error::Error;
-use crate::query::view::{ColumnSource, Layout, ProtoDecl};
-use crate::schema::{ColumnDef, Encoding, KeyRef, SeriesLayout, ValueType, format_decimal};
+use crate::query::view::{ColumnSource, Layout};
+use crate::schema::{KeyRef, SeriesLayout};
 use crate::store::{BatchColumn, BatchFamily, CellBatch, MAX_QUALIFIER_LEN};
 
 /// A row of the input that cannot be written, and why.
@@ -51,125 +50,6 @@ impl StatementClock {
             step: step.max(1),
         }
     }
-}
-
-/// A value column typed for one batch: how a non-NULL value becomes the
-/// bytes of its cell.
-pub(crate) enum Values<'a> {
-    Int64(&'a Int64Array, Encoding),
-    Float64(&'a Float64Array, Encoding),
-    Boolean(&'a BooleanArray, Encoding),
-    Decimal(&'a Decimal128Array, u8, Encoding),
-    Text(&'a StringArray),
-    Bytes(&'a BinaryArray),
-    Proto(&'a ArrayRef, &'a ProtoDecl),
-}
-
-impl<'a> Values<'a> {
-    /// `array` (of the view's type for `def`) typed once.
-    pub fn of(
-        array: &'a ArrayRef,
-        def: &ColumnDef,
-        proto: Option<&'a ProtoDecl>,
-    ) -> crate::error::Result<Self> {
-        if let Some(p) = proto {
-            return Ok(Values::Proto(array, p));
-        }
-        let any = array.as_any();
-        let wrong = || {
-            Error::Internal(format!(
-                "column {} arrived as {}, not {:?}",
-                def.name,
-                array.data_type(),
-                def.value_type
-            ))
-        };
-        Ok(match def.value_type {
-            ValueType::Int64 => Values::Int64(any.downcast_ref().ok_or_else(wrong)?, def.encoding),
-            ValueType::Float64 => {
-                Values::Float64(any.downcast_ref().ok_or_else(wrong)?, def.encoding)
-            }
-            ValueType::Boolean => {
-                Values::Boolean(any.downcast_ref().ok_or_else(wrong)?, def.encoding)
-            }
-            ValueType::Decimal { scale, .. } => {
-                Values::Decimal(any.downcast_ref().ok_or_else(wrong)?, scale, def.encoding)
-            }
-            ValueType::Text => Values::Text(any.downcast_ref().ok_or_else(wrong)?),
-            ValueType::Bytes => Values::Bytes(any.downcast_ref().ok_or_else(wrong)?),
-        })
-    }
-
-    /// Appends the bytes of value `i` (not NULL) to `out`.
-    pub fn write(&self, i: usize, out: &mut Vec<u8>) -> crate::error::Result<()> {
-        let text = |e: &Encoding| *e == Encoding::Text;
-        match self {
-            Values::Int64(a, e) if text(e) => display(out, a.value(i)),
-            Values::Int64(a, _) => out.extend_from_slice(&a.value(i).to_be_bytes()),
-            Values::Float64(a, e) if text(e) => display(out, a.value(i)),
-            Values::Float64(a, _) => out.extend_from_slice(&a.value(i).to_be_bytes()),
-            Values::Boolean(a, e) if text(e) => display(out, a.value(i)),
-            Values::Boolean(a, _) => out.push(u8::from(a.value(i))),
-            Values::Decimal(a, scale, e) if text(e) => {
-                out.extend_from_slice(format_decimal(a.value(i), *scale).as_bytes())
-            }
-            Values::Decimal(a, _, _) => out.extend_from_slice(&a.value(i).to_be_bytes()),
-            Values::Text(a) => out.extend_from_slice(a.value(i).as_bytes()),
-            Values::Bytes(a) => out.extend_from_slice(a.value(i)),
-            Values::Proto(a, p) => out.extend_from_slice(&crate::proto::encode(&p.message, a, i)?),
-        }
-        Ok(())
-    }
-}
-
-impl Values<'_> {
-    /// How many bytes every value takes, when all take as many.
-    fn width(&self) -> Option<usize> {
-        match self {
-            Values::Int64(_, e) | Values::Float64(_, e) if *e != Encoding::Text => Some(8),
-            Values::Boolean(_, e) if *e != Encoding::Text => Some(1),
-            Values::Decimal(_, _, e) if *e != Encoding::Text => Some(16),
-            _ => None,
-        }
-    }
-
-    /// Appends the bytes of the values of `rows` (none NULL) to `out`,
-    /// one after another.
-    fn write_rows(&self, rows: &[usize], out: &mut Vec<u8>) -> crate::error::Result<()> {
-        out.reserve(rows.len() * self.width().unwrap_or(8));
-        let binary = |e: &Encoding| *e != Encoding::Text;
-        match self {
-            Values::Int64(a, e) if binary(e) => {
-                let values = a.values();
-                rows.iter()
-                    .for_each(|&r| out.extend_from_slice(&values[r].to_be_bytes()));
-            }
-            Values::Float64(a, e) if binary(e) => {
-                let values = a.values();
-                rows.iter()
-                    .for_each(|&r| out.extend_from_slice(&values[r].to_be_bytes()));
-            }
-            _ => {
-                for &r in rows {
-                    self.write(r, out)?;
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The error of a row whose `_timestamp` is before the epoch.
-fn negative_timestamp(micros: i64) -> Error {
-    Error::InvalidArgument(format!(
-        "_timestamp {micros} µs is before 1970-01-01; cell timestamps are not negative"
-    ))
-}
-
-/// Appends a value's text (as `to_string` would make it) to `out`.
-fn display(out: &mut Vec<u8>, value: impl std::fmt::Display) {
-    // Writing to a Vec cannot fail.
-    let _ = write!(out, "{value}");
 }
 
 /// A family's map column typed for one batch.
@@ -315,73 +195,7 @@ impl<'l> Encoder<'l> {
             .collect();
         let key_columns = self.key_columns(batch)?;
         let event = self.event_messages(batch)?;
-        let mut columns = Vec::new();
-        if let Some((d, array)) = &event {
-            let def = &layout.columns[*d];
-            columns.push(Column::Cell {
-                family: family_index(layout, &def.family)?,
-                qualifier: def.qualifier.as_bytes(),
-                values: Values::of(array, def, layout.protos[*d].as_ref())?,
-                nulls: array.nulls(),
-            });
-        }
-        let mut explicit: Option<&TimestampMicrosecondArray> = None;
-        for (i, source) in layout.sources.iter().enumerate() {
-            let array = batch.column(i);
-            if array.null_count() == array.len() {
-                continue;
-            }
-            match source {
-                ColumnSource::Declared(d) => {
-                    let def = &layout.columns[*d];
-                    columns.push(Column::Cell {
-                        family: family_index(layout, &def.family)?,
-                        qualifier: def.qualifier.as_bytes(),
-                        values: Values::of(array, def, layout.protos[*d].as_ref())?,
-                        nulls: array.nulls(),
-                    });
-                }
-                ColumnSource::FamilyMap(f) => {
-                    let Some(map) = array.as_any().downcast_ref::<MapArray>() else {
-                        return Err(Error::Internal(format!(
-                            "map column of family {} arrived as {}",
-                            layout.def.families[*f].name,
-                            array.data_type()
-                        )));
-                    };
-                    let keys = cast(map.keys(), &DataType::Utf8)
-                        .map_err(|e| Error::InvalidArgument(e.to_string()))?
-                        .as_string::<i32>()
-                        .clone();
-                    columns.push(Column::Map(MapValues {
-                        family: *f,
-                        map,
-                        keys,
-                        values: Values::of(map.values(), &layout.map_values[*f], None)?,
-                        values_array: map.values(),
-                    }));
-                }
-                ColumnSource::Timestamp => {
-                    explicit = array.as_any().downcast_ref();
-                }
-                // A series' time in a row per event is also its cells' time.
-                ColumnSource::Segment(_)
-                    if layout.series.as_ref().is_some_and(|s| s.time_column == i) =>
-                {
-                    explicit = array.as_any().downcast_ref();
-                }
-                ColumnSource::Family | ColumnSource::Qualifier | ColumnSource::Value => {
-                    return Err(Error::InvalidArgument(format!(
-                        "the cells view of {} is read-only",
-                        layout.table
-                    )));
-                }
-                ColumnSource::Key
-                | ColumnSource::Segment(_)
-                | ColumnSource::ProtoField(..)
-                | ColumnSource::Metric(_) => {}
-            }
-        }
+        let (columns, explicit) = self.columns(batch, event.as_ref())?;
 
         // Keys first: which rows repeat a key decides their times.
         let mut keys: Vec<u8> = Vec::new();
@@ -481,6 +295,81 @@ impl<'l> Encoder<'l> {
         }
         bad.sort_by_key(|(row, _)| *row);
         Ok((rows, bad))
+    }
+
+    /// The batch's columns as the encoder writes them (a serialized
+    /// series' `event` first), and the column giving rows their time, if
+    /// any.
+    fn columns<'b>(
+        &'b self,
+        batch: &'b RecordBatch,
+        event: Option<&'b (usize, ArrayRef)>,
+    ) -> crate::error::Result<(Vec<Column<'b>>, Option<&'b TimestampMicrosecondArray>)> {
+        let layout = self.layout;
+        // A declared column's cells: its family, qualifier and values.
+        let cell = |d: usize, array: &'b ArrayRef| -> crate::error::Result<Column<'b>> {
+            let def = &layout.columns[d];
+            Ok(Column::Cell {
+                family: family_index(layout, &def.family)?,
+                qualifier: def.qualifier.as_bytes(),
+                values: Values::of(array, def, layout.protos[d].as_ref())?,
+                nulls: array.nulls(),
+            })
+        };
+        let mut columns = Vec::new();
+        if let Some((d, array)) = event {
+            columns.push(cell(*d, array)?);
+        }
+        let mut explicit: Option<&TimestampMicrosecondArray> = None;
+        for (i, source) in layout.sources.iter().enumerate() {
+            let array = batch.column(i);
+            if array.null_count() == array.len() {
+                continue;
+            }
+            match source {
+                ColumnSource::Declared(d) => columns.push(cell(*d, array)?),
+                ColumnSource::FamilyMap(f) => {
+                    let Some(map) = array.as_any().downcast_ref::<MapArray>() else {
+                        return Err(Error::Internal(format!(
+                            "map column of family {} arrived as {}",
+                            layout.def.families[*f].name,
+                            array.data_type()
+                        )));
+                    };
+                    let keys = cast(map.keys(), &DataType::Utf8)
+                        .map_err(|e| Error::InvalidArgument(e.to_string()))?
+                        .as_string::<i32>()
+                        .clone();
+                    columns.push(Column::Map(MapValues {
+                        family: *f,
+                        map,
+                        keys,
+                        values: Values::of(map.values(), &layout.map_values[*f], None)?,
+                        values_array: map.values(),
+                    }));
+                }
+                ColumnSource::Timestamp => {
+                    explicit = array.as_any().downcast_ref();
+                }
+                // A series' time in a row per event is also its cells' time.
+                ColumnSource::Segment(_)
+                    if layout.series.as_ref().is_some_and(|s| s.time_column == i) =>
+                {
+                    explicit = array.as_any().downcast_ref();
+                }
+                ColumnSource::Family | ColumnSource::Qualifier | ColumnSource::Value => {
+                    return Err(Error::InvalidArgument(format!(
+                        "the cells view of {} is read-only",
+                        layout.table
+                    )));
+                }
+                ColumnSource::Key
+                | ColumnSource::Segment(_)
+                | ColumnSource::ProtoField(..)
+                | ColumnSource::Metric(_) => {}
+            }
+        }
+        Ok((columns, explicit))
     }
 
     /// The family of `columns` when a batch of `rows` rows goes to the

@@ -14,6 +14,7 @@ pub(crate) mod conform;
 pub(crate) mod encode;
 mod insert;
 pub(crate) mod update;
+mod values;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

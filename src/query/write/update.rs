@@ -28,7 +28,8 @@ use datafusion::logical_expr::expr_rewriter::unnormalize_col;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::encode::{Values, check_map_entry};
+use super::encode::check_map_entry;
+use super::values::Values;
 use crate::error::Error;
 use crate::error::to_df;
 use crate::query::batch::ViewBatchBuilder;
