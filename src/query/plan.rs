@@ -201,21 +201,21 @@ pub(crate) fn scan_spec_answering(
     // and, through the bucket they fall in, the key ranges.
     let bucketed = layout.series.as_ref().filter(|s| s.bucketed());
     let time_column = bucketed.map_or("_timestamp", |s| s.def.time.as_str());
-    let mut key_plan = match bucketed {
-        None => pushdown::plan(filters, layout.key.as_ref()),
-        Some(s) => {
-            let (range, _) = pushdown::time_range(filters, time_column);
-            let mut with_buckets = filters.to_vec();
-            with_buckets.extend(bucket_filters(s, range));
-            pushdown::plan(&with_buckets, layout.key.as_ref())
+    // One pass over the filters; a series' buckets then narrow the keys.
+    let mut bounds = pushdown::Bounds::of(filters, layout.key.as_ref(), time_column);
+    if let Some(s) = bucketed {
+        for f in bucket_filters(s, bounds.time_range()) {
+            bounds.add_key_filter(&f);
         }
-    };
+    }
+    let found = bounds.finish();
+    let mut key_plan = found.keys;
     let exact_segments = !recheck_all && !key_plan.exact.is_empty();
     let recheck: Vec<Expr> = filters
         .iter()
         .filter(|f| {
             (recheck_all || layout.answers(f))
-                && !pushdown::is_exact_key_filter(f)
+                && !key_plan.exact_keys.contains(f)
                 && (recheck_all || !key_plan.exact.contains(f))
         })
         .cloned()
@@ -232,10 +232,7 @@ pub(crate) fn scan_spec_answering(
         // Latest N is taken before SQL filters apply, so a time predicate
         // is only re-checked, never pushed, there.
         View::Versions { latest: Some(n) } => (TimeRange::ALL, Vec::new(), Some(*n)),
-        View::Versions { latest: None } | View::Cells { .. } => {
-            let (range, used) = pushdown::time_range(filters, time_column);
-            (range, used, None)
-        }
+        View::Versions { latest: None } | View::Cells { .. } => (found.time, found.time_used, None),
     };
     let mut needed = vec![false; layout.sources.len()];
     for &p in &projection {
@@ -249,7 +246,13 @@ pub(crate) fn scan_spec_answering(
         }
     }
     let needed_columns: Vec<usize> = (0..needed.len()).filter(|i| needed[*i]).collect();
-    let (families, qualifiers) = families_read(layout, filters, &needed_columns, &mut key_plan);
+    let (families, qualifiers) = families_read(
+        layout,
+        found.families,
+        found.qualifiers,
+        &needed_columns,
+        &mut key_plan,
+    );
     if time.end.is_some_and(|end| end <= time.start) {
         key_plan.ranges = Some(Vec::new());
     }
@@ -318,7 +321,8 @@ pub(crate) fn scan_spec_answering(
 /// measures' cells only.
 fn families_read(
     layout: &Layout,
-    filters: &[Expr],
+    named_families: Option<Vec<String>>,
+    named_qualifiers: Option<(QualifierFilter, String)>,
     needed_columns: &[usize],
     key_plan: &mut pushdown::KeyPlan,
 ) -> (Vec<String>, (QualifierFilter, Option<String>)) {
@@ -330,7 +334,7 @@ fn families_read(
         families = layout.def.families.iter().map(|f| f.name.clone()).collect();
     }
     if let View::Cells { .. } = layout.view
-        && let Some(named) = pushdown::families(filters)
+        && let Some(named) = named_families
     {
         families.retain(|f| named.contains(f));
         key_plan
@@ -347,7 +351,7 @@ fn families_read(
             layout.cell_types.qualifier.value_type,
             ValueType::Text | ValueType::Bytes
         )
-        && let Some((q, used)) = pushdown::qualifiers(filters)
+        && let Some((q, used)) = named_qualifiers
     {
         qualifiers = (q, Some(used));
     }

@@ -29,19 +29,41 @@ fn step(label: impl Into<String>, sql: impl Into<String>) -> Step {
 
 const LOCATIONS: [&str; 4] = ["us-west2", "us-east1", "europe-west1", "asia-south2"];
 
-/// `small`: a tiny version of the same data, for tests.
-fn steps(small: bool, packed: bool) -> Vec<Step> {
-    let (balloons, minutes) = if small { (2, 99) } else { (25, 10079) };
-    let (symbols, quotes) = if small { (2, 49) } else { (20, 4999) };
-    let (host_chunks, days, last_meter) = if small {
-        (1, 2, 987009)
-    } else {
-        (10, 30, 987999)
-    };
-    let mut s = vec![
-        step(
-            "tables",
-            "CREATE SERIES weather (
+/// How much of each data set the demo writes.
+#[derive(Clone, Copy)]
+struct Size {
+    balloons: i64,
+    minutes: i64,
+    symbols: i64,
+    quotes: i64,
+    host_chunks: i64,
+    days: i64,
+    last_meter: i64,
+}
+
+/// The full demo, and a tiny version of the same data for tests.
+const FULL: Size = Size {
+    balloons: 25,
+    minutes: 10079,
+    symbols: 20,
+    quotes: 4999,
+    host_chunks: 10,
+    days: 30,
+    last_meter: 987999,
+};
+const SMALL: Size = Size {
+    balloons: 2,
+    minutes: 99,
+    symbols: 2,
+    quotes: 49,
+    host_chunks: 1,
+    days: 2,
+    last_meter: 987009,
+};
+
+/// The guides' tables, each family in the format its layout calls for.
+const TABLES: [&str; 8] = [
+    "CREATE SERIES weather (
                 KEY (location TEXT, balloon INT(5)),
                 TIME ts,
                 pressure BIGINT,
@@ -49,19 +71,13 @@ fn steps(small: bool, packed: bool) -> Vec<Step> {
                 humidity BIGINT,
                 altitude BIGINT
             ) LAYOUT BUCKET '1 hour' CELL PER EVENT FORMAT PACKED",
-        ),
-        step(
-            "tables",
-            "CREATE TABLE balloon_week (
+    "CREATE TABLE balloon_week (
                 ROW KEY (week TEXT, location TEXT, balloon INT(5)),
                 FAMILY measurements FORMAT PACKED,
                 pressure BIGINT IN measurements,
                 temperature DOUBLE IN measurements
             )",
-        ),
-        step(
-            "tables",
-            "CREATE TABLE quote (
+    "CREATE TABLE quote (
                 ROW KEY (exchange TEXT, symbol TEXT, quotetime TIMESTAMP MILLIS),
                 FAMILY md FORMAT PACKED,
                 bid DOUBLE AS TEXT IN md QUALIFIER 'BID',
@@ -69,51 +85,57 @@ fn steps(small: bool, packed: bool) -> Vec<Step> {
                 bidsize BIGINT AS TEXT IN md QUALIFIER 'BIDSIZE',
                 asksize BIGINT AS TEXT IN md QUALIFIER 'ASKSIZE'
             )",
-        ),
-        step(
-            "tables",
-            "CREATE TABLE metric (
+    "CREATE TABLE metric (
                 ROW KEY (hostname TEXT, ts TIMESTAMP MILLIS),
                 FAMILY metric VALUES DOUBLE AS TEXT FORMAT PACKED,
                 cpu DOUBLE AS TEXT IN metric QUALIFIER 'CPU/CPU1_USR',
                 mem DOUBLE AS TEXT IN metric QUALIFIER 'MEM/USED_PCT'
             )",
-        ),
-        step(
-            "tables",
-            "CREATE TABLE current_metric (
+    "CREATE TABLE current_metric (
                 ROW KEY (hostname TEXT),
                 FAMILY metric GC MAX_VERSIONS 1 VALUES DOUBLE AS TEXT,
                 cpu DOUBLE AS TEXT IN metric QUALIFIER 'CPU/CPU1_USR',
                 mem DOUBLE AS TEXT IN metric QUALIFIER 'MEM/USED_PCT'
             )",
-        ),
-        step(
-            "tables",
-            "CREATE TABLE sensor (
+    "CREATE TABLE sensor (
                 ROW KEY (meter_id INT(10), date TIMESTAMP '%Y%m%d'),
                 FAMILY meter QUALIFIERS TEXT VALUES DOUBLE AS TEXT FORMAT PACKED
             )",
-        ),
-        step(
-            "tables",
-            "CREATE TABLE friends (ROW KEY (person TEXT), FAMILY friends QUALIFIERS TEXT VALUES TEXT)",
-        ),
-        step(
-            "tables",
-            "CREATE TABLE purchases (
+    "CREATE TABLE friends (ROW KEY (person TEXT), FAMILY friends QUALIFIERS TEXT VALUES TEXT)",
+    "CREATE TABLE purchases (
                 ROW KEY (tenant TEXT, order_id INT(8)),
                 FAMILY p FORMAT PACKED,
                 item TEXT IN p,
                 amount DOUBLE IN p
             )",
-        ),
-    ];
-    if !packed {
-        for step in &mut s {
-            step.sql = step.sql.replace("FORMAT PACKED", "FORMAT CELLS");
-        }
-    }
+];
+
+/// Every step of the demo, in order: the tables, then their data.
+fn steps(size: &Size, packed: bool) -> Vec<Step> {
+    let mut s: Vec<Step> = TABLES
+        .iter()
+        .map(|sql| {
+            let sql = if packed {
+                sql.to_string()
+            } else {
+                sql.replace("FORMAT PACKED", "FORMAT CELLS")
+            };
+            step("tables", sql)
+        })
+        .collect();
+    weather(&mut s, size);
+    quotes(&mut s, size);
+    metrics(&mut s, size);
+    sensors(&mut s, size);
+    friends_and_purchases(&mut s);
+    s
+}
+
+/// The weather series and the same readings as week rows.
+fn weather(s: &mut Vec<Step>, size: &Size) {
+    let Size {
+        balloons, minutes, ..
+    } = *size;
     // Weather: 4 locations x 25 balloons x one week of minutes = 1M
     // events, a series in hour buckets (a row per balloon and hour, a cell
     // per minute in each measure's column).
@@ -146,6 +168,13 @@ fn steps(small: bool, packed: bool) -> Vec<Step> {
             ),
         ));
     }
+}
+
+/// Market data.
+fn quotes(s: &mut Vec<Step>, size: &Size) {
+    let Size {
+        symbols, quotes, ..
+    } = *size;
     // Market data: 3 exchanges x 20 symbols x 5000 quotes.
     for exchange in ["NASDAQ", "NYSE", "LSE"] {
         for sym in 0..symbols {
@@ -163,6 +192,11 @@ fn steps(small: bool, packed: bool) -> Vec<Step> {
             ));
         }
     }
+}
+
+/// Server metrics and the latest per host.
+fn metrics(s: &mut Vec<Step>, size: &Size) {
+    let Size { host_chunks, .. } = *size;
     // Server metrics: 200 hosts x 1440 minutes, and the latest per host.
     for chunk in 0..host_chunks {
         s.push(step(
@@ -186,6 +220,13 @@ fn steps(small: bool, packed: bool) -> Vec<Step> {
          SELECT hostname, ts, cpu, mem FROM metric
          WHERE ts = to_timestamp_millis(1426535612045 + 1439 * 60000)",
     ));
+}
+
+/// Smart meters, a column per quarter hour.
+fn sensors(s: &mut Vec<Step>, size: &Size) {
+    let Size {
+        days, last_meter, ..
+    } = *size;
     // Smart meters: 1000 meters x 30 days x 96 quarter hours.
     for day in 0..days {
         s.push(step(
@@ -200,6 +241,10 @@ fn steps(small: bool, packed: bool) -> Vec<Step> {
             ),
         ));
     }
+}
+
+/// The friends list and the tenants' orders.
+fn friends_and_purchases(s: &mut Vec<Step>) {
     s.push(step(
         "friends",
         "INSERT INTO friends (person, friends)
@@ -217,7 +262,6 @@ fn steps(small: bool, packed: bool) -> Vec<Step> {
                 round(1 + (t * 17 + o * 3) % 500 / 3.0, 2)
          FROM generate_series(1, 50) AS tenants(t), generate_series(1, 2000) AS orders(o)",
     ));
-    s
 }
 
 /// Queries printed at the end.
@@ -252,7 +296,12 @@ pub fn run(session: &SqlSession, runtime: &tokio::runtime::Runtime) -> Result<()
         return Ok(());
     }
     let packed = session.store().capabilities().packed_families;
-    let steps = steps(std::env::var_os("CELLAR_DEMO_SMALL").is_some(), packed);
+    let size = if std::env::var_os("CELLAR_DEMO_SMALL").is_some() {
+        SMALL
+    } else {
+        FULL
+    };
+    let steps = steps(&size, packed);
     let terminal = std::io::stderr().is_terminal();
     let started = Instant::now();
     for (i, s) in steps.iter().enumerate() {
