@@ -273,11 +273,6 @@ impl From<Error> for datafusion::error::DataFusionError {
     }
 }
 
-/// [`Error`] as DataFusion's error, for `map_err`.
-pub(crate) fn to_df(e: Error) -> datafusion::error::DataFusionError {
-    e.into()
-}
-
 /// A storage engine error in words (never its debug text).
 pub fn engine_words(e: &fjall::Error) -> String {
     use fjall::LsmError as L;

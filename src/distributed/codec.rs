@@ -111,9 +111,9 @@ impl TableWire {
 fn layout_of(store: &Store, def: TableDef, view: View) -> DfResult<Layout> {
     let id = def.id;
     let name = def.name.clone();
-    let mut layout = Layout::new(store, def, view).map_err(crate::error::to_df)?;
+    let mut layout = Layout::new(store, def, view)?;
     if layout.series.is_some() {
-        let pinned = store.pin(&name).map_err(crate::error::to_df)?;
+        let pinned = store.pin(&name)?;
         if pinned.def().id != id {
             return Err(DataFusionError::Execution(format!(
                 "table {name} was replaced after this query was planned; run it again"

@@ -19,12 +19,11 @@ impl SqlSession {
         }
         #[cfg(not(feature = "ballista"))]
         {
-            Err(crate::error::to_df(crate::error::Error::InvalidArgument(
-                format!(
-                    "cannot run on Ballista ({target}): this cellar was built without it; build \
+            Err(crate::error::Error::InvalidArgument(format!(
+                "cannot run on Ballista ({target}): this cellar was built without it; build \
                      it with `cargo build --release --features ballista`"
-                ),
-            )))
+            ))
+            .into())
         }
     }
 }

@@ -15,7 +15,6 @@ use tonic::Status;
 
 use super::metadata::{CATALOG, SCHEMA};
 use super::status::status;
-use crate::error::to_df;
 use crate::sql::SqlSession;
 
 /// The ingest option naming the row-key column of a table it creates
@@ -37,7 +36,7 @@ pub async fn ingest(
             crate::sql::Role::User,
             &format!("ingest into {}", command.table),
         )
-        .map_err(|e| status(&to_df(e)))?;
+        .map_err(|e| status(&DataFusionError::from(e)))?;
     let mut batches = batches.peekable();
     let first_schema: Option<SchemaRef> = match std::pin::Pin::new(&mut batches).peek().await {
         Some(Ok(b)) => Some(b.schema()),
@@ -90,7 +89,7 @@ pub async fn ingest(
         // Nothing to write: the table is only checked to be readable.
         session
             .stored_table_schema(table)
-            .map_err(|e| status(&to_df(e)))?;
+            .map_err(|e| status(&DataFusionError::from(e)))?;
         return Ok(0);
     };
     // Each batch is written as it arrives, through the table's sink: the

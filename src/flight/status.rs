@@ -85,17 +85,17 @@ mod tests {
     #[test]
     fn store_failures_are_the_servers_and_bad_input_the_clients() {
         let io = crate::error::Error::Io(std::io::Error::other("disk on fire"));
-        let s = status(&crate::error::to_df(io));
+        let s = status(&DataFusionError::from(io));
         assert_eq!(s.code(), tonic::Code::Internal);
         assert!(s.message().contains("disk on fire"));
         let busy = crate::error::Error::StoreInUse { path: "/x".into() };
         assert_eq!(
-            status(&crate::error::to_df(busy)).code(),
+            status(&DataFusionError::from(busy)).code(),
             tonic::Code::Unavailable
         );
         let bad = crate::error::Error::InvalidArgument("row key segment \"n\" value -1".into());
         assert_eq!(
-            status(&crate::error::to_df(bad)).code(),
+            status(&DataFusionError::from(bad)).code(),
             tonic::Code::InvalidArgument
         );
     }

@@ -12,7 +12,6 @@ use datafusion::logical_expr::Expr;
 use super::table::CellarTable;
 use super::view::View;
 use crate::error::Error;
-use crate::error::to_df;
 use crate::store::Store;
 
 /// Which view a function returns.
@@ -64,10 +63,7 @@ impl ViewFunction {
     }
 
     fn bad(&self, what: String) -> datafusion::error::DataFusionError {
-        to_df(Error::InvalidArgument(format!(
-            "{what}; usage: {}",
-            self.usage()
-        )))
+        Error::InvalidArgument(format!("{what}; usage: {}", self.usage())).into()
     }
 }
 

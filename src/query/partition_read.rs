@@ -17,7 +17,6 @@ use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricB
 use super::batch::ViewBatchBuilder;
 use super::inline_read::Reading;
 use super::plan::ScanSpec;
-use crate::error::to_df;
 use crate::store::{
     NumberRow, NumberRows, Numbers, ReadFilter, ReadRequest, RowRange, RowSet, RowStream, ScanStats,
 };
@@ -197,11 +196,13 @@ impl PartitionRead {
     fn next_rows(&mut self, max: usize) -> DfResult<usize> {
         let damage = |e: crate::error::Error| match e {
             // Name what the damage is in, and what to do.
-            crate::error::Error::Storage(inner) => to_df(crate::error::Error::DamagedData {
-                table: self.spec.layout.table.clone(),
-                reason: crate::error::engine_words(&inner),
-            }),
-            other => to_df(other),
+            crate::error::Error::Storage(inner) => {
+                DataFusionError::from(crate::error::Error::DamagedData {
+                    table: self.spec.layout.table.clone(),
+                    reason: crate::error::engine_words(&inner),
+                })
+            }
+            other => DataFusionError::from(other),
         };
         if let Some(numbers) = &self.numbers {
             let read = self
@@ -267,7 +268,7 @@ impl PartitionRead {
             // Nothing to re-check: only the projected columns are built.
             None => {
                 if let Some((_, e)) = errors.into_iter().next() {
-                    return Err(to_df(e));
+                    return Err(e.into());
                 }
                 self.wide
                     .finish_projected(self.spec.projection.columns(), &self.schema)?
@@ -281,7 +282,7 @@ impl PartitionRead {
                     .into_iter()
                     .find(|(row, _)| mask.is_valid(*row) && mask.value(*row))
                 {
-                    return Err(to_df(e));
+                    return Err(e.into());
                 }
                 filter_record_batch(&batch, &mask)?.project(self.spec.projection.columns())?
             }

@@ -22,7 +22,6 @@ use super::series::physical_filters;
 use super::view::{Layout, SeriesView, View};
 use super::write::update::{RowUpdate, plan_assignments};
 use super::write::{Action, EventCells, TableSink, WriteOptions};
-use crate::error::to_df;
 use crate::store::Store;
 
 /// The DataFusion table provider of one cellar table in one view.
@@ -191,10 +190,11 @@ impl CellarTable {
         }
         match self.layout.view {
             View::Wide { as_of: None } => Ok(()),
-            _ => Err(to_df(crate::error::Error::InvalidArgument(format!(
+            _ => Err(crate::error::Error::InvalidArgument(format!(
                 "{what} needs the table {} itself; versions, cells and as-of views are read-only",
                 self.layout.table
-            )))),
+            ))
+            .into()),
         }
     }
 }
@@ -286,13 +286,13 @@ impl TableProvider for CellarTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         self.writable("UPDATE")?;
         if let Some(series) = &self.layout.series {
-            return Err(to_df(crate::error::Error::InvalidArgument(format!(
+            return Err(crate::error::Error::InvalidArgument(format!(
                 "UPDATE of series {}: INSERT the events again instead; an event written at a stored \
                  ({}, {}) replaces the measures it gives",
                 self.layout.table,
                 series.def.key.join(", "),
                 series.def.time
-            ))));
+            )).into());
         }
         let layout = &self.layout;
         // The columns read afresh under each row's lock: those the
@@ -344,9 +344,10 @@ impl TableProvider for CellarTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         self.writable("INSERT INTO")?;
         if insert_op != InsertOp::Append {
-            return Err(to_df(crate::error::Error::InvalidArgument(format!(
+            return Err(crate::error::Error::InvalidArgument(format!(
                 "{insert_op} is not supported; cellar tables take INSERT INTO (writes new cells)"
-            ))));
+            ))
+            .into());
         }
         // The order of the SELECT (its ORDER BY) is kept to the writer: a
         // key repeated in the input takes its last row's values.

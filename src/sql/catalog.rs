@@ -11,7 +11,6 @@ use datafusion::datasource::TableType;
 use datafusion::error::Result as DfResult;
 
 use crate::error::Error;
-use crate::error::to_df;
 use crate::query::CellarTable;
 use crate::store::Store;
 
@@ -83,7 +82,7 @@ impl SchemaProvider for StoreSchema {
         match CellarTable::new(self.store.clone(), name) {
             Ok(t) => Ok(Some(Arc::new(t))),
             Err(Error::TableNotFound { .. }) => Ok(self.session.get(name)),
-            Err(e) => Err(to_df(e)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -97,7 +96,7 @@ impl SchemaProvider for StoreSchema {
         table: Arc<dyn TableProvider>,
     ) -> DfResult<Option<Arc<dyn TableProvider>>> {
         if self.store.table(&name).is_ok() {
-            return Err(to_df(cellar_name_taken(&name, kind(table.as_ref()))));
+            return Err(cellar_name_taken(&name, kind(table.as_ref())).into());
         }
         Ok(self.session.insert(name, table))
     }
@@ -105,9 +104,10 @@ impl SchemaProvider for StoreSchema {
     fn deregister_table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
         let removed = self.session.remove(name);
         if removed.is_none() && self.store.table(name).is_ok() {
-            return Err(to_df(Error::InvalidArgument(format!(
+            return Err(Error::InvalidArgument(format!(
                 "{name} is a cellar table: DROP TABLE {name} deletes it and its data"
-            ))));
+            ))
+            .into());
         }
         Ok(removed)
     }

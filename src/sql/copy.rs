@@ -29,7 +29,6 @@ use datafusion::prelude::{CsvReadOptions, DataFrame, ParquetReadOptions, Session
 use futures::StreamExt;
 
 use super::SqlSession;
-use crate::error::to_df;
 use crate::query::{RowNames, WriteOptions, WriteProgress};
 use crate::schema::{Encoding, TableSchema, decode_as};
 use crate::store::{BadRows, BatchFamily, CellBatch, align_down, now_micros};
@@ -297,7 +296,7 @@ fn stopped(
     match e.find_root() {
         datafusion::error::DataFusionError::External(inner) => {
             match inner.downcast_ref::<Error>() {
-                Some(Error::AtRow { at, error }) => to_df(Error::AtRow {
+                Some(Error::AtRow { at, error }) => Error::AtRow {
                     at: at.clone(),
                     error: Box::new(Error::InvalidArgument(format!(
                         "{error}; nothing of its batch was written{}",
@@ -307,7 +306,8 @@ fn stopped(
                             String::new()
                         }
                     ))),
-                }),
+                }
+                .into(),
                 _ => e,
             }
         }
@@ -493,7 +493,7 @@ async fn load_cbt(
                     "the row key (first column) is empty".into(),
                 ));
                 if o.bad == BadRows::Stop {
-                    return Err(to_df(e));
+                    return Err(e.into());
                 }
                 progress.skipped_row(&e);
                 continue;
@@ -520,7 +520,7 @@ async fn load_cbt(
             if let Some(e) = failed {
                 cells.discard_row();
                 if o.bad == BadRows::Stop {
-                    return Err(to_df(at(e)));
+                    return Err(at(e).into());
                 }
                 progress.skipped_row(&at(e));
                 continue;
@@ -534,7 +534,7 @@ async fn load_cbt(
             (cells, failed)
         })
         .await
-        .map_err(|e| to_df(Error::Internal(format!("cbt load failed: {e}"))))?;
+        .map_err(|e| Error::Internal(format!("cbt load failed: {e}")))?;
         let failed = failed?;
         let written = (cells.len() - failed.len()) as u64;
         for (i, e) in failed {
@@ -543,7 +543,7 @@ async fn load_cbt(
                 error: Box::new(e),
             };
             if o.bad == BadRows::Stop {
-                return Err(to_df(e));
+                return Err(e.into());
             }
             progress.skipped_row(&e);
         }
@@ -553,9 +553,9 @@ async fn load_cbt(
             .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
     }
     if columns.is_none() {
-        return Err(to_df(Error::InvalidArgument(format!(
+        return Err(Error::InvalidArgument(format!(
             "{path:?} has no header rows; the cbt layout starts with a row of families (unless COLUMN_FAMILY is given) and a row of qualifiers"
-        ))));
+        )).into());
     }
     Ok(())
 }

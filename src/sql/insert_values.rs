@@ -15,6 +15,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::compute::{CastOptions, cast_with_options};
 use datafusion::arrow::datatypes::{DataType, Float32Type, Float64Type};
+use datafusion::arrow::error::ArrowError;
 use datafusion::common::DFSchema;
 use datafusion::datasource::source_as_provider;
 use datafusion::error::{DataFusionError, Result as DfResult};
@@ -25,12 +26,11 @@ use datafusion::logical_expr::{
     ScalarUDFImpl, Signature, Volatility, WriteOp,
 };
 
-use crate::error::to_df;
 use crate::query::CellarTable;
 
 /// The client's error, as cellar's other refusals of values are.
 fn invalid(message: String) -> DataFusionError {
-    to_df(crate::error::Error::InvalidArgument(message))
+    crate::error::Error::InvalidArgument(message).into()
 }
 
 /// `plan` with the casts of an INSERT into a cellar table made exact.
@@ -203,7 +203,11 @@ fn exact_values(
                                 DataType::Utf8,
                             ) => ": it is not UTF-8 text".to_string(),
                             (ScalarValue::Utf8(_) | ScalarValue::LargeUtf8(_), _)
-                                if e.to_string().contains("Cannot cast") =>
+                                if matches!(
+                                    e.find_root(),
+                                    DataFusionError::ArrowError(a, _)
+                                        if matches!(a.as_ref(), ArrowError::CastError(m) if m.starts_with("Cannot cast"))
+                                ) =>
                             {
                                 String::new()
                             }

@@ -49,7 +49,6 @@ use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
 use datafusion::prelude::DataFrame;
 
 use crate::error::Error;
-use crate::error::to_df;
 use crate::query::ViewFunction;
 use crate::schema::TableSchema;
 use crate::store::{FamilyFormat, Store};
@@ -299,12 +298,12 @@ impl SqlSession {
                 .map(|c| ObjectName::from(Ident::with_quote('"', c)))
                 .collect();
         } else if width != all.len() {
-            return Err(to_df(Error::InvalidArgument(format!(
+            return Err(Error::InvalidArgument(format!(
                 "INSERT INTO {table} without a column list takes its declared columns ({}) or all of its columns ({}); the VALUES rows have {width} values: name the columns, as in INSERT INTO {table} ({}) VALUES (...)",
                 declared.join(", "),
                 all.join(", "),
                 declared.join(", ")
-            ))));
+            )).into());
         }
         Ok(())
     }
@@ -322,8 +321,7 @@ impl SqlSession {
         }
         let mut count = 0;
         for row in 0..params.num_rows() {
-            let values =
-                row_parameters(params, row).map_err(|why| to_df(Error::InvalidArgument(why)))?;
+            let values = row_parameters(params, row).map_err(Error::InvalidArgument)?;
             let df = self
                 .run_plan(plan.clone().with_param_values(values)?)
                 .await?;
@@ -560,7 +558,7 @@ impl SqlSession {
                 && self.store.table(name).is_ok()
                 && !create.if_not_exists
             {
-                return Err(to_df(catalog::cellar_name_taken(name, "external table")));
+                return Err(catalog::cellar_name_taken(name, "external table").into());
             }
         }
         let changes = matches!(plan, LogicalPlan::Ddl(_) | LogicalPlan::Statement(_));
@@ -607,11 +605,7 @@ impl SqlSession {
             datafusion::physical_plan::common::collect(stream).await
         })
         .await
-        .map_err(|e| {
-            to_df(Error::Internal(format!(
-                "the task running {sql:?} failed: {e}"
-            )))
-        })?
+        .map_err(|e| Error::Internal(format!("the task running {sql:?} failed: {e}")))?
     }
 
     /// Runs one statement and collects its result.
@@ -744,13 +738,14 @@ fn name_cast_failure(plan: &LogicalPlan, e: DataFusionError) -> DataFusionError 
             };
             let shown = format!("'{value}'");
             if text.contains(&shown) {
-                return to_df(Error::InvalidArgument(format!(
+                return Error::InvalidArgument(format!(
                     "INSERT INTO {}: column {} ({}) cannot take {shown} (row {} of VALUES)",
                     dml.table_name,
                     alias.name,
                     cast.field.data_type(),
                     row + 1
-                )));
+                ))
+                .into();
             }
         }
     }

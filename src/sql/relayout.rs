@@ -13,10 +13,9 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::error::Result as DfResult;
+use datafusion::error::{DataFusionError, Result as DfResult};
 
 use super::{Loading, SqlSession, message};
-use crate::error::to_df;
 use crate::proto::ProtoRegistry;
 use crate::query::{CellarTable, WriteOptions, WriteProgress};
 use crate::schema::{Encoding, SeriesDecl, SeriesLayout, TableSchema, ValueType};
@@ -42,13 +41,14 @@ pub(crate) async fn set_layout(
     let def = store.table(name)?;
     let schema = TableSchema::of(&def)?;
     let Some(series) = schema.series.clone() else {
-        return Err(to_df(Error::InvalidArgument(format!(
+        return Err(Error::InvalidArgument(format!(
             "{name} is a table, not a series: ALTER SERIES changes the layout of a series \
              (CREATE SERIES declares one)"
-        ))));
+        ))
+        .into());
     };
     let broken = |what: &str| {
-        to_df(Error::Corrupt {
+        DataFusionError::from(Error::Corrupt {
             reason: format!("series {name}: {what}"),
         })
     };
@@ -109,7 +109,7 @@ pub(crate) async fn set_layout(
     let gate = store.write_gate(name);
     let closed = tokio::task::spawn_blocking(move || gate.close())
         .await
-        .map_err(|e| to_df(Error::Internal(format!("closing the write gate: {e}"))))?;
+        .map_err(|e| Error::Internal(format!("closing the write gate: {e}")))?;
     let tmp = relayout_table(name);
     if store.table(&tmp).is_ok() {
         // What an interrupted change left.

@@ -24,7 +24,6 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 use tokio::sync::{Semaphore, watch};
 
-use crate::error::to_df;
 use crate::query::{BOUNDED_ROWS, GatherExec, KeyScanExec, StopOnDrop, interruptible};
 
 /// Whose a query is: the session that runs it and its user.
@@ -102,7 +101,7 @@ impl Running {
         };
         let permit = if heavy {
             tokio::select! {
-                permit = Arc::clone(&self.heavy).acquire_owned() => Some(permit.map_err(|e| to_df(crate::error::Error::Internal(format!("the heavy-query queue: {e}"))))?),
+                permit = Arc::clone(&self.heavy).acquire_owned() => Some(permit.map_err(|e| crate::error::Error::Internal(format!("the heavy-query queue: {e}")))?),
                 _ = cancelled.wait_for(|c| *c) => return Err(cancelled_error(id)),
             }
         } else {
@@ -146,10 +145,11 @@ impl Running {
                 }
                 Next::Cancelled => Some((Err(cancelled_error(id)), None)),
                 Next::TimedOut => Some((
-                    Err(to_df(crate::error::Error::QueryTimedOut {
+                    Err(crate::error::Error::QueryTimedOut {
                         id,
                         limit: deadline.map(|(t, _)| t).unwrap_or_default(),
-                    })),
+                    }
+                    .into()),
                     None,
                 )),
             }
@@ -296,10 +296,11 @@ fn run_on(
         let mut finished = task.take()?;
         match (&mut finished.0).await {
             Err(e) if e.is_panic() => Some((
-                Err(to_df(crate::error::Error::Internal(format!(
+                Err(crate::error::Error::Internal(format!(
                     "the query's task panicked: {}",
                     panic_message(e.into_panic())
-                )))),
+                ))
+                .into()),
                 (receiver, None),
             )),
             _ => None,
@@ -317,7 +318,7 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 }
 
 fn cancelled_error(id: u64) -> DataFusionError {
-    to_df(crate::error::Error::QueryCancelled { id })
+    crate::error::Error::QueryCancelled { id }.into()
 }
 
 /// Removes its query from the registry when the query ends.

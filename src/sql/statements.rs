@@ -16,7 +16,7 @@ use super::catalog;
 use super::ddl::{CellarStatement, ProtoSource};
 use super::ddl_terms::FamilyDecl;
 use super::{Loading, SqlSession, affected_rows, copy, describe, message, relayout};
-use crate::error::{Error, to_df};
+use crate::error::Error;
 use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};
 use crate::schema::{
     ColumnDef, FamilyTypes, KeySchema, SCHEMA_METADATA_KEY, SeriesDef, TableSchema,
@@ -124,9 +124,9 @@ impl SqlSession {
             CellarStatement::ShowStats => self.show_stats()?,
             CellarStatement::CancelQuery { id } => {
                 if !self.running.cancel(&self.owner(), id) {
-                    return Err(to_df(Error::InvalidArgument(format!(
+                    return Err(Error::InvalidArgument(format!(
                         "no query {id} is running that this session may cancel; SHOW QUERIES lists those it may"
-                    ))));
+                    )).into());
                 }
                 message(format!("cancelled query {id}"))?
             }
@@ -183,11 +183,12 @@ impl SqlSession {
             return Ok(format!("table {name} exists"));
         }
         if let Some(table) = self.session_tables.get(&name) {
-            return Err(to_df(Error::InvalidArgument(format!(
+            return Err(Error::InvalidArgument(format!(
                 "{name} is this session's {}; DROP {} {name} first, or name the table differently",
                 catalog::kind(table.as_ref()),
                 catalog::drop_word(table.as_ref()),
-            ))));
+            ))
+            .into());
         }
         let family_types = families
             .iter()
@@ -272,7 +273,7 @@ impl SqlSession {
             change_format(&store, &table, &family, format, &stopped)
         })
         .await
-        .map_err(|e| to_df(Error::Internal(format!("SET FORMAT failed: {e}"))))??)
+        .map_err(|e| Error::Internal(format!("SET FORMAT failed: {e}")))??)
     }
 
     /// COMPACT TABLE: reads and rewrites every family, off the async
@@ -288,7 +289,7 @@ impl SqlSession {
             })
         })
         .await
-        .map_err(|e| to_df(Error::Internal(format!("COMPACT failed: {e}"))))??)
+        .map_err(|e| Error::Internal(format!("COMPACT failed: {e}")))??)
     }
 
     /// DROP TABLE: a table of the store, or else an external table or
@@ -307,7 +308,7 @@ impl SqlSession {
             Err(Error::TableNotFound { .. }) if if_exists => {
                 Ok(format!("table {name} does not exist"))
             }
-            Err(e) => Err(to_df(e)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -351,9 +352,9 @@ fn check_proto_columns(store: &Store, name: &str, schema: &TableSchema) -> DfRes
         }
     }
     if fields > MAX_TABLE_PROTO_FIELDS {
-        return Err(to_df(Error::InvalidArgument(format!(
+        return Err(Error::InvalidArgument(format!(
             "the protobuf columns of {name} would have {fields} fields in all; a table's hold at most {MAX_TABLE_PROTO_FIELDS}: declare fewer protobuf columns, or smaller messages"
-        ))));
+        )).into());
     }
     Ok(())
 }
@@ -401,14 +402,15 @@ fn create_proto(store: &Store, name: &str, source: ProtoSource, replace: bool) -
         .iter()
         .any(|(k, _)| k[PROTO_SETTING_PREFIX.len()..] == *name);
     if exists && !replace {
-        return Err(to_df(Error::InvalidArgument(format!(
+        return Err(Error::InvalidArgument(format!(
             "proto file {name:?} is already registered; CREATE OR REPLACE PROTO replaces it"
-        ))));
+        ))
+        .into());
     }
     let text = match source {
         ProtoSource::Text(t) => t,
         ProtoSource::File(path) => std::fs::read_to_string(&path)
-            .map_err(|e| to_df(Error::InvalidArgument(format!("cannot read {path}: {e}"))))?,
+            .map_err(|e| Error::InvalidArgument(format!("cannot read {path}: {e}")))?,
     };
     let registry = ProtoRegistry::register(store, name, &text)?;
     Ok(format!(
@@ -433,10 +435,11 @@ fn drop_proto(store: &Store, name: &str) -> DfResult<String> {
             if let Some(p) = &c.proto
                 && remaining.message(&p.message).is_err()
             {
-                return Err(to_df(Error::InvalidArgument(format!(
+                return Err(Error::InvalidArgument(format!(
                     "column {} of table {table} uses {} from {name}; drop the table first",
                     c.name, p.message
-                ))));
+                ))
+                .into());
             }
         }
     }

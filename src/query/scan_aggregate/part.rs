@@ -10,7 +10,6 @@ use datafusion::physical_plan::sorts::sort::sort_batch;
 
 use super::groups::Groups;
 use super::shape::{AggregateShape, Input, appender, is_number};
-use crate::error::to_df;
 use crate::query::batch::{Appender, decode_error};
 use crate::query::inline_read::PartRead;
 use crate::schema::KeyValue;
@@ -389,7 +388,7 @@ impl PartAggregate {
                     .put_cell(def.encoding, value)
                     .err()
                     .unwrap_or("is not 8 bytes long");
-                return Err(to_df(decode_error(&row.key, def.failure(why, value))));
+                return Err(decode_error(&row.key, def.failure(why, value)).into());
             }
             step.row(&row.key, |m| row.column(m))?;
         }
@@ -464,7 +463,7 @@ impl PartAggregate {
                     counts.values += 1;
                     if let Err(why) = appender.put_cell(def.encoding, row.value(i)) {
                         let e = def.failure(why, row.value(i));
-                        return Err(to_df(decode_error(key, e)));
+                        return Err(decode_error(key, e).into());
                     }
                 }
                 let values = appender.finish();

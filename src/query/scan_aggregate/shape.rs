@@ -9,7 +9,6 @@ use datafusion::common::Result as DfResult;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::{LexOrdering, PhysicalExpr};
 
-use crate::error::to_df;
 use crate::query::batch::Appender;
 use crate::query::plan::ScanSpec;
 use crate::schema::{Encoding, KeyValue, ValueType};
@@ -183,9 +182,6 @@ pub(super) fn is_number(def: &crate::schema::ColumnDef) -> bool {
 
 /// A builder of `data_type`, one of the view's.
 pub(super) fn appender(data_type: &DataType) -> DfResult<Appender> {
-    Appender::for_type(data_type).ok_or_else(|| {
-        to_df(crate::error::Error::Internal(format!(
-            "no appender for {data_type}"
-        )))
-    })
+    Appender::for_type(data_type)
+        .ok_or_else(|| crate::error::Error::Internal(format!("no appender for {data_type}")).into())
 }

@@ -30,7 +30,6 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use super::gather::GatherPlan;
 use super::gather_exec::GatherExec;
 use super::physical_filters;
-use crate::error::to_df;
 use crate::query::plan::ScanSpec;
 use crate::query::plan::scan_spec_answering;
 use crate::query::scan::KeyScanExec;
@@ -118,7 +117,7 @@ impl<'a> ColumnEvents<'a> {
         let metric = def
             .metric
             .as_deref()
-            .ok_or_else(|| to_df(crate::error::Error::Internal("no metric segment".into())))?;
+            .ok_or_else(|| crate::error::Error::Internal("no metric segment".into()))?;
         let mut group: Vec<Expr> = def.key.iter().map(|k| unqualified(k)).collect();
         group.push(unqualified(TIMESTAMP));
         let measures = def

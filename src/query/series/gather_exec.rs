@@ -18,7 +18,6 @@ use datafusion::physical_plan::{
 };
 
 use super::gather::{Gather, GatherPlan, GatherStats};
-use crate::error::to_df;
 use crate::query::inline_read::{self, PartRead};
 use crate::query::scan::{BOUNDED_ROWS, describe_range, show_time};
 use crate::store::{RowRange, TimeRange};
@@ -431,7 +430,10 @@ impl PartRead for CountedGather {
             Some(first) => (rows.min(first), first),
             None => (rows, self.batch),
         };
-        let done = self.gather.read(rows, batch, send).map_err(to_df);
+        let done = self
+            .gather
+            .read(rows, batch, send)
+            .map_err(datafusion::error::DataFusionError::from);
         self.counters.report(&mut self.gather);
         done
     }

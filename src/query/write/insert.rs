@@ -23,7 +23,6 @@ use tokio::task::JoinHandle;
 use super::encode::{BadRow, Encoder, StatementClock};
 use super::{WRITE_BATCH_ROWS, WriteOptions, conform, joined, series_gate, write_event_columns};
 use crate::error::Error;
-use crate::error::to_df;
 use crate::query::view::Layout;
 use crate::store::{BadRows, CellBatch, Store, now_micros};
 
@@ -94,7 +93,7 @@ pub(super) async fn insert(
                 }
                 None => encoding
                     .take()
-                    .ok_or_else(|| to_df(Error::Internal("insert lost its state".into())))?,
+                    .ok_or_else(|| Error::Internal("insert lost its state".into()))?,
             };
             state.spare.append(&mut units.spare);
             let (layout_, options_) = (Arc::clone(layout), options.clone());
@@ -141,7 +140,7 @@ impl Units {
             Ok(encoded) => encoded,
             Err(e) => {
                 self.drain(store, layout, options).await?;
-                return Err(to_df(e));
+                return Err(e.into());
             }
         };
         // The store's own encoding of the unit, beside the unit before's.

@@ -34,7 +34,6 @@ use self::encode::Encoder;
 use self::update::RowUpdate;
 use super::view::Layout;
 use crate::error::Error;
-use crate::error::to_df;
 use crate::store::{BadRows, Entered, Mutation, RowMutation, Store, TimeRange};
 
 /// Rows per store write: the unit that a bad row stops. Large enough for
@@ -228,7 +227,7 @@ impl TableSink {
             let times = batch
                 .column(1)
                 .as_primitive_opt::<TimestampMicrosecondType>()
-                .ok_or_else(|| to_df(Error::Internal("event times are not timestamps".into())))?;
+                .ok_or_else(|| Error::Internal("event times are not timestamps".into()))?;
             let qualifiers = match cells {
                 EventCells::Columns(_) => None,
                 EventCells::Qualified(_) => Some(
@@ -425,8 +424,8 @@ fn series_gate(store: &Store, layout: &Layout) -> crate::error::Result<Option<En
 
 async fn joined<T>(task: tokio::task::JoinHandle<crate::error::Result<T>>) -> DfResult<T> {
     task.await
-        .map_err(|e| to_df(Error::Internal(format!("write task failed: {e}"))))?
-        .map_err(to_df)
+        .map_err(|e| Error::Internal(format!("write task failed: {e}")))?
+        .map_err(datafusion::error::DataFusionError::from)
 }
 
 /// Runs store work on the blocking pool.

@@ -31,7 +31,6 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::encode::check_map_entry;
 use super::values::Values;
 use crate::error::Error;
-use crate::error::to_df;
 use crate::query::batch::ViewBatchBuilder;
 use crate::query::checked::arithmetic;
 use crate::query::view::{ColumnSource, Layout};
@@ -140,18 +139,19 @@ pub(crate) fn plan_assignments(
                 .iter()
                 .map(|f| f.name().as_str())
                 .collect();
-            return Err(to_df(Error::InvalidArgument(format!(
+            return Err(Error::InvalidArgument(format!(
                 "UPDATE {}: no column named {name}; columns are {}",
                 layout.table,
                 names.join(", ")
-            ))));
+            ))
+            .into());
         };
         let physical = || state.create_physical_expr(expr.clone(), &df_schema);
         out.push(match &layout.sources[column] {
             ColumnSource::Key | ColumnSource::Segment(_) => {
-                return Err(to_df(Error::InvalidArgument(format!(
+                return Err(Error::InvalidArgument(format!(
                     "UPDATE cannot change the row key ({name}); INSERT the row under its new key and DELETE the old one"
-                ))));
+                )).into());
             }
             ColumnSource::Timestamp => Assignment::Timestamp(physical()?),
             ColumnSource::Declared(d) => {
@@ -172,10 +172,10 @@ pub(crate) fn plan_assignments(
             | ColumnSource::Value
             | ColumnSource::ProtoField(..)
             | ColumnSource::Metric(_) => {
-                return Err(to_df(Error::InvalidArgument(format!(
+                return Err(Error::InvalidArgument(format!(
                     "UPDATE {}: {name} is not writable",
                     layout.table
-                ))));
+                )).into());
             }
         });
     }
