@@ -42,6 +42,7 @@ use async_trait::async_trait;
 use cellar::{FamilyFormat, SessionOptions, SqlSession, Store};
 use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use futures::StreamExt;
 use sqllogictest::{DBOutput, DefaultColumnType};
 
 /// The layouts every file under `sql/series/` runs in.
@@ -373,6 +374,39 @@ fn runs(filter: Option<&str>, passes: &[bool]) -> Vec<(PathBuf, bool, Option<&'s
     out
 }
 
+/// Runs (or, `complete`, writes the output of) one file on a fresh store.
+async fn run_one(
+    backend: Backend,
+    file: &Path,
+    swapped: bool,
+    layout: Option<&'static str>,
+    complete: bool,
+) -> Result<(), String> {
+    let mut runner = sqllogictest::Runner::new(move || {
+        let backend = backend.clone();
+        async move { Ok(open(&backend, swapped, layout)) }
+    });
+    if complete {
+        let col_separator = " ";
+        let validator = sqllogictest::default_validator;
+        runner
+            .update_test_file(
+                file,
+                col_separator,
+                validator,
+                sqllogictest::default_normalizer,
+                sqllogictest::default_column_validator,
+            )
+            .await
+            .map_err(|e| e.to_string())
+    } else {
+        runner
+            .run_file_async(file)
+            .await
+            .map_err(|e| e.display(true).to_string())
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -422,8 +456,17 @@ async fn main() {
         _ if complete || on_bigtable => vec![false],
         _ => vec![false, true],
     };
-    let mut failures = Vec::new();
+    // Runs are independent (a store of their own, or an instance of
+    // their own on the emulator), so as many run at once as there are
+    // cores; results are printed in order. Completing writes files, one
+    // at a time.
+    let jobs = if complete {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    };
     let mut completed = Vec::new();
+    let mut queue = Vec::new();
     for (file, swapped, layout) in runs(filter, &passes) {
         let pass = if swapped {
             "formats swapped"
@@ -448,30 +491,20 @@ async fn main() {
             continue;
         }
         completed.push(file.clone());
+        queue.push((name, file, swapped, layout));
+    }
+    let outcomes = futures::stream::iter(queue.into_iter().map(|(name, file, swapped, layout)| {
         let backend = backend.clone();
-        let mut runner = sqllogictest::Runner::new(move || {
-            let backend = backend.clone();
-            async move { Ok(open(&backend, swapped, layout)) }
-        });
-        let result = if complete {
-            let col_separator = " ";
-            let validator = sqllogictest::default_validator;
-            runner
-                .update_test_file(
-                    &file,
-                    col_separator,
-                    validator,
-                    sqllogictest::default_normalizer,
-                    sqllogictest::default_column_validator,
-                )
-                .await
-                .map_err(|e| e.to_string())
-        } else {
-            runner
-                .run_file_async(&file)
-                .await
-                .map_err(|e| e.display(true).to_string())
-        };
+        tokio::spawn(async move {
+            let result = run_one(backend, &file, swapped, layout, complete).await;
+            (name, result)
+        })
+    }))
+    .buffered(jobs);
+    futures::pin_mut!(outcomes);
+    let mut failures = Vec::new();
+    while let Some(outcome) = outcomes.next().await {
+        let (name, result) = outcome.expect("an sqllogictest run panicked");
         match result {
             Ok(()) => println!("ok   {name}"),
             Err(e) => {
