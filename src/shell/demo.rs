@@ -37,8 +37,12 @@ struct Size {
     symbols: i64,
     quotes: i64,
     host_chunks: i64,
+    host_minutes: i64,
     days: i64,
     last_meter: i64,
+    people: i64,
+    tenants: i64,
+    orders: i64,
 }
 
 /// The full demo, and a tiny version of the same data for tests.
@@ -48,8 +52,12 @@ const FULL: Size = Size {
     symbols: 20,
     quotes: 4999,
     host_chunks: 10,
+    host_minutes: 1440,
     days: 30,
     last_meter: 987999,
+    people: 1000,
+    tenants: 50,
+    orders: 2000,
 };
 const SMALL: Size = Size {
     balloons: 2,
@@ -57,8 +65,12 @@ const SMALL: Size = Size {
     symbols: 2,
     quotes: 49,
     host_chunks: 1,
+    host_minutes: 240,
     days: 2,
     last_meter: 987009,
+    people: 100,
+    tenants: 5,
+    orders: 200,
 };
 
 /// The guides' tables, each family in the format its layout calls for.
@@ -127,7 +139,7 @@ fn steps(size: &Size, packed: bool) -> Vec<Step> {
     quotes(&mut s, size);
     metrics(&mut s, size);
     sensors(&mut s, size);
-    friends_and_purchases(&mut s);
+    friends_and_purchases(&mut s, size);
     s
 }
 
@@ -196,7 +208,12 @@ fn quotes(s: &mut Vec<Step>, size: &Size) {
 
 /// Server metrics and the latest per host.
 fn metrics(s: &mut Vec<Step>, size: &Size) {
-    let Size { host_chunks, .. } = *size;
+    let Size {
+        host_chunks,
+        host_minutes,
+        ..
+    } = *size;
+    let last = host_minutes - 1;
     // Server metrics: 200 hosts x 1440 minutes, and the latest per host.
     for chunk in 0..host_chunks {
         s.push(step(
@@ -208,7 +225,7 @@ fn metrics(s: &mut Vec<Step>, size: &Size) {
                         round(((h * 31 + m * 7) % 100) / 100.0, 2),
                         round(20 + (h * 13 + m) % 70, 1),
                         MAP {{'CPU/CPU1_NICE': round(((h + m) % 10) / 100.0, 2)}}
-                 FROM generate_series({}, {}) AS hosts(h), generate_series(0, 1439) AS mins(m)",
+                 FROM generate_series({}, {}) AS hosts(h), generate_series(0, {last}) AS mins(m)",
                 chunk * 20,
                 chunk * 20 + 19
             ),
@@ -216,9 +233,11 @@ fn metrics(s: &mut Vec<Step>, size: &Size) {
     }
     s.push(step(
         "current_metric",
-        "INSERT INTO current_metric (hostname, _timestamp, cpu, mem)
-         SELECT hostname, ts, cpu, mem FROM metric
-         WHERE ts = to_timestamp_millis(1426535612045 + 1439 * 60000)",
+        format!(
+            "INSERT INTO current_metric (hostname, _timestamp, cpu, mem)
+             SELECT hostname, ts, cpu, mem FROM metric
+             WHERE ts = to_timestamp_millis(1426535612045 + {last} * 60000)"
+        ),
     ));
 }
 
@@ -244,23 +263,33 @@ fn sensors(s: &mut Vec<Step>, size: &Size) {
 }
 
 /// The friends list and the tenants' orders.
-fn friends_and_purchases(s: &mut Vec<Step>) {
+fn friends_and_purchases(s: &mut Vec<Step>, size: &Size) {
+    let Size {
+        people,
+        tenants,
+        orders,
+        ..
+    } = *size;
     s.push(step(
         "friends",
-        "INSERT INTO friends (person, friends)
-         SELECT 'user' || CAST(p AS VARCHAR),
-                map(array_agg('user' || CAST((p * 7 + f * 13) % 1000 AS VARCHAR)),
-                    array_agg(CASE f % 4 WHEN 0 THEN 'work' WHEN 1 THEN 'school' WHEN 2 THEN 'tennis' ELSE 'book-club' END))
-         FROM generate_series(0, 999) AS people(p), generate_series(1, 20) AS fs(f)
-         GROUP BY p",
+        format!(
+            "INSERT INTO friends (person, friends)
+             SELECT 'user' || CAST(p AS VARCHAR),
+                    map(array_agg('user' || CAST((p * 7 + f * 13) % {people} AS VARCHAR)),
+                        array_agg(CASE f % 4 WHEN 0 THEN 'work' WHEN 1 THEN 'school' WHEN 2 THEN 'tennis' ELSE 'book-club' END))
+             FROM generate_series(0, {people} - 1) AS people(p), generate_series(1, 20) AS fs(f)
+             GROUP BY p"
+        ),
     ));
     s.push(step(
         "purchases",
-        "INSERT INTO purchases (tenant, order_id, item, amount)
-         SELECT 'tenant' || lpad(CAST(t AS VARCHAR), 3, '0'), o,
-                CASE o % 5 WHEN 0 THEN 'anvil' WHEN 1 THEN 'rope' WHEN 2 THEN 'rocket' WHEN 3 THEN 'magnet' ELSE 'glue' END,
-                round(1 + (t * 17 + o * 3) % 500 / 3.0, 2)
-         FROM generate_series(1, 50) AS tenants(t), generate_series(1, 2000) AS orders(o)",
+        format!(
+            "INSERT INTO purchases (tenant, order_id, item, amount)
+             SELECT 'tenant' || lpad(CAST(t AS VARCHAR), 3, '0'), o,
+                    CASE o % 5 WHEN 0 THEN 'anvil' WHEN 1 THEN 'rope' WHEN 2 THEN 'rocket' WHEN 3 THEN 'magnet' ELSE 'glue' END,
+                    round(1 + (t * 17 + o * 3) % 500 / 3.0, 2)
+             FROM generate_series(1, {tenants}) AS tenants(t), generate_series(1, {orders}) AS orders(o)"
+        ),
     ));
 }
 

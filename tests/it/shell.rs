@@ -208,7 +208,7 @@ fn the_demo_fills_its_tables_once() {
         stdout.contains("the demo tables are already here"),
         "{stdout}"
     );
-    assert!(stdout.ends_with("n\n100000\n"), "{stdout}");
+    assert!(stdout.ends_with("n\n1000\n"), "{stdout}");
     // SQL piped in runs after the demo too.
     let mut child = Command::new(env!("CARGO_BIN_EXE_cellar"))
         .args(["demo", "--format", "csv", "--store"])
@@ -227,7 +227,7 @@ fn the_demo_fills_its_tables_once() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).ends_with("n\n100000\n"),
+        text(&out.stdout).ends_with("n\n1000\n"),
         "{}",
         text(&out.stdout)
     );
