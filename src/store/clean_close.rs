@@ -27,7 +27,7 @@ use fjall::KeyspaceCreateOptions;
 use std::fs;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 /// The marker a clean close leaves in the store directory.
 pub const MARKER: &str = "clean-close";
@@ -192,16 +192,39 @@ impl FjallStore {
         // listing a keyspace and opening it would recreate it empty).
         let _ddl = lock(&self.inner.ddl);
         let db = &self.inner.db;
-        // Every keyspace, not only the open tables' (a damaged table's
-        // keyspaces hold writes too).
-        for name in db.list_keyspace_names() {
-            if db.keyspace_exists(&name) {
-                db.keyspace(&name, KeyspaceCreateOptions::default)?
-                    .rotate_memtable_and_wait()?;
+        let settled = || db.write_buffer_size() == 0 && db.outstanding_flushes() == 0;
+        // fjall's flush worker removes a flushed memtable before it frees
+        // its bytes from the write buffer and retires the journals it
+        // emptied, so "settled" and the journal files can lag the flush by
+        // a moment: wait for them, and start again when a journal was
+        // retired while being recorded. A write that keeps coming in
+        // keeps the store unsettled: then nothing is recorded.
+        for _ in 0..ATTEMPTS {
+            // Every keyspace, not only the open tables' (a damaged
+            // table's keyspaces hold writes too).
+            for name in db.list_keyspace_names() {
+                if db.keyspace_exists(&name) {
+                    db.keyspace(&name, KeyspaceCreateOptions::default)?
+                        .rotate_memtable_and_wait()?;
+                }
+            }
+            self.flush()?;
+            let deadline = Instant::now() + SETTLE;
+            while !settled() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            match clean_close::mark(&self.inner.path, settled) {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
             }
         }
-        self.flush()?;
-        let settled = || db.write_buffer_size() == 0 && db.outstanding_flushes() == 0;
-        Ok(clean_close::mark(&self.inner.path, settled)?)
+        Ok(false)
     }
 }
+
+/// Times a checkpoint flushes and tries to record the journals.
+const ATTEMPTS: usize = 3;
+/// How long one attempt waits for the flushes to be accounted for.
+const SETTLE: Duration = Duration::from_millis(500);
