@@ -15,7 +15,16 @@ use cellar::{
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-const ROWS: u64 = 1_000_000;
+/// Rows of the read benchmarks' table: a million when timed (`--bench`),
+/// a tenth of it under `cargo test`, which runs each benchmark once to
+/// check it.
+fn rows() -> u64 {
+    if std::env::args().any(|a| a == "--bench") {
+        1_000_000
+    } else {
+        100_000
+    }
+}
 const BATCH: u64 = 1024;
 const INGEST_ROWS: u64 = 100_000;
 
@@ -197,10 +206,10 @@ fn load() -> Loaded {
         tempfile::tempdir().expect("tempdir"),
     );
     let store = new_store(a.path());
-    cellar_ingest(&store, 0..ROWS);
+    cellar_ingest(&store, 0..rows());
     store.compact("t").expect("compact");
     let (db, ks) = new_raw(b.path());
-    raw_ingest(&db, &ks, 0..ROWS);
+    raw_ingest(&db, &ks, 0..rows());
     ks.rotate_memtable_and_wait().expect("flush");
     ks.major_compact().expect("compact");
     Loaded {
@@ -212,12 +221,13 @@ fn load() -> Loaded {
 }
 
 fn reads(c: &mut Criterion) {
+    let rows = rows();
     let data = load();
     let mut group = c.benchmark_group("point_get");
     let mut i = 0u64;
     group.bench_function("cellar", |b| {
         b.iter(|| {
-            i = (i + 7919) % ROWS;
+            i = (i + 7919) % rows;
             let row = data
                 .store
                 .read_row("t", row_key(i).as_bytes(), ReadFilter::latest())
@@ -227,7 +237,7 @@ fn reads(c: &mut Criterion) {
     });
     group.bench_function("fjall", |b| {
         b.iter(|| {
-            i = (i + 7919) % ROWS;
+            i = (i + 7919) % rows;
             let prefix = cellar::escape(row_key(i).as_bytes());
             let snapshot = data.db.snapshot();
             let mut n = 0;
@@ -240,10 +250,13 @@ fn reads(c: &mut Criterion) {
     });
     group.finish();
 
-    // user0012xxxx: 10 000 rows, 1 % of the table.
-    let prefix = b"user0012".to_vec();
+    // 1 % of the table: user0012xxxx of a million rows (user00012xxx of
+    // a hundred thousand).
+    let digits = (rows / 100).ilog10() as usize;
+    let mut prefix = row_key(12 * rows / 100).into_bytes();
+    prefix.truncate(prefix.len() - digits);
     let mut group = c.benchmark_group("prefix_scan_1pct");
-    group.throughput(Throughput::Elements(ROWS / 100));
+    group.throughput(Throughput::Elements(rows / 100));
     group.bench_function("cellar", |b| {
         b.iter(|| {
             let stream = data
@@ -255,7 +268,7 @@ fn reads(c: &mut Criterion) {
                 black_box(row.expect("row"));
                 n += 1;
             }
-            assert_eq!(n, ROWS / 100);
+            assert_eq!(n, rows / 100);
         })
     });
     group.bench_function("fjall", |b| {
@@ -268,7 +281,7 @@ fn reads(c: &mut Criterion) {
                 black_box(guard.into_inner().expect("pair"));
                 n += 1;
             }
-            assert_eq!(n, ROWS / 100);
+            assert_eq!(n, rows / 100);
         })
     });
     group.finish();
@@ -277,14 +290,14 @@ fn reads(c: &mut Criterion) {
     group
         .sample_size(10)
         .measurement_time(Duration::from_secs(20))
-        .throughput(Throughput::Elements(ROWS));
+        .throughput(Throughput::Elements(rows));
     group.bench_function("cellar", |b| {
         b.iter(|| {
             let mut n = 0;
             for row in data.store.read_rows("t", ReadRequest::all()).expect("scan") {
                 n += row.expect("row").cells.len() as u64;
             }
-            assert_eq!(n, ROWS);
+            assert_eq!(n, rows);
         })
     });
     // Rows lent from reused buffers, as the SQL scan reads them.
@@ -298,7 +311,7 @@ fn reads(c: &mut Criterion) {
                     n += 1;
                 }
             }
-            assert_eq!(n, ROWS);
+            assert_eq!(n, rows);
         })
     });
     group.bench_function("fjall", |b| {
@@ -309,7 +322,7 @@ fn reads(c: &mut Criterion) {
                 black_box(guard.into_inner().expect("pair"));
                 n += 1;
             }
-            assert_eq!(n, ROWS);
+            assert_eq!(n, rows);
         })
     });
     group.finish();

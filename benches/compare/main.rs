@@ -84,6 +84,24 @@ const MIN_RUNS: usize = 3;
 const MAX_RUNS: usize = 1000;
 const BUDGET: Duration = Duration::from_millis(1500);
 
+/// Whether queries are timed (`--bench`): under `cargo test` each one runs
+/// once more after its answer was taken (and, where asked, planned
+/// afresh), which checks the same answers in seconds instead of minutes.
+static TIMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn timed() -> bool {
+    TIMED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Timed runs at least, and the time to keep running after them.
+fn runs() -> (usize, Duration) {
+    if timed() {
+        (MIN_RUNS, BUDGET)
+    } else {
+        (1, Duration::ZERO)
+    }
+}
+
 /// The median time of a query and its answer (from the warm-up run).
 /// cellar runs a repeated statement from the plan it kept for its text,
 /// as SQLite's Python module does from its statement cache.
@@ -102,7 +120,8 @@ async fn measure_runs(runner: &mut Runner<'_>, sql: &str, fresh: bool) -> Result
     let answer = answers::from_batches(&batches)?;
     let mut times = Vec::new();
     let started = Instant::now();
-    while times.len() < MIN_RUNS || (times.len() < MAX_RUNS && started.elapsed() < BUDGET) {
+    let (min_runs, budget) = runs();
+    while times.len() < min_runs || (times.len() < MAX_RUNS && started.elapsed() < budget) {
         let text = if fresh {
             format!("{sql} -- run {}", times.len())
         } else {
@@ -159,6 +178,7 @@ struct Args {
 fn args() -> Args {
     let argv: Vec<String> = std::env::args().collect();
     let bench = argv.iter().any(|a| a == "--bench");
+    TIMED.store(bench, std::sync::atomic::Ordering::Relaxed);
     let small = argv.iter().any(|a| a == "--small");
     let python = argv
         .iter()
@@ -448,7 +468,8 @@ async fn copy_and_flight_loads(
     };
     let (mut copies, mut flights, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let mut rows = (0, 0);
-    for round in 0..PAIRED_ROUNDS {
+    let rounds = if timed() { PAIRED_ROUNDS } else { 1 };
+    for round in 0..rounds {
         let (c, f) = if round % 2 == 0 {
             let c = timed_load(session, &format!("load_copy_{round}"), &mut copy).await;
             let f = timed_load(session, &format!("load_flight_{round}"), &mut flight).await;
@@ -477,7 +498,9 @@ async fn prepared_loads(
     client: &mut FlightSqlServiceClient<Channel>,
     report: &mut Report,
 ) {
-    let n = 10_000i64;
+    // Untimed (under `cargo test`) a few hundred rows show the same: a
+    // plan per row in a debug build takes 9 ms.
+    let n = if timed() { 10_000i64 } else { 300 };
     let params = RecordBatch::try_from_iter(vec![
         (
             "k",
