@@ -14,11 +14,11 @@ use std::sync::Arc;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::physical_plan::{collect, displayable};
 
-/// Loads `rows` rows into `table`: 100 hosts, `rows / 100` samples each.
 /// Rows of the large table: 40 times the small one, and over the size
 /// under which a table is read by one partition per range.
 const LARGE: usize = 400_000;
 
+/// Loads `rows` rows into `table`: 100 hosts, `rows / 100` samples each.
 async fn load(session: &SqlSession, table: &str, rows: usize) {
     session
         .query(&format!(
