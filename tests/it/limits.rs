@@ -7,7 +7,7 @@
     reason = "a test should fail loudly at the failing call"
 )]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cellar::{SessionOptions, SqlSession, Store};
 use datafusion::arrow::array::{AsArray, RecordBatch};
@@ -137,18 +137,22 @@ async fn heavy_queries_take_turns_and_point_lookups_skip_the_queue() {
         let sql = ENDLESS.replace("= 3", &format!("= {n}"));
         tasks.push(tokio::spawn(async move { s.query(&sql).await }));
     }
+    // Both are registered as queued before either takes the one turn:
+    // wait until one has it. The other must stay queued.
+    let waited = Instant::now();
     let listed = loop {
         let q = queries(&session).await;
-        if q.len() == 2 {
+        let states: Vec<&str> = q.iter().map(|(_, s, _)| s.as_str()).collect();
+        if q.len() == 2 && states.contains(&"running") {
+            assert!(states.contains(&"queued"), "{q:?}");
             break q;
         }
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "no heavy query started: {q:?}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    let states: Vec<&str> = listed.iter().map(|(_, s, _)| s.as_str()).collect();
-    assert!(
-        states.contains(&"running") && states.contains(&"queued"),
-        "{listed:?}"
-    );
     // A point lookup is light: it runs now, not after the heavy ones.
     let out = tokio::time::timeout(
         Duration::from_secs(60),
