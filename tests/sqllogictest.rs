@@ -1,9 +1,12 @@
 //! Runs every `sql/*.slt` file against its own fresh store, twice: once
-//! as written (families are CELLS unless they say otherwise) and once with
-//! every family's format swapped (CELLS by default becomes PACKED, and
-//! `FORMAT PACKED`/`FORMAT CELLS` in the SQL trade places; the words
-//! trade places in the output too), so both formats must give the same
-//! answers. `--format cells` or `--format packed` runs one pass only.
+//! as written (families are AUTO, the default, unless they say otherwise,
+//! and the store's background compaction folds their cells into blocks
+//! every few milliseconds, so reads meet rows folded, half folded and
+//! not) and once with every family's format turned (`FORMAT PACKED` in
+//! the SQL becomes CELLS, CELLS becomes AUTO, and a family with no
+//! FORMAT is PACKED; the output is turned back), so every format must
+//! give the same answers. `--format auto` (as written) or `--format packed`
+//! runs one pass only.
 //!
 //!
 //! Files under `sql/series/` hold series queries whose answers do not
@@ -114,7 +117,7 @@ static INSTANCES: AtomicUsize = AtomicUsize::new(0);
 
 struct CellarDb {
     session: SqlSession,
-    /// The swapped-formats pass.
+    /// The pass with every format turned (see [`ROTATION`]).
     swapped: bool,
     /// The layout of a series file's pass.
     layout: Option<&'static str>,
@@ -130,11 +133,34 @@ fn data_dir() -> String {
         .to_string()
 }
 
-/// Trades the two format names in `text`.
-fn swap_formats(text: &str) -> String {
-    text.replace("PACKED", "\u{0}")
-        .replace("CELLS", "PACKED")
-        .replace('\u{0}', "CELLS")
+/// The formats the second pass gives a family in place of each: every
+/// family gets another format than in the first pass (a family with no
+/// FORMAT is AUTO in the first and PACKED in the second).
+const ROTATION: [(&str, &str); 3] = [("PACKED", "CELLS"), ("CELLS", "AUTO"), ("AUTO", "PACKED")];
+
+/// The format names in `text` (whole words) turned as [`ROTATION`] says,
+/// or back (`back`: what the second pass shows, as the first would).
+fn rotate_formats(text: &str, back: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        let turned = ROTATION.iter().find_map(|&(from, to)| {
+            let (from, to) = if back { (to, from) } else { (from, to) };
+            (word.as_str() == from).then_some(to)
+        });
+        out.push_str(turned.unwrap_or(word));
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
 }
 
 #[derive(Debug)]
@@ -242,7 +268,7 @@ impl sqllogictest::AsyncDB for CellarDb {
         };
         let swapped_sql;
         let sql = if self.swapped {
-            swapped_sql = swap_formats(&located);
+            swapped_sql = rotate_formats(&located, false);
             swapped_sql.as_str()
         } else {
             located.as_str()
@@ -255,7 +281,7 @@ impl sqllogictest::AsyncDB for CellarDb {
                 .replace(tmp.trim_start_matches('/'), "__TMP__")
                 .replace(data.trim_start_matches('/'), "__DATA__");
             if self.swapped {
-                swap_formats(&text)
+                rotate_formats(&text, true)
             } else {
                 text
             }
@@ -312,7 +338,13 @@ impl sqllogictest::AsyncDB for CellarDb {
 fn open(backend: &Backend, swapped: bool, layout: Option<&'static str>) -> CellarDb {
     let dir = tempfile::tempdir().unwrap();
     let store = match backend {
-        Backend::Fjall => Store::open(dir.path().join("store")).unwrap(),
+        Backend::Fjall => {
+            let options = cellar::StoreOptions {
+                background_compaction: Some(std::time::Duration::from_millis(5)),
+                ..cellar::StoreOptions::default()
+            };
+            Store::from(cellar::FjallStore::open_with(dir.path().join("store"), options).unwrap())
+        }
         #[cfg(feature = "bigtable")]
         Backend::Bigtable(endpoint) => bigtable_store(endpoint),
     };
@@ -321,7 +353,7 @@ fn open(backend: &Backend, swapped: bool, layout: Option<&'static str>) -> Cella
         family_format: if swapped {
             FamilyFormat::Packed
         } else {
-            FamilyFormat::Cells
+            FamilyFormat::Auto
         },
         ..SessionOptions::default()
     };
@@ -451,7 +483,7 @@ async fn main() {
     };
     let on_bigtable = !matches!(backend, Backend::Fjall);
     let passes: Vec<bool> = match only {
-        Some("cells") => vec![false],
+        Some("auto") => vec![false],
         Some("packed") => vec![true],
         _ if complete || on_bigtable => vec![false],
         _ => vec![false, true],
@@ -469,7 +501,7 @@ async fn main() {
     let mut queue = Vec::new();
     for (file, swapped, layout) in runs(filter, &passes) {
         let pass = if swapped {
-            "formats swapped"
+            "formats turned"
         } else {
             "as written"
         };

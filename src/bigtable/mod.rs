@@ -712,7 +712,8 @@ impl Backend for BigtableStore {
         let def = self.def(table)?;
         def.family(family)?;
         match format {
-            FamilyFormat::Cells => Ok(FormatChange::default()),
+            // (Bigtable keeps cells its own way: AUTO is what it does.)
+            FamilyFormat::Cells | FamilyFormat::Auto => Ok(FormatChange::default()),
             FamilyFormat::Packed => Err(admin::no_packed(table, family)),
         }
     }

@@ -4,10 +4,10 @@
 //!
 //! Each family takes the format its guide's layout calls for: PACKED for
 //! rows written once and scanned (tall rows of several columns, time
-//! buckets with a new cell or column per event, orders); CELLS for rows
-//! updated a cell at a time (the current metrics overwritten every
-//! minute, a friends list that grows a friend at a time). A backend
-//! without PACKED (Bigtable) gets every family as CELLS.
+//! buckets with a new cell or column per event, orders); the default,
+//! AUTO, for rows updated a cell at a time (the current metrics
+//! overwritten every minute, a friends list that grows a friend at a
+//! time). A backend without PACKED (Bigtable) gets CELLS for those.
 
 use std::io::{IsTerminal, Write};
 use std::time::Instant;

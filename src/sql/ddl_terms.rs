@@ -204,14 +204,16 @@ pub(super) fn family(w: &mut Words) -> PResult<FamilyDecl> {
 }
 
 /// A whole GC policy, checked against the store's limits.
-/// `PACKED | CELLS`, after `FORMAT`.
+/// `AUTO | PACKED | CELLS`, after `FORMAT`.
 pub(super) fn format_name(w: &mut Words) -> PResult<FamilyFormat> {
-    if w.word("PACKED") {
+    if w.word("AUTO") {
+        Ok(FamilyFormat::Auto)
+    } else if w.word("PACKED") {
         Ok(FamilyFormat::Packed)
     } else if w.word("CELLS") {
         Ok(FamilyFormat::Cells)
     } else {
-        w.p.expected("PACKED or CELLS after FORMAT", w.p.peek_token())
+        w.p.expected("AUTO, PACKED or CELLS after FORMAT", w.p.peek_token())
     }
 }
 

@@ -3,7 +3,7 @@
 //! cost before deciding what to do.
 
 use super::engine::FjallStore;
-use super::format::blocks;
+use super::format::{FamilyFormat, blocks};
 use super::segments::{self, Depth, FileDamage, SetAside};
 use crate::codec::show_bytes;
 use crate::error::{Result, engine_words};
@@ -133,8 +133,10 @@ impl FjallStore {
                     for guard in snapshot.iter(blocks) {
                         match guard.into_inner() {
                             Ok((key, value)) => {
+                                // (Blocks hold PACKED rows whatever the
+                                // family's format.)
                                 let rows = blocks::check(key.clone(), value, |k, v| {
-                                    format.check_pair(k, v, false)
+                                    FamilyFormat::Packed.check_pair(k, v, false)
                                 });
                                 match rows {
                                     Ok(rows) => check.cells += rows as u64,

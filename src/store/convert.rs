@@ -193,20 +193,27 @@ impl FjallStore {
             Ok(())
         };
         if let Some(blocks) = &handle.blocks[index] {
-            // PACKED rows with blocks: one pair a row, merged as reads see
-            // them; the step ends where a block does, and deletes the row
-            // keyspace's pairs and the blocks it read.
-            let mut merged = Merged::keeping(&snapshot, old, blocks, &start)?;
-            while let Some((key, value)) = merged.next()? {
-                step.bytes += value.len() as u64;
+            // Rows with blocks (PACKED: one pair a row; AUTO: a block row
+            // and the row's own cells), merged as reads see them; the step
+            // ends where a block does, and deletes the row keyspace's
+            // pairs and the blocks it read.
+            let mut merged = Merged::keeping(&snapshot, old, blocks, from.own_cells(), &start)?;
+            let mut row_pairs = Vec::new();
+            while let Some(pair) = merged.next()? {
+                let row = from.row_of(&pair.0)?.to_vec();
+                step.bytes += pair.1.len() as u64;
+                row_pairs.push(pair);
+                if merged.peek_key().is_some_and(|next| next.starts_with(&row)) {
+                    continue;
+                }
                 step.rows += 1;
-                let pair = [(key, value)];
-                for (key, value) in reencode(from, to, name, &pair, &mut buf)? {
+                for (key, value) in reencode(from, to, name, &row_pairs, &mut buf)? {
                     batch.insert(new, key, value);
                 }
+                row_pairs.clear();
                 let full = step.rows >= step_rows || step.bytes >= STEP_BYTES;
                 if full && merged.at_block_boundary() {
-                    let mut cursor = codec::unescape(&pair[0].0)?.0;
+                    let mut cursor = codec::unescape(&row)?.0;
                     cursor.push(0);
                     next = Some(cursor);
                     break;

@@ -43,6 +43,7 @@ impl Source {
             snapshot,
             &self.keyspace,
             self.blocks.as_ref(),
+            self.format.own_cells(),
             start,
             end,
             reverse,
@@ -115,8 +116,12 @@ impl Cursor {
                 // A PACKED pair's key is its escaped row, whole: checked
                 // where a row read is given, by `unescape_into`.
                 FamilyFormat::Packed => key.len(),
-                FamilyFormat::Cells if !row.is_empty() && key.starts_with(row) => row.len(),
-                FamilyFormat::Cells => format.row_of(key)?.len(),
+                FamilyFormat::Cells | FamilyFormat::Auto
+                    if !row.is_empty() && key.starts_with(row) =>
+                {
+                    row.len()
+                }
+                FamilyFormat::Cells | FamilyFormat::Auto => format.row_of(key)?.len(),
             };
         }
         Ok(())
@@ -167,6 +172,17 @@ impl Cursor {
             _ if self.ended => None,
             Pairs::Plain(_) => None,
             Pairs::Merged(merged) => merged.peek_tall(),
+        }
+    }
+
+    /// Whether the current pair is all of its row: always in PACKED; in
+    /// AUTO, a block row no own cell of the row joins.
+    #[inline]
+    pub(super) fn lone_row(&self) -> bool {
+        match (self.source.format, &self.iter) {
+            (FamilyFormat::Packed, _) => true,
+            (FamilyFormat::Auto, Pairs::Merged(merged)) => !self.ended && merged.lone_block_row(),
+            _ => false,
         }
     }
 

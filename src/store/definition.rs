@@ -72,8 +72,9 @@ pub struct FamilyDef {
     /// Normal or aggregate.
     #[serde(default)]
     pub kind: FamilyKind,
-    /// How its cells are laid out on disk.
-    #[serde(default)]
+    /// How its cells are laid out on disk (CELLS for a family stored
+    /// before formats were).
+    #[serde(default = "FamilyFormat::stored_without_one")]
     pub format: FamilyFormat,
     /// A change of format under way (`ALTER ... SET FORMAT`): rows below
     /// its cursor are already in the new keyspace, the rest in this one.

@@ -11,6 +11,7 @@ use super::definition::TableDef;
 use super::format::FamilyFormat;
 use super::gate::WriteGate;
 use super::segments;
+use super::worker::Worker;
 use crate::error::{Error, Result};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use std::collections::BTreeMap;
@@ -35,7 +36,7 @@ pub(super) const BULK_CHUNK_ROWS: usize = 1024;
 pub const SPLIT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Options for opening a store.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct StoreOptions {
     /// How durable a committed mutation is.
     pub durability: Durability,
@@ -46,7 +47,27 @@ pub struct StoreOptions {
     /// instead of a directory ([`Store::open_with`]; needs the `bigtable`
     /// feature).
     pub bigtable: Option<String>,
+    /// How long the cells written to an AUTO family (the default format)
+    /// are left as they are before the background compaction folds them
+    /// into blocks (once nothing more was written to the family for that
+    /// long, or its backlog grew large); `None` turns the background
+    /// compaction off (`COMPACT TABLE` still folds). The default: 2 s.
+    pub background_compaction: Option<std::time::Duration>,
 }
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            durability: Durability::default(),
+            cache_bytes: None,
+            bigtable: None,
+            background_compaction: Some(DEFAULT_QUIET),
+        }
+    }
+}
+
+/// How long new cells of an AUTO family settle before they are folded.
+pub const DEFAULT_QUIET: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The machine's memory in bytes (`MemTotal` in /proc/meminfo), if known.
 pub fn machine_memory() -> Option<u64> {
@@ -199,6 +220,10 @@ pub(super) struct Inner {
 /// An open store. Cheap to clone; all clones share one database.
 #[derive(Clone)]
 pub struct FjallStore {
+    /// The background compaction (`compactor.rs`), stopped when the last
+    /// handle goes, before the database closes (fields drop in order);
+    /// `None` in the compaction's own handle, or when it is off.
+    pub(super) _compactor: Option<Arc<Worker>>,
     pub(super) inner: Arc<Inner>,
 }
 
@@ -233,7 +258,7 @@ pub(super) fn family_keyspace_options(format: FamilyFormat) -> KeyspaceCreateOpt
         FamilyFormat::Packed => options
             .data_block_size_policy(BlockSizePolicy::all(16 * 1024))
             .data_block_restart_interval_policy(RestartIntervalPolicy::all(1)),
-        FamilyFormat::Cells => options,
+        FamilyFormat::Cells | FamilyFormat::Auto => options,
     }
 }
 

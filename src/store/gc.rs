@@ -15,7 +15,6 @@
 
 use super::engine::{BULK_CHUNK_ROWS, FjallStore, GcStats, TableHandle};
 use super::format;
-use super::format::FamilyFormat;
 use super::format::blocks::Pairs;
 use super::overlay::Overlay;
 use super::policy::GcPolicy;
@@ -63,10 +62,11 @@ impl FjallStore {
             if only.is_some_and(|f| f != family.name) {
                 continue;
             }
-            // A PACKED family's own rows are merged into blocks, garbage
-            // dropped (and a family with blocks must be: the walk below
-            // sees only its row keyspace). Not while its format changes.
-            if format == FamilyFormat::Packed
+            // A PACKED or AUTO family's own rows are merged into blocks,
+            // garbage dropped (and a family with blocks must be: the walk
+            // below sees only its row keyspace). Not while its format
+            // changes.
+            if format.has_blocks()
                 && slot == index
                 && family.converting.is_none()
                 && (merge_all || handle.blocks[slot].is_some())
@@ -108,6 +108,7 @@ impl FjallStore {
                 &scan,
                 keyspace,
                 handle.blocks[slot].as_ref(),
+                format.own_cells(),
                 &[],
                 None,
                 false,

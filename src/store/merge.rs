@@ -1,12 +1,14 @@
-//! Merging a PACKED family's rows into blocks (`format/blocks/`): what
-//! `COMPACT TABLE` runs for each PACKED family, with the table readable
-//! and writable throughout.
+//! Merging a PACKED or AUTO family's rows into blocks (`format/blocks/`):
+//! what `COMPACT TABLE` runs for each such family, and what the background
+//! compaction runs for an AUTO family, with the table readable and
+//! writable throughout.
 //!
 //! The first merge gives the family a blocks keyspace (one catalog write).
 //! Then the merge walks the family in key order, a step at a time; each
 //! step holds every row lock, reads the next rows as a reader sees them
 //! (the row keyspace's pairs over the blocks' rows, tombstones hiding
-//! rows), drops what the GC policy discards, and in one batch writes them
+//! rows; AUTO: a row's block row and own cells together, a marker hiding
+//! the block row), drops what the GC policy discards, and in one batch writes them
 //! as new blocks, deletes the blocks it read and deletes the row
 //! keyspace's pairs it read. A step ends only where a block ends, so a
 //! block is always read whole and rewritten whole. In any snapshot a row
@@ -17,7 +19,7 @@
 use super::commit::lock;
 use super::engine::{FjallStore, GcStats, TableHandle};
 use super::format::blocks::{BLOCK_ROWS, Merged};
-use super::format::{FamilyFormat, blocks, without_garbage};
+use super::format::{FamilyFormat, RowBuf, blocks, folded_row};
 use super::time::now_micros;
 use crate::error::Result;
 use fjall::{PersistMode, Slice};
@@ -25,10 +27,20 @@ use fjall::{PersistMode, Slice};
 /// Rows a step reads at least (then on to the end of the block it is in).
 const STEP_ROWS: usize = 4096;
 
+/// How a merge goes: blocks of at most `block_rows`, steps of at least
+/// `step_rows` rows, and whether it leaves the blocks alone that no own
+/// pair falls in (`only_new`).
+#[derive(Clone, Copy)]
+struct Sizes {
+    block_rows: usize,
+    step_rows: usize,
+    only_new: bool,
+}
+
 impl FjallStore {
-    /// Merges the rows of `table`'s PACKED family `family` into blocks,
-    /// dropping what its GC policy discards; a no-op for a CELLS family or
-    /// one whose format is being changed. What GC removed.
+    /// Merges the rows of `table`'s PACKED or AUTO family `family` into
+    /// blocks, dropping what its GC policy discards; a no-op for a CELLS
+    /// family or one whose format is being changed. What GC removed.
     pub fn merge_blocks(&self, table: &str, family: &str) -> Result<GcStats> {
         self.merge_blocks_sized(table, family, BLOCK_ROWS, STEP_ROWS)
     }
@@ -43,23 +55,71 @@ impl FjallStore {
         block_rows: usize,
         step_rows: usize,
     ) -> Result<GcStats> {
-        let sizes = (block_rows.max(1), step_rows.max(1));
+        let sizes = Sizes {
+            block_rows: block_rows.max(1),
+            step_rows: step_rows.max(1),
+            only_new: false,
+        };
+        self.merge_paced(table, family, sizes, &mut |_| true)
+    }
+
+    /// Folds what `table`'s AUTO family `family` holds in its own
+    /// keyspace into its blocks, leaving the blocks no own pair falls in
+    /// as they are; `pace` is told how long each step took and says
+    /// whether to go on. What the background compaction runs.
+    pub(super) fn fold_new_cells(
+        &self,
+        table: &str,
+        family: &str,
+        pace: &mut dyn FnMut(std::time::Duration) -> bool,
+    ) -> Result<GcStats> {
+        let sizes = Sizes {
+            block_rows: BLOCK_ROWS,
+            step_rows: STEP_ROWS,
+            only_new: true,
+        };
+        self.merge_paced(table, family, sizes, pace)
+    }
+
+    fn merge_paced(
+        &self,
+        table: &str,
+        family: &str,
+        sizes: Sizes,
+        pace: &mut dyn FnMut(std::time::Duration) -> bool,
+    ) -> Result<GcStats> {
         let _one = lock(&self.inner.merges);
         if !self.ensure_blocks(table, family)? {
             return Ok(GcStats::default());
         }
         let mut stats = GcStats::default();
         let mut start: Vec<u8> = Vec::new();
+        if sizes.only_new {
+            // From the first own pair's row: the blocks before it stay.
+            let handle = self.handle(table)?;
+            let index = handle.def.family_index(family)?;
+            let first =
+                fjall::Readable::iter(&self.inner.db.snapshot(), &handle.keyspaces[index]).next();
+            match first {
+                Some(guard) => start = handle.formats[index].row_of(&guard.key()?)?.to_vec(),
+                None => {
+                    self.fresh_row_keyspace(table, family)?;
+                    return Ok(stats);
+                }
+            }
+        }
         loop {
+            let began = std::time::Instant::now();
             let handle = self.handle(table)?;
             let index = handle.def.family_index(family)?;
             let def = &handle.def.families[index];
             // (A format change started meanwhile moves the rows itself.)
-            if def.format != FamilyFormat::Packed || def.converting.is_some() {
+            if !def.format.has_blocks() || def.converting.is_some() {
                 return Ok(stats);
             }
             match self.merge_step(&handle, index, &start, sizes, &mut stats)? {
-                Some(next) => start = next,
+                Some(next) if pace(began.elapsed()) => start = next,
+                Some(_) => return Ok(stats),
                 None => {
                     self.fresh_row_keyspace(table, family)?;
                     return Ok(stats);
@@ -76,7 +136,7 @@ impl FjallStore {
         let state = |handle: &TableHandle| -> Result<(usize, Option<bool>)> {
             let index = handle.def.family_index(family)?;
             let def = &handle.def.families[index];
-            let steady = def.format == FamilyFormat::Packed && def.converting.is_none();
+            let steady = def.format.has_blocks() && def.converting.is_none();
             Ok((index, steady.then_some(def.blocks.is_some())))
         };
         // Asked by every large batch of a load: looked at first without
@@ -117,7 +177,7 @@ impl FjallStore {
         let handle = self.handle(table)?;
         let index = handle.def.family_index(family)?;
         let def = &handle.def.families[index];
-        if def.format != FamilyFormat::Packed || def.converting.is_some() || def.blocks.is_none() {
+        if !def.format.has_blocks() || def.converting.is_some() || def.blocks.is_none() {
             return Ok(());
         }
         let all: Vec<_> = self.inner.row_locks.iter().map(lock).collect();
@@ -139,15 +199,23 @@ impl FjallStore {
     /// Merges the rows from `start` (an escaped key) on, at least
     /// `step_rows` of them and to the end of a block, into blocks of at
     /// most `block_rows`; where the next
-    /// step starts, `None` when the family is done.
+    /// step starts, `None` when the family is done. With `only_new`, the
+    /// step ends at the first block boundary past which no own pair comes
+    /// before the next block's end, and the next starts at the next own
+    /// pair's row (the blocks between are left as they are).
     fn merge_step(
         &self,
         handle: &TableHandle,
         index: usize,
         start: &[u8],
-        (block_rows, step_rows): (usize, usize),
+        sizes: Sizes,
         stats: &mut GcStats,
     ) -> Result<Option<Vec<u8>>> {
+        let Sizes {
+            block_rows,
+            step_rows,
+            only_new,
+        } = sizes;
         let Some(blocks_ks) = &handle.blocks[index] else {
             return Ok(None);
         };
@@ -156,29 +224,47 @@ impl FjallStore {
         let _all: Vec<_> = self.inner.row_locks.iter().map(lock).collect();
         let snapshot = self.inner.db.snapshot();
         let now = now_micros();
-        let mut merged = Merged::keeping(&snapshot, rows_ks, blocks_ks, start)?;
+        let format = handle.formats[index];
+        let mut merged = Merged::keeping(&snapshot, rows_ks, blocks_ks, format.own_cells(), start)?;
+        // Where the next step starts when it skips blocks (`only_new`).
+        let mut skip_to: Option<Option<Vec<u8>>> = None;
         let mut kept: Vec<(Slice, Slice)> = Vec::new();
-        let (mut read, mut last) = (0usize, None::<Slice>);
+        let (mut read, mut last) = (0usize, None::<Vec<u8>>);
         let mut more = false;
-        while let Some((key, value)) = merged.next()? {
+        let mut row_pairs: Vec<(Slice, Slice)> = Vec::new();
+        let mut buf = RowBuf::default();
+        while let Some(pair) = merged.next()? {
+            let row = format.row_of(&pair.0)?.to_vec();
+            row_pairs.push(pair);
+            // (AUTO: a row's own cells follow its block row.)
+            if merged.peek_key().is_some_and(|next| next.starts_with(&row)) {
+                continue;
+            }
             read += 1;
-            let (value, removed) = without_garbage(&family.gc, now, &family.name, &key, value)?;
+            let pairs = std::mem::take(&mut row_pairs);
+            let (folded, removed) =
+                folded_row(format, &family.gc, now, &family.name, pairs, &mut buf)?;
             if removed > 0 {
                 stats.rows_touched += 1;
                 stats.cells_removed += removed;
             }
-            last = Some(key.clone());
-            if let Some(value) = value {
-                kept.push((key, value));
+            last = Some(row);
+            kept.extend(folded);
+            if !merged.at_block_boundary() {
+                continue;
             }
-            if read >= step_rows && merged.at_block_boundary() {
+            if only_new && let Some(next) = merged.next_own_beyond_block()? {
+                skip_to = Some(next);
+                break;
+            }
+            if read >= step_rows {
                 more = true;
                 break;
             }
         }
         let (rows_read, blocks_read) = (merged.rows_read(), merged.read_blocks());
         if rows_read.is_empty() && blocks_read.is_empty() {
-            return Ok(None);
+            return Ok(skip_to.flatten());
         }
         let new_blocks = blocks::build(&kept, &[], block_rows, None)?;
         // Where the span held no block, the new ones go in as sorted
@@ -213,6 +299,9 @@ impl FjallStore {
             }
         }
         batch.commit()?;
+        if let Some(next) = skip_to {
+            return Ok(next);
+        }
         Ok(match (more, last) {
             (true, Some(last)) => {
                 let mut next = last.to_vec();
@@ -235,6 +324,10 @@ impl FjallStore {
         runs: &[usize],
         raw: bool,
     ) -> Result<bool> {
+        // (An AUTO family's new cells go in as cells: merges fold them.)
+        if table.formats[slot] != FamilyFormat::Packed {
+            return Ok(false);
+        }
         let rows_of: Vec<(&[u8], &[u8])> = pairs
             .iter()
             .map(|(_, k, v)| (k.as_slice(), v.as_slice()))

@@ -23,6 +23,7 @@ mod catalog;
 mod check;
 pub mod clean_close;
 mod commit;
+mod compactor;
 mod convert;
 mod cursor;
 mod definition;
@@ -45,6 +46,7 @@ mod sample;
 pub mod segments;
 mod source;
 mod time;
+mod worker;
 mod write;
 
 pub use crate::codec::RowRange;

@@ -12,7 +12,7 @@ use super::engine::{
 };
 use super::format::FamilyFormat;
 use super::segments::{Depth, FileDamage, SetAside};
-use super::{clean_close, definition, journal, segments};
+use super::{clean_close, compactor, definition, journal, segments};
 use crate::error::{Error, Result, engine_words};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use std::collections::{BTreeMap, HashSet};
@@ -445,8 +445,14 @@ impl FjallStore {
             ingested: std::sync::atomic::AtomicU64::new(0),
             _lock: lock,
         };
+        let inner = Arc::new(inner);
+        let compactor = options
+            .background_compaction
+            .and_then(|quiet| compactor::start(Arc::downgrade(&inner), quiet))
+            .map(Arc::new);
         let store = FjallStore {
-            inner: Arc::new(inner),
+            _compactor: compactor,
+            inner,
         };
         store.load_catalog()?;
         Ok(store)
@@ -553,9 +559,11 @@ impl FjallStore {
             .unwrap_or_else(PoisonError::into_inner);
         let mut open = |id: u64, format: FamilyFormat, family: &FamilyDef| -> Result<Keyspace> {
             let name = definition::keyspace_name(id);
-            // A family's blocks are never judged by the filter; its own
-            // keyspace then turns what it would drop into tombstones.
-            let blocked = family.blocks.is_some() && id == family.id;
+            // A family's blocks are never judged by the filter; a PACKED
+            // family's own keyspace then turns what it would drop into
+            // tombstones (an AUTO family's cells shadow nothing).
+            let blocked =
+                family.blocks.is_some() && id == family.id && family.format == FamilyFormat::Packed;
             match family.gc.unconditional_max_age() {
                 Some(age) if family.blocks != Some(id) => {
                     rules.insert(name.clone(), (age, format, blocked))
@@ -574,7 +582,8 @@ impl FjallStore {
             keyspaces.push(open(family.id, family.format, family)?);
             formats.push(family.format);
             blocks.push(match family.blocks {
-                Some(id) => Some(open(id, family.format, family)?),
+                // (Blocks hold PACKED rows, whatever the family's format.)
+                Some(id) => Some(open(id, FamilyFormat::Packed, family)?),
                 None => None,
             });
         }

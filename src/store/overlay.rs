@@ -107,10 +107,87 @@ impl Overlay {
             Some(q) => cells::column_range(row, q),
             None => codec::single_row_range(row),
         };
+        // (An AUTO row's marker, its bare escaped row, is no cell.)
+        let marker = codec::escape(row);
         for (k, v) in self.pairs_in(snapshot, table, family, &range)? {
-            buf.pairs.push((k.into(), v.into()));
+            if k != marker {
+                buf.pairs.push((k.into(), v.into()));
+            }
         }
         FamilyFormat::Cells.decode_all(buf)
+    }
+
+    /// Whether an AUTO row's block copy is hidden by a marker (pending or
+    /// stored), or the slot has no blocks: its cells are then all its
+    /// own pairs.
+    fn unfolded(
+        &self,
+        snapshot: &Snapshot,
+        table: &TableHandle,
+        slot: usize,
+        marker: &[u8],
+    ) -> Result<bool> {
+        if table.blocks[slot].is_none() {
+            return Ok(true);
+        }
+        if let Some(pending) = self.writes.get(&(slot, marker.to_vec())) {
+            return Ok(pending.is_some());
+        }
+        Ok(snapshot.get(&table.keyspaces[slot], marker)?.is_some())
+    }
+
+    /// The cells an AUTO row's block holds of it, unless a marker hides
+    /// them (see `format/auto.rs`).
+    fn folded_cells(
+        &self,
+        snapshot: &Snapshot,
+        table: &TableHandle,
+        slot: usize,
+        row: &[u8],
+    ) -> Result<packed::Cells> {
+        let marker = codec::escape(row);
+        let Some(blocks_ks) = &table.blocks[slot] else {
+            return Ok(packed::Cells::new());
+        };
+        if self.unfolded(snapshot, table, slot, &marker)? {
+            return Ok(packed::Cells::new());
+        }
+        match blocks::get(snapshot, blocks_ks, &marker)? {
+            Some(value) if !value.is_empty() => packed::cells_of(&marker, &value),
+            _ => Ok(packed::Cells::new()),
+        }
+    }
+
+    /// Unfolds an AUTO row that a block holds before a write that deletes:
+    /// its block cells become pairs of its own (where it has none of the
+    /// same column and timestamp) and a marker hides the block's copy.
+    fn unfold(
+        &mut self,
+        snapshot: &Snapshot,
+        table: &TableHandle,
+        slot: usize,
+        row: &[u8],
+    ) -> Result<()> {
+        // (Nothing when a marker hides the block's copy already, or no
+        // block holds the row.)
+        let folded = self.folded_cells(snapshot, table, slot, row)?;
+        if folded.is_empty() {
+            return Ok(());
+        }
+        let marker = codec::escape(row);
+        let own: std::collections::BTreeSet<Vec<u8>> = self
+            .pairs_in(snapshot, table, slot, &codec::single_row_range(row))?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        for ((qualifier, Reverse(timestamp)), value) in folded {
+            let key = cells::key(row, &qualifier, timestamp);
+            if !own.contains(&key) {
+                self.writes.insert((slot, key), Some(value));
+            }
+        }
+        self.writes.insert((slot, marker), Some(Vec::new()));
+        Ok(())
     }
 
     /// Writes a cell.
@@ -127,7 +204,7 @@ impl Overlay {
     ) -> Result<()> {
         let family = table.slot(family, row);
         match format_of(table, family) {
-            FamilyFormat::Cells => {
+            FamilyFormat::Cells | FamilyFormat::Auto => {
                 let key = cells::key(row, qualifier, timestamp);
                 self.writes.insert((family, key), Some(value));
             }
@@ -282,7 +359,7 @@ impl Overlay {
         }
         for &(family, qualifier, timestamp, value) in cells {
             match format_of(table, family) {
-                FamilyFormat::Cells => {
+                FamilyFormat::Cells | FamilyFormat::Auto => {
                     let key = cells::key(row, qualifier, timestamp);
                     self.writes.insert((family, key), Some(value.to_vec()));
                 }
@@ -367,6 +444,21 @@ impl Overlay {
                 family,
                 &cells::key(row, qualifier, timestamp),
             ),
+            FamilyFormat::Auto => {
+                let own = self.get(
+                    snapshot,
+                    table,
+                    family,
+                    &cells::key(row, qualifier, timestamp),
+                )?;
+                if own.is_some() {
+                    return Ok(own);
+                }
+                let folded = self.folded_cells(snapshot, table, family, row)?;
+                Ok(folded
+                    .get(&(qualifier.to_vec(), Reverse(timestamp)))
+                    .cloned())
+            }
             FamilyFormat::Packed => self.read_packed(snapshot, table, family, row, |cells| {
                 cells
                     .get(&(qualifier.to_vec(), Reverse(timestamp)))
@@ -397,11 +489,20 @@ impl Overlay {
         }
         let mut buf = RowBuf::default();
         self.cells_row(snapshot, table, family, row, Some(qualifier), &mut buf)?;
-        Ok(buf
-            .view()
-            .cells()
-            .map(|c| (c.timestamp, c.value.to_vec()))
-            .collect())
+        let own = buf.view().cells().map(|c| (c.timestamp, c.value.to_vec()));
+        if format_of(table, family) == FamilyFormat::Cells {
+            return Ok(own.collect());
+        }
+        // AUTO: the block's cells of the column too, the own pair's kept
+        // where both hold a timestamp.
+        let mut all: BTreeMap<Reverse<i64>, Vec<u8>> = self
+            .folded_cells(snapshot, table, family, row)?
+            .into_iter()
+            .filter(|((q, _), _)| q == qualifier)
+            .map(|((_, ts), v)| (ts, v))
+            .collect();
+        all.extend(own.map(|(ts, v)| (Reverse(ts), v)));
+        Ok(all.into_iter().map(|(Reverse(ts), v)| (ts, v)).collect())
     }
 
     /// Deletes the cells of a row in one family whose timestamp lies in
@@ -416,8 +517,12 @@ impl Overlay {
         time_range: TimeRange,
     ) -> Result<()> {
         let family = table.slot(family, row);
-        match format_of(table, family) {
-            FamilyFormat::Cells => {
+        let format = format_of(table, family);
+        if format == FamilyFormat::Auto {
+            self.unfold(snapshot, table, family, row)?;
+        }
+        match format {
+            FamilyFormat::Cells | FamilyFormat::Auto => {
                 let mut buf = RowBuf::default();
                 self.cells_row(snapshot, table, family, row, qualifier, &mut buf)?;
                 for ((key, _), cell) in buf.pairs.iter().zip(buf.view().cells()) {
@@ -450,7 +555,11 @@ impl Overlay {
     ) -> Result<u64> {
         let family = table.slot(family, row);
         let mut removed = 0;
-        match format_of(table, family) {
+        let format = format_of(table, family);
+        if format == FamilyFormat::Auto {
+            self.unfold(snapshot, table, family, row)?;
+        }
+        match format {
             FamilyFormat::Packed => {
                 let cells = self.load_packed(snapshot, table, family, row)?;
                 let versions = cells.keys().map(|(q, Reverse(ts))| (q.as_slice(), *ts));
@@ -465,7 +574,7 @@ impl Overlay {
                     self.packed.insert((family, row.to_vec()), kept);
                 }
             }
-            FamilyFormat::Cells => {
+            FamilyFormat::Cells | FamilyFormat::Auto => {
                 let mut buf = RowBuf::default();
                 self.cells_row(snapshot, table, family, row, None, &mut buf)?;
                 let view = buf.view();

@@ -4,7 +4,7 @@
 use super::cursor::{Cursor, FamilyScan, Source, column_start, long_after, take_newest};
 use super::engine::{FjallStore, TableHandle};
 use super::format;
-use super::format::{FamilyFormat, NumberColumns, NumberRow, NumberRows, RowBuf, RowView};
+use super::format::{NumberColumns, NumberRow, NumberRows, RowBuf, RowView};
 use super::request::{ReadFilter, ReadRequest, Row, ScanStats};
 use super::source::Numbers;
 use super::time::now_micros;
@@ -224,10 +224,11 @@ impl FjallRows {
                 self.seek_behind()?;
             }
             // One PACKED keyspace read: each pair is a row of its own,
-            // its key the escaped row (no row to find among cursors).
+            // its key the escaped row (no row to find among cursors). So
+            // is an AUTO keyspace's block row that no own cell joins.
             let lone_packed = matches!(
                 self.cursors.as_slice(),
-                [c] if c.source.format == FamilyFormat::Packed
+                [c] if c.lone_row()
             );
             let more = if lone_packed {
                 self.cursors[0].head_key().is_some()
@@ -584,7 +585,7 @@ impl FjallRows {
         };
         let family = cursor.family;
         if max == 0
-            || cursor.source.format != FamilyFormat::Packed
+            || !cursor.source.format.has_blocks()
             || self.families[family].sources.len() != 1
         {
             return Ok(false);

@@ -50,8 +50,15 @@ impl FjallStore {
             let snapshot = self.inner.db.snapshot();
             let keyspace = &handle.keyspaces[slot];
             let blocks = handle.blocks[slot].as_ref();
-            let mut pairs =
-                format::blocks::Pairs::open(&snapshot, keyspace, blocks, &[], None, false)?;
+            let mut pairs = format::blocks::Pairs::open(
+                &snapshot,
+                keyspace,
+                blocks,
+                format.own_cells(),
+                &[],
+                None,
+                false,
+            )?;
             while let Some((key, value)) = pairs.next(false)? {
                 let row = format.row_of(&key)?;
                 bytes += (key.len() + value.len()) as u64;

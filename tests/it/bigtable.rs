@@ -365,7 +365,7 @@ async fn opening_nothing_or_a_bad_name_says_what_and_where() {
 }
 
 #[test]
-fn the_demo_runs_on_bigtable_with_every_family_as_cells() {
+fn the_demo_runs_on_bigtable_without_packed_families() {
     let Some(emulator) = Emulator::start() else {
         return;
     };
@@ -392,8 +392,9 @@ fn the_demo_runs_on_bigtable_with_every_family_as_cells() {
         .map(|f| f.format)
         .collect();
     assert!(!formats.is_empty());
+    // (AUTO, the default, is what Bigtable does anyway; PACKED it has not.)
     assert!(
-        formats.iter().all(|f| *f == FamilyFormat::Cells),
+        formats.iter().all(|f| *f != FamilyFormat::Packed),
         "{formats:?}"
     );
 }

@@ -64,10 +64,7 @@ impl Schema {
             key.push("n INT(3)".into());
         }
         key.push(format!("ts {}", self.ts));
-        let format = match self.format {
-            FamilyFormat::Cells => "CELLS",
-            FamilyFormat::Packed => "PACKED",
-        };
+        let format = self.format.to_string();
         format!(
             "CREATE TABLE t (ROW KEY ({}), FAMILY m FORMAT {format}, v BIGINT IN m)",
             key.join(", ")

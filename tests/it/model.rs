@@ -247,7 +247,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Compact),
         2 => (normal_family(), 1..4usize, 1..6usize).prop_map(|(f, b, s)| Op::Merge(f, b, s)),
         1 => Just(Op::Reopen),
-        2 => (prop_oneof![Just("a"), Just("b"), Just("s")], prop_oneof![Just(FamilyFormat::Cells), Just(FamilyFormat::Packed)], prop::option::of(0..4u8))
+        2 => (prop_oneof![Just("a"), Just("b"), Just("s")], prop_oneof![Just(FamilyFormat::Cells), Just(FamilyFormat::Packed), Just(FamilyFormat::Auto)], prop::option::of(0..4u8))
             .prop_map(|(f, format, stop)| Op::SetFormat(f.to_string(), format, stop)),
     ]
 }
@@ -676,7 +676,8 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
                 let local = store.local().expect("the model runs on the embedded store");
                 let def = local.table("t").unwrap();
                 let family = def.family(&f).unwrap();
-                let merges = family.format == FamilyFormat::Packed && family.converting.is_none();
+                let merges = matches!(family.format, FamilyFormat::Packed | FamilyFormat::Auto)
+                    && family.converting.is_none();
                 local
                     .merge_blocks_sized("t", &f, block_rows, step_rows)
                     .unwrap();
@@ -745,6 +746,7 @@ proptest! {
         formats in prop::array::uniform3(prop_oneof![
             Just(FamilyFormat::Cells),
             Just(FamilyFormat::Packed),
+            Just(FamilyFormat::Auto),
         ]),
     ) {
         run(ops, formats)?;

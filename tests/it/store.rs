@@ -1742,7 +1742,11 @@ fn batches_encoded_ahead_merge_with_rows_stored_meanwhile() {
         }
         batch
     };
-    for format in [FamilyFormat::Packed, FamilyFormat::Cells] {
+    for format in [
+        FamilyFormat::Packed,
+        FamilyFormat::Cells,
+        FamilyFormat::Auto,
+    ] {
         let (_dir, store) = store();
         store
             .create_table(TableSpec::new("t").family(FamilySpec::new("m").format(format)))
@@ -1813,7 +1817,7 @@ fn batches_encoded_ahead_merge_with_rows_stored_meanwhile() {
         // The family's format changed between the encoding and the write.
         let other = match format {
             FamilyFormat::Packed => FamilyFormat::Cells,
-            FamilyFormat::Cells => FamilyFormat::Packed,
+            FamilyFormat::Cells | FamilyFormat::Auto => FamilyFormat::Packed,
         };
         // (New rows, so that nothing stored in their span sends the
         // write down the general path anyway.)

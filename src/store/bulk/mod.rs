@@ -8,6 +8,7 @@
 mod batch;
 mod tall;
 
+use super::format::FamilyFormat;
 use super::format::blocks::BLOCK_ROWS;
 use super::mutation::{check_key, check_qualifier, check_value};
 use super::{FjallStore, aggregate, mutation, now_micros};
@@ -324,10 +325,13 @@ fn runs(valid: &[usize]) -> Option<Vec<usize>> {
 
 /// Whether the new rows of a batch (its valid rows, `valid`, and their
 /// `runs`) are likely to go in as blocks: many, in runs (see [`runs`]), of a table of one
-/// family that has blocks. Their PACKED values are then encoded `raw`
+/// PACKED family that has blocks. Their PACKED values are then encoded `raw`
 /// (see `FamilyFormat::fresh_pairs`): the block stores them anew.
 fn bound_for_blocks(table: &TableHandle, valid: &[usize], runs: Option<&[usize]>) -> bool {
-    valid.len() >= INGEST_MIN_ROWS && matches!(table.blocks.as_slice(), [Some(_)]) && runs.is_some()
+    valid.len() >= INGEST_MIN_ROWS
+        && matches!(table.blocks.as_slice(), [Some(_)])
+        && table.formats.first() == Some(&FamilyFormat::Packed)
+        && runs.is_some()
 }
 
 /// The pairs of rows encoded for blocks that go in alone after all, in

@@ -7,13 +7,16 @@
 //! the compaction filter judges a pair by. Everything else in the store —
 //! reads, mutations, read-modify-write, check-and-mutate, aggregate merges,
 //! GC, `check` — goes through here; nothing outside this module parses a
-//! pair's key. Two formats: [`FamilyFormat::Cells`] (one pair per cell,
-//! `cells.rs`) and [`FamilyFormat::Packed`] (one pair per row and family,
-//! `packed.rs`), with one semantics.
+//! pair's key. Three formats with one semantics: [`FamilyFormat::Cells`]
+//! (one pair per cell, `cells.rs`), [`FamilyFormat::Packed`] (one pair per
+//! row and family, `packed/`) and [`FamilyFormat::Auto`], the default
+//! (cells written as CELLS, folded into PACKED blocks by merges,
+//! `auto.rs`).
 //!
 //! Rows are always keyed by `escape(row key)` first, in every format, so a
 //! row range is the same fjall key range whatever the format.
 
+pub(crate) mod auto;
 pub(crate) mod blocks;
 pub(crate) mod cells;
 mod numbers;
@@ -36,15 +39,27 @@ use fjall::Slice;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 
-/// How a family's cells are laid out in its keyspace.
+/// How a family's cells are laid out in its keyspace. A family created
+/// without one is [`FamilyFormat::Auto`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FamilyFormat {
     /// One pair per cell: `escape(row) · escape(qualifier) · !timestamp`.
-    #[default]
     Cells,
-    /// One pair per (row, family) holding all its cells (`packed.rs`).
+    /// One pair per (row, family) holding all its cells (`packed/`).
     Packed,
+    /// Written as CELLS, folded into PACKED blocks by merges (`auto.rs`):
+    /// what a family created without a format gets.
+    #[default]
+    Auto,
+}
+
+impl FamilyFormat {
+    /// The format of a family the catalog stored before families had
+    /// one: CELLS.
+    pub(crate) fn stored_without_one() -> FamilyFormat {
+        FamilyFormat::Cells
+    }
 }
 
 impl std::fmt::Display for FamilyFormat {
@@ -52,6 +67,7 @@ impl std::fmt::Display for FamilyFormat {
         f.write_str(match self {
             FamilyFormat::Cells => "CELLS",
             FamilyFormat::Packed => "PACKED",
+            FamilyFormat::Auto => "AUTO",
         })
     }
 }
@@ -60,15 +76,28 @@ impl FamilyFormat {
     /// The escaped row key a pair belongs to.
     pub(crate) fn row_of(self, key: &[u8]) -> Result<&[u8]> {
         match self {
-            FamilyFormat::Cells => cells::row_of(key),
+            FamilyFormat::Cells | FamilyFormat::Auto => cells::row_of(key),
             FamilyFormat::Packed => packed::row_of(key),
         }
     }
 
-    /// Whether each pair holds one cell (and a column's versions are
-    /// adjacent pairs, newest first: see [`FamilyFormat::column_of`]).
+    /// Whether merges fold the family's rows into blocks (PACKED, AUTO).
+    pub(crate) fn has_blocks(self) -> bool {
+        matches!(self, FamilyFormat::Packed | FamilyFormat::Auto)
+    }
+
+    /// Whether the family's own keyspace holds cells beside its blocks'
+    /// rows (AUTO) rather than rows that shadow them.
+    pub(crate) fn own_cells(self) -> bool {
+        self == FamilyFormat::Auto
+    }
+
+    /// Whether each cell written is a pair of its own, whatever the row
+    /// holds (and a column's versions are adjacent pairs, newest first:
+    /// see [`FamilyFormat::column_of`]; AUTO: its own pairs, beside which
+    /// a block may hold the row).
     pub(crate) fn pair_per_cell(self) -> bool {
-        self == FamilyFormat::Cells
+        matches!(self, FamilyFormat::Cells | FamilyFormat::Auto)
     }
 
     /// The prefix a pair shares with the other versions of its column
@@ -77,6 +106,7 @@ impl FamilyFormat {
     pub(crate) fn column_of(self, key: &[u8]) -> Option<&[u8]> {
         match self {
             FamilyFormat::Cells => Some(cells::column_of(key)),
+            FamilyFormat::Auto => auto::column_of(key),
             FamilyFormat::Packed => None,
         }
     }
@@ -100,6 +130,7 @@ impl FamilyFormat {
         match self {
             FamilyFormat::Cells => cells::decode(family, buf, from),
             FamilyFormat::Packed => packed::decode(family, buf, from, values, columns, prune),
+            FamilyFormat::Auto => auto::decode(family, buf, from, values, columns, prune),
         }
     }
 
@@ -128,6 +159,12 @@ impl FamilyFormat {
     ) -> Result<Option<bool>> {
         match self {
             FamilyFormat::Cells => Ok(None),
+            // A block row (its cells all there: the caller checked the
+            // row has no other pair).
+            FamilyFormat::Auto if !value.is_empty() && auto::is_bare(key)? => {
+                packed::decode_numbers(key, value, wanted, selection, out, shape)
+            }
+            FamilyFormat::Auto => Ok(None),
             FamilyFormat::Packed => {
                 packed::decode_numbers(key, value, wanted, selection, out, shape)
             }
@@ -139,6 +176,7 @@ impl FamilyFormat {
     pub(crate) fn gc_timestamp(self, key: &[u8], value: &[u8]) -> Option<i64> {
         match self {
             FamilyFormat::Cells => cells::timestamp(key),
+            FamilyFormat::Auto => auto::timestamp(key),
             FamilyFormat::Packed => packed::newest(value),
         }
     }
@@ -146,14 +184,15 @@ impl FamilyFormat {
     /// Whether [`FamilyFormat::gc_timestamp`] needs the pair's value.
     pub(crate) fn gc_reads_value(self) -> bool {
         match self {
-            FamilyFormat::Cells => false,
+            FamilyFormat::Cells | FamilyFormat::Auto => false,
             FamilyFormat::Packed => true,
         }
     }
 
     /// Whether new cells of `row` must be merged with pairs the family
     /// holds for it (PACKED: its row-family pair exists, or a block holds
-    /// the row) rather than written as [`FamilyFormat::fresh_pairs`].
+    /// the row) rather than written as [`FamilyFormat::fresh_pairs`]
+    /// (never for CELLS and AUTO, whose cells are pairs of their own).
     pub(crate) fn must_merge(
         self,
         snapshot: &fjall::Snapshot,
@@ -163,7 +202,7 @@ impl FamilyFormat {
     ) -> Result<bool> {
         use fjall::Readable;
         match self {
-            FamilyFormat::Cells => Ok(false),
+            FamilyFormat::Cells | FamilyFormat::Auto => Ok(false),
             FamilyFormat::Packed => Ok(snapshot.get(keyspace, escaped_row)?.is_some()
                 || match blocks {
                     Some(blocks) => blocks::get(snapshot, blocks, escaped_row)?.is_some(),
@@ -219,7 +258,7 @@ impl FamilyFormat {
         out: &mut impl FnMut(Vec<u8>, Vec<u8>),
     ) -> Result<()> {
         match self {
-            FamilyFormat::Cells => {
+            FamilyFormat::Cells | FamilyFormat::Auto => {
                 for (qualifier, timestamp, value) in cells {
                     out(cells::key(row, qualifier, *timestamp), value.to_vec());
                 }
@@ -237,7 +276,7 @@ impl FamilyFormat {
     /// they are, for a block) in its smallest form, to go in alone.
     pub(crate) fn compress(self, family: &str, key: &[u8], value: &[u8]) -> Result<Vec<u8>> {
         match self {
-            FamilyFormat::Cells => Ok(value.to_vec()),
+            FamilyFormat::Cells | FamilyFormat::Auto => Ok(value.to_vec()),
             FamilyFormat::Packed => packed::compress(key, family, value),
         }
     }
@@ -247,6 +286,7 @@ impl FamilyFormat {
     pub(crate) fn check_pair(self, key: &[u8], value: &[u8], tombstones: bool) -> Result<()> {
         match self {
             FamilyFormat::Cells => cells::check_key(key),
+            FamilyFormat::Auto => auto::check_pair(key, value),
             FamilyFormat::Packed if tombstones && value.is_empty() => {
                 packed::row_of(key).map(|_| ())
             }
@@ -287,6 +327,29 @@ pub(crate) fn without_garbage(
     Ok((value.map(Slice::from), removed))
 }
 
+/// One row's pairs in `format` (a PACKED pair, or an AUTO row's block row
+/// and cells, in key order) as a PACKED row for a block, with the cells
+/// `gc` discards dropped: `None` when nothing is left; and how many cells
+/// were dropped.
+pub(crate) fn folded_row(
+    format: FamilyFormat,
+    gc: &GcPolicy,
+    now: i64,
+    family: &str,
+    mut pairs: Vec<(Slice, Slice)>,
+    buf: &mut RowBuf,
+) -> Result<(Option<(Slice, Slice)>, u64)> {
+    let (key, value) = match format {
+        FamilyFormat::Packed if pairs.len() == 1 => pairs.swap_remove(0),
+        _ => match reencode(format, FamilyFormat::Packed, family, &pairs, buf)?.pop() {
+            Some((key, value)) => (Slice::from(key), Slice::from(value)),
+            None => return Ok((None, 0)),
+        },
+    };
+    let (value, removed) = without_garbage(gc, now, family, &key, value)?;
+    Ok((value.map(|v| (key, v)), removed))
+}
+
 /// The pairs that hold, in format `to`, the cells of one row of a family
 /// held by `pairs` (one row's pairs in format `from`, in key order). Every
 /// cell is kept, garbage included: GC judges them the same either way.
@@ -308,7 +371,7 @@ pub(crate) fn reencode(
     let view = buf.view();
     let row = view.key();
     Ok(match to {
-        FamilyFormat::Cells => view
+        FamilyFormat::Cells | FamilyFormat::Auto => view
             .cells()
             .map(|c| (cells::key(row, c.qualifier, c.timestamp), c.value.to_vec()))
             .collect(),

@@ -194,6 +194,51 @@ impl RowBuf {
     }
 }
 
+/// Merges two runs of one family's cells, `buf.cells[start..mid]` and
+/// `buf.cells[mid..]`, each in qualifier order, newest first, into one
+/// such run; where both hold a cell of one column and timestamp, the
+/// second run's is kept. Marks each column's newest cell again.
+pub(crate) fn merge_sources(buf: &mut RowBuf, start: usize, mid: usize) {
+    use std::cmp::Ordering;
+    let newer = buf.cells.split_off(mid);
+    let older = buf.cells.split_off(start);
+    let mut merged: Vec<CellPos> = Vec::with_capacity(older.len() + newer.len());
+    let (mut i, mut j) = (0, 0);
+    while i < older.len() || j < newer.len() {
+        let take_newer = match (older.get(i), newer.get(j)) {
+            (Some(a), Some(b)) => {
+                let order = buf
+                    .bytes(&a.qualifier)
+                    .cmp(buf.bytes(&b.qualifier))
+                    .then(b.timestamp.cmp(&a.timestamp));
+                match order {
+                    Ordering::Less => false,
+                    Ordering::Greater => true,
+                    Ordering::Equal => {
+                        // The same cell twice: the newer run's wins.
+                        i += 1;
+                        true
+                    }
+                }
+            }
+            (None, _) => true,
+            (_, None) => false,
+        };
+        let mut cell = if take_newer {
+            j += 1;
+            newer[j - 1]
+        } else {
+            i += 1;
+            older[i - 1]
+        };
+        cell.first = merged
+            .last()
+            .is_none_or(|last| buf.bytes(&last.qualifier) != buf.bytes(&cell.qualifier));
+        merged.push(cell);
+    }
+    buf.cells.extend(merged);
+}
+
 /// One row as read: its key and its cells, by family (in the order the
 /// families were read), qualifier, then newest first; borrowed from the
 /// scan's buffers.

@@ -3,6 +3,7 @@
 //! the module above for the layout and the rules of shadowing).
 
 use super::block::{Block, TallRow};
+use crate::codec;
 use crate::error::Result;
 use fjall::{Keyspace, Readable, Slice, Snapshot};
 use std::cmp::Ordering;
@@ -253,11 +254,14 @@ pub(crate) enum Pairs {
 
 impl Pairs {
     /// The pairs of keys `start..end` of `keyspace` (and of `blocks`, when
-    /// the family has them), read in one direction.
+    /// the family has them), read in one direction. `own_cells`: whether
+    /// the keyspace holds cells beside the blocks' rows (AUTO) rather than
+    /// rows that shadow them (PACKED).
     pub fn open(
         snapshot: &Snapshot,
         keyspace: &Keyspace,
         blocks: Option<&Keyspace>,
+        own_cells: bool,
         start: &[u8],
         end: Option<&[u8]>,
         reverse: bool,
@@ -272,6 +276,7 @@ impl Pairs {
                 plain,
                 BlockCursor::open(snapshot, blocks, start, end, reverse, false)?,
                 reverse,
+                own_cells,
             )?)),
         })
     }
@@ -303,12 +308,17 @@ enum Side {
     Both,
 }
 
-/// A PACKED family's own keyspace merged with its blocks: the row
+/// A family's own keyspace merged with its blocks: PACKED, the row
 /// keyspace's pair wins where both hold a row, and a tombstone there
-/// hides the row. Its current pair is lent ([`Merged::peek`]) until it
-/// moves ([`Merged::advance`]).
+/// hides the row; AUTO (`own_cells`), a block's row comes first, then the
+/// row's own cells (which its reader merges with it), and a marker (an
+/// empty value under the bare row key) hides the block's row. Its
+/// current pair is lent ([`Merged::peek`]) until it moves
+/// ([`Merged::advance`]).
 pub(crate) struct Merged {
     rows: fjall::Iter,
+    /// Whether the row keyspace holds cells (AUTO) rather than rows.
+    own_cells: bool,
     row_head: Option<(Slice, Slice)>,
     blocks: BlockCursor,
     reverse: bool,
@@ -322,9 +332,15 @@ pub(crate) struct Merged {
 }
 
 impl Merged {
-    fn open(rows: fjall::Iter, blocks: BlockCursor, reverse: bool) -> Result<Merged> {
+    fn open(
+        rows: fjall::Iter,
+        blocks: BlockCursor,
+        reverse: bool,
+        own_cells: bool,
+    ) -> Result<Merged> {
         let mut merged = Merged {
             rows,
+            own_cells,
             row_head: None,
             blocks,
             reverse,
@@ -345,10 +361,12 @@ impl Merged {
         snapshot: &Snapshot,
         keyspace: &Keyspace,
         blocks: &Keyspace,
+        own_cells: bool,
         start: &[u8],
     ) -> Result<Merged> {
         let mut merged = Merged {
             rows: snapshot.range(keyspace, start..),
+            own_cells,
             row_head: None,
             blocks: BlockCursor::open(snapshot, blocks, start, None, false, true)?,
             reverse: false,
@@ -397,24 +415,55 @@ impl Merged {
                 }
             };
             if self.side == Side::Block
-                && let (Some((row, _)), Some(block)) = (&self.row_head, &self.blocks.block)
+                && let (Some((key, _)), Some(block)) = (&self.row_head, &self.blocks.block)
             {
                 // The block's rows left: forward up to its last, backward
-                // down to its first.
+                // down to its first. (AUTO: compared with the row of the
+                // next own cell, which comes after its block row.)
+                let row = self.own_row(key)?;
                 let first = match self.reverse {
-                    false => block.key()[..] < row[..],
-                    true => block.row_key(0) > &row[..],
+                    false => block.key()[..] < *row,
+                    true => block.row_key(0) > row,
                 };
                 if first {
                     self.blocks_first = Some(self.blocks.loads);
                 }
             }
-            let tombstone = matches!(self.side, Side::Row | Side::Both)
-                && self.row_head.as_ref().is_some_and(|(_, v)| v.is_empty());
+            let tombstone = match (&self.row_head, self.side) {
+                (Some((_, v)), Side::Both) => v.is_empty(),
+                // (AUTO: a cell's value may be empty; a marker's key is
+                // its bare row.)
+                (Some((k, v)), Side::Row) => {
+                    v.is_empty() && (!self.own_cells || codec::escaped_len(k)? == k.len())
+                }
+                _ => false,
+            };
             if !tombstone {
                 return Ok(());
             }
             self.step()?;
+        }
+    }
+
+    /// The escaped row a pair of the row keyspace belongs to: its key
+    /// (PACKED), or the key's row (AUTO).
+    fn own_row<'k>(&self, key: &'k [u8]) -> Result<&'k [u8]> {
+        match self.own_cells {
+            false => Ok(key),
+            true => Ok(&key[..codec::escaped_len(key)?]),
+        }
+    }
+
+    /// Whether the current pair is a block's row that no own cell of the
+    /// row's joins (it is then all of its row).
+    pub fn lone_block_row(&self) -> bool {
+        if self.side != Side::Block {
+            return false;
+        }
+        match (&self.row_head, self.blocks.peek_key()) {
+            // Backwards, a row's own cells come before its block row.
+            (Some((next, _)), Some(row)) if !self.reverse => !next.starts_with(row),
+            _ => true,
         }
     }
 
@@ -473,6 +522,8 @@ impl Merged {
         if let (Some((next, _)), Some(block)) = (&self.row_head, &self.blocks.block)
             && self.blocks_first != Some(self.blocks.loads)
         {
+            // (AUTO: the run ends before the row of the next own cell.)
+            let next = self.own_row(next).ok()?;
             n = n.min(block.lower_bound(next).saturating_sub(self.blocks.cur));
         }
         (n > 0).then_some((row, n))
@@ -512,6 +563,24 @@ impl Merged {
     /// (if any) is its block's first.
     pub fn at_block_boundary(&self) -> bool {
         self.blocks.at_block_start()
+    }
+
+    /// At a block boundary: `None` when the row keyspace's next pair
+    /// falls in the next block (or before its end, or no block is left:
+    /// the merge goes on); else where the next rows to merge start, the
+    /// next pair's escaped row, or `Some(None)` when the row keyspace
+    /// holds no more pairs (the blocks left need no merge).
+    pub fn next_own_beyond_block(&self) -> Result<Option<Option<Vec<u8>>>> {
+        let Some(block) = &self.blocks.block else {
+            return Ok(None);
+        };
+        match &self.row_head {
+            None => Ok(Some(None)),
+            Some((key, _)) => {
+                let row = self.own_row(key)?;
+                Ok((row > &block.key()[..]).then(|| Some(row.to_vec())))
+            }
+        }
     }
 
     /// The row keyspace's keys read so far, tombstones included, the

@@ -1,0 +1,91 @@
+//! The background compaction: a thread per open store that folds the
+//! cells written to AUTO families into their blocks once they settle
+//! (`format/auto.rs`), so that a table created with no format scans like
+//! PACKED without a manual step.
+//!
+//! Every `quiet` it looks at each AUTO family's own keyspace: one that
+//! holds pairs and has not grown since the last look (no write came in
+//! meanwhile), or holds more than [`BACKLOG`] pairs however busy it is,
+//! is folded, leaving the blocks no new cell falls in as they are
+//! (`FjallStore::fold_new_cells`). Each step of a fold is followed by a
+//! pause as long as the step took, so the compaction uses at most half of
+//! one core, and the reads and writes a step holds back wait one step at
+//! most. The thread holds the store only weakly; the last handle's drop
+//! stops it and waits for it (a step at most) before the store closes.
+
+use super::engine::{FjallStore, Inner};
+use super::format::FamilyFormat;
+use super::worker::{Stop, Worker, stopped};
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, Weak};
+use std::time::Duration;
+
+/// Own pairs past which an AUTO family is folded even while it is being
+/// written.
+const BACKLOG: u64 = 1 << 20;
+
+/// Starts the background compaction of `store`, looking every `quiet`;
+/// `None` if the OS refused a thread (the store then works without it:
+/// `COMPACT TABLE` still folds).
+pub(super) fn start(store: Weak<Inner>, quiet: Duration) -> Option<Worker> {
+    Worker::start("cellar-compact", move |stop| run(&store, quiet, stop))
+}
+
+fn run(store: &Weak<Inner>, quiet: Duration, stop: &Stop) {
+    // Per (table, family keyspace id): its own pairs at the last look.
+    let mut seen: HashMap<(String, u64), u64> = HashMap::new();
+    loop {
+        if stopped(stop, quiet) {
+            return;
+        }
+        let Some(inner) = store.upgrade() else {
+            return;
+        };
+        let store = FjallStore {
+            inner,
+            _compactor: None,
+        };
+        for (table, family) in settled(&store, &mut seen) {
+            let mut pace = |step: Duration| !stopped(stop, step);
+            // A table dropped or altered meanwhile is looked at again at
+            // the next turn; nothing else can go wrong that a read or a
+            // write would not meet first.
+            let _ = store.fold_new_cells(&table, &family, &mut pace);
+            if stopped(stop, Duration::ZERO) {
+                return;
+            }
+        }
+    }
+}
+
+/// The AUTO families to fold now: (table, family).
+fn settled(store: &FjallStore, seen: &mut HashMap<(String, u64), u64>) -> Vec<(String, String)> {
+    let tables: Vec<_> = store
+        .inner
+        .tables
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .map(|(name, handle)| (name.clone(), Arc::clone(handle)))
+        .collect();
+    let mut now = HashMap::new();
+    let mut due = Vec::new();
+    for (name, handle) in tables {
+        for (index, family) in handle.def.families.iter().enumerate() {
+            if family.format != FamilyFormat::Auto || family.converting.is_some() {
+                continue;
+            }
+            let pairs = handle.keyspaces[index].approximate_len() as u64;
+            if pairs == 0 {
+                continue;
+            }
+            let id = (name.clone(), family.id);
+            if seen.get(&id) == Some(&pairs) || pairs >= BACKLOG {
+                due.push((name.clone(), family.name.clone()));
+            }
+            now.insert(id, pairs);
+        }
+    }
+    *seen = now;
+    due
+}

@@ -1,0 +1,214 @@
+//! AUTO, the format a family gets by default: cells written as CELLS,
+//! folded into blocks by merges and by the background compaction, reads
+//! merging the two (the model test runs every operation over it too).
+
+use cellar::{
+    FamilyFormat, FamilySpec, GcPolicy, Mutation, ReadRequest, Row, RowMutation, RowRange, RowSet,
+    Store, StoreOptions, TableSpec,
+};
+use std::time::{Duration, Instant};
+
+fn open(dir: &std::path::Path, quiet: Option<Duration>) -> Store {
+    let options = StoreOptions {
+        background_compaction: quiet,
+        ..StoreOptions::default()
+    };
+    Store::from(cellar::FjallStore::open_with(dir, options).unwrap())
+}
+
+fn all(store: &Store) -> Vec<Row> {
+    store
+        .read_rows("t", ReadRequest::all())
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn set(store: &Store, row: &str, q: &str, ts: i64, v: &str) {
+    store
+        .mutate_row(
+            "t",
+            RowMutation::new(row.as_bytes(), vec![Mutation::set_at("f", q, ts, v)]),
+        )
+        .unwrap();
+}
+
+/// The table's cells as (row, qualifier, timestamp, value), newest first.
+fn cells(store: &Store) -> Vec<(String, String, i64, String)> {
+    all(store)
+        .into_iter()
+        .flat_map(|r| {
+            let key = String::from_utf8(r.key).unwrap();
+            r.cells.into_iter().map(move |c| {
+                (
+                    key.clone(),
+                    String::from_utf8(c.qualifier).unwrap(),
+                    c.timestamp,
+                    String::from_utf8(c.value).unwrap(),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Pairs in the family's own keyspace and in its blocks, as `scan_pairs`
+/// counts them (a block is one pair).
+fn pairs(store: &Store) -> u64 {
+    store.local().unwrap().scan_pairs("t").unwrap().0
+}
+
+#[test]
+fn a_family_created_without_a_format_is_auto() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), None);
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("f")))
+        .unwrap();
+    let def = store.local().unwrap().table("t").unwrap();
+    assert_eq!(def.families[0].format, FamilyFormat::Auto);
+}
+
+/// Cells written after a fold join the block's row; a delete unfolds the
+/// row (its block cells become its own, a marker hides the block's
+/// copy); the next fold takes it all back; every read in between is what
+/// the cells say.
+#[test]
+fn writes_after_a_fold_merge_with_the_block_and_deletes_unfold() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(dir.path(), None);
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("f").gc(GcPolicy::MaxVersions(2))))
+        .unwrap();
+    for i in 0..200 {
+        let row = format!("r{i:03}");
+        set(&store, &row, "a", 10, &format!("a{i}"));
+        set(&store, &row, "b", 10, "");
+    }
+    let before = pairs(&store);
+    store.local().unwrap().merge_blocks("t", "f").unwrap();
+    // 400 cells went into a handful of blocks.
+    assert!(pairs(&store) < before / 20, "{} of {before}", pairs(&store));
+    let mut want = cells(&store);
+    assert_eq!(want.len(), 400);
+    assert!(want.contains(&("r007".into(), "b".into(), 10, String::new())));
+
+    // A newer version and a new column of a folded row; an empty value.
+    set(&store, "r005", "a", 20, "new");
+    set(&store, "r005", "c", 5, "");
+    // The same cell again: the own pair's value is the one.
+    set(&store, "r006", "a", 10, "again");
+    let expect = |want: &mut Vec<(String, String, i64, String)>| {
+        want.sort_by(|x, y| (&x.0, &x.1, -x.2).cmp(&(&y.0, &y.1, -y.2)));
+    };
+    want.push(("r005".into(), "a".into(), 20, "new".into()));
+    want.push(("r005".into(), "c".into(), 5, String::new()));
+    want.retain(|c| !(c.0 == "r006" && c.1 == "a"));
+    want.push(("r006".into(), "a".into(), 10, "again".into()));
+    expect(&mut want);
+    assert_eq!(cells(&store), want);
+    // A third version: max 2 versions hides the oldest at read.
+    set(&store, "r005", "a", 30, "newest");
+    want.retain(|c| !(c.0 == "r005" && c.1 == "a" && c.2 == 10));
+    want.push(("r005".into(), "a".into(), 30, "newest".into()));
+    expect(&mut want);
+    assert_eq!(cells(&store), want);
+
+    // Deletes: a column's time range, a family, a row.
+    store
+        .mutate_row(
+            "t",
+            RowMutation::new("r010", vec![Mutation::delete_column("f", "a")]),
+        )
+        .unwrap();
+    want.retain(|c| !(c.0 == "r010" && c.1 == "a"));
+    store
+        .mutate_row(
+            "t",
+            RowMutation::new("r011", vec![Mutation::DeleteFamily { family: "f".into() }]),
+        )
+        .unwrap();
+    want.retain(|c| c.0 != "r011");
+    store
+        .mutate_row("t", RowMutation::new("r012", vec![Mutation::DeleteRow]))
+        .unwrap();
+    want.retain(|c| c.0 != "r012");
+    // A write to a deleted (unfolded) row.
+    set(&store, "r012", "z", 1, "back");
+    want.push(("r012".into(), "z".into(), 1, "back".into()));
+    expect(&mut want);
+    assert_eq!(cells(&store), want);
+
+    // Reads of parts: a key range backwards, with a limit, a row set.
+    let request = ReadRequest::rows(RowSet::range(RowRange::between(
+        std::ops::Bound::Included(b"r004".to_vec()),
+        std::ops::Bound::Excluded(b"r013".to_vec()),
+    )))
+    .reverse()
+    .limit(4);
+    let keys: Vec<Vec<u8>> = store
+        .read_rows("t", request)
+        .unwrap()
+        .map(|r| r.unwrap().key)
+        .collect();
+    assert_eq!(
+        keys,
+        [&b"r012"[..], b"r010", b"r009", b"r008"].map(<[u8]>::to_vec)
+    );
+    let report = store.local().unwrap().check().unwrap();
+    assert!(report.healthy(), "{report:?}");
+
+    // Folded again, and after a reopen: the same cells, nothing left own.
+    store.local().unwrap().merge_blocks("t", "f").unwrap();
+    assert_eq!(cells(&store), want);
+    drop(store);
+    store = open(dir.path(), None);
+    assert_eq!(cells(&store), want);
+    let report = store.local().unwrap().check().unwrap();
+    assert!(report.healthy(), "{report:?}");
+}
+
+/// With nothing but writes and waiting, the background compaction folds
+/// a default table's cells into blocks; reads meanwhile see every cell.
+#[test]
+fn the_background_compaction_folds_settled_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Some(Duration::from_millis(50)));
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("f")))
+        .unwrap();
+    for i in 0..500 {
+        set(&store, &format!("r{i:03}"), "a", 1, "x");
+    }
+    let written = pairs(&store);
+    assert_eq!(written, 500);
+    let waited = Instant::now();
+    while pairs(&store) > 20 {
+        assert_eq!(cells(&store).len(), 500);
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "not folded: {} pairs",
+            pairs(&store)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The own keyspace is replaced by an empty one once folded: its id
+    // says when the next fold is done.
+    let own = || store.local().unwrap().table("t").unwrap().families[0].clone();
+    assert!(own().blocks.is_some());
+    assert_eq!(cells(&store).len(), 500);
+    // More writes land as cells beside the blocks and are folded in turn.
+    let folded = own().id;
+    set(&store, "r250", "b", 2, "y");
+    assert_eq!(cells(&store).len(), 501);
+    let waited = Instant::now();
+    while own().id == folded {
+        assert!(waited.elapsed() < Duration::from_secs(60), "not folded");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(cells(&store).len(), 501);
+    // Dropping the store stops the compaction before it closes: the
+    // directory opens again at once.
+    drop(store);
+    let again = open(dir.path(), Some(Duration::from_millis(50)));
+    assert_eq!(cells(&again).len(), 501);
+}
