@@ -20,6 +20,9 @@ pub struct Layout {
     pub create: &'static str,
     /// `INSERT ... SELECT` from `bench.readings` (the Parquet file).
     pub ingest: &'static str,
+    /// Whether the table is left to the background compaction after its
+    /// load (a table created with no format), rather than compacted.
+    pub settles: bool,
 }
 
 /// The ingest of a tall layout: a row per reading, four columns.
@@ -37,13 +40,22 @@ macro_rules! tall_ingest {
 /// The guide's layouts: tall and narrow in both formats, one serialized
 /// protobuf per event, and the two time-bucket layouts (a row per balloon
 /// and hour; a new cell per minute, or a new column per minute).
-pub const LAYOUTS: [Layout; 5] = [
+pub const LAYOUTS: [Layout; 6] = [
+    Layout {
+        name: "tall default",
+        table: "tall_default",
+        create: "CREATE TABLE tall_default (ROW KEY (region TEXT, balloon INT(4), ts TIMESTAMP '%Y-%m-%d-%H%M'), \
+                 FAMILY m, pressure DOUBLE IN m, temperature DOUBLE IN m, humidity DOUBLE IN m, altitude DOUBLE IN m)",
+        ingest: tall_ingest!("tall_default"),
+        settles: true,
+    },
     Layout {
         name: "tall CELLS",
         table: "tall_cells",
         create: "CREATE TABLE tall_cells (ROW KEY (region TEXT, balloon INT(4), ts TIMESTAMP '%Y-%m-%d-%H%M'), \
                  FAMILY m FORMAT CELLS, pressure DOUBLE IN m, temperature DOUBLE IN m, humidity DOUBLE IN m, altitude DOUBLE IN m)",
         ingest: tall_ingest!("tall_cells"),
+        settles: false,
     },
     Layout {
         name: "tall PACKED",
@@ -51,6 +63,7 @@ pub const LAYOUTS: [Layout; 5] = [
         create: "CREATE TABLE tall_packed (ROW KEY (region TEXT, balloon INT(4), ts TIMESTAMP '%Y-%m-%d-%H%M'), \
                  FAMILY m FORMAT PACKED, pressure DOUBLE IN m, temperature DOUBLE IN m, humidity DOUBLE IN m, altitude DOUBLE IN m)",
         ingest: tall_ingest!("tall_packed"),
+        settles: false,
     },
     Layout {
         name: "protobuf",
@@ -59,6 +72,7 @@ pub const LAYOUTS: [Layout; 5] = [
                  FAMILY m FORMAT PACKED, r PROTO 'bench.Reading' IN m)",
         ingest: "INSERT INTO serialized (_key, r) SELECT key, named_struct('pressure', pressure, 'temperature', temperature, \
                  'humidity', humidity, 'altitude', altitude) FROM bench.readings",
+        settles: false,
     },
     Layout {
         name: "bucket cells",
@@ -67,6 +81,7 @@ pub const LAYOUTS: [Layout; 5] = [
                  FAMILY m FORMAT PACKED, pressure DOUBLE IN m, temperature DOUBLE IN m, humidity DOUBLE IN m, altitude DOUBLE IN m)",
         ingest: "INSERT INTO bucket_cells (_key, _timestamp, pressure, temperature, humidity, altitude) \
                  SELECT substr(key, 1, length(key) - 2), ts, pressure, temperature, humidity, altitude FROM bench.readings",
+        settles: false,
     },
     Layout {
         name: "bucket columns",
@@ -81,6 +96,7 @@ pub const LAYOUTS: [Layout; 5] = [
         ingest: "INSERT INTO bucket_columns (_key, _timestamp, pressure, temperature, humidity, altitude) \
                  SELECT substr(key, 1, length(key) - 2), ts, map([right(key, 2)], [pressure]), map([right(key, 2)], [temperature]), \
                  map([right(key, 2)], [humidity]), map([right(key, 2)], [altitude]) FROM bench.readings",
+        settles: false,
     },
 ];
 
@@ -110,6 +126,7 @@ pub fn queries(size: Size) -> Vec<Query> {
             "SELECT pressure, temperature, humidity, altitude FROM readings WHERE key = '{key}'"
         ),
         cellar: vec![
+            tall_point("tall_default"),
             tall_point("tall_cells"),
             tall_point("tall_packed"),
             format!(
@@ -144,6 +161,7 @@ pub fn queries(size: Size) -> Vec<Query> {
                 range_filter("key", range)
             ),
             cellar: vec![
+                tall("tall_default", "pressure"),
                 tall("tall_cells", "pressure"),
                 tall("tall_packed", "pressure"),
                 tall("serialized", "r['pressure']"),
@@ -174,6 +192,7 @@ pub fn queries(size: Size) -> Vec<Query> {
                 range_filter("key", range)
             ),
             cellar: vec![
+                tall("tall_default", "pressure"),
                 tall("tall_cells", "pressure"),
                 tall("tall_packed", "pressure"),
                 tall("serialized", "r['pressure']"),

@@ -43,6 +43,9 @@ pub struct Report {
     /// Flight ingest's rows a second over COPY FROM's, loads taken in
     /// turns: every round's.
     paired: Vec<f64>,
+    /// Layouts left to the background compaction after their load: how
+    /// long it took to fold them, in seconds.
+    settled: Vec<(String, f64)>,
 }
 
 impl Report {
@@ -56,7 +59,14 @@ impl Report {
             floor: BTreeMap::new(),
             loads: Vec::new(),
             paired: Vec::new(),
+            settled: Vec::new(),
         }
+    }
+
+    /// Layout `layout` was folded by the background compaction `seconds`
+    /// after its load ended.
+    pub fn settled(&mut self, layout: &str, seconds: f64) {
+        self.settled.push((layout.to_string(), seconds));
     }
 
     /// A load path: `rows` written in `seconds`.
@@ -345,6 +355,9 @@ impl Report {
         };
         // (cellar layout, query, peer, most): cellar's time / the peer's.
         let times = [
+            ("tall default", "hourly avg 100 %", "DuckDB", 1.5),
+            ("tall default", "count+avg 100 %", "DuckDB", 5.0),
+            ("tall PACKED", "count+avg 100 %", "DuckDB", 5.0),
             ("bucket cells", "hourly avg 100 %", "DuckDB", 1.2),
             ("bucket columns", "hourly avg 100 %", "DuckDB", 1.2),
             ("tall PACKED", "hourly avg 100 %", "DuckDB", 2.0),
@@ -363,7 +376,7 @@ impl Report {
             })
             .collect();
         let parquet = self.ingest.get("DataFusion/Parquet").map(|i| i.1 as f64);
-        for l in ["bucket cells", "bucket columns"] {
+        for l in ["tall default", "bucket cells", "bucket columns"] {
             let bytes = self.ingest.get(l).map(|i| i.1 as f64);
             targets.push((
                 format!("bytes, {l} / Parquet"),
@@ -372,6 +385,12 @@ impl Report {
             ));
         }
         self.print_loads();
+        for (layout, seconds) in &self.settled {
+            println!(
+                "\n{layout}: created with no format (AUTO), loaded, then folded into blocks by \
+                 the background compaction {seconds:.1} s after its load ended (no COMPACT)"
+            );
+        }
         println!("\ntargets (ratio, target, met?)");
         for (what, r, target) in targets {
             match r {

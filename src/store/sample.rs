@@ -2,7 +2,7 @@
 //! space, approximate cell counts, sample row keys.
 
 use super::engine::{FjallStore, SPLIT_BYTES};
-use super::format;
+use super::format::{self, FamilyFormat};
 use crate::codec;
 use crate::error::Result;
 
@@ -89,5 +89,20 @@ impl FjallStore {
             }
         }
         Ok((pairs, bytes))
+    }
+
+    /// Whether every AUTO family of `table` is folded: its own keyspace
+    /// holds no pair (every cell is in its blocks), as the background
+    /// compaction leaves it once writes stop.
+    pub fn folded(&self, table: &str) -> Result<bool> {
+        let handle = self.handle(table)?;
+        for (index, family) in handle.def.families.iter().enumerate() {
+            if family.format == FamilyFormat::Auto
+                && handle.keyspaces[index].iter().next().is_some()
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
