@@ -212,3 +212,137 @@ fn the_background_compaction_folds_settled_cells() {
     let again = open(dir.path(), Some(Duration::from_millis(50)));
     assert_eq!(cells(&again).len(), 501);
 }
+
+/// A load of new columns over rows a tall load put in blocks, folded by
+/// the background compaction while more loads come: every cell stays.
+#[test]
+fn cells_over_loaded_blocks_survive_background_folds() {
+    use cellar::{BadRows, CellBatch, INGEST_MIN_ROWS};
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Some(Duration::from_millis(1)));
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("f")))
+        .unwrap();
+    let n = 2 * INGEST_MIN_ROWS;
+    let load = |from: usize, to: usize, columns: &[&str]| {
+        let mut batch = CellBatch::new();
+        let f = batch.family("f");
+        for i in from..to {
+            batch.begin_row(format!("k{i:08}").as_bytes());
+            for q in columns {
+                batch.set(f, q.as_bytes(), 7, &(i as u64).to_be_bytes());
+            }
+        }
+        store.prepare_batch("t", &mut batch).unwrap();
+        assert!(
+            store
+                .write_batch("t", &batch, BadRows::Stop)
+                .unwrap()
+                .is_empty()
+        );
+    };
+    load(0, n, &["a", "b"]);
+    load(n / 2, 3 * n / 2, &["a", "b", "z"]);
+    let want = 2 * (3 * n / 2) + n;
+    let waited = Instant::now();
+    loop {
+        let got: usize = all(&store).iter().map(|r| r.cells.len()).sum();
+        assert_eq!(got, want, "after {:?}", waited.elapsed());
+        if store.local().unwrap().folded("t").unwrap() {
+            break;
+        }
+        assert!(waited.elapsed() < Duration::from_secs(120), "not folded");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let got: usize = all(&store).iter().map(|r| r.cells.len()).sum();
+    assert_eq!(got, want);
+}
+
+/// A read under way while a fold rewrites the rows ahead of it reads
+/// them as they were when it began.
+#[test]
+fn a_read_sees_its_snapshot_while_a_fold_runs() {
+    use cellar::{BadRows, CellBatch, INGEST_MIN_ROWS};
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), None);
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("f")))
+        .unwrap();
+    let n = 2 * INGEST_MIN_ROWS;
+    let load = |from: usize, to: usize, columns: &[&str]| {
+        let mut batch = CellBatch::new();
+        let f = batch.family("f");
+        for i in from..to {
+            batch.begin_row(format!("k{i:08}").as_bytes());
+            for q in columns {
+                batch.set(f, q.as_bytes(), 7, &(i as u64).to_be_bytes());
+            }
+        }
+        assert!(
+            store
+                .write_batch("t", &batch, BadRows::Stop)
+                .unwrap()
+                .is_empty()
+        );
+    };
+    load(0, n, &["a", "b"]);
+    load(n / 2, 3 * n / 2, &["a", "b", "z"]);
+    let want = 2 * (3 * n / 2) + n;
+    let mut rows = store.read_rows("t", ReadRequest::all()).unwrap();
+    let mut got: usize = rows.by_ref().take(10).map(|r| r.unwrap().cells.len()).sum();
+    store.local().unwrap().merge_blocks("t", "f").unwrap();
+    got += rows.map(|r| r.unwrap().cells.len()).sum::<usize>();
+    assert_eq!(got, want);
+    let after: usize = all(&store).iter().map(|r| r.cells.len()).sum();
+    assert_eq!(after, want);
+}
+
+/// Reads under way while the background compaction folds steps ahead of
+/// and behind them see their snapshot.
+#[test]
+fn slow_reads_see_their_snapshot_while_the_background_folds() {
+    use cellar::{BadRows, CellBatch, INGEST_MIN_ROWS};
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), Some(Duration::from_millis(1)));
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("f")))
+        .unwrap();
+    let n = 2 * INGEST_MIN_ROWS;
+    let load = |from: usize, to: usize, columns: &[&str]| {
+        let mut batch = CellBatch::new();
+        let f = batch.family("f");
+        for i in from..to {
+            batch.begin_row(format!("k{i:08}").as_bytes());
+            for q in columns {
+                batch.set(f, q.as_bytes(), 7, &(i as u64).to_be_bytes());
+            }
+        }
+        assert!(
+            store
+                .write_batch("t", &batch, BadRows::Stop)
+                .unwrap()
+                .is_empty()
+        );
+    };
+    load(0, n, &["a", "b"]);
+    load(n / 2, 3 * n / 2, &["a", "b", "z"]);
+    let want = 2 * (3 * n / 2) + n;
+    for _ in 0..20 {
+        store.local().unwrap().compact("t").unwrap();
+        let mut got = 0;
+        for (i, row) in store
+            .read_rows("t", ReadRequest::all())
+            .unwrap()
+            .enumerate()
+        {
+            got += row.unwrap().cells.len();
+            if i % 500 == 0 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        assert_eq!(got, want);
+        if store.local().unwrap().folded("t").unwrap() {
+            break;
+        }
+    }
+}

@@ -1064,14 +1064,20 @@ fn compact_compresses_a_bulk_load() {
 /// timestamp and value; a load over rows stored already merges with them
 /// instead, and one whose rows differ in their columns goes as rows.
 /// Everything reads back as written, through the blocks and after a
-/// compaction.
+/// compaction. In PACKED and in AUTO (whose other writes are cells).
 #[test]
 fn tall_loads_go_into_blocks_and_read_back_as_written() {
+    for format in [FamilyFormat::Packed, FamilyFormat::Auto] {
+        tall_loads_into(format);
+    }
+}
+
+fn tall_loads_into(format: FamilyFormat) {
     use cellar::{BadRows, CellBatch, INGEST_MIN_ROWS};
     use std::collections::BTreeMap;
     let (_dir, store) = store();
     store
-        .create_table(TableSpec::new("t").family(FamilySpec::new("m").format(FamilyFormat::Packed)))
+        .create_table(TableSpec::new("t").family(FamilySpec::new("m").format(format)))
         .unwrap();
     // What the table holds: (key, qualifier) -> (timestamp, value).
     type Cells = BTreeMap<(Vec<u8>, Vec<u8>), (i64, Vec<u8>)>;
@@ -1114,6 +1120,9 @@ fn tall_loads_go_into_blocks_and_read_back_as_written() {
     let columns: &[&[u8]] = &[b"t", b"a", b"pressure"];
     assert!(load(&[(0, n)], columns, None, false, &mut want).is_empty());
     assert_eq!(ingested() - before, n, "a tall load is ingested");
+    // As blocks of 64 rows, whatever the format.
+    let pairs = store.local().unwrap().scan_pairs("t").unwrap().0;
+    assert!(pairs <= n / 32, "{format}: {pairs} pairs");
     // Encoded ahead; then around rows stored (the general path, its
     // blocks cut where the stored rows lie).
     assert!(load(&[(5 * n, 6 * n)], columns, None, true, &mut want).is_empty());

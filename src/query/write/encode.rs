@@ -388,7 +388,7 @@ impl<'l> Encoder<'l> {
             return None;
         };
         let def = &self.layout.def.families[*family];
-        if def.kind.is_aggregate() || def.format != crate::store::FamilyFormat::Packed {
+        if def.kind.is_aggregate() || !def.format.has_blocks() {
             return None;
         }
         columns

@@ -8,7 +8,6 @@
 mod batch;
 mod tall;
 
-use super::format::FamilyFormat;
 use super::format::blocks::BLOCK_ROWS;
 use super::mutation::{check_key, check_qualifier, check_value};
 use super::{FjallStore, aggregate, mutation, now_micros};
@@ -325,12 +324,14 @@ fn runs(valid: &[usize]) -> Option<Vec<usize>> {
 
 /// Whether the new rows of a batch (its valid rows, `valid`, and their
 /// `runs`) are likely to go in as blocks: many, in runs (see [`runs`]), of a table of one
-/// PACKED family that has blocks. Their PACKED values are then encoded `raw`
-/// (see `FamilyFormat::fresh_pairs`): the block stores them anew.
+/// PACKED or AUTO family that has blocks. Their PACKED values are then
+/// encoded `raw` (see `FamilyFormat::fresh_pairs`): the block stores them
+/// anew. (An AUTO family's go in as blocks only when they are tall, see
+/// `tall.rs`; else as cells.)
 fn bound_for_blocks(table: &TableHandle, valid: &[usize], runs: Option<&[usize]>) -> bool {
     valid.len() >= INGEST_MIN_ROWS
         && matches!(table.blocks.as_slice(), [Some(_)])
-        && table.formats.first() == Some(&FamilyFormat::Packed)
+        && table.formats.first().is_some_and(|f| f.has_blocks())
         && runs.is_some()
 }
 

@@ -66,7 +66,7 @@ impl TallBatch {
         let first = batch.row_cells(*valid.first()?);
         let family = first.first()?.family;
         let slot = families[family.0 as usize].index;
-        if table.formats[slot].pair_per_cell() || table.blocks.get(slot)?.is_none() {
+        if !table.formats[slot].has_blocks() || table.blocks.get(slot)?.is_none() {
             return None;
         }
         // The first row's columns in qualifier order: the shape's.
@@ -118,7 +118,7 @@ impl TallBatch {
         strict: bool,
     ) -> Option<TallBatch> {
         let slot = families[columns.family.0 as usize].index;
-        if table.formats[slot].pair_per_cell() || table.blocks.get(slot)?.is_none() {
+        if !table.formats[slot].has_blocks() || table.blocks.get(slot)?.is_none() {
             return None;
         }
         let given = &columns.columns;

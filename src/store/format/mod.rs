@@ -37,7 +37,6 @@ use crate::codec;
 use crate::error::Result;
 use fjall::Slice;
 use serde::{Deserialize, Serialize};
-use std::cmp::Reverse;
 
 /// How a family's cells are laid out in its keyspace. A family created
 /// without one is [`FamilyFormat::Auto`].
@@ -376,14 +375,13 @@ pub(crate) fn reencode(
             .map(|c| (cells::key(row, c.qualifier, c.timestamp), c.value.to_vec()))
             .collect(),
         FamilyFormat::Packed => {
-            let mut all = packed::Cells::new();
-            for c in view.cells() {
-                all.insert(
-                    (c.qualifier.to_vec(), Reverse(c.timestamp)),
-                    c.value.to_vec(),
-                );
-            }
-            packed::encode(row, family, &all)?
+            // (A row's cells come decoded in qualifier order, newest
+            // first, each once: as `encode_sorted` takes them.)
+            let cells: Vec<(&[u8], i64, &[u8])> = view
+                .cells()
+                .map(|c| (c.qualifier, c.timestamp, c.value))
+                .collect();
+            packed::encode_sorted(row, family, &cells, false)?
                 .map(|value| (codec::escape(row), value))
                 .into_iter()
                 .collect()
