@@ -24,6 +24,12 @@ use std::time::Duration;
 /// written.
 const BACKLOG: u64 = 1 << 20;
 
+/// Bytes of blocks a fold writes past which the family's blocks are
+/// compacted after it: new blocks land in fjall's first levels, which
+/// are not compressed (a tall table's folded readings: 48 bytes each
+/// there, 15 once compacted).
+const COMPRESS_AFTER: u64 = 8 << 20;
+
 /// Starts the background compaction of `store`, looking every `quiet`;
 /// `None` if the OS refused a thread (the store then works without it:
 /// `COMPACT TABLE` still folds).
@@ -50,12 +56,30 @@ fn run(store: &Weak<Inner>, quiet: Duration, stop: &Stop) {
             // A table dropped or altered meanwhile is looked at again at
             // the next turn; nothing else can go wrong that a read or a
             // write would not meet first.
+            let before = blocks_bytes(&store, &table, &family);
             let _ = store.fold_new_cells(&table, &family, &mut pace);
             if stopped(stop, Duration::ZERO) {
                 return;
             }
+            let after = blocks_bytes(&store, &table, &family);
+            if after.saturating_sub(before) >= COMPRESS_AFTER {
+                let _ = store.compact_blocks(&table, &family);
+            }
         }
     }
+}
+
+/// The bytes on disk of the blocks of `table`'s family `family` (0 when
+/// it has none, or is gone).
+fn blocks_bytes(store: &FjallStore, table: &str, family: &str) -> u64 {
+    store
+        .handle(table)
+        .ok()
+        .and_then(|handle| {
+            let index = handle.def.family_index(family).ok()?;
+            handle.blocks[index].as_ref().map(|b| b.disk_space())
+        })
+        .unwrap_or(0)
 }
 
 /// The AUTO families to fold now: (table, family).

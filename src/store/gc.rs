@@ -158,7 +158,7 @@ impl FjallStore {
     /// So the background is let settle first, and the merge is run again
     /// (up to [`MAJOR_TRIES`] times) when a background compaction ran
     /// alongside it, which is when it may have been declined.
-    fn compact_keyspace(&self, keyspace: &fjall::Keyspace) -> Result<()> {
+    pub(super) fn compact_keyspace(&self, keyspace: &fjall::Keyspace) -> Result<()> {
         // Not while a merge into blocks runs (the background compaction
         // folding an AUTO family): a read begun after the two had run
         // side by side was seen to miss the cells a later step folded.

@@ -63,6 +63,17 @@ impl FjallStore {
         self.merge_paced(table, family, sizes, &mut |_| true)
     }
 
+    /// Compacts the blocks of `table`'s family `family` into fjall's last
+    /// level, compressed (see `FjallStore::compact`).
+    pub(super) fn compact_blocks(&self, table: &str, family: &str) -> Result<()> {
+        let handle = self.handle(table)?;
+        let index = handle.def.family_index(family)?;
+        match &handle.blocks[index] {
+            Some(blocks) => self.compact_keyspace(blocks),
+            None => Ok(()),
+        }
+    }
+
     /// Folds what `table`'s AUTO family `family` holds in its own
     /// keyspace into its blocks, leaving the blocks no own pair falls in
     /// as they are; `pace` is told how long each step took and says
