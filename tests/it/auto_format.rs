@@ -346,3 +346,44 @@ fn slow_reads_see_their_snapshot_while_the_background_folds() {
         }
     }
 }
+
+/// COPY FROM of a file sorted by key into a table created with no format
+/// goes straight into column-wise blocks, as into a PACKED one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_from_into_a_default_table_goes_into_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir.path().join("store"), None);
+    let session = cellar::SqlSession::new(store.clone());
+    let file = dir.path().join("rows.parquet");
+    session
+        .query(&format!(
+            "COPY (SELECT concat('k', lpad(CAST(x AS VARCHAR), 8, '0')) AS _key, \
+             CAST(x AS DOUBLE) AS v, CAST(x * 2 AS DOUBLE) AS w \
+             FROM generate_series(1, 40000) AS t(x) ORDER BY 1) TO '{}'",
+            file.display()
+        ))
+        .await
+        .unwrap();
+    session
+        .query("CREATE TABLE t (FAMILY m, v DOUBLE IN m, w DOUBLE IN m)")
+        .await
+        .unwrap();
+    session
+        .query(&format!("COPY t FROM '{}'", file.display()))
+        .await
+        .unwrap();
+    let pairs = store.local().unwrap().scan_pairs("t").unwrap().0;
+    assert!(pairs < 40_000 / 16, "{pairs} pairs for 40000 rows");
+    assert!(store.local().unwrap().folded("t").unwrap());
+    let out = session
+        .query("SELECT count(*), sum(v), sum(w) FROM t")
+        .await
+        .unwrap();
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&out)
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains("40000") && text.contains("800020000"),
+        "{text}"
+    );
+}
