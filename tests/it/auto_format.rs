@@ -387,3 +387,19 @@ async fn copy_from_into_a_default_table_goes_into_blocks() {
         "{text}"
     );
 }
+
+/// A fold that gives the family a fresh own keyspace leaves nothing for
+/// a clean close to wait for: the close records the journals as written
+/// out (the next open replays nothing).
+#[test]
+fn a_clean_close_after_a_fold_records_the_journals() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), None);
+    store
+        .create_table(TableSpec::new("t").family(FamilySpec::new("f")))
+        .unwrap();
+    set(&store, "a", "q", 1, "x");
+    store.local().unwrap().merge_blocks("t", "f").unwrap();
+    assert!(store.local().unwrap().folded("t").unwrap());
+    assert!(store.local().unwrap().checkpoint().unwrap());
+}
