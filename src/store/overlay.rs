@@ -108,9 +108,9 @@ impl Overlay {
             None => codec::single_row_range(row),
         };
         // (An AUTO row's marker, its bare escaped row, is no cell.)
-        let marker = codec::escape(row);
+        let marker = (format_of(table, family) == FamilyFormat::Auto).then(|| codec::escape(row));
         for (k, v) in self.pairs_in(snapshot, table, family, &range)? {
-            if k != marker {
+            if marker.as_ref() != Some(&k) {
                 buf.pairs.push((k.into(), v.into()));
             }
         }
