@@ -20,8 +20,10 @@ mod options;
 mod plans;
 mod relayout;
 mod running;
+mod shaped;
 mod spill;
 mod statements;
+mod templates;
 mod words;
 
 pub use access::{Access, FileAccess, FileUse, FilesDir, Role};
@@ -79,6 +81,8 @@ pub struct SqlSession {
     planned: Arc<std::sync::atomic::AtomicU64>,
     /// Plans kept for statements run again.
     plans: plans::Plans,
+    /// Plans kept for the shapes of statements, whatever their literals.
+    shapes: templates::Shapes,
     /// What the session's user may do.
     access: Arc<Access>,
     /// A number for this session among the process's, which `SHOW
@@ -136,6 +140,7 @@ impl SqlSession {
             loading: Arc::default(),
             planned: Arc::default(),
             plans: plans::Plans::default(),
+            shapes: templates::Shapes::default(),
             access,
             id: next_session_id(),
         }
@@ -169,6 +174,7 @@ impl SqlSession {
             loading: Arc::default(),
             planned: Arc::default(),
             plans: plans::Plans::default(),
+            shapes: templates::Shapes::default(),
             access,
             id,
         }
@@ -380,6 +386,9 @@ impl SqlSession {
         if let Some(kept) = self.plans.get(sql, generation)? {
             return self.run_kept(sql, kept).await;
         }
+        if let Some(shaped) = self.shaped_plan(sql).await {
+            return self.run_kept(sql, shaped).await;
+        }
         let seen = self.plans.seen(generation);
         let df = self.sql(sql).await?;
         self.execute_stream_keeping(sql, df, seen).await
@@ -429,6 +438,8 @@ impl SqlSession {
     pub(crate) fn with_context(&self, ctx: SessionContext) -> SqlSession {
         SqlSession {
             ctx,
+            // Its planning state is the other context's.
+            shapes: templates::Shapes::default(),
             ..self.clone()
         }
     }
@@ -455,7 +466,13 @@ impl SqlSession {
     /// their result as a DataFrame.
     pub async fn sql(&self, sql: &str) -> DfResult<DataFrame> {
         limits::check_statement(sql)?;
-        match ddl::parse(sql) {
+        // A query is none of cellar's own statements: not tokenized twice.
+        let own = if templates::starts_a_query(sql) {
+            Ok(None)
+        } else {
+            ddl::parse(sql)
+        };
+        match own {
             Ok(Some(mut statement)) => {
                 self.access.check_statement(&mut statement)?;
                 let reads = matches!(

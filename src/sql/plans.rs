@@ -44,7 +44,7 @@ use crate::query::{CellarTable, KeptProjectionExec, keep_projections};
 const CAPACITY: usize = 256;
 /// Statements longer than this are planned each time (a long VALUES list
 /// or IN list makes a large plan).
-const MAX_TEXT: usize = 8 * 1024;
+pub(crate) const MAX_TEXT: usize = 8 * 1024;
 /// Runs of a kept plan after which its operators are made afresh
 /// (their metrics sets grow with each run).
 const RENEW_EVERY: u32 = 64;
@@ -243,6 +243,16 @@ fn keeps_state(plan: &dyn ExecutionPlan) -> bool {
 /// optimization) gives the same answer each time it runs: see the module
 /// documentation.
 pub(crate) fn keepable(plan: &LogicalPlan) -> bool {
+    keeps(plan, false)
+}
+
+/// [`keepable`] for a template, whose placeholders stand for literals
+/// (see [`super::templates`]).
+pub(crate) fn keepable_template(plan: &LogicalPlan) -> bool {
+    keeps(plan, true)
+}
+
+fn keeps(plan: &LogicalPlan, placeholders: bool) -> bool {
     let mut keep = true;
     let _ = plan.apply_with_subqueries(|node| {
         keep &= match node {
@@ -264,7 +274,7 @@ pub(crate) fn keepable(plan: &LogicalPlan) -> bool {
             LogicalPlan::TableScan(scan) => match source_as_provider(&scan.source) {
                 Ok(provider) => match provider.get_logical_plan() {
                     // A view: what it reads decides.
-                    Some(view) => keepable(&view),
+                    Some(view) => keeps(&view, placeholders),
                     None => provider.downcast_ref::<CellarTable>().is_some(),
                 },
                 Err(_) => false,
@@ -273,7 +283,7 @@ pub(crate) fn keepable(plan: &LogicalPlan) -> bool {
         };
         if keep {
             let _ = node.apply_expressions(|e| {
-                keep &= immutable(e);
+                keep &= immutable(e, placeholders);
                 Ok(go_on(keep))
             });
         }
@@ -283,14 +293,16 @@ pub(crate) fn keepable(plan: &LogicalPlan) -> bool {
 }
 
 /// Whether an expression gives the same value whenever it is planned: no
-/// placeholders, variables, or functions that are not immutable.
-fn immutable(expr: &Expr) -> bool {
+/// variables, functions that are not immutable, or placeholders (unless
+/// `placeholders` allows them).
+fn immutable(expr: &Expr, placeholders: bool) -> bool {
     let mut immutable = true;
     let _ = expr.apply(|e| {
         immutable &= match e {
             Expr::ScalarFunction(f) => f.func.signature().volatility == Volatility::Immutable,
             Expr::AggregateFunction(f) => f.func.signature().volatility == Volatility::Immutable,
-            Expr::Placeholder(_) | Expr::ScalarVariable(..) => false,
+            Expr::Placeholder(_) => placeholders,
+            Expr::ScalarVariable(..) => false,
             _ => true,
         };
         Ok(go_on(immutable))

@@ -317,6 +317,7 @@ impl SqlSession {
     fn show_stats(&self) -> DfResult<RecordBatch> {
         let planned = self.planned.load(std::sync::atomic::Ordering::Relaxed);
         let reused = self.plans.reused();
+        let shaped = self.shapes.used();
         let ingested = self.store.rows_ingested();
         let schema = Schema::new(vec![
             Field::new("name", DataType::Utf8, false),
@@ -328,9 +329,10 @@ impl SqlSession {
                 Arc::new(StringArray::from(vec![
                     "statements_planned",
                     "plans_reused",
+                    "plans_by_shape",
                     "rows_ingested",
                 ])),
-                Arc::new(UInt64Array::from(vec![planned, reused, ingested])),
+                Arc::new(UInt64Array::from(vec![planned, reused, shaped, ingested])),
             ],
         )?)
     }

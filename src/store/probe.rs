@@ -52,7 +52,7 @@ impl FjallStore {
         for source in scans.iter().flat_map(|s| &s.sources) {
             let format = source.format;
             let open = |from: &[u8], reverse: bool| source.pairs(&snapshot, from, end, reverse);
-            if let Some((key, _)) = open(&encoded.start, true)?.next(true)? {
+            if let Some(key) = open(&encoded.start, true)?.next_key(true)? {
                 let row = codec::unescape(format.row_of(&key)?)?.0;
                 if probe.last.as_ref().is_none_or(|l| row > *l) {
                     probe.last = Some(row);
@@ -64,7 +64,7 @@ impl FjallStore {
             let mut row: Vec<u8> = Vec::new();
             let mut steps = 0;
             while probe.rows < limit {
-                let Some((key, _)) = iter.next(false)? else {
+                let Some(key) = iter.next_key(false)? else {
                     break;
                 };
                 let escaped = format.row_of(&key)?;

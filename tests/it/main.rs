@@ -37,6 +37,7 @@ mod model;
 mod plans;
 mod scaling;
 mod series;
+mod shapes;
 mod shell;
 mod sql_api;
 mod store;

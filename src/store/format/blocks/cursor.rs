@@ -296,6 +296,29 @@ impl Pairs {
             Pairs::Merged(merged) => merged.next(),
         }
     }
+
+    /// The next pair's key (`reverse` as opened), its value not made: a
+    /// block's row is not decoded, which is what a probe counting rows
+    /// needs.
+    pub fn next_key(&mut self, reverse: bool) -> Result<Option<Slice>> {
+        match self {
+            Pairs::Plain(iter) => {
+                let next = if reverse {
+                    iter.next_back()
+                } else {
+                    iter.next()
+                };
+                Ok(next.map(|g| g.key()).transpose()?)
+            }
+            Pairs::Merged(merged) => {
+                let key = merged.peek_key().map(Slice::from);
+                if key.is_some() {
+                    merged.advance()?;
+                }
+                Ok(key)
+            }
+        }
+    }
 }
 
 /// Which keyspace a merge's current pair comes from.

@@ -1,0 +1,197 @@
+//! Plans kept for the shape of a statement: a read run again with other
+//! literals is planned from its shape's template, and answers exactly as
+//! the same text planned afresh does (rows, column names, errors).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests fail loudly on purpose"
+)]
+
+use cellar::{SqlSession, Store};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+
+/// The answer to `sql` as text (its error's text where it fails).
+async fn answer(session: &SqlSession, sql: &str) -> String {
+    match session.query(sql).await {
+        Ok(batches) => {
+            let schema = batches[0].schema();
+            let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            format!("{names:?}\n{}", pretty_format_batches(&batches).unwrap())
+        }
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+async fn stat(session: &SqlSession, name: &str) -> u64 {
+    let out = answer(session, "SHOW STATS").await;
+    let line = out
+        .lines()
+        .find(|l| l.contains(name))
+        .unwrap_or_else(|| panic!("no {name} in {out}"));
+    line.split('|').nth(2).unwrap().trim().parse().unwrap()
+}
+
+async fn balloons(store: &Store) {
+    let session = SqlSession::new(store.clone());
+    session
+        .query(
+            "CREATE TABLE t (ROW KEY (region TEXT, balloon INT(4), ts TIMESTAMP '%Y-%m-%d-%H%M'), \
+             FAMILY m, p DOUBLE IN m, n BIGINT IN m)",
+        )
+        .await
+        .unwrap();
+    let mut values = Vec::new();
+    for (r, region) in ["eu", "us"].iter().enumerate() {
+        for balloon in 1..=3 {
+            for minute in 0..20 {
+                let n = r * 100 + balloon * 20 + minute;
+                values.push(format!(
+                    "('{region}', {balloon}, TIMESTAMP '2021-03-01T00:{minute:02}:00', {n}.5, {n})"
+                ));
+            }
+        }
+    }
+    session
+        .query(&format!(
+            "INSERT INTO t (region, balloon, ts, p, n) VALUES {}",
+            values.join(", ")
+        ))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn statements_of_one_shape_answer_as_the_text_planned_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    balloons(&store).await;
+    let shaped = SqlSession::new(store.clone());
+    let shapes: Vec<(&str, Vec<Vec<&str>>)> = vec![
+        (
+            "SELECT p, n FROM t WHERE _key = {}",
+            vec![
+                vec!["'eu#0001#2021-03-01-0003'"],
+                vec!["'us#0002#2021-03-01-0019'"],
+                vec!["'us#0009#2021-03-01-0000'"],
+                vec!["'eu#0003#2021-03-01-0007'"],
+            ],
+        ),
+        (
+            "SELECT count(*), avg(p) FROM t WHERE _key >= {} AND _key < {}",
+            vec![
+                vec!["'eu#0001'", "'eu#0002'"],
+                vec!["'eu'", "'us#0002#2021-03-01-0010'"],
+                vec!["'z'", "'a'"],
+                vec!["'us#0003'", "'us#0004'"],
+            ],
+        ),
+        (
+            // An INT(4) segment and a timestamp segment: the integers and
+            // strings become the segments' types.
+            "SELECT ts, p FROM t WHERE region = {} AND balloon = {} \
+             AND ts BETWEEN {} AND {} ORDER BY ts",
+            vec![
+                vec!["'eu'", "2", "'2021-03-01T00:03:00'", "'2021-03-01 00:06'"],
+                vec![
+                    "'us'",
+                    "3",
+                    "'2021-03-01T00:00:00'",
+                    "'2021-03-01T00:02:00'",
+                ],
+                // Too large for the segment's type: no template, no error.
+                vec![
+                    "'us'",
+                    "5000000000",
+                    "'2021-03-01T00:00:00'",
+                    "'2021-03-01T00:09:00'",
+                ],
+                vec!["'eu'", "1", "'not a time'", "'2021-03-01T00:09:00'"],
+                vec![
+                    "'eu'",
+                    "1",
+                    "'2021-03-01T00:18:00'",
+                    "'2021-03-01T01:00:00'",
+                ],
+            ],
+        ),
+        (
+            // A string compared with an integer segment, an integer with
+            // a double and a bigint.
+            "SELECT count(*) FROM t WHERE balloon = {} AND p > {} AND n <> {}",
+            vec![
+                vec!["'2'", "30", "45"],
+                vec!["'02'", "30", "45"],
+                vec!["2", "30", "45"],
+                vec!["'x'", "30", "45"],
+                vec!["3", "130", "0"],
+                vec!["1", "-1", "0"],
+            ],
+        ),
+        (
+            "SELECT region, balloon, sum(n) AS s FROM t WHERE balloon IN ({}, {}) \
+             AND _key < {} GROUP BY region, balloon ORDER BY 1, 2",
+            vec![
+                vec!["1", "3", "'us'"],
+                vec!["2", "2", "'z'"],
+                vec!["3", "300", "'us#0003'"],
+            ],
+        ),
+    ];
+    let mut statements = 0;
+    for (shape, literal_sets) in &shapes {
+        for literals in literal_sets {
+            let mut sql = shape.to_string();
+            for literal in literals {
+                sql = sql.replacen("{}", literal, 1);
+            }
+            let afresh = SqlSession::new(store.clone());
+            let expected = answer(&afresh, &sql).await;
+            assert_eq!(answer(&shaped, &sql).await, expected, "{sql}");
+            statements += 1;
+        }
+    }
+    // The first two statements of each shape are planned as text or make
+    // the template; most of the rest come from templates.
+    let by_shape = stat(&shaped, "plans_by_shape").await;
+    assert!(
+        by_shape >= (statements - 2 * shapes.len() - 3) as u64,
+        "{by_shape} of {statements} statements planned by shape"
+    );
+}
+
+#[tokio::test]
+async fn a_shape_is_planned_once_and_its_template_sees_writes_and_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    balloons(&store).await;
+    let session = SqlSession::new(store.clone());
+    let q = |key: &str| format!("SELECT n FROM t WHERE _key = 'eu#0001#2021-03-01-00{key}'");
+    let planned = stat(&session, "statements_planned").await;
+    for minute in ["01", "02", "03", "04", "05"] {
+        let out = answer(&session, &q(minute)).await;
+        assert!(
+            out.contains(&format!("| {} ", 20 + minute.parse::<u32>().unwrap())),
+            "{out}"
+        );
+    }
+    assert_eq!(
+        stat(&session, "statements_planned").await,
+        planned + 1,
+        "only the first statement of the shape is planned as text"
+    );
+    assert_eq!(stat(&session, "plans_by_shape").await, 4);
+    // A write is seen: rows are read when the plan runs.
+    session
+        .query("INSERT INTO t (region, balloon, ts, n) VALUES ('eu', 1, TIMESTAMP '2021-03-01T00:30:00', 7)")
+        .await
+        .unwrap();
+    assert!(answer(&session, &q("30")).await.contains("| 7 "));
+    // A changed table is planned afresh: the template was made for the
+    // table as it was.
+    session.query("ALTER TABLE t ADD FAMILY g").await.unwrap();
+    let before = stat(&session, "plans_by_shape").await;
+    let out = answer(&session, &q("06")).await;
+    assert!(out.contains("| 26 "), "{out}");
+    assert_eq!(stat(&session, "plans_by_shape").await, before);
+}
