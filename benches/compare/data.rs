@@ -38,22 +38,25 @@ impl Size {
 
     /// The key range `[lo, hi)` of `n` consecutive balloons of the second
     /// region: a `n / (4 × balloons)` fraction of the rows.
-    pub fn balloon_range(self, n: u32) -> (String, String) {
-        let first = self.balloons / 3;
+    /// Starting `shift` balloons further gives another range of the same
+    /// size: the same query typed with other literals.
+    pub fn balloon_range_at(self, n: u32, shift: u32) -> (String, String) {
+        let first = self.balloons / 3 + shift;
         (
             self.balloon_prefix(1, first),
             self.balloon_prefix(1, first + n),
         )
     }
 
-    /// One reading's key and its minute, for the point lookup.
-    pub fn point(self) -> (String, i64) {
-        let minute = self.minutes / 2 + 7;
+    /// One reading's key and its minute, for the point lookup (`shift`
+    /// balloons and minutes further: another reading).
+    pub fn point_at(self, shift: u32) -> (String, i64) {
+        let minute = self.minutes / 2 + 7 + shift;
         let micros = START_MICROS + i64::from(minute) * 60_000_000;
         (
             format!(
                 "{}{}",
-                self.balloon_prefix(2, self.balloons / 2),
+                self.balloon_prefix(2, self.balloons / 2 + shift),
                 minute_text(micros)
             ),
             micros,

@@ -113,8 +113,19 @@ fn range_filter(column: &str, range: Option<&(String, String)>) -> String {
 
 /// Every query of the comparison, for a data set of `size`.
 pub fn queries(size: Size) -> Vec<Query> {
+    queries_at(size, 0)
+}
+
+/// How many versions of each query with other literals a query planned
+/// afresh cycles through.
+pub const VARIANTS: u32 = 16;
+
+/// [`queries`] with other literals: the point and the ranges `shift`
+/// balloons (and the point `shift` minutes) further. The queries over
+/// every row have none and stay as they are.
+pub fn queries_at(size: Size, shift: u32) -> Vec<Query> {
     let mut out = Vec::new();
-    let (key, micros) = size.point();
+    let (key, micros) = size.point_at(shift);
     let hour_key = &key[..key.len() - 2];
     let minute = &minute_text(micros)[13..];
     let tall_point = |t: &str| {
@@ -146,7 +157,7 @@ pub fn queries(size: Size) -> Vec<Query> {
     let total = 4 * size.balloons;
     let ranges = [(1, "0.1 %"), (10, "1 %"), (total, "100 %")];
     for (balloons, label) in ranges {
-        let range = (balloons < total).then(|| size.balloon_range(balloons));
+        let range = (balloons < total).then(|| size.balloon_range_at(balloons, shift));
         let range = range.as_ref();
         let tall = |t: &str, avg: &str| {
             format!(
@@ -171,7 +182,7 @@ pub fn queries(size: Size) -> Vec<Query> {
         });
     }
     for (balloons, label) in [(1, "0.1 %"), (total, "100 %")] {
-        let range = (balloons < total).then(|| size.balloon_range(balloons));
+        let range = (balloons < total).then(|| size.balloon_range_at(balloons, shift));
         let range = range.as_ref();
         let tall = |t: &str, avg: &str| {
             format!(

@@ -160,6 +160,52 @@ async fn measure_cellar(
     out
 }
 
+/// Every query on each chosen cellar layout planned afresh, as typed ad
+/// hoc: each run another of `variants` (the same query with other
+/// literals, [`layouts::queries_at`]), its text also told apart by a
+/// comment, so no plan kept for a text serves it. (layout, query,
+/// seconds).
+async fn measure_cellar_afresh(
+    runner: &mut Runner<'_>,
+    variants: &[Vec<Query>],
+    chosen: &impl Fn(&&Layout) -> bool,
+) -> Vec<(&'static str, String, f64)> {
+    let mut out = Vec::new();
+    let Some(first) = variants.first() else {
+        return out;
+    };
+    for (i, q) in first.iter().enumerate() {
+        for (j, layout) in LAYOUTS.iter().enumerate().filter(|(_, l)| chosen(l)) {
+            let texts: Vec<&str> = variants.iter().map(|v| v[i].cellar[j].as_str()).collect();
+            let seconds = measure_variants(runner, &texts).await.unwrap();
+            out.push((layout.name, q.name.clone(), seconds));
+        }
+    }
+    out
+}
+
+/// The median time of `texts` run in turn, each planned afresh.
+async fn measure_variants(runner: &mut Runner<'_>, texts: &[&str]) -> Result<f64, String> {
+    for text in texts {
+        runner.run(text).await.map_err(|e| format!("{text}: {e}"))?;
+    }
+    let mut times = Vec::new();
+    let started = Instant::now();
+    let (min_runs, budget) = runs();
+    while times.len() < min_runs || (times.len() < MAX_RUNS && started.elapsed() < budget) {
+        let text = format!(
+            "{} -- run {}",
+            texts[times.len() % texts.len()],
+            times.len()
+        );
+        let t = Instant::now();
+        runner.run(&text).await?;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    Ok(times[times.len() / 2].as_secs_f64())
+}
+
 struct Args {
     full: bool,
     size: Size,
@@ -701,6 +747,13 @@ fn main() {
         let mut runner = Runner::Cellar(&session);
         for (engine, query, m) in measure_cellar(&mut runner, &queries, &chosen).await {
             report.query(engine, &query, m);
+        }
+        let variants: Vec<Vec<Query>> = (0..layouts::VARIANTS)
+            .map(|shift| layouts::queries_at(size, shift))
+            .collect();
+        for (layout, query, seconds) in measure_cellar_afresh(&mut runner, &variants, &chosen).await
+        {
+            report.afresh(layout, &query, seconds);
         }
 
         // Load paths: the readings with their key as `_key` (what COPY TO

@@ -46,6 +46,9 @@ pub struct Report {
     /// Layouts left to the background compaction after their load: how
     /// long it took to fold them, in seconds.
     settled: Vec<(String, f64)>,
+    /// (cellar layout, query) → seconds, planned afresh with other
+    /// literals each run.
+    afresh: BTreeMap<(String, String), f64>,
 }
 
 impl Report {
@@ -60,7 +63,15 @@ impl Report {
             loads: Vec::new(),
             paired: Vec::new(),
             settled: Vec::new(),
+            afresh: BTreeMap::new(),
         }
+    }
+
+    /// Query `query` on `layout` planned afresh (other literals each run)
+    /// took `seconds` (median).
+    pub fn afresh(&mut self, layout: &str, query: &str, seconds: f64) {
+        self.afresh
+            .insert((layout.to_string(), query.to_string()), seconds);
     }
 
     /// Layout `layout` was folded by the background compaction `seconds`
@@ -173,8 +184,9 @@ impl Report {
         println!(
             "\n{} readings; query times are medians in ms of a statement run again (cellar \
              runs it from the plan it kept for its text, SQLite from its Python module's \
-             statement cache; DuckDB and DataFusion plan each time); (×) = cellar / best \
-             peer, lower is better\n",
+             statement cache; DuckDB and DataFusion plan each time); lines \"planned afresh\": \
+             cellar plans the statement each run, with other literals each time (another key, \
+             another range of the same size); (×) = cellar / best peer, lower is better\n",
             self.rows
         );
         let mut head = format!("{:<20}", "");
@@ -253,6 +265,19 @@ impl Report {
                 line += &wide(s.map(|s| s * 1e3), s.zip(best).map(|(s, b)| s / b));
             }
             println!("{line}");
+            if self.afresh.keys().any(|(_, q)| q == name) {
+                // The same query typed ad hoc: planned afresh, other
+                // literals each run (the peers' figures as above).
+                let mut line = format!("{:<20}{:>36} |", "  planned afresh", "");
+                for l in &LAYOUTS {
+                    let s = self
+                        .afresh
+                        .get(&(l.name.to_string(), name.clone()))
+                        .copied();
+                    line += &wide(s.map(|s| s * 1e3), s.zip(best).map(|(s, b)| s / b));
+                }
+                println!("{line}");
+            }
         }
 
         if !self.remote.is_empty() {
