@@ -212,24 +212,22 @@ async fn frames(
     parameters: Option<&RecordBatch>,
 ) -> Result<Pending, Status> {
     let plain = parameters.is_none_or(|b| b.num_columns() == 0);
-    if plain && let Some(kept) = session.kept_plan(sql).map_err(|e| status(&e))? {
-        // Run before: its plan is kept, and it only reads.
+    // A read run before (its plan kept for the text), or of a shape
+    // planned before (made from its template): no frames to plan.
+    let ready = match plain {
+        true => match session.kept_plan(sql).map_err(|e| status(&e))? {
+            Some(kept) => Some(kept),
+            None => session.shaped_plan(sql).await,
+        },
+        false => None,
+    };
+    if let Some(ready) = ready {
         return Ok(Pending {
             frames: Vec::new(),
-            schema: kept.0.schema(),
+            schema: ready.0.schema(),
             sql: sql.to_string(),
             seen: None,
-            kept: Some(kept),
-        });
-    }
-    if plain && let Some(shaped) = session.shaped_plan(sql).await {
-        // A read of a shape planned before: made from its template.
-        return Ok(Pending {
-            frames: Vec::new(),
-            schema: shaped.0.schema(),
-            sql: sql.to_string(),
-            seen: None,
-            kept: Some(shaped),
+            kept: Some(ready),
         });
     }
     let seen = plain.then(|| session.plans_seen()).flatten();

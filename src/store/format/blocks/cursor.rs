@@ -285,14 +285,7 @@ impl Pairs {
     #[inline]
     pub fn next(&mut self, reverse: bool) -> Result<Option<(Slice, Slice)>> {
         match self {
-            Pairs::Plain(iter) => {
-                let next = if reverse {
-                    iter.next_back()
-                } else {
-                    iter.next()
-                };
-                Ok(next.map(|g| g.into_inner()).transpose()?)
-            }
+            Pairs::Plain(iter) => Ok(step(iter, reverse).map(|g| g.into_inner()).transpose()?),
             Pairs::Merged(merged) => merged.next(),
         }
     }
@@ -302,14 +295,7 @@ impl Pairs {
     /// needs.
     pub fn next_key(&mut self, reverse: bool) -> Result<Option<Slice>> {
         match self {
-            Pairs::Plain(iter) => {
-                let next = if reverse {
-                    iter.next_back()
-                } else {
-                    iter.next()
-                };
-                Ok(next.map(|g| g.key()).transpose()?)
-            }
+            Pairs::Plain(iter) => Ok(step(iter, reverse).map(|g| g.key()).transpose()?),
             Pairs::Merged(merged) => {
                 let key = merged.peek_key().map(Slice::from);
                 if key.is_some() {
@@ -318,6 +304,15 @@ impl Pairs {
                 Ok(key)
             }
         }
+    }
+}
+
+/// The next pair of a plain keyspace read in one direction.
+fn step(iter: &mut fjall::Iter, reverse: bool) -> Option<fjall::Guard> {
+    if reverse {
+        iter.next_back()
+    } else {
+        iter.next()
     }
 }
 
