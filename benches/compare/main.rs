@@ -21,6 +21,7 @@ mod data;
 mod layouts;
 mod report;
 mod series;
+mod skew;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -665,7 +666,7 @@ fn main() {
         report.peers(&peers);
     }
 
-    rt.block_on(async {
+    let skew = rt.block_on(async {
         eprintln!("DataFusion over Parquet ...");
         let ctx = SessionContext::new();
         ctx.register_parquet(
@@ -810,6 +811,16 @@ fn main() {
                 report.flight(engine, &query, m);
             }
         }
+        // A skewed key space beside an even one (up to a million rows).
+        let wanted = args
+            .only
+            .as_ref()
+            .is_none_or(|o| "skew".contains(o.as_str()));
+        if wanted {
+            Some(skew::measure(&session, rows.min(1_000_000)).await)
+        } else {
+            None
+        }
     });
 
     if args.keep {
@@ -818,6 +829,9 @@ fn main() {
     let mismatches = report.check("DataFusion/Parquet");
     if args.full {
         report.print();
+        if let Some(skew) = &skew {
+            skew.print();
+        }
     }
     if !mismatches.is_empty() {
         for m in &mismatches {

@@ -16,8 +16,10 @@ const SPLIT_MIN_BYTES: u64 = 1 << 20;
 const SPLIT_MIN_ROWS: usize = 256;
 
 /// Cuts a single range of a large table into up to `n` ranges of about
-/// equal key space between its first and last row, so that several
-/// partitions read it in parallel. Probes the keys of the range's first
+/// equal size, so that several partitions read it in parallel: where the
+/// store's own size information puts equal shares of the range's bytes
+/// (`Backend::size_points`), else at equal steps of the key space between
+/// its first and last row. Probes the keys of the range's first
 /// [`SPLIT_MIN_ROWS`] rows and of its last (`FjallStore::probe_rows`);
 /// `None` when there is nothing worth splitting.
 pub(crate) fn split_ranges(
@@ -96,7 +98,12 @@ fn cut_range(
     if small || !cut {
         return None;
     }
-    let points = interpolate(&first, &last, n);
+    // Where the range's bytes lie, when the store can say (its tables'
+    // block indexes); else evenly over the key space between its ends.
+    let points = match store.size_points(table, Some(families), &range, n) {
+        Ok(Some(points)) => points,
+        _ => interpolate(&first, &last, n),
+    };
     if points.is_empty() {
         return None;
     }

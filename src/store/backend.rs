@@ -145,6 +145,21 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<Option<RowProbe>> {
         Ok(None)
     }
+    /// Up to `n - 1` row keys cutting `range` of `table` into pieces of
+    /// about equal size in the families `families` (all when `None`),
+    /// ascending and strictly inside the range, from what the backend
+    /// knows of its sizes without reading rows (the embedded store: its
+    /// tables' block indexes). `None` when it cannot say: split by key
+    /// space or [`Backend::sample_row_keys`] instead.
+    fn size_points(
+        &self,
+        _table: &str,
+        _families: Option<&[String]>,
+        _range: &RowRange,
+        _n: usize,
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        Ok(None)
+    }
 
     // ---- writes -----------------------------------------------------
 
@@ -339,6 +354,16 @@ impl Backend for FjallStore {
         limit: usize,
     ) -> Result<Option<RowProbe>> {
         FjallStore::probe_rows(self, table, family, range, limit).map(Some)
+    }
+
+    fn size_points(
+        &self,
+        table: &str,
+        families: Option<&[String]>,
+        range: &RowRange,
+        n: usize,
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        FjallStore::size_points(self, table, families, range, n)
     }
 
     fn list_tables(&self) -> Vec<String> {

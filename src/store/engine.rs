@@ -212,6 +212,8 @@ pub(super) struct Inner {
     pub(super) generation: std::sync::atomic::AtomicU64,
     /// Rows written by ingestion (see [`FjallStore::rows_ingested`]).
     pub(super) ingested: std::sync::atomic::AtomicU64,
+    /// The block indexes of on-disk tables read for size estimates.
+    pub(super) size_index: super::block_index::SizeIndex,
     /// cellar's lock on the store directory, released after the database
     /// (fields drop in order).
     pub(super) _lock: std::fs::File,

@@ -443,6 +443,7 @@ impl FjallStore {
             gates: Mutex::default(),
             generation: std::sync::atomic::AtomicU64::new(0),
             ingested: std::sync::atomic::AtomicU64::new(0),
+            size_index: Default::default(),
             _lock: lock,
         };
         let inner = Arc::new(inner);
