@@ -123,6 +123,7 @@ async fn scan(session: &SqlSession, table: &str) -> Scan {
             .lines()
             .nth(3)
             .unwrap_or_default()
+            .trim_matches(|c: char| c == '|' || c.is_whitespace())
             .to_string();
         partitions = rows_by_partition(plan);
     }
