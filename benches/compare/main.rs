@@ -383,7 +383,26 @@ fn fjall_floor(dir: &Path, rows: u64, floor: Floor) -> (f64, u64) {
 /// compaction the LSM's levels may read short (one family of four read
 /// as empty once, a run's bytes then 0.59x of the next run's) while new
 /// versions are installed: read until five readings 100 ms apart agree.
+/// Waits until the store's LSM has had no flush or compaction under way
+/// for a second (at most a minute): what a load leaves running in the
+/// background after it returns and after its fold, which a measurement
+/// would otherwise share the cores with.
+pub fn lsm_quiet(session: &SqlSession) {
+    let local = session.store().local().expect("embedded store");
+    let started = Instant::now();
+    let mut quiet_since = Instant::now();
+    while started.elapsed() < Duration::from_secs(60) {
+        if local.lsm_busy() {
+            quiet_since = Instant::now();
+        } else if quiet_since.elapsed() >= Duration::from_secs(1) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn settled_disk_space(session: &SqlSession, table: &str) -> u64 {
+    lsm_quiet(session);
     let mut readings: Vec<u64> = Vec::new();
     for _ in 0..100 {
         readings.push(session.store().table_disk_space(table).unwrap());

@@ -89,6 +89,9 @@ pub async fn measure(session: &SqlSession, rows: u64) -> Skew {
             assert!(waiting.elapsed() < Duration::from_secs(600), "never folded");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+    crate::lsm_quiet(session);
+    for (table, _) in tables {
         scans.push(scan(session, table).await);
     }
     let even = scans.pop().unwrap();

@@ -304,6 +304,12 @@ impl FjallStore {
         Ok(self.inner.db.persist(PersistMode::SyncAll)?)
     }
 
+    /// Whether fjall is flushing memtables or compacting tables right now
+    /// (its background work after a load, which a benchmark waits out).
+    pub fn lsm_busy(&self) -> bool {
+        self.inner.db.outstanding_flushes() > 0 || self.inner.db.active_compactions() > 0
+    }
+
     /// Bytes of journal this open read and replayed: 0 after a clean
     /// close, up to the journal's size after a crash.
     pub fn journal_bytes_replayed(&self) -> u64 {
