@@ -14,11 +14,16 @@ const SPLIT_MIN_BYTES: u64 = 1 << 20;
 /// rows between threads would cost more than reading them (one series'
 /// hour or day).
 const SPLIT_MIN_ROWS: usize = 256;
+/// A range holding at most this many bytes (on disk and in memory) is
+/// read by one partition, and runs as a light query: 16 blocks of a
+/// PACKED family, some 16 000 tall rows, a millisecond's reading at most,
+/// less than handing its rows between threads would cost.
+const SPLIT_MIN_RANGE_BYTES: u64 = 256 << 10;
 
 /// Cuts a single range of a large table into up to `n` ranges of about
 /// equal size, so that several partitions read it in parallel: where the
 /// store's own size information puts equal shares of the range's bytes
-/// (`Backend::size_points`), else at equal steps of the key space between
+/// (`Backend::range_size`), else at equal steps of the key space between
 /// its first and last row. Probes the keys of the range's first
 /// [`SPLIT_MIN_ROWS`] rows and of its last (`FjallStore::probe_rows`);
 /// `None` when there is nothing worth splitting.
@@ -38,8 +43,9 @@ pub(crate) fn split_ranges(
 pub(crate) struct Split {
     /// The pieces, when it is worth cutting.
     pub pieces: Option<Vec<RowRange>>,
-    /// Rows the range held when planned, when it was counted (fewer than
-    /// [`SPLIT_MIN_ROWS`]).
+    /// Rows the range held when planned, when it is small: counted
+    /// (fewer than [`SPLIT_MIN_ROWS`]), or estimated from its bytes when
+    /// the store says it holds at most [`SPLIT_MIN_RANGE_BYTES`].
     pub rows: Option<usize>,
 }
 
@@ -95,13 +101,30 @@ fn cut_range(
         *counted = Some(probe.rows);
         return None;
     }
+    // What the store knows of the range's size: a range of a few blocks
+    // is read whole (though of more rows than the probe counts), a
+    // larger one cut where its bytes lie.
+    let size = store
+        .range_size(table, Some(families), &range, n)
+        .ok()
+        .flatten();
+    if let Some(size) = size.as_ref().filter(|s| s.at_most(SPLIT_MIN_RANGE_BYTES)) {
+        // Rows as the densest rows the store keeps take bytes (a folded
+        // tall row, some 16 bytes): an estimate that errs high.
+        let bytes = size.on_disk.saturating_add(size.in_memory);
+        *counted = Some(
+            usize::try_from(bytes / 16)
+                .unwrap_or(usize::MAX)
+                .max(probe.rows),
+        );
+        return None;
+    }
     if small || !cut {
         return None;
     }
-    // Where the range's bytes lie, when the store can say (its tables'
-    // block indexes); else evenly over the key space between its ends.
-    let points = match store.size_points(table, Some(families), &range, n) {
-        Ok(Some(points)) => points,
+    // Else evenly over the key space between its ends.
+    let points = match size {
+        Some(size) if !size.points.is_empty() => size.points,
         _ => interpolate(&first, &last, n),
     };
     if points.is_empty() {

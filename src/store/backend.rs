@@ -19,6 +19,7 @@ use super::gate::{Pinned, WriteGate};
 use super::mutation::{Mutation, ReadModifyWrite, RowMutation};
 use super::probe::RowProbe;
 use super::request::{ReadFilter, ReadRequest, Row, RowSet};
+use super::sizes::RangeSize;
 use super::source::RowStream;
 use crate::codec::RowRange;
 use crate::error::{Error, Result};
@@ -145,19 +146,19 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<Option<RowProbe>> {
         Ok(None)
     }
-    /// Up to `n - 1` row keys cutting `range` of `table` into pieces of
-    /// about equal size in the families `families` (all when `None`),
-    /// ascending and strictly inside the range, from what the backend
-    /// knows of its sizes without reading rows (the embedded store: its
-    /// tables' block indexes). `None` when it cannot say: split by key
-    /// space or [`Backend::sample_row_keys`] instead.
-    fn size_points(
+    /// How large `range` of `table` is in the families `families` (all
+    /// when `None`) and where to cut it into `n` pieces of about equal
+    /// size, from what the backend knows without reading rows (the
+    /// embedded store: its tables' block indexes and memtable sizes).
+    /// `None` when it cannot say: split by key space or
+    /// [`Backend::sample_row_keys`] instead.
+    fn range_size(
         &self,
         _table: &str,
         _families: Option<&[String]>,
         _range: &RowRange,
         _n: usize,
-    ) -> Result<Option<Vec<Vec<u8>>>> {
+    ) -> Result<Option<RangeSize>> {
         Ok(None)
     }
 
@@ -356,14 +357,14 @@ impl Backend for FjallStore {
         FjallStore::probe_rows(self, table, family, range, limit).map(Some)
     }
 
-    fn size_points(
+    fn range_size(
         &self,
         table: &str,
         families: Option<&[String]>,
         range: &RowRange,
         n: usize,
-    ) -> Result<Option<Vec<Vec<u8>>>> {
-        FjallStore::size_points(self, table, families, range, n)
+    ) -> Result<Option<RangeSize>> {
+        FjallStore::range_size(self, table, families, range, n).map(Some)
     }
 
     fn list_tables(&self) -> Vec<String> {

@@ -89,6 +89,7 @@ pub use probe::RowProbe;
 pub use request::{
     Cell, QualifierFilter, ReadFilter, ReadRequest, Row, RowSet, ScanStats, TimeRange,
 };
+pub use sizes::RangeSize;
 pub use source::{Numbers, RowSource, RowStream};
 pub use time::now_micros;
 pub(crate) use time::{align_down, align_up};

@@ -25,48 +25,67 @@ use crate::codec::{self, RowRange};
 use crate::error::Result;
 use fjall::{AbstractTree, Keyspace};
 
+/// What the store knows of a row range's size without reading it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RangeSize {
+    /// Bytes of the range in on-disk tables: the blocks whose last key
+    /// lies in it (and so a block more or less at either end).
+    pub on_disk: u64,
+    /// Bytes in memory the range may hold some of: the keyspaces' whole
+    /// memtables (`u64::MAX` when one is being flushed: not known).
+    pub in_memory: u64,
+    /// Up to `n - 1` row keys cutting the range into pieces of about
+    /// equal bytes on disk, ascending, each strictly inside the range
+    /// (empty when it has fewer than two blocks a piece).
+    pub points: Vec<Vec<u8>>,
+}
+
+impl RangeSize {
+    /// Whether the range holds at most `bytes` in all, on disk and in
+    /// memory.
+    pub fn at_most(&self, bytes: u64) -> bool {
+        self.on_disk.saturating_add(self.in_memory) <= bytes
+    }
+}
+
 impl FjallStore {
-    /// Up to `n - 1` row keys cutting `range` of `table` into pieces of
-    /// about equal bytes on disk in the families `families` (all when
-    /// `None`), ascending, each strictly inside the range (after its
-    /// start, before its end); `None` when the range has too little on
-    /// disk to say (fewer than two blocks a piece). From the block
-    /// indexes of the keyspaces' on-disk tables: no pair is read.
-    pub fn size_points(
+    /// How large `range` of `table` is in the families `families` (all
+    /// when `None`), and the row keys cutting it into `n` pieces of about
+    /// equal bytes on disk ([`RangeSize`]). From the block indexes of the
+    /// keyspaces' on-disk tables and their memtables' sizes: no pair is
+    /// read.
+    pub fn range_size(
         &self,
         table: &str,
         families: Option<&[String]>,
         range: &RowRange,
         n: usize,
-    ) -> Result<Option<Vec<Vec<u8>>>> {
+    ) -> Result<RangeSize> {
         let handle = self.handle(table)?;
         let encoded = range.encode();
-        if n < 2 || encoded.is_empty() {
-            return Ok(None);
+        let mut size = RangeSize::default();
+        if encoded.is_empty() {
+            return Ok(size);
         }
         let start = encoded.start.as_slice();
         let end = encoded.end.as_deref();
         let mut weighted: Vec<(Vec<u8>, u64)> = Vec::new();
         for scan in handle.family_scans(families)? {
             for source in &scan.sources {
-                self.entries_in(
-                    &source.keyspace,
-                    Some(source.format),
-                    start,
-                    end,
-                    &mut weighted,
-                );
-                if let Some(blocks) = &source.blocks {
-                    self.entries_in(blocks, None, start, end, &mut weighted);
+                let keyspaces = std::iter::once((&source.keyspace, Some(source.format)))
+                    .chain(source.blocks.iter().map(|b| (b, None)));
+                for (keyspace, format) in keyspaces {
+                    self.entries_in(keyspace, format, start, end, &mut weighted);
+                    size.in_memory = size.in_memory.saturating_add(memtable_bytes(keyspace));
                 }
             }
         }
-        if weighted.len() < 2 * n {
-            return Ok(None);
+        size.on_disk = weighted.iter().map(|(_, w)| w).sum();
+        if n < 2 || weighted.len() < 2 * n {
+            return Ok(size);
         }
         weighted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let total: u64 = weighted.iter().map(|(_, w)| w).sum();
-        let mut points: Vec<Vec<u8>> = Vec::with_capacity(n - 1);
+        let total = size.on_disk;
         let mut seen = 0u64;
         let mut next = 1u64;
         for (row, weight) in weighted {
@@ -77,12 +96,12 @@ impl FjallStore {
             // the point, which only moves that row to the next piece).
             if next < n as u64 && seen * n as u64 >= total * next {
                 next += 1;
-                if points.last().is_none_or(|p| *p < row) && inside(range, &row) {
-                    points.push(row);
+                if size.points.last().is_none_or(|p| *p < row) && inside(range, &row) {
+                    size.points.push(row);
                 }
             }
         }
-        Ok((!points.is_empty()).then_some(points))
+        Ok(size)
     }
 
     /// Appends the row key and size of each data block of `keyspace`'s
@@ -126,6 +145,16 @@ impl FjallStore {
             }
         }
     }
+}
+
+/// Bytes a keyspace holds in memory: its active memtable's, or
+/// `u64::MAX` while sealed ones wait to be flushed (their size is not
+/// published).
+fn memtable_bytes(keyspace: &Keyspace) -> u64 {
+    if keyspace.tree.sealed_memtable_count() > 0 {
+        return u64::MAX;
+    }
+    keyspace.tree.active_memtable().size()
 }
 
 /// Whether `row` lies strictly after `range`'s start and before its end

@@ -214,8 +214,9 @@ async fn selective_queries_read_their_result_not_the_table() {
     }
 
     // A range of a few rows of the large table is read by one partition,
-    // on no thread of its own: nothing spreads ten rows over threads. A
-    // range of many rows is still cut.
+    // on no thread of its own: nothing spreads ten rows over threads; nor
+    // a range of a few blocks on disk (one host's 4 000 rows). A range of
+    // many rows is still cut.
     let plan = analyze(
         &session,
         "SELECT v FROM large WHERE host = 'h42' AND n < 10",
@@ -223,7 +224,15 @@ async fn selective_queries_read_their_result_not_the_table() {
     .await;
     assert!(!plan.contains("RepartitionExec"), "{plan}");
     assert!(!plan.contains("partitions=2"), "{plan}");
-    let wide = analyze(&session, "SELECT count(v) FROM large WHERE host = 'h42'").await;
+    let host = analyze(&session, "SELECT count(v) FROM large WHERE host = 'h42'").await;
+    assert!(!host.contains("partitions=2"), "{host}");
+    assert!(!host.contains("RepartitionExec"), "{host}");
+    assert!(host.contains("rows_scanned=4.00 K"), "{host}");
+    let wide = analyze(
+        &session,
+        "SELECT count(v) FROM large WHERE host >= 'h20' AND host < 'h60'",
+    )
+    .await;
     assert!(wide.contains("partitions=2"), "{wide}");
     // EXPLAIN ANALYZE shows the counters next to the rows returned.
     for metric in [
