@@ -122,9 +122,12 @@ fn cut_range(
     if small || !cut {
         return None;
     }
-    // Else evenly over the key space between its ends.
+    // Cut where the bytes on disk lie, unless much of the range may
+    // still be in memory (just written or folded, not yet flushed), where
+    // the disk's share says little of the rest; then evenly over the key
+    // space between its ends.
     let points = match size {
-        Some(size) if !size.points.is_empty() => size.points,
+        Some(size) if !size.points.is_empty() && size.in_memory <= size.on_disk / 4 => size.points,
         _ => interpolate(&first, &last, n),
     };
     if points.is_empty() {

@@ -480,6 +480,58 @@ impl KeySchema {
         .is_some()
     }
 
+    /// Whether `key` fits the schema, given that `prev` does: what
+    /// [`KeySchema::fits`] answers, checking only the segments that are
+    /// not the same as `prev`'s (a run of sorted keys shares its leading
+    /// segments, and a time segment costs a parse). Salted schemas check
+    /// the whole key (a bucket depends on other fields).
+    pub fn fits_after(&self, prev: &[u8], key: &[u8]) -> bool {
+        if self
+            .fields()
+            .any(|(_, _, kind)| matches!(kind, SegmentKind::Salt { .. }))
+        {
+            return self.fits(key);
+        }
+        let Ok(text) = std::str::from_utf8(key) else {
+            return false;
+        };
+        let common = prev.iter().zip(key).take_while(|(a, b)| a == b).count();
+        let last = self.segments.len().saturating_sub(1);
+        let mut parts = text.splitn(self.segments.len(), self.delimiter);
+        let mut offset = 0;
+        for (n, segment) in self.segments.iter().enumerate() {
+            let Some(part) = parts.next() else {
+                return false;
+            };
+            let end = offset + part.len();
+            offset = end + self.delimiter.len_utf8();
+            // The part and the delimiter after it lie in the prefix both
+            // keys share: `prev` has this very segment here, and it fit.
+            if n < last && end < common {
+                continue;
+            }
+            let fits = match segment {
+                Segment::Literal(literal) => part == literal,
+                Segment::Field { kind, .. } => {
+                    !(n == last
+                        && matches!(kind, SegmentKind::Padded { .. })
+                        && part.contains(self.delimiter))
+                        && match kind {
+                            SegmentKind::Text => true,
+                            SegmentKind::Padded { width, .. } => {
+                                part.chars().count() == usize::from(*width)
+                            }
+                            _ => parse_value(kind, part).is_some(),
+                        }
+                }
+            };
+            if !fits {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Splits `key` into its segments, checks the literals, and hands each
     /// field's kind and text to `field`, in order; then checks what
     /// needs several fields (salt buckets). `None` when anything does not

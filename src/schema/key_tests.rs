@@ -472,6 +472,23 @@ proptest::proptest! {
         }
         let decoded = schema.decode(key.as_bytes());
         proptest::prop_assert_eq!(schema.fits(key.as_bytes()), decoded.is_some(), "{}", key);
+        // After a key that fits (the key as written, and one a row or
+        // two before it), the answer is the same.
+        let written = String::from_utf8(schema.encode(&values).unwrap()).unwrap();
+        let before = schema
+            .encode(&values.iter().map(|v| match v {
+                Some(KeyValue::Int(n)) => Some(KeyValue::Int(n / 2)),
+                other => other.clone(),
+            }).collect::<Vec<_>>())
+            .unwrap();
+        for prev in [written.as_bytes(), &before[..]] {
+            proptest::prop_assert!(schema.fits(prev));
+            proptest::prop_assert_eq!(
+                schema.fits_after(prev, key.as_bytes()),
+                decoded.is_some(),
+                "{} after {}", key, String::from_utf8_lossy(prev)
+            );
+        }
         if edit == 0 {
             proptest::prop_assert!(decoded.is_some(), "{} as written does not decode", key);
         }

@@ -206,7 +206,7 @@ impl Step<'_> {
     ) -> DfResult<()> {
         let (exec, groups, runs) = (self.exec, &mut *self.groups, &mut *self.runs);
         self.counts.rows += 1;
-        if !exec.segments(key, self.segments) {
+        if !exec.segments(key, None, self.segments) {
             self.counts.misfits += 1;
             return Ok(());
         }
@@ -269,9 +269,10 @@ impl Step<'_> {
         let (exec, groups, runs) = (self.exec, &mut *self.groups, &mut *self.runs);
         runs.clear();
         if exec.reads_keys() {
+            let mut fit = None;
             for i in 0..n {
                 let key = rows.key(i)?;
-                if !exec.segments(&key, self.segments) {
+                if !exec.segments(&key, fit.as_deref(), self.segments) {
                     return by_row(self);
                 }
                 let key_values = groups.row(self.segments);
@@ -280,6 +281,7 @@ impl Step<'_> {
                     Some((last, end)) if *last == g => *end += 1,
                     _ => runs.push((g, i + 1)),
                 }
+                fit = Some(key);
             }
         } else {
             // Every row in the one group of rows with no key values.
@@ -429,7 +431,7 @@ impl PartAggregate {
             };
             counts.rows += 1;
             let key = row.key();
-            if !exec.segments(key, segments) {
+            if !exec.segments(key, None, segments) {
                 counts.misfits += 1;
                 continue;
             }

@@ -65,8 +65,15 @@ impl AggregateShape {
 
     /// The key values (row key, key segments) a row's groups take, in
     /// the order of the groups; false when the row is to be passed over
-    /// (its key does not fit the schema).
-    pub(super) fn segments(&self, key: &[u8], segments: &mut Vec<Option<KeyValue>>) -> bool {
+    /// (its key does not fit the schema). `fit`: a key known to fit that
+    /// shares a prefix with this one (the row before it in a run), so
+    /// that only what differs is checked.
+    pub(super) fn segments(
+        &self,
+        key: &[u8],
+        fit: Option<&[u8]>,
+        segments: &mut Vec<Option<KeyValue>>,
+    ) -> bool {
         segments.clear();
         let wanted = self
             .groups
@@ -83,7 +90,9 @@ impl AggregateShape {
             // group needs them.
             let fits = match (&decoded, &self.spec.layout.key) {
                 (Some(_), _) => true,
-                (None, Some(k)) => !decode && k.fits(key),
+                (None, Some(k)) => {
+                    !decode && fit.map_or_else(|| k.fits(key), |f| k.fits_after(f, key))
+                }
                 (None, None) => false,
             };
             if !fits {
