@@ -94,9 +94,9 @@ async fn analyze(session: &SqlSession, sql: &str) -> String {
     pretty_format_batches(&batches).unwrap().to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn selective_queries_read_their_result_not_the_table() {
-    let dir = tempfile::tempdir().unwrap();
+/// A session on a store in `dir` whose scans split into two partitions,
+/// as on the two-core machines CI runs on, whatever this one has.
+fn two_partitions(dir: &tempfile::TempDir) -> SqlSession {
     let session = SqlSession::new(Store::open(dir.path()).unwrap());
     session
         .context()
@@ -106,6 +106,13 @@ async fn selective_queries_read_their_result_not_the_table() {
         .options_mut()
         .execution
         .target_partitions = 2;
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selective_queries_read_their_result_not_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = two_partitions(&dir);
     load(&session, "small", 10_000).await;
     load(&session, "large", LARGE).await;
 
@@ -285,15 +292,7 @@ async fn rows_per_partition(session: &SqlSession, sql: &str) -> Vec<usize> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_skewed_table_is_split_by_size() {
     let dir = tempfile::tempdir().unwrap();
-    let session = SqlSession::new(Store::open(dir.path()).unwrap());
-    session
-        .context()
-        .state_ref()
-        .write()
-        .config_mut()
-        .options_mut()
-        .execution
-        .target_partitions = 2;
+    let session = two_partitions(&dir);
     for format in ["", " FORMAT CELLS", " FORMAT PACKED"] {
         let table = format!("skew{}", format.trim().replace(' ', "_").to_lowercase());
         session
