@@ -317,6 +317,22 @@ pub struct RowRange {
 }
 
 impl RowRange {
+    /// Whether `key` lies strictly after the range's start and in it (so
+    /// that cutting the range at `key` leaves two non-empty ranges); the
+    /// empty key never does.
+    pub fn cuts_at(&self, key: &[u8]) -> bool {
+        let after = match &self.start {
+            Bound::Included(s) | Bound::Excluded(s) => key > s.as_slice(),
+            Bound::Unbounded => !key.is_empty(),
+        };
+        let before = match &self.end {
+            Bound::Included(e) => key <= e.as_slice(),
+            Bound::Excluded(e) => key < e.as_slice(),
+            Bound::Unbounded => true,
+        };
+        after && before
+    }
+
     /// Every row.
     pub fn all() -> Self {
         RowRange {

@@ -183,19 +183,6 @@ fn split_at_samples(
     n: usize,
 ) -> Option<Vec<RowRange>> {
     use std::ops::Bound;
-    // Strictly after the start (a piece must not be empty), in the range.
-    let inside_range = |key: &Vec<u8>| {
-        let after = match &range.start {
-            Bound::Included(s) | Bound::Excluded(s) => key > s,
-            Bound::Unbounded => true,
-        };
-        let before = match &range.end {
-            Bound::Included(e) => key <= e,
-            Bound::Excluded(e) => key < e,
-            Bound::Unbounded => true,
-        };
-        !key.is_empty() && after && before
-    };
     let samples = store.sample_row_keys(table).ok()?;
     if samples.last().map_or(0, |(_, bytes)| *bytes) < SPLIT_MIN_BYTES {
         return None;
@@ -203,7 +190,7 @@ fn split_at_samples(
     let inside: Vec<Vec<u8>> = samples
         .into_iter()
         .map(|(key, _)| key)
-        .filter(inside_range)
+        .filter(|key| range.cuts_at(key))
         .collect();
     if inside.is_empty() {
         return None;

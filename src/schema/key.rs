@@ -470,14 +470,7 @@ impl KeySchema {
     /// Whether a row key fits the schema: what [`KeySchema::decode`]
     /// answers with `Some`, without building the values.
     pub fn fits(&self, key: &[u8]) -> bool {
-        self.walk(key, |kind, part| match kind {
-            SegmentKind::Text => Some(()),
-            SegmentKind::Padded { width, .. } => {
-                (part.chars().count() == usize::from(*width)).then_some(())
-            }
-            _ => parse_value(kind, part).map(|_| ()),
-        })
-        .is_some()
+        self.walk(key, fits_field).is_some()
     }
 
     /// Whether `key` fits the schema, given that `prev` does: what
@@ -486,50 +479,15 @@ impl KeySchema {
     /// segments, and a time segment costs a parse). Salted schemas check
     /// the whole key (a bucket depends on other fields).
     pub fn fits_after(&self, prev: &[u8], key: &[u8]) -> bool {
-        if self
+        let salted = self
             .fields()
-            .any(|(_, _, kind)| matches!(kind, SegmentKind::Salt { .. }))
-        {
-            return self.fits(key);
-        }
-        let Ok(text) = std::str::from_utf8(key) else {
-            return false;
+            .any(|(_, _, kind)| matches!(kind, SegmentKind::Salt { .. }));
+        let shared = if salted {
+            0
+        } else {
+            prev.iter().zip(key).take_while(|(a, b)| a == b).count()
         };
-        let common = prev.iter().zip(key).take_while(|(a, b)| a == b).count();
-        let last = self.segments.len().saturating_sub(1);
-        let mut parts = text.splitn(self.segments.len(), self.delimiter);
-        let mut offset = 0;
-        for (n, segment) in self.segments.iter().enumerate() {
-            let Some(part) = parts.next() else {
-                return false;
-            };
-            let end = offset + part.len();
-            offset = end + self.delimiter.len_utf8();
-            // The part and the delimiter after it lie in the prefix both
-            // keys share: `prev` has this very segment here, and it fit.
-            if n < last && end < common {
-                continue;
-            }
-            let fits = match segment {
-                Segment::Literal(literal) => part == literal,
-                Segment::Field { kind, .. } => {
-                    !(n == last
-                        && matches!(kind, SegmentKind::Padded { .. })
-                        && part.contains(self.delimiter))
-                        && match kind {
-                            SegmentKind::Text => true,
-                            SegmentKind::Padded { width, .. } => {
-                                part.chars().count() == usize::from(*width)
-                            }
-                            _ => parse_value(kind, part).is_some(),
-                        }
-                }
-            };
-            if !fits {
-                return false;
-            }
-        }
-        true
+        self.walk_after(key, shared, fits_field).is_some()
     }
 
     /// Splits `key` into its segments, checks the literals, and hands each
@@ -539,6 +497,19 @@ impl KeySchema {
     pub(super) fn walk<'k>(
         &self,
         key: &'k [u8],
+        field: impl FnMut(&SegmentKind, &'k str) -> Option<()>,
+    ) -> Option<()> {
+        self.walk_after(key, 0, field)
+    }
+
+    /// [`KeySchema::walk`] passing over each segment that, with the
+    /// delimiter after it, lies in the key's first `shared` bytes: a key
+    /// known to fit has those bytes, so that segment is the same (and
+    /// fits). The last segment is always checked (it runs to the end).
+    fn walk_after<'k>(
+        &self,
+        key: &'k [u8],
+        shared: usize,
         mut field: impl FnMut(&SegmentKind, &'k str) -> Option<()>,
     ) -> Option<()> {
         let key = std::str::from_utf8(key).ok()?;
@@ -547,8 +518,14 @@ impl KeySchema {
         // `-`), which reads only as written; padded text may not.
         let mut parts = key.splitn(self.segments.len(), self.delimiter);
         let last = self.segments.len().saturating_sub(1);
+        let mut offset = 0;
         for (n, segment) in self.segments.iter().enumerate() {
             let part = parts.next()?;
+            let end = offset + part.len();
+            offset = end + self.delimiter.len_utf8();
+            if n < last && end < shared {
+                continue;
+            }
             match segment {
                 Segment::Literal(text) => {
                     if part != text {
@@ -583,6 +560,18 @@ impl KeySchema {
             }
         }
         Some(())
+    }
+}
+
+/// Whether a field's text is one its kind writes (what
+/// [`KeySchema::fits`] asks of each field).
+fn fits_field(kind: &SegmentKind, part: &str) -> Option<()> {
+    match kind {
+        SegmentKind::Text => Some(()),
+        SegmentKind::Padded { width, .. } => {
+            (part.chars().count() == usize::from(*width)).then_some(())
+        }
+        _ => parse_value(kind, part).map(|_| ()),
     }
 }
 

@@ -96,7 +96,7 @@ impl FjallStore {
             // the point, which only moves that row to the next piece).
             if next < n as u64 && seen * n as u64 >= total * next {
                 next += 1;
-                if size.points.last().is_none_or(|p| *p < row) && inside(range, &row) {
+                if size.points.last().is_none_or(|p| *p < row) && range.cuts_at(&row) {
                     size.points.push(row);
                 }
             }
@@ -155,20 +155,4 @@ fn memtable_bytes(keyspace: &Keyspace) -> u64 {
         return u64::MAX;
     }
     keyspace.tree.active_memtable().size()
-}
-
-/// Whether `row` lies strictly after `range`'s start and before its end
-/// (so that both pieces it makes are non-empty ranges).
-fn inside(range: &RowRange, row: &[u8]) -> bool {
-    use std::ops::Bound;
-    let after = match &range.start {
-        Bound::Included(s) | Bound::Excluded(s) => row > s.as_slice(),
-        Bound::Unbounded => !row.is_empty(),
-    };
-    let before = match &range.end {
-        Bound::Included(e) => row <= e.as_slice(),
-        Bound::Excluded(e) => row < e.as_slice(),
-        Bound::Unbounded => true,
-    };
-    after && before
 }

@@ -52,10 +52,9 @@ async fn load(session: &SqlSession, table: &str, rows: usize) {
     }
 }
 
-/// Runs `sql` and returns its scans' counters: (rows scanned, cells
-/// scanned), summed over partitions, and whether any scan read the whole
-/// table. These are the numbers EXPLAIN ANALYZE prints (rounded there).
-async fn scanned(session: &SqlSession, sql: &str) -> (usize, usize, bool) {
+/// Plans `sql`, runs the plan to its end, and returns it with its
+/// metrics.
+async fn run(session: &SqlSession, sql: &str) -> Arc<dyn datafusion::physical_plan::ExecutionPlan> {
     let plan = session
         .sql(sql)
         .await
@@ -63,8 +62,17 @@ async fn scanned(session: &SqlSession, sql: &str) -> (usize, usize, bool) {
         .create_physical_plan()
         .await
         .unwrap();
-    let task = session.context().task_ctx();
-    collect(Arc::clone(&plan), task).await.unwrap();
+    collect(Arc::clone(&plan), session.context().task_ctx())
+        .await
+        .unwrap();
+    plan
+}
+
+/// Runs `sql` and returns its scans' counters: (rows scanned, cells
+/// scanned), summed over partitions, and whether any scan read the whole
+/// table. These are the numbers EXPLAIN ANALYZE prints (rounded there).
+async fn scanned(session: &SqlSession, sql: &str) -> (usize, usize, bool) {
+    let plan = run(session, sql).await;
     let mut totals = (0, 0, false);
     let mut stack = vec![plan];
     while let Some(node) = stack.pop() {
@@ -255,16 +263,7 @@ async fn selective_queries_read_their_result_not_the_table() {
 /// Rows scanned by each partition of the scans of `sql`'s plan, in
 /// partition order.
 async fn rows_per_partition(session: &SqlSession, sql: &str) -> Vec<usize> {
-    let plan = session
-        .sql(sql)
-        .await
-        .unwrap()
-        .create_physical_plan()
-        .await
-        .unwrap();
-    collect(Arc::clone(&plan), session.context().task_ctx())
-        .await
-        .unwrap();
+    let plan = run(session, sql).await;
     let mut stack = vec![plan];
     let mut rows = Vec::new();
     while let Some(node) = stack.pop() {
