@@ -10,6 +10,7 @@ use std::ops::Bound;
 
 use serde::{Deserialize, Serialize};
 
+use super::key_cursor::common_prefix;
 use super::time_pattern::{parse_pattern, pattern_traits, write_pattern};
 use crate::error::{Error, Result};
 
@@ -460,7 +461,7 @@ impl KeySchema {
     /// be the one its sources hash to.
     pub fn decode(&self, key: &[u8]) -> Option<Vec<KeyValue>> {
         let mut out = Vec::with_capacity(self.segments.len());
-        self.walk(key, |kind, part| {
+        self.walk(key, |_, kind, part| {
             out.push(parse_value(kind, part)?);
             Some(())
         })?;
@@ -470,7 +471,8 @@ impl KeySchema {
     /// Whether a row key fits the schema: what [`KeySchema::decode`]
     /// answers with `Some`, without building the values.
     pub fn fits(&self, key: &[u8]) -> bool {
-        self.walk(key, fits_field).is_some()
+        self.walk(key, |_, kind, part| fits_field(kind, part))
+            .is_some()
     }
 
     /// Whether `key` fits the schema, given that `prev` does: what
@@ -479,15 +481,20 @@ impl KeySchema {
     /// segments, and a time segment costs a parse). Salted schemas check
     /// the whole key (a bucket depends on other fields).
     pub fn fits_after(&self, prev: &[u8], key: &[u8]) -> bool {
-        let salted = self
-            .fields()
-            .any(|(_, _, kind)| matches!(kind, SegmentKind::Salt { .. }));
-        let shared = if salted {
+        let shared = if self.salted() {
             0
         } else {
-            prev.iter().zip(key).take_while(|(a, b)| a == b).count()
+            common_prefix(prev, key)
         };
-        self.walk_after(key, shared, fits_field).is_some()
+        self.walk_after(key, shared, |_, kind, part| fits_field(kind, part))
+            .is_some()
+    }
+
+    /// Whether a field is a salt bucket (which depends on other fields:
+    /// a key sharing a salted key's prefix is checked whole).
+    pub(super) fn salted(&self) -> bool {
+        self.fields()
+            .any(|(_, _, kind)| matches!(kind, SegmentKind::Salt { .. }))
     }
 
     /// Splits `key` into its segments, checks the literals, and hands each
@@ -497,7 +504,7 @@ impl KeySchema {
     pub(super) fn walk<'k>(
         &self,
         key: &'k [u8],
-        field: impl FnMut(&SegmentKind, &'k str) -> Option<()>,
+        field: impl FnMut(usize, &SegmentKind, &'k str) -> Option<()>,
     ) -> Option<()> {
         self.walk_after(key, 0, field)
     }
@@ -510,7 +517,7 @@ impl KeySchema {
         &self,
         key: &'k [u8],
         shared: usize,
-        mut field: impl FnMut(&SegmentKind, &'k str) -> Option<()>,
+        mut field: impl FnMut(usize, &SegmentKind, &'k str) -> Option<()>,
     ) -> Option<()> {
         let key = std::str::from_utf8(key).ok()?;
         // A segment at the end keeps any delimiters in it: text may hold
@@ -519,11 +526,16 @@ impl KeySchema {
         let mut parts = key.splitn(self.segments.len(), self.delimiter);
         let last = self.segments.len().saturating_sub(1);
         let mut offset = 0;
+        let mut fields = 0;
         for (n, segment) in self.segments.iter().enumerate() {
             let part = parts.next()?;
             let end = offset + part.len();
             offset = end + self.delimiter.len_utf8();
-            if n < last && end < shared {
+            let i = fields;
+            if matches!(segment, Segment::Field { .. }) {
+                fields += 1;
+            }
+            if n < last && end + self.delimiter.len_utf8() <= shared {
                 continue;
             }
             match segment {
@@ -539,10 +551,16 @@ impl KeySchema {
                     {
                         return None;
                     }
-                    field(kind, part)?;
+                    field(i, kind, part)?;
                 }
             }
         }
+        self.salt_fits(key)
+    }
+
+    /// Whether each salt bucket of `key` (which has the schema's
+    /// segments) is the one its sources hash to.
+    pub(super) fn salt_fits(&self, key: &str) -> Option<()> {
         // Field `j`'s text (split again: only salted keys ask).
         let text = |j: usize| {
             key.splitn(self.segments.len(), self.delimiter)

@@ -488,7 +488,28 @@ proptest::proptest! {
                 decoded.is_some(),
                 "{} after {}", key, String::from_utf8_lossy(prev)
             );
+            // Decoded by a cursor after it: the key's own values, the
+            // fields before the first one read again the same as its.
+            let mut cursor = crate::schema::KeyCursor::default();
+            proptest::prop_assert_eq!(schema.decode_next(&mut cursor, prev), Some(0));
+            let kept = cursor.values().unwrap().to_vec();
+            let first = schema.decode_next(&mut cursor, key.as_bytes());
+            proptest::prop_assert_eq!(first.is_some(), decoded.is_some(), "{}", key);
+            proptest::prop_assert_eq!(cursor.values(), decoded.as_deref(), "{}", key);
+            if let (Some(first), Some(decoded)) = (first, &decoded) {
+                proptest::prop_assert_eq!(&kept[..first], &decoded[..first], "{}", key);
+            }
+            // And the key after that (the written one again) too.
+            proptest::prop_assert_eq!(
+                schema.decode_next(&mut cursor, written.as_bytes()).map(|_| cursor.values().unwrap().to_vec()),
+                schema.decode(written.as_bytes())
+            );
         }
+        let mut fresh = crate::schema::KeyCursor::default();
+        proptest::prop_assert_eq!(
+            schema.decode_next(&mut fresh, key.as_bytes()).map(|_| fresh.values().unwrap().to_vec()),
+            decoded.clone()
+        );
         if edit == 0 {
             proptest::prop_assert!(decoded.is_some(), "{} as written does not decode", key);
         }

@@ -4,12 +4,14 @@
 
 mod column;
 mod key;
+mod key_cursor;
 mod key_ranges;
 mod series;
 mod time_pattern;
 
 pub use column::{ColumnDef, Encoding, ProtoColumn, Value, ValueType, decode_as, format_decimal};
 pub use key::{Constraint, KeyRef, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat};
+pub use key_cursor::KeyCursor;
 pub use key_ranges::KeyOrder;
 pub(crate) use series::WEEK_ORIGIN;
 pub use series::{SeriesDecl, SeriesDef, SeriesLayout, Shape};

@@ -285,6 +285,119 @@ pub(super) fn parse_pattern(pattern: &str, text: &str) -> Option<i64> {
     (written == text).then_some(t)
 }
 
+/// [`parse_pattern`] of `text` read after `prev` (text of the same
+/// pattern the digit reader read, as time `micros`): a text sharing the
+/// other's date and differing in its time of day is read from the digits
+/// that differ. The time, and whether the digit reader read it (what the
+/// next text may be read after).
+/// (The texts are bytes: text read after other text is read from its
+/// bytes; other text must be UTF-8.)
+/// `shared`: how many leading bytes the texts share, if known.
+pub(super) fn parse_pattern_after(
+    pattern: &str,
+    prev: Option<(&[u8], i64)>,
+    text: &[u8],
+    shared: Option<usize>,
+) -> Option<(i64, bool)> {
+    let compiled = compiled(pattern);
+    if let Some(pieces) = &compiled.pieces
+        && let Some((prev, micros)) = prev
+        && let Some(t) = digits_after(pieces, (prev, micros), text, shared)
+    {
+        return Some((t, true));
+    }
+    let text = std::str::from_utf8(text).ok()?;
+    if let Some(pieces) = &compiled.pieces
+        && let Some(t) = parse_digits(pieces, text)
+    {
+        return Some((t, true));
+    }
+    parse_pattern(pattern, text).map(|t| (t, false))
+}
+
+/// What [`parse_digits`] reads from `text`, given that it read `prev` as
+/// `micros`, where both have one length and the same date: the time
+/// moved by the time-of-day fields that differ. `None` where it cannot
+/// say (a date field differs) or the text is not the pattern's.
+fn digits_after(
+    pieces: &[Piece],
+    (prev, micros): (&[u8], i64),
+    text: &[u8],
+    shared: Option<usize>,
+) -> Option<i64> {
+    if prev.len() != text.len() {
+        return None;
+    }
+    let shared = match shared {
+        Some(n) => n.min(text.len()),
+        None => prev.iter().zip(text).take_while(|(a, b)| a == b).count(),
+    };
+    let number = |digits: &[u8]| {
+        digits.iter().try_fold(0i64, |n, &d| {
+            d.is_ascii_digit().then(|| n * 10 + i64::from(d - b'0'))
+        })
+    };
+    let mut at = 0;
+    let mut moved = 0i64;
+    for piece in pieces {
+        let (width, limit, micros_per) = match piece {
+            Piece::Text(t) => {
+                let end = at + t.len();
+                if end > shared && text.get(at..end)? != t.as_bytes() {
+                    return None;
+                }
+                at = end;
+                continue;
+            }
+            Piece::Field(field) => match field {
+                Digits::Hour => (2, 24, 3_600_000_000),
+                Digits::Minute => (2, 60, 60_000_000),
+                Digits::Second => (2, 60, 1_000_000),
+                Digits::Fraction { width, dot } => {
+                    if *dot {
+                        if at >= shared && text.get(at) != Some(&b'.') {
+                            return None;
+                        }
+                        at += 1;
+                    }
+                    // Microseconds in the fraction: its digits scaled to
+                    // nanoseconds, then divided (as `parse_digits` does).
+                    (usize::from(*width), i64::MAX, 0)
+                }
+                Digits::Year | Digits::Month | Digits::Day | Digits::DayOfYear => {
+                    let width = match field {
+                        Digits::Year => 4,
+                        Digits::DayOfYear => 3,
+                        _ => 2,
+                    };
+                    if at + width > shared {
+                        return None;
+                    }
+                    at += width;
+                    continue;
+                }
+            },
+        };
+        let end = at + width;
+        if end > shared {
+            let (old, new) = (number(prev.get(at..end)?)?, number(text.get(at..end)?)?);
+            if new >= limit {
+                return None;
+            }
+            moved += if micros_per == 0 {
+                let scale = 10i64.pow(9 - width as u32);
+                new * scale / 1_000 - old * scale / 1_000
+            } else {
+                (new - old) * micros_per
+            };
+        }
+        at = end;
+    }
+    (at == text.len())
+        .then(|| micros.checked_add(moved))
+        .flatten()
+}
+
 /// Reads text the direct writer would write: every field in its full
 /// width of digits, the text between as written, the fields a prefix of
 /// year, month, day, hour, minute, second (the rest at their start).
@@ -459,6 +572,50 @@ mod tests {
         /// The compiled parse of a key's time answers what chrono's own
         /// parse (with the missing fields appended) answers, for the
         /// patterns keys use, coarse ones included, and for text that is
+        /// Text read after other text of the pattern (the next key's
+        /// time segment) reads as it reads alone: a later time, or the
+        /// same text with one character changed.
+        #[test]
+        fn text_read_after_other_text_reads_as_alone(
+            pattern in proptest::sample::select(vec![
+                "%Y-%m-%dT%H:%M:%S%.6f", "%Y%m%d%H%M%S%3f", "%Y-%m-%dT%H", "%Y%m%d",
+                "%Y-%m-%d %H:%M", "%Y%m%d%H%M%S", "%Y-%j", "%Y-%m-%d-%H%M", "%H%%%S",
+                "%Y-%m-%dT%H:%M:%S%.9f", "%Y%m%d%H%M%S%6f", "%Y-%m-%d %H:%M%.6f",
+            ]),
+            micros in proptest::prop_oneof![
+                0i64..4_102_444_800_000_000,
+                -70_000_000_000_000_000i64..400_000_000_000_000_000,
+            ],
+            later in proptest::prop_oneof![0i64..1_000, 0i64..120_000_000, 0i64..90_000_000_000, 0i64..400_000_000_000_000],
+            edit in proptest::option::of((0usize..32, proptest::sample::select(vec![
+                "60", "24", "59", "23", "99", "00", "6", "2", "a", ":", ".", "1",
+            ]))),
+        ) {
+            let Some(prev) = format_pattern(pattern, micros) else {
+                return Ok(());
+            };
+            let alone = parse_pattern_after(pattern, None, prev.as_bytes(), None);
+            proptest::prop_assert_eq!(alone.map(|r| r.0), parse_pattern(pattern, &prev));
+            let prev_read = alone.filter(|r| r.1).map(|r| (prev.as_bytes(), r.0));
+            let mut text = format_pattern(pattern, micros.saturating_add(later)).unwrap_or_default();
+            if let Some((at, c)) = edit {
+                text = prev.clone();
+                let at = at % (text.len() + 1);
+                let end = (at + c.len()).min(text.len());
+                if text.is_char_boundary(at) && text.is_char_boundary(end) {
+                    text.replace_range(at..end, c);
+                }
+            }
+            let shared = prev.bytes().zip(text.bytes()).take_while(|(a, b)| a == b).count();
+            for shared in [None, Some(shared)] {
+                proptest::prop_assert_eq!(
+                    parse_pattern_after(pattern, prev_read, text.as_bytes(), shared).map(|r| r.0),
+                    parse_pattern(pattern, &text),
+                    "{} after {}", text, prev
+                );
+            }
+        }
+
         /// not of the pattern; the compiled writer writes what chrono
         /// writes, years beyond four digits and before the epoch included.
         #[test]

@@ -31,6 +31,7 @@ mod flight_python;
 mod floor_plan;
 mod fuzz;
 mod hostile;
+mod key_groups;
 mod key_queries;
 mod limits;
 mod model;

@@ -20,8 +20,9 @@ use crate::schema::KeyValue;
 use crate::schema::ValueType;
 
 /// A group's key: its row's key values (see [`Groups::row`]), then its
-/// time groups' starts (the first as many as there are time groups).
-type GroupKey = (usize, [i64; MAX_TIMES]);
+/// time groups' starts (the first as many as there are time groups), or
+/// no time (a wide row whose key does not fit: its time segment is NULL).
+type GroupKey = (usize, [i64; MAX_TIMES], bool);
 
 /// What waits to be given to one aggregate, many rows' runs at a time:
 /// per run its group, count and total (see [`Presum`]), or per value its
@@ -46,12 +47,18 @@ pub(super) struct Groups {
     row_values: Vec<Vec<Option<KeyValue>>>,
     index: HashMap<GroupKey, usize>,
     keys: Vec<GroupKey>,
-    /// The group found last: runs of one row and hour often meet again.
+    /// The group found last: runs of one row and hour often meet again;
+    /// and the times `[.0, .1)` in its time groups.
     last: Option<(GroupKey, usize)>,
+    span: (i64, i64),
     /// The key values found last (consecutive rows of a series, or of a
     /// read with no GROUP BY, share them).
     last_row: Option<usize>,
     pending: Vec<Pending>,
+    /// Whether the groups take a time, and whether counted in
+    /// nanoseconds (see [`Group::Time`]).
+    timed: bool,
+    in_nanos: bool,
     accumulators: Vec<Box<dyn GroupsAccumulator>>,
     /// Group indices for one run (reused).
     indices: Vec<usize>,
@@ -72,8 +79,14 @@ impl Groups {
             index: HashMap::default(),
             keys: Vec::new(),
             last: None,
+            span: (i64::MIN, i64::MAX),
             last_row: None,
             pending: exec.aggregates.iter().map(|_| Pending::default()).collect(),
+            timed: exec.groups.iter().any(|g| matches!(g, Group::Time { .. })),
+            in_nanos: exec
+                .groups
+                .iter()
+                .any(|g| matches!(g, Group::Time { in_nanos: true, .. })),
             accumulators: exec
                 .aggregates
                 .iter()
@@ -141,7 +154,7 @@ impl Groups {
             while until < times.len() && times[until] >= floor {
                 until += 1;
             }
-            runs.push((self.group(row, times[at])?, until));
+            runs.push((self.group(row, Some(times[at]))?, until));
             at = until;
         }
         Ok(())
@@ -261,24 +274,47 @@ impl Groups {
     /// The starts of the time groups `time` is in.
     pub(super) fn starts(&self, time: i64) -> impl Iterator<Item = i64> + '_ {
         self.exec.groups.iter().filter_map(move |g| match g {
-            Group::Time { len, origin } => Some(origin + (time - origin).div_euclid(*len) * len),
+            Group::Time { len, origin, .. } => {
+                Some(origin + (time - origin).div_euclid(*len) * len)
+            }
             Group::Segment(_) | Group::Key => None,
         })
     }
 
     /// The group of a row's key values (see [`Groups::row`]) and the time
-    /// groups of `time`.
-    pub(super) fn group(&mut self, row: usize, time: i64) -> DfResult<usize> {
-        let mut times = [0i64; MAX_TIMES];
-        for (slot, start) in times.iter_mut().zip(self.starts(time)) {
-            *slot = start;
-        }
-        let key = (row, times);
-        if let Some((last, i)) = self.last
-            && last == key
+    /// groups of `time` (none: a row with no time, in no time group).
+    pub(super) fn group(&mut self, row: usize, time: Option<i64>) -> DfResult<usize> {
+        // (A time beyond nanoseconds has no bucket counted in them.)
+        let time = time.filter(|t| !self.in_nanos || t.checked_mul(1_000).is_some());
+        // Rows of one group come in runs: the last group's, if its key
+        // values and the span of times its time groups share.
+        if let Some(((last_row, _, timeless), i)) = self.last
+            && last_row == row
+            && match time {
+                Some(t) => !timeless && self.span.0 <= t && t < self.span.1,
+                None => timeless || !self.timed,
+            }
         {
             return Ok(i);
         }
+        let mut times = [0i64; MAX_TIMES];
+        // The times sharing this one's time groups.
+        let mut span = (i64::MIN, i64::MAX);
+        if let Some(time) = time {
+            for (slot, start) in times.iter_mut().zip(self.starts(time)) {
+                *slot = start;
+            }
+            span.0 = self.floor(time);
+            for g in &self.exec.groups {
+                if let Group::Time { len, origin, .. } = g {
+                    let start = origin + (time - origin).div_euclid(*len) * len;
+                    span.1 = span.1.min(start.saturating_add(*len));
+                }
+            }
+        }
+        // (Without time groups, every row is in the one time.)
+        let key = (row, times, time.is_none() && self.timed);
+        self.span = span;
         if let Some(&i) = self.index.get(&key) {
             self.last = Some((key, i));
             return Ok(i);
@@ -296,7 +332,18 @@ impl Groups {
     /// The earliest time in all of `time`'s time groups: a time at or
     /// before `time` shares its groups exactly when it is not earlier.
     pub(super) fn floor(&self, time: i64) -> i64 {
-        self.starts(time).max().unwrap_or(i64::MIN)
+        let floor = self.starts(time).max().unwrap_or(i64::MIN);
+        if !self.in_nanos {
+            return floor;
+        }
+        // Times beyond nanoseconds are in no bucket: one group of those
+        // after them, none of those within.
+        let (first, last) = (i64::MIN / 1_000, i64::MAX / 1_000);
+        if time > last {
+            last + 1
+        } else {
+            floor.max(first)
+        }
     }
 
     /// The partial aggregate's rows: the grouping expressions evaluated on
@@ -332,7 +379,7 @@ impl Groups {
                 let times = self
                     .keys
                     .iter()
-                    .map(|k| finest.and_then(|f| k.1.get(f).copied()));
+                    .map(|k| finest.filter(|_| !k.2).and_then(|f| k.1.get(f).copied()));
                 Arc::new(TimestampMicrosecondArray::from_iter(times))
             } else if let Some(at) = exec
                 .groups

@@ -23,9 +23,16 @@
 //! above is unchanged.
 //!
 //! It applies when every grouping expression is a series key column (a
-//! table's `_key` or key segment) or, but in the wide view, an expression
-//! of `date_trunc(unit, time)` for a unit of fixed length (second to
-//! week), every aggregate takes one measure (maybe cast; in the wide
+//! table's `_key` or key segment) or an expression of `date_trunc(unit,
+//! time)` for a unit of fixed length (second to week) or of
+//! `date_bin(stride, time[, origin])` for a stride of fixed length (time
+//! buckets nesting in the finest), where the time is a series' time, a
+//! version's `_timestamp`, or in the wide view a time segment of the key:
+//! `SELECT region, balloon, date_trunc('hour', ts), avg(pressure) FROM t
+//! GROUP BY 1, 2, 3` over a tall table keyed `region#balloon#ts`, where
+//! rows read in key order share their leading segments and each key is
+//! read from the first it does not share (`KeySchema::decode_next`).
+//! Every aggregate takes one measure (maybe cast; in the wide
 //! view a BIGINT or DOUBLE) or is `count(*)` of a series or a wide view,
 //! with no DISTINCT, ORDER BY or FILTER, and the scan re-checks nothing
 //! its key ranges and cell time range do not already answer (the wide
@@ -60,7 +67,7 @@ use super::inline_read::{self, Reading};
 use super::plan::ScanSpec;
 use super::scan::KeyScanExec;
 use super::view::{ColumnSource, View};
-use crate::schema::{ValueType, WEEK_ORIGIN};
+use crate::schema::{SegmentKind, ValueType, WEEK_ORIGIN};
 use crate::store::RowRange;
 
 /// The physical optimizer rule putting partial aggregates into series
@@ -127,8 +134,9 @@ fn unit(name: &str) -> Option<(i64, i64)> {
     })
 }
 
-/// `date_trunc(unit, time)` under casts: the unit's length and origin.
-fn time_group(expr: &Arc<dyn PhysicalExpr>, time: usize) -> Option<(i64, i64)> {
+/// `date_trunc(unit, time)` or `date_bin(stride, time[, origin])` under
+/// casts: the length and origin of its buckets.
+fn time_group(expr: &Arc<dyn PhysicalExpr>, time: usize) -> Option<TimeBuckets> {
     if let Some(c) = expr.downcast_ref::<CastExpr>() {
         return time_group(c.expr(), time);
     }
@@ -136,21 +144,89 @@ fn time_group(expr: &Arc<dyn PhysicalExpr>, time: usize) -> Option<(i64, i64)> {
         return time_group(c.expr(), time);
     }
     let f = expr.downcast_ref::<ScalarFunctionExpr>()?;
-    if f.name() != "date_trunc" {
-        return None;
-    }
-    let [granularity, column] = f.args() else {
-        return None;
+    let (literal, column, origin) = match (f.name(), f.args()) {
+        ("date_trunc", [unit, column]) => (unit, column, None),
+        ("date_bin", [stride, column]) => (stride, column, None),
+        ("date_bin", [stride, column, origin]) => (stride, column, Some(origin)),
+        _ => return None,
     };
-    let column = column.downcast_ref::<Column>()?;
-    if column.index() != time {
+    if column.downcast_ref::<Column>()?.index() != time {
         return None;
     }
-    let literal = granularity.downcast_ref::<Literal>()?;
-    match literal.value() {
-        ScalarValue::Utf8(Some(u)) | ScalarValue::Utf8View(Some(u)) => unit(u.as_str()),
-        _ => None,
+    let literal = literal.downcast_ref::<Literal>()?.value();
+    if f.name() == "date_trunc" {
+        let (len, origin) = match literal {
+            ScalarValue::Utf8(Some(u)) | ScalarValue::Utf8View(Some(u)) => unit(u.as_str())?,
+            _ => return None,
+        };
+        return Some(TimeBuckets {
+            len,
+            origin,
+            in_nanos: false,
+        });
     }
+    // DataFusion bins a microsecond time as nanoseconds (no bin for a
+    // time beyond them), from the epoch unless told another origin; a
+    // stride of months has no fixed length.
+    const NANOS_PER_DAY: i64 = 86_400_000_000_000;
+    let stride = match literal {
+        ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => i64::from(v.days)
+            .checked_mul(NANOS_PER_DAY)?
+            .checked_add(v.nanoseconds)?,
+        ScalarValue::IntervalDayTime(Some(v)) => i64::from(v.days)
+            .checked_mul(NANOS_PER_DAY)?
+            .checked_add(i64::from(v.milliseconds).checked_mul(1_000_000)?)?,
+        _ => return None,
+    };
+    let origin = match origin {
+        None => 0,
+        Some(o) => match o.downcast_ref::<Literal>()?.value() {
+            ScalarValue::TimestampNanosecond(Some(o), _) => *o,
+            _ => return None,
+        },
+    };
+    // In whole microseconds, its bins are those of the microseconds.
+    (stride > 0 && stride % 1_000 == 0 && origin % 1_000 == 0).then_some(TimeBuckets {
+        len: stride / 1_000,
+        origin: origin / 1_000,
+        in_nanos: true,
+    })
+}
+
+/// The buckets of a time group: a multiple of `len` from `origin` (in
+/// microseconds); `in_nanos`: counted in nanoseconds, as `date_bin`
+/// counts, so that a time beyond them is in none.
+struct TimeBuckets {
+    len: i64,
+    origin: i64,
+    in_nanos: bool,
+}
+
+/// Whether a scan can compute time groups `groups` together: each
+/// group's buckets are whole buckets of the finest (the scan keeps the
+/// finest one's start and computes the others from it), and a group
+/// counted in nanoseconds is alone (a time beyond them is in no bucket
+/// of it, but in one of another).
+fn times_nest(groups: &[Group]) -> bool {
+    let times: Vec<(i64, i64, bool)> = groups
+        .iter()
+        .filter_map(|g| match g {
+            Group::Time {
+                len,
+                origin,
+                in_nanos,
+            } => Some((*len, *origin, *in_nanos)),
+            Group::Segment(_) | Group::Key => None,
+        })
+        .collect();
+    let Some(&(finest, origin, _)) = times.iter().min_by_key(|t| t.0) else {
+        return true;
+    };
+    times.len() <= MAX_TIMES
+        && (times.len() == 1 || times.iter().all(|t| !t.2))
+        && times
+            .iter()
+            .all(|&(len, o, _)| len % finest == 0 && (o - origin) % finest == 0)
 }
 
 impl ScanAggregateExec {
@@ -199,27 +275,30 @@ impl ScanAggregateExec {
         }
         let input_schema = scan.schema();
         let source = |index: usize| source_of(spec, index);
-        // The time: a series' time column, or a table's `_timestamp`.
-        // (A wide row's `_timestamp` is its newest cell's: no time of
-        // the cells aggregated.)
-        let time_column = match series {
+        // The time: a series' time column, or a table's `_timestamp`; in
+        // the wide view, a time segment of the key some group truncates
+        // (a wide row's `_timestamp` is its newest cell's: no time of the
+        // cells aggregated).
+        let (time_column, time_segment) = match series {
             Some(series) => match input_schema.index_of(&series.def.time) {
-                Ok(c) => Some(c),
+                Ok(c) => (Some(c), None),
                 Err(_) => return Ok(None),
             },
-            None if wide => None,
-            None => (0..input_schema.fields().len())
-                .find(|&i| matches!(source(i), Some(ColumnSource::Timestamp))),
+            None if wide => match wide_time(aggregate, spec) {
+                Some((c, s)) => (Some(c), Some(s)),
+                None => (None, None),
+            },
+            None => (
+                (0..input_schema.fields().len())
+                    .find(|&i| matches!(source(i), Some(ColumnSource::Timestamp))),
+                None,
+            ),
         };
-        let Some((group_exprs, groups)) = groups_of(aggregate, spec, time_column) else {
+        let Some((group_exprs, groups)) = groups_of(aggregate, spec, time_column, time_segment)
+        else {
             return Ok(None);
         };
-        if groups
-            .iter()
-            .filter(|g| matches!(g, Group::Time { .. }))
-            .count()
-            > MAX_TIMES
-        {
+        if !times_nest(&groups) {
             return Ok(None);
         }
         let Some(inputs) = inputs_of(aggregate, spec, wide) else {
@@ -274,6 +353,7 @@ impl ScanAggregateExec {
             finishes,
             presums,
             time_column,
+            time_segment,
             ordering: properties.output_ordering().cloned(),
         };
         Ok(Some(ScanAggregateExec {
@@ -314,6 +394,24 @@ fn source_of(spec: &ScanSpec, index: usize) -> Option<&ColumnSource> {
         .and_then(|&c| spec.layout.sources.get(c))
 }
 
+/// In the wide view, the time segment of the key (its column in the
+/// scan's output, its field) that a group of `aggregate` truncates.
+fn wide_time(aggregate: &AggregateExec, spec: &ScanSpec) -> Option<(usize, usize)> {
+    let key = spec.layout.key.as_ref()?;
+    (0..spec.projection.columns().len()).find_map(|c| {
+        let &ColumnSource::Segment(s) = source_of(spec, c)? else {
+            return None;
+        };
+        let (_, _, kind) = key.fields().nth(s)?;
+        let truncated = aggregate
+            .group_expr()
+            .expr()
+            .iter()
+            .any(|(e, _)| time_group(e, c).is_some());
+        (matches!(kind, SegmentKind::Time { .. }) && truncated).then_some((c, s))
+    })
+}
+
 /// The group expressions of an aggregate and the groups the scan makes of
 /// them.
 type GroupedBy = (Vec<Arc<dyn PhysicalExpr>>, Vec<Group>);
@@ -325,6 +423,7 @@ fn groups_of(
     aggregate: &AggregateExec,
     spec: &ScanSpec,
     time_column: Option<usize>,
+    time_segment: Option<usize>,
 ) -> Option<GroupedBy> {
     let series = spec.layout.series.as_ref();
     let source = |index: usize| source_of(spec, index);
@@ -333,8 +432,11 @@ fn groups_of(
     for (expr, _) in aggregate.group_expr().expr() {
         let group = if let Some(c) = expr.downcast_ref::<Column>() {
             match source(c.index()) {
+                // (The time segment itself is not a group: the scan
+                // gives the time column its groups' starts.)
                 Some(&ColumnSource::Segment(s))
-                    if series.is_none_or(|series| s != series.time_segment) =>
+                    if series.is_none_or(|series| s != series.time_segment)
+                        && time_segment != Some(s) =>
                 {
                     Group::Segment(s)
                 }
@@ -342,9 +444,17 @@ fn groups_of(
                 _ => return None,
             }
         } else if let Some(time_column) = time_column
-            && let Some((len, origin)) = time_group(expr, time_column)
+            && let Some(TimeBuckets {
+                len,
+                origin,
+                in_nanos,
+            }) = time_group(expr, time_column)
         {
-            Group::Time { len, origin }
+            Group::Time {
+                len,
+                origin,
+                in_nanos,
+            }
         } else {
             return None;
         };

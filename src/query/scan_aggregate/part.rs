@@ -9,10 +9,9 @@ use datafusion::common::Result as DfResult;
 use datafusion::physical_plan::sorts::sort::sort_batch;
 
 use super::groups::Groups;
-use super::shape::{AggregateShape, Input, appender, is_number};
+use super::shape::{AggregateShape, Input, KeyReader, appender, is_number};
 use crate::query::batch::{Appender, decode_error};
 use crate::query::inline_read::PartRead;
-use crate::schema::KeyValue;
 use crate::store::{
     NumberRow, NumberRows, Numbers, QualifierFilter, ReadFilter, ReadRequest, RowRange, RowSet,
     RowStream,
@@ -44,8 +43,8 @@ pub(super) struct PartAggregate {
     /// The measures read, each once (declared column).
     measures: Vec<usize>,
     counts: Counts,
-    /// Per row, the key values its groups take (reused).
-    segments: Vec<Option<KeyValue>>,
+    /// The key values rows' groups take, key after key.
+    keys: KeyReader,
     /// Per measure, its runs of one group (reused).
     runs: Vec<(usize, usize)>,
     /// Given the counts when the partition is done.
@@ -85,7 +84,7 @@ impl PartAggregate {
             // Without GROUP BY, one group, there even with no rows (as
             // DataFusion's partial aggregate has it).
             let all = groups.row(&[]);
-            groups.group(all, 0)?;
+            groups.group(all, None)?;
         }
         let mut measures: Vec<usize> = Vec::new();
         for input in &exec.inputs {
@@ -106,7 +105,7 @@ impl PartAggregate {
             reading,
             measures,
             counts: Counts::default(),
-            segments: Vec::new(),
+            keys: KeyReader::default(),
             runs: Vec::new(),
             report,
         })
@@ -191,7 +190,7 @@ struct Step<'a> {
     exec: &'a AggregateShape,
     groups: &'a mut Groups,
     measures: &'a [usize],
-    segments: &'a mut Vec<Option<KeyValue>>,
+    keys: &'a mut KeyReader,
     runs: &'a mut Vec<(usize, usize)>,
     counts: &'a mut Counts,
 }
@@ -206,15 +205,15 @@ impl Step<'_> {
     ) -> DfResult<()> {
         let (exec, groups, runs) = (self.exec, &mut *self.groups, &mut *self.runs);
         self.counts.rows += 1;
-        if !exec.segments(key, None, self.segments) {
+        if !exec.read_key(key, self.keys) {
             self.counts.misfits += 1;
             return Ok(());
         }
-        let key_values = groups.row(self.segments);
+        let key_values = groups.row(&self.keys.segments);
         if exec.wide {
             // A row of the wide view: counted once, each measure its
             // newest value (the read keeps one cell a column).
-            let g = groups.group(key_values, 0)?;
+            let g = groups.group(key_values, self.keys.time)?;
             runs.clear();
             runs.push((g, 1));
             for (a, input) in exec.inputs.iter().enumerate() {
@@ -269,25 +268,28 @@ impl Step<'_> {
         let (exec, groups, runs) = (self.exec, &mut *self.groups, &mut *self.runs);
         runs.clear();
         if exec.reads_keys() {
-            let mut fit = None;
+            // The key values of the row before, when this one's are theirs.
+            let mut row = None;
             for i in 0..n {
                 let key = rows.key(i)?;
-                if !exec.segments(&key, fit.as_deref(), self.segments) {
+                if !exec.read_key(&key, self.keys) {
                     return by_row(self);
                 }
-                let key_values = groups.row(self.segments);
-                let g = groups.group(key_values, 0)?;
+                let key_values = match row {
+                    Some(r) if !self.keys.changed => r,
+                    _ => groups.row(&self.keys.segments),
+                };
+                row = Some(key_values);
+                let g = groups.group(key_values, self.keys.time)?;
                 match runs.last_mut() {
                     Some((last, end)) if *last == g => *end += 1,
                     _ => runs.push((g, i + 1)),
                 }
-                fit = Some(key);
             }
         } else {
             // Every row in the one group of rows with no key values.
-            self.segments.clear();
-            let key_values = groups.row(self.segments);
-            runs.push((groups.group(key_values, 0)?, n));
+            let key_values = groups.row(&[]);
+            runs.push((groups.group(key_values, None)?, n));
         }
         self.counts.rows += n;
         for (a, input) in exec.inputs.iter().enumerate() {
@@ -353,7 +355,7 @@ impl PartAggregate {
                     },
                 )),
             measures,
-            segments,
+            keys,
             runs,
             ..
         } = self
@@ -369,7 +371,7 @@ impl PartAggregate {
                 exec,
                 groups,
                 measures,
-                segments,
+                keys,
                 runs,
                 counts,
             };
@@ -414,7 +416,7 @@ impl PartAggregate {
                     },
                 )),
             measures,
-            segments,
+            keys,
             runs,
             ..
         } = self
@@ -431,11 +433,11 @@ impl PartAggregate {
             };
             counts.rows += 1;
             let key = row.key();
-            if !exec.segments(key, None, segments) {
+            if !exec.read_key(key, keys) {
                 counts.misfits += 1;
                 continue;
             }
-            let key_values = groups.row(segments);
+            let key_values = groups.row(&keys.segments);
             // Each measure's cells: a run, newest first.
             for (&d, appender) in measures.iter().zip(appenders.iter_mut()) {
                 let def = &layout.columns[d];

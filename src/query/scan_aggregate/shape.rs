@@ -11,7 +11,7 @@ use datafusion::physical_expr::{LexOrdering, PhysicalExpr};
 
 use crate::query::batch::Appender;
 use crate::query::plan::ScanSpec;
-use crate::schema::{Encoding, KeyValue, ValueType};
+use crate::schema::{Encoding, KeyCursor, KeyValue, ValueType};
 
 /// The most time groups (`date_trunc` expressions) a scan computes.
 pub(super) const MAX_TIMES: usize = 4;
@@ -40,6 +40,9 @@ pub(super) struct AggregateShape {
     pub(super) presums: Vec<Option<Presum>>,
     /// The time column in `input_schema`, if the scan has one.
     pub(super) time_column: Option<usize>,
+    /// In the wide view, the key field the time column is, whose value
+    /// a row's time groups take.
+    pub(super) time_segment: Option<usize>,
     /// The order a partition's groups are sorted in before they go (the
     /// one the replaced aggregate promised), if any.
     pub(super) ordering: Option<LexOrdering>,
@@ -55,59 +58,92 @@ impl AggregateShape {
             .map(|(a, _)| a)
     }
 
-    /// Whether rows' keys matter to the groups: a group takes the key or
-    /// a segment of it, or a key that does not fit the schema is passed
-    /// over (see [`AggregateShape::segments`], which without them
-    /// gives every row no key values).
+    /// Whether rows' keys matter to the groups: a group takes the key, a
+    /// segment of it or its time segment, or a key that does not fit the
+    /// schema is passed over (see [`AggregateShape::read_key`]).
     pub(super) fn reads_keys(&self) -> bool {
-        self.spec.drop_misfits || self.groups.iter().any(|g| !matches!(g, Group::Time { .. }))
+        self.spec.drop_misfits
+            || self.time_segment.is_some()
+            || self.groups.iter().any(|g| !matches!(g, Group::Time { .. }))
     }
 
-    /// The key values (row key, key segments) a row's groups take, in
-    /// the order of the groups; false when the row is to be passed over
-    /// (its key does not fit the schema). `fit`: a key known to fit that
-    /// shares a prefix with this one (the row before it in a run), so
-    /// that only what differs is checked.
-    pub(super) fn segments(
-        &self,
-        key: &[u8],
-        fit: Option<&[u8]>,
-        segments: &mut Vec<Option<KeyValue>>,
-    ) -> bool {
-        segments.clear();
-        let wanted = self
-            .groups
-            .iter()
-            .filter(|g| !matches!(g, Group::Time { .. }));
-        let decode = self.groups.iter().any(|g| matches!(g, Group::Segment(_)));
-        let decoded = if decode {
-            self.spec.layout.key.as_ref().and_then(|k| k.decode(key))
-        } else {
-            None
-        };
-        if self.spec.drop_misfits {
-            // Whether the key fits, without building its values when no
-            // group needs them.
-            let fits = match (&decoded, &self.spec.layout.key) {
-                (Some(_), _) => true,
-                (None, Some(k)) => {
-                    !decode && fit.map_or_else(|| k.fits(key), |f| k.fits_after(f, key))
-                }
-                (None, None) => false,
-            };
-            if !fits {
+    /// Reads the key values (row key, key segments; the time segment's
+    /// value) `key`'s groups take into `keys`; false when the row is to be
+    /// passed over (its key does not fit the schema and the scan's key
+    /// ranges answered a segment filter). A key that does not fit gives
+    /// NULL segments and no time, as the view shows it.
+    pub(super) fn read_key(&self, key: &[u8], keys: &mut KeyReader) -> bool {
+        let decodes = self.spec.drop_misfits
+            || self.time_segment.is_some()
+            || self.groups.iter().any(|g| matches!(g, Group::Segment(_)));
+        let schema = self.spec.layout.key.as_ref().filter(|_| decodes);
+        let first = schema.and_then(|schema| schema.decode_next(&mut keys.cursor, key));
+        let Some(first) = first else {
+            if decodes && self.spec.drop_misfits {
                 return false;
             }
-        }
-        for g in wanted {
-            segments.push(match g {
-                Group::Segment(s) => decoded.as_ref().and_then(|d| d.get(*s).cloned()),
-                Group::Key => Some(KeyValue::Text(String::from_utf8_lossy(key).into_owned())),
-                Group::Time { .. } => None,
+            keys.segments.clear();
+            keys.segments.extend(self.key_groups().map(|g| match g {
+                Group::Key => Some(key_text(key)),
+                _ => None,
+            }));
+            keys.current = false;
+            keys.changed = true;
+            keys.time = None;
+            return true;
+        };
+        let fields = keys.cursor.values().unwrap_or_default();
+        // The groups' values are read again when a field they take was.
+        let stale = !keys.current
+            || self.key_groups().any(|g| match g {
+                Group::Segment(s) => *s >= first,
+                _ => true,
             });
+        keys.changed = stale;
+        if stale {
+            keys.segments.clear();
+            keys.segments.extend(self.key_groups().map(|g| match g {
+                Group::Segment(s) => fields.get(*s).cloned(),
+                _ => Some(key_text(key)),
+            }));
+            keys.current = true;
         }
+        keys.time = self.time_segment.and_then(|t| match fields.get(t) {
+            Some(KeyValue::Time(micros)) => Some(*micros),
+            _ => None,
+        });
         true
     }
+
+    /// The groups that take a row's key values (all but time groups).
+    fn key_groups(&self) -> impl Iterator<Item = &Group> {
+        self.groups
+            .iter()
+            .filter(|g| !matches!(g, Group::Time { .. }))
+    }
+}
+
+/// `_key` as the view shows it.
+fn key_text(key: &[u8]) -> KeyValue {
+    KeyValue::Text(String::from_utf8_lossy(key).into_owned())
+}
+
+/// What one partition's rows gave their groups, key after key: rows
+/// read in key order share their leading segments, which are read once
+/// (see [`crate::schema::KeySchema::decode_after`]).
+#[derive(Default)]
+pub(super) struct KeyReader {
+    /// The last key read and its fields (when it fit).
+    cursor: KeyCursor,
+    /// The last key's values for the groups that take key values, in
+    /// their order (see [`AggregateShape::key_groups`]).
+    pub(super) segments: Vec<Option<KeyValue>>,
+    /// Whether `segments` are the cursor's fields' (not those of a key
+    /// that did not fit), and whether the last key changed them.
+    current: bool,
+    pub(super) changed: bool,
+    /// The last key's time segment, when the groups take its time.
+    pub(super) time: Option<i64>,
 }
 
 /// A grouping expression the scan computes.
@@ -117,9 +153,15 @@ pub(super) enum Group {
     Key,
     /// A series key column: its key segment.
     Segment(usize),
-    /// An expression of `date_trunc(unit, time)`: the unit's length and
-    /// origin (a group is a multiple of the length from the origin).
-    Time { len: i64, origin: i64 },
+    /// An expression of `date_trunc(unit, time)` or `date_bin(stride,
+    /// time, origin)`: the bucket's length and origin (a group is a
+    /// multiple of the length from the origin), and whether it is counted
+    /// in nanoseconds (a time beyond them is in no bucket).
+    Time {
+        len: i64,
+        origin: i64,
+        in_nanos: bool,
+    },
 }
 
 /// What an aggregate takes.
