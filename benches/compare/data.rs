@@ -48,6 +48,13 @@ impl Size {
         )
     }
 
+    /// The balloon numbers `[lo, hi)` of [`Size::balloon_range_at`] (of
+    /// the second region): the same rows as its key range.
+    pub fn balloon_numbers_at(self, n: u32, shift: u32) -> (u32, u32) {
+        let first = self.balloons / 3 + shift;
+        (Self::balloon(first), Self::balloon(first + n))
+    }
+
     /// One reading's key and its minute, for the point lookup (`shift`
     /// balloons and minutes further: another reading).
     pub fn point_at(self, shift: u32) -> (String, i64) {

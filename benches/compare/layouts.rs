@@ -212,5 +212,50 @@ pub fn queries_at(size: Size, shift: u32) -> Vec<Query> {
             ],
         });
     }
+    // The same question as the user writes it: grouped by the key's
+    // segments and the hour of its time, filtered by segments; its
+    // groups labelled as the key prefix the tuned shape groups by (on
+    // the groups, not the rows), so that every engine's answer compares.
+    for (balloons, label) in [(1, "0.1 %"), (total, "100 %")] {
+        let range = (balloons < total).then(|| size.balloon_range_at(balloons, shift));
+        let filter = match balloons < total {
+            true => {
+                let (lo, hi) = size.balloon_numbers_at(balloons, shift);
+                format!(
+                    " WHERE region = '{}' AND balloon >= {lo} AND balloon < {hi}",
+                    crate::data::REGIONS[1]
+                )
+            }
+            false => String::new(),
+        };
+        let natural = |t: &str, avg: &str| {
+            format!(
+                "SELECT concat(region, '#', CAST(balloon AS VARCHAR), '#', to_char(h, '%Y-%m-%d-%H')) AS hour, a \
+                 FROM (SELECT region, balloon, date_trunc('hour', ts) AS h, avg({avg}) AS a FROM {t}{filter} \
+                 GROUP BY region, balloon, date_trunc('hour', ts))"
+            )
+        };
+        let bucket = |t: &str, avg: &str| {
+            format!(
+                "SELECT _key AS hour, avg({avg}) FROM {t}{} GROUP BY _key",
+                range_filter("_key", range.as_ref())
+            )
+        };
+        out.push(Query {
+            name: format!("hourly avg natural {label}"),
+            plain: format!(
+                "SELECT substr(key, 1, length(key) - 2) AS hour, avg(pressure) FROM readings{} GROUP BY 1",
+                range_filter("key", range.as_ref())
+            ),
+            cellar: vec![
+                natural("tall_default", "pressure"),
+                natural("tall_cells", "pressure"),
+                natural("tall_packed", "pressure"),
+                natural("serialized", "r['pressure']"),
+                bucket("versions('bucket_cells')", "pressure"),
+                bucket("cells('bucket_columns', 'pressure')", "value"),
+            ],
+        });
+    }
     out
 }
