@@ -604,8 +604,12 @@ impl FjallRows {
         let Some(taken) = row.decode_rows(n.min(max), wanted, &selection, out, shape)? else {
             return Ok(false);
         };
-        for k in 0..taken {
-            out.push_escaped_key(row.key_after(k));
+        if out.wants_keys() {
+            for k in 0..taken {
+                out.push_escaped_key(row.key_after(k));
+            }
+        } else {
+            out.push_keyless(taken);
         }
         cursor.skip_tall(taken)?;
         if let Some(left) = self.remaining.as_mut() {

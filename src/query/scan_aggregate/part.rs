@@ -164,7 +164,12 @@ fn open_read(
         Read::Numbers {
             wanted: layout.numbers_wanted(&stream.family_names(), measures),
             row: NumberRow::default(),
-            rows: NumberRows::default(),
+            // Keys are not read where no group takes them.
+            rows: if exec.reads_keys() {
+                NumberRows::default()
+            } else {
+                NumberRows::without_keys()
+            },
         }
     } else {
         Read::Cells {
@@ -258,7 +263,10 @@ impl Step<'_> {
         };
         let by_row = |step: &mut Self| {
             (0..n).try_for_each(|i| {
-                let key = rows.key(i)?;
+                let key = match rows.wants_keys() {
+                    true => rows.key(i)?,
+                    false => std::borrow::Cow::Borrowed(&[][..]),
+                };
                 step.row(&key, |m| one(m, i))
             })
         };

@@ -179,6 +179,10 @@ pub struct NumberRows {
     /// asked for.
     keys: Vec<u8>,
     key_ends: Vec<usize>,
+    /// How many rows; and whether their keys are left unread (a reader
+    /// that groups by nothing of the key).
+    count: usize,
+    keyless: bool,
     /// Per column asked for: each row's cell (timestamp, value as a
     /// big-endian word), when the rows have one.
     columns: Vec<Option<(Vec<i64>, Vec<u64>)>>,
@@ -187,19 +191,37 @@ pub struct NumberRows {
 }
 
 impl NumberRows {
+    /// Rows whose keys are not read: [`NumberRows::key`] is an error.
+    pub fn without_keys() -> Self {
+        NumberRows {
+            keyless: true,
+            ..NumberRows::default()
+        }
+    }
+
     /// How many rows.
     pub fn len(&self) -> usize {
-        self.key_ends.len()
+        self.count
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.key_ends.is_empty()
+        self.count == 0
+    }
+
+    /// Whether the rows' keys are read (see [`NumberRows::without_keys`]).
+    pub(crate) fn wants_keys(&self) -> bool {
+        !self.keyless
     }
 
     /// Row `i`'s key: borrowed when it needed no escaping (nearly every
     /// key), else decoded; an error when the stored key is damaged.
     pub fn key(&self, i: usize) -> crate::error::Result<Cow<'_, [u8]>> {
+        if self.keyless {
+            return Err(crate::error::Error::Internal(
+                "rows read without their keys".into(),
+            ));
+        }
         let from = i.checked_sub(1).map_or(0, |p| self.key_ends[p]);
         let escaped = &self.keys[from..self.key_ends[i]];
         if let Some(plain) = codec::plain_body(escaped) {
@@ -226,6 +248,7 @@ impl NumberRows {
     pub(crate) fn reset(&mut self, columns: usize) {
         self.keys.clear();
         self.key_ends.clear();
+        self.count = 0;
         for column in self.columns.drain(..).flatten() {
             self.spare.push(column);
         }
@@ -236,6 +259,12 @@ impl NumberRows {
     pub(crate) fn push_escaped_key(&mut self, escaped: &[u8]) {
         self.keys.extend_from_slice(escaped);
         self.key_ends.push(self.keys.len());
+        self.count += 1;
+    }
+
+    /// Counts `n` more rows whose keys are not read.
+    pub(crate) fn push_keyless(&mut self, n: usize) {
+        self.count += n;
     }
 
     /// Sets column `i`'s cells, one a row.
