@@ -13,19 +13,11 @@
 #[cfg(feature = "bigtable")]
 use crate::emulator;
 
+use crate::rows::text;
 use cellar::{SqlSession, Store};
-use datafusion::arrow::util::pretty::pretty_format_batches;
 
 /// Rows enough for a full scan to split into key ranges.
 const ROWS: i64 = 120_000;
-
-async fn text(session: &SqlSession, sql: &str) -> String {
-    let batches = session
-        .query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    pretty_format_batches(&batches).unwrap().to_string()
-}
 
 async fn load(session: &SqlSession, files: &std::path::Path) {
     for sql in [

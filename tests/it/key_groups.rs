@@ -7,8 +7,8 @@
 //! every family format, with keys that do not fit the schema, rows
 //! rewritten and deleted after a compaction, and segment filters.
 
+use crate::rows::text;
 use cellar::{SqlSession, Store};
-use datafusion::arrow::util::pretty::pretty_format_batches;
 
 /// A table of `format` with 48 000 readings (three regions, four
 /// balloons, 4 000 minutes each; a note of 32 bytes each, so that the
@@ -46,14 +46,6 @@ async fn readings(session: &SqlSession, table: &str, format: &str) {
     ] {
         run(sql).await;
     }
-}
-
-async fn text(session: &SqlSession, sql: &str) -> String {
-    let batches = session
-        .query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    pretty_format_batches(&batches).unwrap().to_string()
 }
 
 /// Each query, with `{m}` the measure and `{t}` the table, answered by

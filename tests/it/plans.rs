@@ -8,16 +8,8 @@
     reason = "tests fail loudly on purpose"
 )]
 
+use crate::rows::text;
 use cellar::{SqlSession, Store};
-use datafusion::arrow::util::pretty::pretty_format_batches;
-
-async fn text(session: &SqlSession, sql: &str) -> String {
-    let batches = session
-        .query(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    pretty_format_batches(&batches).unwrap().to_string()
-}
 
 /// How many statements ran from a kept plan so far.
 async fn reused(session: &SqlSession) -> u64 {

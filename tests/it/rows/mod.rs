@@ -1,7 +1,19 @@
 //! Query results as text, for tests that compare answers.
 
+use cellar::SqlSession;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+
+/// The answer to `sql` as a printed table; a failed query panics with
+/// the statement and its error.
+pub async fn text(session: &SqlSession, sql: &str) -> String {
+    let batches = session
+        .query(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    pretty_format_batches(&batches).unwrap().to_string()
+}
 
 /// Rows as text, one `Vec` per row; NULL as `NULL`.
 pub fn texts(batches: &[RecordBatch]) -> Vec<Vec<String>> {
