@@ -10,7 +10,6 @@ use std::ops::Bound;
 
 use serde::{Deserialize, Serialize};
 
-use super::key_cursor::common_prefix;
 use super::time_pattern::{parse_pattern, pattern_traits, write_pattern};
 use crate::error::{Error, Result};
 
@@ -579,6 +578,23 @@ impl KeySchema {
         }
         Some(())
     }
+}
+
+/// How many leading bytes `a` and `b` share.
+pub(super) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let words = a.chunks_exact(8).zip(b.chunks_exact(8));
+    let mut n = 0;
+    for (x, y) in words {
+        if x != y {
+            break;
+        }
+        n += 8;
+    }
+    n + a[n..]
+        .iter()
+        .zip(&b[n..])
+        .take_while(|(x, y)| x == y)
+        .count()
 }
 
 /// Whether a field's text is one its kind writes (what
