@@ -41,7 +41,8 @@ use datafusion::execution::TaskContext;
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, Query, SetExpr, Statement, Value, ValueWithSpan, VisitMut, VisitorMut,
+    BinaryOperator, Expr, Query, SetExpr, Statement, TableFactor, Value, ValueWithSpan, VisitMut,
+    VisitorMut,
 };
 
 use super::plans::Seen;
@@ -121,6 +122,14 @@ impl Taker {
     fn body(&mut self, body: &mut SetExpr) {
         match body {
             SetExpr::Select(select) => {
+                // Subqueries in FROM first (`SELECT ... FROM (SELECT ...
+                // WHERE ...)`, the tables they join), then the WHERE.
+                for from in &mut select.from {
+                    self.table(&mut from.relation);
+                    for join in &mut from.joins {
+                        self.table(&mut join.relation);
+                    }
+                }
                 if let Some(selection) = &mut select.selection {
                     let _ = selection.visit(self);
                 }
@@ -129,6 +138,22 @@ impl Taker {
             SetExpr::SetOperation { left, right, .. } => {
                 self.body(left);
                 self.body(right);
+            }
+            _ => {}
+        }
+    }
+
+    /// The WHERE clauses of a table in FROM that is a query.
+    fn table(&mut self, table: &mut TableFactor) {
+        match table {
+            TableFactor::Derived { subquery, .. } => self.query(subquery),
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => {
+                self.table(&mut table_with_joins.relation);
+                for join in &mut table_with_joins.joins {
+                    self.table(&mut join.relation);
+                }
             }
             _ => {}
         }
@@ -417,6 +442,17 @@ mod tests {
         );
         let texts: Vec<String> = s.literals.iter().map(ToString::to_string).collect();
         assert_eq!(texts, ["4", "a#1", "a#2", "3", "7", "1", "two", "lit", "z"]);
+        // In a subquery in FROM, joined or not, before the outer WHERE.
+        let s = shaped(
+            "SELECT concat(r, 'x') FROM (SELECT r, avg(p) FROM t WHERE r = 'e' AND b >= 3 GROUP BY r) \
+             JOIN (SELECT * FROM u WHERE k < 'q') ON true WHERE r <> 'w'",
+        )
+        .unwrap_or_else(|| panic!("a shape"));
+        assert_eq!(
+            s.text,
+            "SELECT concat(r, 'x') FROM (SELECT r, avg(p) FROM t WHERE r = $1 AND b >= $2 GROUP BY r) \
+             JOIN (SELECT * FROM u WHERE k < $3) ON true WHERE r <> $4"
+        );
     }
 
     #[test]

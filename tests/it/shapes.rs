@@ -137,6 +137,20 @@ async fn statements_of_one_shape_answer_as_the_text_planned_afresh() {
                 vec!["3", "300", "'us#0003'"],
             ],
         ),
+        (
+            // The natural hourly average: its filters in a subquery in
+            // FROM, its groups labelled outside it.
+            "SELECT concat(region, '#', CAST(balloon AS VARCHAR)) AS k, h, a FROM \
+             (SELECT region, balloon, date_trunc('hour', ts) AS h, avg(p) AS a FROM t \
+             WHERE region = {} AND balloon >= {} GROUP BY region, balloon, date_trunc('hour', ts)) \
+             WHERE a > {} ORDER BY 1, 2",
+            vec![
+                vec!["'eu'", "1", "0"],
+                vec!["'us'", "2", "10"],
+                vec!["'eu'", "3", "-5"],
+                vec!["'us'", "0", "1000"],
+            ],
+        ),
     ];
     let mut statements = 0;
     for (shape, literal_sets) in &shapes {
