@@ -257,11 +257,13 @@ impl ScanAggregateExec {
         let series = layout.series.as_ref();
         // A table's wide view: a row each, its columns' newest cells. Its
         // rows hold a few cells each, so what the scan saves is small; a
-        // scan of one partition is left to DataFusion, whose aggregate
-        // then runs beside the scan rather than after it.
+        // large scan of one partition is left to DataFusion, whose
+        // aggregate then runs beside the scan rather than after it. A
+        // range of few rows (counted at planning: one thread reads it)
+        // is aggregated in the scan.
         let wide = series.is_none()
             && layout.view == (View::Wide { as_of: None })
-            && scan.partition_ranges().len() > 1;
+            && (scan.partition_ranges().len() > 1 || spec.few_rows.is_some());
         if series.is_none() && layout.view == (View::Wide { as_of: None }) && !wide {
             return Ok(None);
         }
