@@ -29,7 +29,7 @@ pub use kept_projection::{KeptProjectionExec, keep_projections};
 pub use merge_of_one::MergeOfOne;
 pub use pushdown::{KeyPlan, plan as plan_key_ranges};
 pub(crate) use scan::{BOUNDED_ROWS, KeyScanExec};
-pub(crate) use scan_aggregate::ScanAggregate;
+pub(crate) use scan_aggregate::{ScanAggregate, ScanAggregateExec};
 #[cfg(feature = "ballista")]
 pub(crate) use series::gather::GatherPlan;
 pub(crate) use series::gather_exec::GatherExec;

@@ -24,7 +24,9 @@ use datafusion::physical_plan::{
 use futures::StreamExt;
 use tokio::sync::{Semaphore, watch};
 
-use crate::query::{BOUNDED_ROWS, GatherExec, KeyScanExec, StopOnDrop, interruptible};
+use crate::query::{
+    BOUNDED_ROWS, GatherExec, KeyScanExec, ScanAggregateExec, StopOnDrop, interruptible,
+};
 
 /// Whose a query is: the session that runs it and its user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -341,6 +343,10 @@ fn bounded(plan: &dyn ExecutionPlan) -> bool {
     }
     if let Some(gather) = plan.downcast_ref::<GatherExec>() {
         return gather.is_bounded();
+    }
+    // An aggregate computed in its scan reads what the scan reads.
+    if let Some(aggregate) = plan.downcast_ref::<ScanAggregateExec>() {
+        return bounded(aggregate.scan().as_ref());
     }
     if children.is_empty() {
         // Other leaves (constants, in-memory batches, files) are light

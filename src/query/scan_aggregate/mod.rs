@@ -509,6 +509,13 @@ fn inputs_of(aggregate: &AggregateExec, spec: &ScanSpec, wide: bool) -> Option<V
     Some(inputs)
 }
 
+impl ScanAggregateExec {
+    /// The scan it reads through (what decides whether it is light).
+    pub(crate) fn scan(&self) -> &Arc<dyn ExecutionPlan> {
+        &self.scan
+    }
+}
+
 impl DisplayAs for ScanAggregateExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
         let groups: Vec<String> = self
