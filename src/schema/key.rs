@@ -460,7 +460,7 @@ impl KeySchema {
     /// be the one its sources hash to.
     pub fn decode(&self, key: &[u8]) -> Option<Vec<KeyValue>> {
         let mut out = Vec::with_capacity(self.segments.len());
-        self.walk(key, |_, kind, part| {
+        self.walk(key, |kind, part| {
             out.push(parse_value(kind, part)?);
             Some(())
         })?;
@@ -470,23 +470,7 @@ impl KeySchema {
     /// Whether a row key fits the schema: what [`KeySchema::decode`]
     /// answers with `Some`, without building the values.
     pub fn fits(&self, key: &[u8]) -> bool {
-        self.walk(key, |_, kind, part| fits_field(kind, part))
-            .is_some()
-    }
-
-    /// Whether `key` fits the schema, given that `prev` does: what
-    /// [`KeySchema::fits`] answers, checking only the segments that are
-    /// not the same as `prev`'s (a run of sorted keys shares its leading
-    /// segments, and a time segment costs a parse). Salted schemas check
-    /// the whole key (a bucket depends on other fields).
-    pub fn fits_after(&self, prev: &[u8], key: &[u8]) -> bool {
-        let shared = if self.salted() {
-            0
-        } else {
-            common_prefix(prev, key)
-        };
-        self.walk_after(key, shared, |_, kind, part| fits_field(kind, part))
-            .is_some()
+        self.walk(key, fits_field).is_some()
     }
 
     /// Whether a field is a salt bucket (which depends on other fields:
@@ -503,20 +487,7 @@ impl KeySchema {
     pub(super) fn walk<'k>(
         &self,
         key: &'k [u8],
-        field: impl FnMut(usize, &SegmentKind, &'k str) -> Option<()>,
-    ) -> Option<()> {
-        self.walk_after(key, 0, field)
-    }
-
-    /// [`KeySchema::walk`] passing over each segment that, with the
-    /// delimiter after it, lies in the key's first `shared` bytes: a key
-    /// known to fit has those bytes, so that segment is the same (and
-    /// fits). The last segment is always checked (it runs to the end).
-    fn walk_after<'k>(
-        &self,
-        key: &'k [u8],
-        shared: usize,
-        mut field: impl FnMut(usize, &SegmentKind, &'k str) -> Option<()>,
+        mut field: impl FnMut(&SegmentKind, &'k str) -> Option<()>,
     ) -> Option<()> {
         let key = std::str::from_utf8(key).ok()?;
         // A segment at the end keeps any delimiters in it: text may hold
@@ -524,19 +495,8 @@ impl KeySchema {
         // `-`), which reads only as written; padded text may not.
         let mut parts = key.splitn(self.segments.len(), self.delimiter);
         let last = self.segments.len().saturating_sub(1);
-        let mut offset = 0;
-        let mut fields = 0;
         for (n, segment) in self.segments.iter().enumerate() {
             let part = parts.next()?;
-            let end = offset + part.len();
-            offset = end + self.delimiter.len_utf8();
-            let i = fields;
-            if matches!(segment, Segment::Field { .. }) {
-                fields += 1;
-            }
-            if n < last && end + self.delimiter.len_utf8() <= shared {
-                continue;
-            }
             match segment {
                 Segment::Literal(text) => {
                     if part != text {
@@ -550,7 +510,7 @@ impl KeySchema {
                     {
                         return None;
                     }
-                    field(i, kind, part)?;
+                    field(kind, part)?;
                 }
             }
         }
@@ -578,23 +538,6 @@ impl KeySchema {
         }
         Some(())
     }
-}
-
-/// How many leading bytes `a` and `b` share.
-pub(super) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    let words = a.chunks_exact(8).zip(b.chunks_exact(8));
-    let mut n = 0;
-    for (x, y) in words {
-        if x != y {
-            break;
-        }
-        n += 8;
-    }
-    n + a[n..]
-        .iter()
-        .zip(&b[n..])
-        .take_while(|(x, y)| x == y)
-        .count()
 }
 
 /// Whether a field's text is one its kind writes (what

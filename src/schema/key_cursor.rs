@@ -4,9 +4,7 @@
 //! a time segment from the digits that changed: what an aggregate grouped
 //! by key segments pays per row.
 
-use super::key::{
-    KeySchema, KeyValue, Segment, SegmentKind, TimeFormat, common_prefix, parse_value,
-};
+use super::key::{KeySchema, KeyValue, Segment, SegmentKind, TimeFormat, parse_value};
 use super::time_pattern::parse_pattern_after;
 
 /// What [`KeySchema::decode_next`] keeps of the last key it read. One
@@ -58,24 +56,25 @@ impl KeySchema {
         let salted = self.salted();
         // (How many leading bytes the key shares with the last.)
         let mut shared = 0;
-        let (from, start) = if cursor.known && cursor.ends.len() == segments && !salted {
-            shared = common_prefix(&cursor.last, key);
-            let from = cursor.ends[..segments - 1]
-                .iter()
-                .position(|&end| end + delimiter > shared)
-                .unwrap_or(segments - 1);
-            let start = match from {
-                0 => 0,
-                n => cursor.ends[n - 1] + delimiter,
+        let (from, start) =
+            if cursor.known && segments > 0 && cursor.ends.len() == segments && !salted {
+                shared = common_prefix(&cursor.last, key);
+                let from = cursor.ends[..segments - 1]
+                    .iter()
+                    .position(|&end| end + delimiter > shared)
+                    .unwrap_or(segments - 1);
+                let start = match from {
+                    0 => 0,
+                    n => cursor.ends[n - 1] + delimiter,
+                };
+                (from, start)
+            } else {
+                cursor.ends.clear();
+                cursor.ends.resize(segments, 0);
+                cursor.values.clear();
+                cursor.digits.clear();
+                (0, 0)
             };
-            (from, start)
-        } else {
-            cursor.ends.clear();
-            cursor.ends.resize(segments, 0);
-            cursor.values.clear();
-            cursor.digits.clear();
-            (0, 0)
-        };
         // The bytes before `start` are the last key's, which were text
         // ending in a delimiter: the key is text when each part after is
         // (a time read from its digits is; others are checked).
@@ -158,4 +157,21 @@ fn find(bytes: &[u8], needle: &[u8]) -> Option<usize> {
         [b] => bytes.iter().position(|x| x == b),
         _ => bytes.windows(needle.len()).position(|w| w == needle),
     }
+}
+
+/// How many leading bytes `a` and `b` share.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let words = a.chunks_exact(8).zip(b.chunks_exact(8));
+    let mut n = 0;
+    for (x, y) in words {
+        if x != y {
+            break;
+        }
+        n += 8;
+    }
+    n + a[n..]
+        .iter()
+        .zip(&b[n..])
+        .take_while(|(x, y)| x == y)
+        .count()
 }

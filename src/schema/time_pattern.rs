@@ -286,13 +286,11 @@ pub(super) fn parse_pattern(pattern: &str, text: &str) -> Option<i64> {
 }
 
 /// [`parse_pattern`] of `text` read after `prev` (text of the same
-/// pattern the digit reader read, as time `micros`): a text sharing the
-/// other's date and differing in its time of day is read from the digits
-/// that differ. The time, and whether the digit reader read it (what the
-/// next text may be read after).
-/// (The texts are bytes: text read after other text is read from its
-/// bytes; other text must be UTF-8.)
-/// `shared`: how many leading bytes the texts share, if known.
+/// pattern the digit reader read, as time `micros`; `shared`: how many
+/// leading bytes the two share, if known): a text sharing the other's
+/// date and differing in its time of day is read from the digits that
+/// differ, as bytes; any other must be UTF-8. The time, and whether the
+/// digit reader read it (what the next text may be read after).
 pub(super) fn parse_pattern_after(
     pattern: &str,
     prev: Option<(&[u8], i64)>,
@@ -569,9 +567,6 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The compiled parse of a key's time answers what chrono's own
-        /// parse (with the missing fields appended) answers, for the
-        /// patterns keys use, coarse ones included, and for text that is
         /// Text read after other text of the pattern (the next key's
         /// time segment) reads as it reads alone: a later time, or the
         /// same text with one character changed.
@@ -616,6 +611,9 @@ mod tests {
             }
         }
 
+        /// The compiled parse of a key's time answers what chrono's own
+        /// parse (with the missing fields appended) answers, for the
+        /// patterns keys use, coarse ones included, and for text that is
         /// not of the pattern; the compiled writer writes what chrono
         /// writes, years beyond four digits and before the epoch included.
         #[test]

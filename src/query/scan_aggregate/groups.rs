@@ -298,19 +298,19 @@ impl Groups {
             return Ok(i);
         }
         let mut times = [0i64; MAX_TIMES];
-        // The times sharing this one's time groups.
+        // The times sharing this one's time groups: from the latest of
+        // their starts to the earliest of their ends.
         let mut span = (i64::MIN, i64::MAX);
         if let Some(time) = time {
-            for (slot, start) in times.iter_mut().zip(self.starts(time)) {
+            let lens = self.exec.groups.iter().filter_map(|g| match g {
+                Group::Time { len, .. } => Some(*len),
+                Group::Segment(_) | Group::Key => None,
+            });
+            for ((slot, start), len) in times.iter_mut().zip(self.starts(time)).zip(lens) {
                 *slot = start;
+                span.1 = span.1.min(start.saturating_add(len));
             }
             span.0 = self.floor(time);
-            for g in &self.exec.groups {
-                if let Group::Time { len, origin, .. } = g {
-                    let start = origin + (time - origin).div_euclid(*len) * len;
-                    span.1 = span.1.min(start.saturating_add(*len));
-                }
-            }
         }
         // (Without time groups, every row is in the one time.)
         let key = (row, times, time.is_none() && self.timed);

@@ -342,6 +342,9 @@ impl ScanAggregateExec {
             EmissionType::Final,
             Boundedness::Bounded,
         );
+        let decodes = spec.drop_misfits
+            || time_segment.is_some()
+            || groups.iter().any(|g| matches!(g, Group::Segment(_)));
         let shape = AggregateShape {
             spec: spec.clone(),
             input_schema,
@@ -356,6 +359,7 @@ impl ScanAggregateExec {
             presums,
             time_column,
             time_segment,
+            decodes,
             ordering: properties.output_ordering().cloned(),
         };
         Ok(Some(ScanAggregateExec {

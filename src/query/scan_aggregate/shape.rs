@@ -43,6 +43,9 @@ pub(super) struct AggregateShape {
     /// In the wide view, the key field the time column is, whose value
     /// a row's time groups take.
     pub(super) time_segment: Option<usize>,
+    /// Whether rows' keys are decoded: a group takes a segment or the
+    /// time segment, or a key that does not fit is passed over.
+    pub(super) decodes: bool,
     /// The order a partition's groups are sorted in before they go (the
     /// one the replaced aggregate promised), if any.
     pub(super) ordering: Option<LexOrdering>,
@@ -73,9 +76,7 @@ impl AggregateShape {
     /// ranges answered a segment filter). A key that does not fit gives
     /// NULL segments and no time, as the view shows it.
     pub(super) fn read_key(&self, key: &[u8], keys: &mut KeyReader) -> bool {
-        let decodes = self.spec.drop_misfits
-            || self.time_segment.is_some()
-            || self.groups.iter().any(|g| matches!(g, Group::Segment(_)));
+        let decodes = self.decodes;
         let schema = self.spec.layout.key.as_ref().filter(|_| decodes);
         let first = schema.and_then(|schema| schema.decode_next(&mut keys.cursor, key));
         let Some(first) = first else {
