@@ -141,6 +141,23 @@ fn corrupt(what: &str, bytes: &[u8]) -> Error {
     }
 }
 
+/// How many leading bytes `a` and `b` share.
+pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let words = a.chunks_exact(8).zip(b.chunks_exact(8));
+    let mut n = 0;
+    for (x, y) in words {
+        if x != y {
+            break;
+        }
+        n += 8;
+    }
+    n + a[n..]
+        .iter()
+        .zip(&b[n..])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
 /// Renders bytes for messages: printable ASCII as is, everything else `\xNN`,
 /// cut short after 64 bytes.
 pub fn show_bytes(bytes: &[u8]) -> String {

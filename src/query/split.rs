@@ -6,18 +6,19 @@ use crate::store::{RowRange, Store};
 
 /// Tables with fewer pairs than this and fewer bytes on disk than
 /// [`SPLIT_MIN_BYTES`] are read by one partition per range. Bytes count
-/// too because a PACKED pair may hold thousands of cells: a mebibyte of
-/// time buckets holds about 400 K of them, a few milliseconds' decoding.
+/// too because a PACKED pair may hold thousands of cells: 256 KiB of time
+/// buckets hold about 100 K of them, of folded tall rows (some 3 to 9
+/// bytes each) 30 K to 90 K, a millisecond's decoding.
 const SPLIT_MIN_CELLS: u64 = 200_000;
-const SPLIT_MIN_BYTES: u64 = 1 << 20;
+const SPLIT_MIN_BYTES: u64 = 256 << 10;
 /// A range of fewer rows than this is read by one partition: handing
 /// rows between threads would cost more than reading them (one series'
 /// hour or day).
 const SPLIT_MIN_ROWS: usize = 256;
 /// A range holding at most this many bytes (on disk and in memory) is
-/// read by one partition, and runs as a light query: 16 blocks of a
-/// PACKED family, some 16 000 tall rows, a millisecond's reading at most,
-/// less than handing its rows between threads would cost.
+/// read by one partition, and runs as a light query: some 30 000 to
+/// 90 000 folded tall rows, a millisecond's reading at most, less than
+/// handing its rows between threads would cost.
 const SPLIT_MIN_RANGE_BYTES: u64 = 256 << 10;
 
 /// Cuts a single range of a large table into up to `n` ranges of about
@@ -109,11 +110,13 @@ fn cut_range(
         .ok()
         .flatten();
     if let Some(size) = size.as_ref().filter(|s| s.at_most(SPLIT_MIN_RANGE_BYTES)) {
-        // Rows as the densest rows the store keeps take bytes (a folded
-        // tall row, some 16 bytes): an estimate that errs high.
+        // Rows as dense rows take bytes (a folded tall row of a few
+        // measures, some 3 to 9 bytes): an estimate that errs high but
+        // for columns of a pattern (a counter's take under a byte, and
+        // a range of 256 KiB of them is more rows, still read at once).
         let bytes = size.on_disk.saturating_add(size.in_memory);
         *counted = Some(
-            usize::try_from(bytes / 16)
+            usize::try_from(bytes / 3)
                 .unwrap_or(usize::MAX)
                 .max(probe.rows),
         );

@@ -6,6 +6,7 @@
 
 use super::key::{KeySchema, KeyValue, Segment, SegmentKind, TimeFormat, parse_value};
 use super::time_pattern::parse_pattern_after;
+use crate::codec::common_prefix;
 
 /// What [`KeySchema::decode_next`] keeps of the last key it read. One
 /// cursor reads the keys of one schema.
@@ -157,21 +158,4 @@ fn find(bytes: &[u8], needle: &[u8]) -> Option<usize> {
         [b] => bytes.iter().position(|x| x == b),
         _ => bytes.windows(needle.len()).position(|w| w == needle),
     }
-}
-
-/// How many leading bytes `a` and `b` share.
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    let words = a.chunks_exact(8).zip(b.chunks_exact(8));
-    let mut n = 0;
-    for (x, y) in words {
-        if x != y {
-            break;
-        }
-        n += 8;
-    }
-    n + a[n..]
-        .iter()
-        .zip(&b[n..])
-        .take_while(|(x, y)| x == y)
-        .count()
 }

@@ -78,7 +78,8 @@ pub(super) struct Cursor {
     /// Whether the cursor was ended before its pairs were (see
     /// [`Cursor::end`]).
     pub(super) ended: bool,
-    /// The length of the head's escaped row, parsed once per pair.
+    /// The length of the head's escaped row, parsed once per pair
+    /// (`usize::MAX`: its whole key).
     pub(super) head_row_len: usize,
 }
 
@@ -111,10 +112,20 @@ impl Cursor {
 
     pub(super) fn find_row(&mut self, row: &[u8]) -> Result<()> {
         let format = self.source.format;
+        // A PACKED pair's key, and a block row's, is its escaped row,
+        // whole (checked where a row read is given, by `unescape_into`):
+        // not read here, so that a block row's key is made only for a
+        // reader that wants it.
+        let whole = match &self.iter {
+            Pairs::Merged(merged) => merged.on_block_row(),
+            Pairs::Plain(_) => false,
+        };
+        if format == FamilyFormat::Packed || whole {
+            self.head_row_len = usize::MAX;
+            return Ok(());
+        }
         if let Some(key) = self.head_key() {
             self.head_row_len = match format {
-                // A PACKED pair's key is its escaped row, whole: checked
-                // where a row read is given, by `unescape_into`.
                 FamilyFormat::Packed => key.len(),
                 FamilyFormat::Cells | FamilyFormat::Auto
                     if !row.is_empty() && key.starts_with(row) =>
@@ -196,7 +207,8 @@ impl Cursor {
     }
 
     pub(super) fn head_row(&self) -> Option<&[u8]> {
-        self.head_key().map(|key| &key[..self.head_row_len])
+        self.head_key()
+            .map(|key| &key[..self.head_row_len.min(key.len())])
     }
 
     /// Ends the cursor here.

@@ -605,6 +605,7 @@ impl FjallRows {
             return Ok(false);
         };
         if out.wants_keys() {
+            row.check_keys()?;
             for k in 0..taken {
                 out.push_escaped_key(row.key_after(k));
             }

@@ -6,6 +6,7 @@ use crate::codec::show_bytes;
 use crate::error::{Error, Result};
 use crate::store::format::numbers::{NumberRow, NumberRows};
 use crate::store::format::packed;
+use crate::store::format::packed::keys::Keys;
 use crate::store::format::packed::{Selection, Shape, Tall, u32_at};
 use crate::store::format::row::RowBuf;
 use crate::store::request::QualifierFilter;
@@ -13,10 +14,13 @@ use byteview::ByteView;
 use fjall::Slice;
 use std::sync::OnceLock;
 
-/// The versions written: rows one after another, and tall rows of one
-/// shape column-wise.
+/// The versions: rows one after another; tall rows of one shape
+/// column-wise, their keys whole (read, no longer written); and
+/// column-wise, each key stored as what it adds to the one before
+/// (`packed/keys.rs`).
 pub(super) const ROWS: u8 = 1;
 pub(super) const COLUMNS: u8 = 2;
+pub(super) const COLUMNS_SHARED: u8 = 3;
 
 pub(super) fn corrupt(what: &str, key: &[u8]) -> Error {
     Error::Corrupt {
@@ -37,6 +41,11 @@ pub(crate) struct Block {
     /// Where the body starts in the value: rows' entries, or (column-wise)
     /// their keys.
     body: usize,
+    /// Column-wise with keys stored by what they share: the key section,
+    /// and the keys made of it once one is wanted (a read that takes no
+    /// key, such as a count, makes none).
+    keys: Option<Keys>,
+    made_keys: OnceLock<Option<(Slice, Vec<u32>)>>,
     /// Column-wise: the columns, and every row's PACKED value once one is
     /// lent (`None` if they are malformed).
     tall: Option<Tall>,
@@ -51,12 +60,28 @@ impl Block {
     pub fn parse(key: Slice, value: Slice) -> Result<Block> {
         let bad = |what: &str| corrupt(what, &key);
         let version = value.first().copied();
-        if !matches!(version, Some(ROWS | COLUMNS)) {
+        if !matches!(version, Some(ROWS | COLUMNS | COLUMNS_SHARED)) {
             return Err(bad("unknown block version"));
         }
         let rows = u32_at(&value, 1).ok_or_else(|| bad("truncated header"))?;
         if rows == 0 {
             return Err(bad("no rows"));
+        }
+        if version == Some(COLUMNS_SHARED) {
+            let mut at = 5;
+            let keys = Keys::read(&value, &mut at, rows).ok_or_else(|| bad("malformed keys"))?;
+            let tall = Tall::parse(&value, at, rows).ok_or_else(|| bad("malformed columns"))?;
+            return Ok(Block {
+                key,
+                value,
+                rows,
+                body: 5,
+                keys: Some(keys),
+                made_keys: OnceLock::new(),
+                tall: Some(tall),
+                lent: OnceLock::new(),
+                lent_one: OnceLock::new(),
+            });
         }
         let body = rows
             .checked_add(1)
@@ -94,6 +119,8 @@ impl Block {
             value,
             rows,
             body,
+            keys: None,
+            made_keys: OnceLock::new(),
             tall,
             lent: OnceLock::new(),
             lent_one: OnceLock::new(),
@@ -110,9 +137,46 @@ impl Block {
         &self.key
     }
 
-    /// Where row `i`'s escaped key lies in the value. Checked by
-    /// [`Block::parse`].
-    fn key_place(&self, i: usize) -> std::ops::Range<usize> {
+    /// Keys stored by what they share: made once, when first wanted.
+    fn made_keys(&self, keys: &Keys) -> &Option<(Slice, Vec<u32>)> {
+        self.made_keys.get_or_init(|| {
+            let (bytes, starts) = keys.decode(&self.value)?;
+            Some((Slice::from(bytes), starts))
+        })
+    }
+
+    /// Checks that the rows' keys can be read (stored by what they share,
+    /// they are made and checked when first wanted, not by
+    /// [`Block::parse`]); every reader of keys checks first, a malformed
+    /// key section an error rather than keys read as empty.
+    pub fn check_keys(&self) -> Result<()> {
+        match &self.keys {
+            Some(keys) if self.made_keys(keys).is_none() => {
+                Err(corrupt("malformed keys", &self.key))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The bytes row `i`'s escaped key lies in, and where. Checked by
+    /// [`Block::parse`], or (keys stored by what they share) by
+    /// [`Block::check_keys`].
+    #[inline]
+    fn key_place(&self, i: usize) -> (&Slice, std::ops::Range<usize>) {
+        match &self.keys {
+            None => (&self.value, self.whole_key_place(i)),
+            Some(keys) => match self.made_keys(keys) {
+                Some((bytes, starts)) => {
+                    let at = |j: usize| starts.get(j).map_or(0, |&s| s as usize);
+                    (bytes, at(i)..at(i + 1).max(at(i)))
+                }
+                None => (&self.key, 0..0),
+            },
+        }
+    }
+
+    /// [`Block::key_place`] of a block whose keys are stored whole.
+    fn whole_key_place(&self, i: usize) -> std::ops::Range<usize> {
         let offset = |j: usize| u32_at(&self.value, 5 + 4 * j).unwrap_or(0);
         let start = self.body + offset(i);
         match self.tall {
@@ -132,7 +196,7 @@ impl Block {
     fn value_place(&self, i: usize) -> (&Slice, std::ops::Range<usize>) {
         let Some(tall) = &self.tall else {
             let offset = u32_at(&self.value, 5 + 4 * (i + 1)).unwrap_or(0);
-            return (&self.value, self.key_place(i).end..self.body + offset);
+            return (&self.value, self.whole_key_place(i).end..self.body + offset);
         };
         if self.lent.get().is_none() {
             let one = self.lent_one.get_or_init(|| {
@@ -169,7 +233,8 @@ impl Block {
     /// Row `i`'s escaped key.
     #[inline]
     pub fn row_key(&self, i: usize) -> &[u8] {
-        &self.value[self.key_place(i)]
+        let (bytes, place) = self.key_place(i);
+        &bytes[place]
     }
 
     /// Row `i`'s (escaped key, PACKED value), borrowed.
@@ -183,7 +248,8 @@ impl Block {
     /// bytes (column-wise, those of the rows made of its columns).
     pub fn row(&self, i: usize) -> (Slice, Slice) {
         let (bytes, place) = self.value_place(i);
-        (part(&self.value, self.key_place(i)), part(bytes, place))
+        let (keys, key) = self.key_place(i);
+        (part(keys, key), part(bytes, place))
     }
 
     /// Row `i`'s PACKED value alone (what a point read takes: column-wise,
@@ -277,11 +343,8 @@ impl TallRow<'_> {
     /// into (it is not the row's PACKED value: only this row's cells may
     /// be taken from it).
     pub fn pair(&self) -> (Slice, Slice) {
-        let block = self.block;
-        (
-            part(&block.value, block.key_place(self.row)),
-            block.value.clone(),
-        )
+        let (keys, key) = self.block.key_place(self.row);
+        (part(keys, key), self.block.value.clone())
     }
 
     /// The row's cells into `buf`, as the format decodes the PACKED value
@@ -301,6 +364,11 @@ impl TallRow<'_> {
             family, self.tall, value, index, self.row, buf, values, columns, newest,
         )
         .ok_or_else(|| corrupt("malformed columns", key))
+    }
+
+    /// [`Block::check_keys`] of the row's block.
+    pub fn check_keys(&self) -> Result<()> {
+        self.block.check_keys()
     }
 
     /// The escaped key of the row `k` rows after this one.

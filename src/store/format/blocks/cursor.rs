@@ -119,6 +119,15 @@ impl BlockCursor {
             }
             let block = Block::parse(key, value)?;
             let first = std::mem::replace(&mut self.first, false);
+            let bounded = first
+                || self.reverse
+                || self
+                    .end
+                    .as_deref()
+                    .is_some_and(|end| &block.key()[..] >= end);
+            if bounded {
+                block.check_keys()?;
+            }
             if self.reverse {
                 let top = match (&self.end, first) {
                     (Some(end), true) => block.lower_bound(end),
@@ -419,10 +428,19 @@ impl Merged {
                 self.side = Side::Block;
                 return Ok(());
             }
-            self.side = match (&self.row_head, self.blocks.peek_key()) {
-                (None, None) => Side::End,
+            // (With no row of its own keyspace left, no block row's key is
+            // read: a read that takes none makes none.)
+            let block_key = match (&self.row_head, &self.blocks.block) {
+                (Some(_), Some(block)) => {
+                    block.check_keys()?;
+                    self.blocks.peek_key()
+                }
+                _ => None,
+            };
+            self.side = match (&self.row_head, block_key) {
+                (None, _) if self.blocks.block.is_some() => Side::Block,
+                (None, _) => Side::End,
                 (Some(_), None) => Side::Row,
-                (None, Some(_)) => Side::Block,
                 (Some((r, _)), Some(b)) => {
                     let order = r[..].cmp(b);
                     match if self.reverse { order.reverse() } else { order } {
@@ -470,6 +488,13 @@ impl Merged {
             false => Ok(key),
             true => Ok(&key[..codec::escaped_len(key)?]),
         }
+    }
+
+    /// Whether the current pair is a block's row (its key then its
+    /// escaped row, whole).
+    #[inline]
+    pub fn on_block_row(&self) -> bool {
+        self.side == Side::Block
     }
 
     /// Whether the current pair is a block's row that no own cell of the

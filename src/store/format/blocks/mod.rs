@@ -13,8 +13,11 @@
 //! ```
 //!
 //! A block of tall rows of one shape (a tall table's) is stored
-//! column-wise instead, version 2: the rows' keys, then their values as
-//! the block's columns (`packed/tall.rs` has that body's layout).
+//! column-wise instead, version 3: the rows' keys, each as what it adds
+//! to the key before (`packed/keys.rs`), then their values as the
+//! block's columns (`packed/tall.rs` has that body's layout). Version 2,
+//! written before, held the keys whole after an offset table; it is read
+//! as before.
 //!
 //! Blocks are written only by a merge (`COMPACT TABLE`, and a format
 //! change moving rows out) under every row lock; between merges they are
@@ -34,14 +37,14 @@ mod cursor;
 use super::packed;
 use crate::error::Result;
 pub(crate) use block::{Block, TallRow};
-use block::{COLUMNS, ROWS, corrupt};
+use block::{COLUMNS_SHARED, ROWS, corrupt};
 pub(crate) use cursor::{Merged, Pairs};
 use fjall::{Keyspace, Readable, Slice, Snapshot};
 
 /// A block closes at this many rows...
-pub(crate) const BLOCK_ROWS: usize = 64;
+pub(crate) const BLOCK_ROWS: usize = 512;
 /// ...or once its rows hold this many bytes.
-pub(crate) const BLOCK_BYTES: usize = 16 << 10;
+pub(crate) const BLOCK_BYTES: usize = 64 << 10;
 
 /// How the values of rows encoded `raw` (see
 /// `FamilyFormat::fresh_pairs`) take their smallest form, given each
@@ -56,17 +59,10 @@ pub(crate) fn encode<K: AsRef<[u8]>, V: AsRef<[u8]>>(
     rows: &[(K, V)],
     compress: Option<Compress<'_>>,
 ) -> Result<Vec<u8>> {
-    let keys: usize = rows.iter().map(|(k, _)| k.as_ref().len()).sum();
     let values: Vec<&[u8]> = rows.iter().map(|(_, v)| v.as_ref()).collect();
-    let mut out = Vec::with_capacity(5 + 4 * (rows.len() + 1) + keys + values.len() * 16);
-    header(
-        &mut out,
-        COLUMNS,
-        rows.iter().map(|(k, _)| k.as_ref().len()),
-    );
-    for (k, _) in rows {
-        out.extend_from_slice(k.as_ref());
-    }
+    let mut out = Vec::with_capacity(64 + values.len() * 24);
+    let keys: Vec<&[u8]> = rows.iter().map(|(k, _)| k.as_ref()).collect();
+    columns_header(&mut out, &keys);
     if packed::encode_tall(&values, &mut out).is_some() {
         return Ok(out);
     }
@@ -94,6 +90,14 @@ pub(crate) fn encode<K: AsRef<[u8]>, V: AsRef<[u8]>>(
     Ok(out)
 }
 
+/// Writes a column-wise block's version, row count and rows' keys (its
+/// columns follow).
+fn columns_header(out: &mut Vec<u8>, keys: &[&[u8]]) {
+    out.push(COLUMNS_SHARED);
+    out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+    packed::keys::write(keys, out);
+}
+
 /// Writes a block's version, row count and offset table: where each of
 /// the entries `lengths` long starts, and where the last ends.
 fn header(out: &mut Vec<u8>, version: u8, lengths: impl ExactSizeIterator<Item = usize>) {
@@ -119,6 +123,7 @@ pub(crate) fn get(
     };
     let (key, value) = guard.into_inner()?;
     let block = Block::parse(key, value)?;
+    block.check_keys()?;
     let i = block.lower_bound(escaped_row);
     match i < block.len() && block.row_key(i) == escaped_row {
         true => block.value_of(i).map(Some),
@@ -139,6 +144,7 @@ pub(crate) fn any_in(
     };
     let (key, value) = guard.into_inner()?;
     let block = Block::parse(key, value)?;
+    block.check_keys()?;
     let i = block.lower_bound(first);
     Ok(i < block.len() && block.row_key(i) <= last)
 }
@@ -163,6 +169,7 @@ pub(crate) fn gaps<K: AsRef<[u8]>>(
         };
         let (key, value) = guard.into_inner()?;
         let block = Block::parse(key, value)?;
+        block.check_keys()?;
         let (first, last) = (block.row_key(0), block.row_key(block.len() - 1));
         if first <= at {
             return Ok(None);
@@ -289,11 +296,8 @@ impl<C: TallCells> TallRows<'_, C> {
             .chunks_exact(r.max(1))
             .flat_map(|column| column.iter().zip(&newest).map(|(ts, n)| n - ts))
             .collect();
-        let mut out = Vec::with_capacity(64 + 4 * (keys.len() + 1) + bytes);
-        header(&mut out, COLUMNS, keys.iter().map(|k| k.len()));
-        for k in keys {
-            out.extend_from_slice(k);
-        }
+        let mut out = Vec::with_capacity(64 + bytes / 2);
+        columns_header(&mut out, keys);
         packed::write_tall_body(self.shape, &newest, &ages, &columns, &mut out);
         out
     }
@@ -389,6 +393,7 @@ pub(crate) fn check(
 ) -> Result<usize> {
     let block = Block::parse(key, value)?;
     block.check_values()?;
+    block.check_keys()?;
     for i in 0..block.len() {
         if i > 0 && block.row_key(i - 1) >= block.row_key(i) {
             return Err(corrupt("rows out of order", block.key()));
@@ -441,25 +446,51 @@ mod tests {
             })
             .collect();
         let value = encode(&rows, None).unwrap();
-        assert_eq!(value[0], COLUMNS);
+        assert_eq!(value[0], COLUMNS_SHARED);
+        // Blocks written before keys were stored by what they share read
+        // alike.
+        let whole = keys_whole(&rows);
+        assert_eq!(whole[0], block::COLUMNS);
+        assert!(whole.len() > value.len());
         let key = Slice::from(rows[5].0.clone());
         let cells = |(k, v): (&[u8], &[u8])| packed::cells_of(k, v).unwrap();
-        for order in [[2, 0, 5, 1, 4, 3], [3, 3, 1, 0, 2, 5]] {
-            let block = Block::parse(key.clone(), Slice::from(value.clone())).unwrap();
-            for i in order {
-                let (k, v) = block.row(i);
-                assert_eq!(&k[..], &rows[i].0[..]);
-                assert_eq!(cells((&k, &v)), cells((&rows[i].0, &rows[i].1)));
-                assert_eq!(cells(block.row_bytes(i)), cells((&rows[i].0, &rows[i].1)));
-                assert_eq!(&block.value_of(i).unwrap()[..], &v[..]);
+        for value in [value, whole] {
+            for order in [[2, 0, 5, 1, 4, 3], [3, 3, 1, 0, 2, 5]] {
+                let block = Block::parse(key.clone(), Slice::from(value.clone())).unwrap();
+                for i in order {
+                    let (k, v) = block.row(i);
+                    assert_eq!(&k[..], &rows[i].0[..]);
+                    assert_eq!(block.row_key(i), &rows[i].0[..]);
+                    assert_eq!(cells((&k, &v)), cells((&rows[i].0, &rows[i].1)));
+                    assert_eq!(cells(block.row_bytes(i)), cells((&rows[i].0, &rows[i].1)));
+                    assert_eq!(&block.value_of(i).unwrap()[..], &v[..]);
+                }
+                assert_eq!(block.lower_bound(&rows[3].0), 3);
+                assert_eq!(block.lower_bound(b"r35"), 4);
             }
+            assert_eq!(
+                check(key.clone(), Slice::from(value), |_, _| Ok(())).unwrap(),
+                6
+            );
         }
-        assert_eq!(check(key, Slice::from(value), |_, _| Ok(())).unwrap(), 6);
+    }
+
+    /// A column-wise block as written before keys were stored by what
+    /// they share: its keys whole, after an offset table.
+    fn keys_whole(rows: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        header(&mut out, block::COLUMNS, rows.iter().map(|(k, _)| k.len()));
+        for (k, _) in rows {
+            out.extend_from_slice(k);
+        }
+        let values: Vec<&[u8]> = rows.iter().map(|(_, v)| v.as_slice()).collect();
+        packed::encode_tall(&values, &mut out).unwrap();
+        out
     }
 
     /// Blocks are cut around runs of one shape, so that a tall table
     /// with a row lacking a column here and there stays column-wise, and
-    /// rows of ever-changing shapes still fill blocks of 64.
+    /// rows of ever-changing shapes still fill blocks of [`BLOCK_ROWS`].
     #[test]
     fn blocks_are_cut_around_runs_of_one_shape() {
         use std::cmp::Reverse;
@@ -496,10 +527,14 @@ mod tests {
             })
             .collect();
         let versions = blocks_of(&rows);
-        assert!(versions.iter().all(|(v, _)| *v == COLUMNS), "{versions:?}");
-        // Every row a shape of its own: blocks of 64, one after another.
-        let names: Vec<Vec<u8>> = (0..200).map(|i| format!("q{i}").into_bytes()).collect();
-        let rows: Vec<_> = (0..200).map(|i| row(i, &[&names[i]])).collect();
+        assert!(
+            versions.iter().all(|(v, _)| *v == COLUMNS_SHARED),
+            "{versions:?}"
+        );
+        // Every row a shape of its own: full blocks, one after another.
+        let n = 3 * BLOCK_ROWS + 8;
+        let names: Vec<Vec<u8>> = (0..n).map(|i| format!("q{i}").into_bytes()).collect();
+        let rows: Vec<_> = (0..n).map(|i| row(i, &[&names[i]])).collect();
         let versions = blocks_of(&rows);
         assert_eq!(versions.len(), 4, "{versions:?}");
         assert!(versions.iter().all(|(v, _)| *v == ROWS));
@@ -588,7 +623,12 @@ mod tests {
                 )
             })
             .collect();
-        for value in [encode(&rows, None).unwrap(), encode(&tall, None).unwrap()] {
+        let values = [
+            encode(&rows, None).unwrap(),
+            encode(&tall, None).unwrap(),
+            keys_whole(&tall),
+        ];
+        for value in values {
             for cut in 0..value.len() {
                 let _ = Block::parse(Slice::from(&b"k"[..]), Slice::from(&value[..cut]));
             }

@@ -27,6 +27,7 @@
 //! listed, no kind byte; runs never linear) and version 1 values (v1.rs)
 //! are still read.
 
+pub(crate) mod keys;
 mod layout;
 mod numbers;
 mod qualifiers;

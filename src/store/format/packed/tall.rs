@@ -4,7 +4,7 @@
 //! rows and a serialized layout's are. Their values are stored as the
 //! block's columns, each one segment of its rows' values, so that a block
 //! is encoded with one segment a column instead of one a row, a scan
-//! decodes a column of 64 rows as one run, and what repeats from row to
+//! decodes a column of a block's rows as one run, and what repeats from row to
 //! row (a series' timestamps a minute apart, a measure's few decimals)
 //! takes the bits its change needs.
 //!
