@@ -352,6 +352,11 @@ impl<'a> Run<'a> {
         (from..from + n).all(|i| self.get(i) == value)
     }
 
+    /// The number every number of the run is, when they are all one.
+    pub fn constant(&self) -> Option<i64> {
+        (self.width == 0 && self.slope == 0).then_some(self.base)
+    }
+
     /// Whether every number of the run is zero.
     pub fn all_zero(&self) -> bool {
         self.width == 0 && self.base == 0 && self.slope == 0

@@ -466,8 +466,15 @@ impl Tall {
             words: Vec::with_capacity(r),
             others: Vec::new(),
         };
-        for i in 0..r {
-            column.times.push(row_time(&newest, &ages, r, j, i)?);
+        match (newest.constant(), ages.all_zero()) {
+            // Rows written at one time (a load), every cell at its row's:
+            // one timestamp for all.
+            (Some(t), true) if t >= 0 => column.times.resize(r, t),
+            _ => {
+                for i in 0..r {
+                    column.times.push(row_time(&newest, &ages, r, j, i)?);
+                }
+            }
         }
         // The values a segment at a time, each value that is not 8 bytes
         // long a stop.
