@@ -125,14 +125,10 @@ impl Cursor {
             return Ok(());
         }
         if let Some(key) = self.head_key() {
-            self.head_row_len = match format {
-                FamilyFormat::Packed => key.len(),
-                FamilyFormat::Cells | FamilyFormat::Auto
-                    if !row.is_empty() && key.starts_with(row) =>
-                {
-                    row.len()
-                }
-                FamilyFormat::Cells | FamilyFormat::Auto => format.row_of(key)?.len(),
+            // A CELLS or AUTO pair: its row is the start of its key.
+            self.head_row_len = match !row.is_empty() && key.starts_with(row) {
+                true => row.len(),
+                false => format.row_of(key)?.len(),
             };
         }
         Ok(())

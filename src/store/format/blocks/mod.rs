@@ -605,6 +605,50 @@ mod tests {
         }
     }
 
+    /// Keys stored by what they share are checked when first made, not
+    /// when the block is read: a section whose runs fit but whose keys
+    /// do not (the first key sharing bytes with none) is an error to
+    /// every reader of keys, never keys read as empty.
+    #[test]
+    fn keys_that_cannot_be_made_are_an_error() {
+        use std::cmp::Reverse;
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = (0..3i64)
+            .map(|i| {
+                let mut cells = packed::Cells::new();
+                cells.insert(
+                    (b"q".to_vec(), Reverse(i)),
+                    (i as f64).to_be_bytes().to_vec(),
+                );
+                let key = crate::codec::escape(format!("r{i}").as_bytes());
+                (key, packed::encode(b"r", "f", &cells).unwrap().unwrap())
+            })
+            .collect();
+        let good = encode(&rows, None).unwrap();
+        let key = Slice::from(rows[2].0.clone());
+        // Where the good section ends and the columns start.
+        let mut at = 5;
+        packed::keys::Keys::read(&good, &mut at, 3).unwrap();
+        // The same keys' bytes, but the first key claims to share one
+        // byte with a key before it.
+        let (k0, k1, k2) = (&rows[0].0, &rows[1].0, &rows[2].0);
+        let rests = [&k0[1..], &k1[..], &k2[..]].concat();
+        let lens = [k0.len() as i64 - 1, k1.len() as i64, k2.len() as i64];
+        let mut bad = good[..5].to_vec();
+        packed::keys::write_parts(&[1, 0, 0], &lens, &rests, &mut bad);
+        bad.extend_from_slice(&good[at..]);
+        let block = Block::parse(key.clone(), Slice::from(bad.clone())).unwrap();
+        let err = block.check_keys().unwrap_err().to_string();
+        assert!(err.contains("malformed keys"), "{err}");
+        let err = check(key, Slice::from(bad), |_, _| Ok(()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("malformed keys"), "{err}");
+        // The good block's keys are made and checked alike.
+        let block = Block::parse(Slice::from(k2.clone()), Slice::from(good)).unwrap();
+        block.check_keys().unwrap();
+        assert_eq!(block.row_key(1), &k1[..]);
+    }
+
     #[test]
     fn damaged_blocks_are_errors_not_panics() {
         use std::cmp::Reverse;

@@ -29,12 +29,21 @@ pub(crate) fn write<K: AsRef<[u8]>>(keys: &[K], out: &mut Vec<u8>) {
         added.push((key.len() - n) as i64);
         before = key;
     }
-    let mut section = Vec::with_capacity(8 + keys.len());
-    Plan::write_run(&shared, &mut section);
-    Plan::write_run(&added, &mut section);
+    let mut rests = Vec::with_capacity(keys.len());
     for (key, n) in keys.iter().zip(&shared) {
-        section.extend_from_slice(&key.as_ref()[*n as usize..]);
+        rests.extend_from_slice(&key.as_ref()[*n as usize..]);
     }
+    write_parts(&shared, &added, &rests, out);
+}
+
+/// Appends a key section of its parts: each key's shared and added byte
+/// counts and the added bytes (what [`write`] makes of keys; a test
+/// forges malformed sections with it).
+pub(crate) fn write_parts(shared: &[i64], added: &[i64], rests: &[u8], out: &mut Vec<u8>) {
+    let mut section = Vec::with_capacity(8 + rests.len());
+    Plan::write_run(shared, &mut section);
+    Plan::write_run(added, &mut section);
+    section.extend_from_slice(rests);
     put_varint(out, section.len() as u64);
     out.extend_from_slice(&section);
 }

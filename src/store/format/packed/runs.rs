@@ -359,7 +359,7 @@ impl<'a> Run<'a> {
 
     /// Whether every number of the run is zero.
     pub fn all_zero(&self) -> bool {
-        self.width == 0 && self.base == 0 && self.slope == 0
+        self.constant() == Some(0)
     }
 
     /// `get` near the end of the run, or for widths over 56 bits.
