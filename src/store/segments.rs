@@ -154,9 +154,16 @@ fn survey_keyspace(dir: &Path, depth: Depth) -> Result<(), Damage> {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             // fjall deletes a keyspace without `current` as one whose
-            // creation was interrupted; one that holds segments lost it.
+            // creation was interrupted; one that holds segments lost it,
+            // unless it is a dropped keyspace being deleted while the
+            // store is open (its directory gone a moment later).
+            let deleting = || {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                !dir.try_exists().unwrap_or(true)
+            };
             return match holds_files(&dir.join(TABLES)) {
                 Ok(false) => Ok(()),
+                Ok(true) if deleting() => Ok(()),
                 _ => Err(damage(
                     CURRENT,
                     "is missing (it names the version file that lists the keyspace's segments)",
