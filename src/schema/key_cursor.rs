@@ -5,7 +5,7 @@
 //! by key segments pays per row.
 
 use super::key::{KeySchema, KeyValue, Segment, SegmentKind, TimeFormat, parse_value};
-use super::time_pattern::parse_pattern_after;
+use super::time_pattern::{DigitReader, parse_pattern_after};
 use crate::codec::common_prefix;
 
 /// What [`KeySchema::decode_next`] keeps of the last key it read. One
@@ -22,6 +22,10 @@ pub struct KeyCursor {
     /// Per field, whether it is a time the digit reader read (which the
     /// next key's time may be read after).
     digits: Vec<bool>,
+    /// When the last segment is a time of a digit pattern: its field and
+    /// the pattern's reader (looked for once: `tail_sought`).
+    tail: Option<(usize, DigitReader)>,
+    tail_sought: bool,
 }
 
 impl KeyCursor {
@@ -39,6 +43,9 @@ impl KeySchema {
     /// again (those before it are the last key's; the field count when
     /// none was), or `None` when `key` does not fit.
     pub fn decode_next(&self, cursor: &mut KeyCursor, key: &[u8]) -> Option<usize> {
+        if let Some(first) = self.read_last_time(cursor, key) {
+            return Some(first);
+        }
         let first = self.read_next(cursor, key);
         cursor.known = first.is_some();
         if cursor.known {
@@ -48,7 +55,74 @@ impl KeySchema {
         first
     }
 
+    /// [`KeySchema::decode_next`] of a key that differs from the last
+    /// only in its last segment, a time the digit reader read the last
+    /// key's of, when the reader reads this one's after it (keys of one
+    /// series in a row: the common case): the time is read from the
+    /// digits that changed and only those bytes of the key are kept.
+    /// `None` where the whole reading must decide.
+    fn read_last_time(&self, cursor: &mut KeyCursor, key: &[u8]) -> Option<usize> {
+        if !cursor.known || key.len() != cursor.last.len() {
+            return None;
+        }
+        let segments = self.segments.len();
+        let (field, reader) = cursor.tail.as_ref()?;
+        if !*cursor.digits.get(*field)? || cursor.ends.len() != segments {
+            return None;
+        }
+        let KeyValue::Time(micros) = cursor.values.get(*field)? else {
+            return None;
+        };
+        let start = match segments {
+            1 => 0,
+            n => cursor.ends[n - 2] + self.delimiter.len_utf8(),
+        };
+        let shared = common_prefix(&cursor.last, key);
+        if shared < start {
+            return None;
+        }
+        let t = reader.after(
+            &cursor.last[start..],
+            *micros,
+            &key[start..],
+            shared - start,
+        )?;
+        let field = *field;
+        cursor.values[field] = KeyValue::Time(t);
+        cursor.last[shared..].copy_from_slice(&key[shared..]);
+        Some(field)
+    }
+
+    /// The last segment's field and digit reader, when it is a time of a
+    /// pattern the digit reader reads and the key is not salted.
+    fn last_time(&self) -> Option<(usize, DigitReader)> {
+        let (last, before) = self.segments.split_last()?;
+        let Segment::Field {
+            kind:
+                SegmentKind::Time {
+                    format: TimeFormat::Pattern(p),
+                    ..
+                },
+            ..
+        } = last
+        else {
+            return None;
+        };
+        if self.salted() {
+            return None;
+        }
+        let field = before
+            .iter()
+            .filter(|s| matches!(s, Segment::Field { .. }))
+            .count();
+        Some((field, DigitReader::of(p)?))
+    }
+
     fn read_next(&self, cursor: &mut KeyCursor, key: &[u8]) -> Option<usize> {
+        if !cursor.tail_sought {
+            cursor.tail = self.last_time();
+            cursor.tail_sought = true;
+        }
         let segments = self.segments.len();
         let delimiter = self.delimiter.len_utf8();
         // The first segment `key` may not share: the first whose text and

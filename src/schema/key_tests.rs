@@ -419,13 +419,14 @@ proptest::proptest! {
     /// is shown with values whose key range would not hold it.
     #[test]
     fn keys_decode_only_from_the_text_their_values_write(
-        which in 0usize..6,
+        which in 0usize..8,
         host in "[a-c]{1,3}",
         n in 0i64..10_000,
         micros in 0i64..4_102_444_800_000_000,
         edit in 0usize..4,
         at in 0usize..24,
-        c in "[0-3#x ]",
+        c in "[0-9#x ]",
+        minutes_before in 0i64..180,
     ) {
         let padded = KeySchema {
             delimiter: '#',
@@ -453,7 +454,31 @@ proptest::proptest! {
                 },
             ],
         };
-        let schema = vec![host_n(false), host_n(true), battery(), padded, day_n, padded_last].swap_remove(which);
+        // A time of day last, the bench's and the guides' usual key: a
+        // key after one of the same series reads its time from the digits
+        // that changed.
+        let stamped = |pattern: &str| KeySchema {
+            delimiter: '#',
+            segments: vec![
+                Segment::Field { name: "host".into(), kind: SegmentKind::Text },
+                Segment::Field { name: "n".into(), kind: SegmentKind::Int { width: 4 } },
+                Segment::Field {
+                    name: "ts".into(),
+                    kind: SegmentKind::Time { format: TimeFormat::Pattern(pattern.into()), reversed: false },
+                },
+            ],
+        };
+        let schema = vec![
+            host_n(false),
+            host_n(true),
+            battery(),
+            padded,
+            day_n,
+            padded_last,
+            stamped("%Y-%m-%d-%H%M"),
+            stamped("%Y-%m-%dT%H:%M:%S%.6f"),
+        ]
+        .swap_remove(which);
         let values: Vec<Option<KeyValue>> = schema
             .fields()
             .map(|(_, _, kind)| match kind {
@@ -481,7 +506,13 @@ proptest::proptest! {
                 other => other.clone(),
             }).collect::<Vec<_>>())
             .unwrap();
-        for prev in [written.as_bytes(), &before[..]] {
+        let earlier = schema
+            .encode(&values.iter().map(|v| match v {
+                Some(KeyValue::Time(t)) => Some(KeyValue::Time(t - minutes_before * 60_000_000 - 1)),
+                other => other.clone(),
+            }).collect::<Vec<_>>())
+            .unwrap();
+        for prev in [written.as_bytes(), &before[..], &earlier[..]] {
             proptest::prop_assert!(schema.fits(prev));
             // Decoded by a cursor after it: the key's own values (none
             // when it does not fit), the fields before the first one read

@@ -313,12 +313,86 @@ pub(super) fn parse_pattern_after(
     parse_pattern(pattern, text).map(|t| (t, false))
 }
 
+/// A pattern's digit reader, kept by a reader of many keys (see
+/// [`super::KeyCursor`]) so that it reads a time after the last without
+/// looking the pattern up: `None` for a pattern that is not only numeric
+/// fields and text.
+/// Its pieces are of fixed widths: where each ends is kept, so that a
+/// time read after another starts at the first piece that changed.
+#[derive(Debug, Clone)]
+pub(super) struct DigitReader {
+    pieces: Vec<Piece>,
+    ends: Vec<usize>,
+}
+
+impl DigitReader {
+    pub(super) fn of(pattern: &str) -> Option<DigitReader> {
+        let pieces = compiled(pattern).pieces.as_ref()?.as_ref().clone();
+        let ends = pieces
+            .iter()
+            .scan(0, |end, piece| {
+                *end += match piece {
+                    Piece::Text(t) => t.len(),
+                    Piece::Field(Digits::Year) => 4,
+                    Piece::Field(Digits::DayOfYear) => 3,
+                    Piece::Field(Digits::Fraction { width, dot }) => {
+                        usize::from(*width) + usize::from(*dot)
+                    }
+                    Piece::Field(_) => 2,
+                };
+                Some(*end)
+            })
+            .collect();
+        Some(DigitReader { pieces, ends })
+    }
+
+    /// What [`parse_pattern_after`] answers for `text` when it reads it
+    /// with the digit reader after `prev` (read as `micros`), the two
+    /// sharing their first `shared` bytes; `None` where it would not.
+    pub(super) fn after(
+        &self,
+        prev: &[u8],
+        micros: i64,
+        text: &[u8],
+        shared: usize,
+    ) -> Option<i64> {
+        // The pieces wholly in the shared bytes are the same in both;
+        // keys read in order differ in their last pieces, found first
+        // from the end.
+        let first = self
+            .ends
+            .iter()
+            .rposition(|&end| end <= shared)
+            .map_or(0, |p| p + 1);
+        let at = first.checked_sub(1).map_or(0, |p| self.ends[p]);
+        digits_after_from(
+            &self.pieces[first..],
+            at,
+            (prev, micros),
+            text,
+            Some(shared),
+        )
+    }
+}
+
 /// What [`parse_digits`] reads from `text`, given that it read `prev` as
 /// `micros`, where both have one length and the same date: the time
 /// moved by the time-of-day fields that differ. `None` where it cannot
 /// say (a date field differs) or the text is not the pattern's.
 fn digits_after(
     pieces: &[Piece],
+    prev: (&[u8], i64),
+    text: &[u8],
+    shared: Option<usize>,
+) -> Option<i64> {
+    digits_after_from(pieces, 0, prev, text, shared)
+}
+
+/// [`digits_after`] from a piece on, which starts at byte `at` of the
+/// texts (those before it lying in the bytes they share).
+fn digits_after_from(
+    pieces: &[Piece],
+    mut at: usize,
     (prev, micros): (&[u8], i64),
     text: &[u8],
     shared: Option<usize>,
@@ -335,7 +409,6 @@ fn digits_after(
             d.is_ascii_digit().then(|| n * 10 + i64::from(d - b'0'))
         })
     };
-    let mut at = 0;
     let mut moved = 0i64;
     for piece in pieces {
         let (width, limit, micros_per) = match piece {

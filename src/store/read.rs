@@ -606,9 +606,7 @@ impl FjallRows {
         };
         if out.wants_keys() {
             row.check_keys()?;
-            for k in 0..taken {
-                out.push_escaped_key(row.key_after(k));
-            }
+            row.push_keys(taken, out);
         } else {
             out.push_keyless(taken);
         }

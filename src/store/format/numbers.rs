@@ -12,7 +12,7 @@
 //! filter's time range and cells per column, as [`super::select`] does.
 
 use super::row::RowView;
-use crate::codec;
+use crate::codec::{self, TERMINATOR};
 use crate::store::policy::GcPolicy;
 use crate::store::request::ReadFilter;
 use std::borrow::Cow;
@@ -183,6 +183,9 @@ pub struct NumberRows {
     /// that groups by nothing of the key).
     count: usize,
     keyless: bool,
+    /// Whether no key needed escaping (each is its body and the
+    /// terminator): nearly always, and then a key is read as it lies.
+    plain: bool,
     /// Per column asked for: each row's cell (timestamp, value as a
     /// big-endian word), when the rows have one.
     columns: Vec<Option<(Vec<i64>, Vec<u64>)>>,
@@ -224,6 +227,9 @@ impl NumberRows {
         }
         let from = i.checked_sub(1).map_or(0, |p| self.key_ends[p]);
         let escaped = &self.keys[from..self.key_ends[i]];
+        if self.plain {
+            return Ok(Cow::Borrowed(&escaped[..escaped.len() - TERMINATOR.len()]));
+        }
         if let Some(plain) = codec::plain_body(escaped) {
             return Ok(Cow::Borrowed(plain));
         }
@@ -249,6 +255,7 @@ impl NumberRows {
         self.keys.clear();
         self.key_ends.clear();
         self.count = 0;
+        self.plain = true;
         for column in self.columns.drain(..).flatten() {
             self.spare.push(column);
         }
@@ -257,9 +264,36 @@ impl NumberRows {
 
     /// Appends a row's key as stored (escaped).
     pub(crate) fn push_escaped_key(&mut self, escaped: &[u8]) {
+        self.plain &= codec::plain_body(escaped).is_some();
         self.keys.extend_from_slice(escaped);
         self.key_ends.push(self.keys.len());
         self.count += 1;
+    }
+
+    /// Appends rows' keys as stored (escaped) that lie back to back in
+    /// `escaped`, each ending where `ends` says (offsets in `escaped`,
+    /// ascending, the last its length).
+    pub(crate) fn push_escaped_keys(
+        &mut self,
+        escaped: &[u8],
+        ends: impl ExactSizeIterator<Item = usize>,
+    ) {
+        let base = self.keys.len();
+        let n = ends.len();
+        self.keys.extend_from_slice(escaped);
+        let mut from = 0;
+        let mut plain = true;
+        for end in ends {
+            // (A key shorter than its terminator is no escaped key.)
+            plain &= end >= from + TERMINATOR.len()
+                && escaped.get(end - TERMINATOR.len()..end) == Some(&TERMINATOR[..]);
+            self.key_ends.push(base + end);
+            from = end;
+        }
+        // Plain keys hold no 0 but their terminators' one each.
+        self.plain &=
+            plain && from == escaped.len() && escaped.iter().filter(|&&b| b == 0).count() == n;
+        self.count += n;
     }
 
     /// Counts `n` more rows whose keys are not read.
@@ -315,4 +349,54 @@ pub(crate) fn window(gc: &GcPolicy, filter: &ReadFilter, now: i64, times: &[i64]
         None => end,
     };
     start..end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys pushed at once read back as pushed one by one, whether or
+    /// not any needed escaping.
+    #[test]
+    fn keys_pushed_at_once_read_back() {
+        let sets: [&[&[u8]]; 3] = [
+            &[b"a#1", b"a#2", b"b"],
+            &[b"a#1", b"a\x00b", b""],
+            &[b"", b"zz"],
+        ];
+        for keys in sets {
+            let escaped: Vec<Vec<u8>> = keys.iter().map(|k| codec::escape(k)).collect();
+            let (mut one, mut all) = (NumberRows::default(), NumberRows::default());
+            one.reset(0);
+            all.reset(0);
+            // A key before, alone, then the run.
+            one.push_escaped_key(&codec::escape(b"0"));
+            all.push_escaped_key(&codec::escape(b"0"));
+            for e in &escaped {
+                one.push_escaped_key(e);
+            }
+            let ends = escaped.iter().scan(0, |end, e| {
+                *end += e.len();
+                Some(*end)
+            });
+            all.push_escaped_keys(&escaped.concat(), ends.collect::<Vec<_>>().into_iter());
+            assert_eq!(all.len(), keys.len() + 1);
+            for (i, key) in std::iter::once(&&b"0"[..]).chain(keys).enumerate() {
+                assert_eq!(&*one.key(i).unwrap(), *key);
+                assert_eq!(&*all.key(i).unwrap(), *key);
+            }
+        }
+    }
+
+    /// Bytes that are not escaped keys (no terminator, a 0 inside) are
+    /// never read as plain keys.
+    #[test]
+    fn keys_without_terminators_are_not_plain() {
+        let mut rows = NumberRows::default();
+        rows.reset(0);
+        rows.push_escaped_keys(b"ab\x00\x01c", [4, 5].into_iter());
+        assert!(!rows.plain);
+        assert_eq!(&*rows.key(0).unwrap(), b"ab");
+        assert!(rows.key(1).is_err());
+    }
 }

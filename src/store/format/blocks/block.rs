@@ -371,8 +371,30 @@ impl TallRow<'_> {
         self.block.check_keys()
     }
 
-    /// The escaped key of the row `k` rows after this one.
-    pub fn key_after(&self, k: usize) -> &[u8] {
-        self.block.row_key(self.row + k)
+    /// The escaped keys of this row and the `n - 1` after it, into
+    /// `out`: at once where they lie back to back (a column-wise block's
+    /// keys do), else one by one.
+    pub fn push_keys(&self, n: usize, out: &mut NumberRows) {
+        let rows = self.row..self.row + n;
+        let place = |i: usize| self.block.key_place(i);
+        let Some((bytes, first)) = rows.clone().next().map(place) else {
+            return;
+        };
+        let mut end = first.start;
+        let together = rows.clone().all(|i| {
+            let (b, p) = place(i);
+            let next = std::ptr::eq(b, bytes) && p.start == end;
+            end = p.end;
+            next
+        });
+        if together {
+            let start = first.start;
+            out.push_escaped_keys(&bytes[start..end], rows.map(|i| place(i).1.end - start));
+        } else {
+            for i in rows {
+                let (bytes, p) = place(i);
+                out.push_escaped_key(&bytes[p]);
+            }
+        }
     }
 }
