@@ -786,3 +786,72 @@ fn foreign_cells_of_a_column_per_event_series() {
         assert_eq!(early, vec![vec!["12".to_string()]]);
     });
 }
+
+/// A bucket's events that come one after another go to the store as one
+/// row (their cells together); an event among them that cannot be written
+/// is refused alone: skipped with ON_ERROR skip (its bucket's other events
+/// written, the count saying so), or stopping the load with nothing of
+/// its batch written.
+#[test]
+fn a_bad_event_among_its_buckets_events_is_refused_alone() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        for format in ["", " FORMAT PACKED", " FORMAT CELLS"] {
+            let dir = tempfile::tempdir().unwrap();
+            let session = SqlSession::new(Store::open(dir.path()).unwrap());
+            session
+                .query(&format!(
+                    "CREATE SERIES s (KEY (dev TEXT, n INT(2)), TIME ts, pressure BIGINT, temperature BIGINT) \
+                     LAYOUT BUCKET '1 day' CELL PER EVENT{format}"
+                ))
+                .await
+                .unwrap();
+            // Three events of one day, the second with no measure.
+            let csv = dir.path().join("events.csv");
+            std::fs::write(
+                &csv,
+                "dev,n,ts,pressure,temperature\n\
+                 a,1,2024-12-30T10:00:00,5,6\n\
+                 a,1,2024-12-30T10:01:00,,\n\
+                 a,1,2024-12-30T10:02:00,7,\n\
+                 b,2,2024-12-30T10:00:00,1,2\n",
+            )
+            .unwrap();
+            let stopped = session
+                .query(&format!("COPY s FROM '{}'", csv.display()))
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(stopped.contains("no non-NULL column"), "{format}: {stopped}");
+            assert!(stopped.contains("line 3"), "{format}: {stopped}");
+            let none = texts(&session.query("SELECT count(*) FROM s").await.unwrap());
+            assert_eq!(none, vec![vec!["0".to_string()]], "{format}");
+            let loaded = texts(
+                &session
+                    .query(&format!("COPY s FROM '{}' (ON_ERROR skip)", csv.display()))
+                    .await
+                    .unwrap(),
+            );
+            assert_eq!(loaded[0][0], "3", "{format}: {loaded:?}");
+            assert_eq!(loaded[0][1], "1", "{format}: {loaded:?}");
+            let rows = texts(
+                &session
+                    .query("SELECT dev, CAST(ts AS VARCHAR) AS t, pressure, temperature FROM s ORDER BY dev, t")
+                    .await
+                    .unwrap(),
+            );
+            let want = [
+                ["a", "2024-12-30T10:00:00", "5", "6"],
+                ["a", "2024-12-30T10:02:00", "7", "NULL"],
+                ["b", "2024-12-30T10:00:00", "1", "2"],
+            ];
+            assert_eq!(rows, want.map(|r| r.map(String::from).to_vec()).to_vec(), "{format}");
+            // The day's three events are one bucket row.
+            let buckets = texts(&session.query("SELECT count(*) FROM versions('s') WHERE _key LIKE 'a#%'").await.unwrap());
+            assert_eq!(buckets[0][0], "2", "{format}: two events' versions");
+        }
+    });
+}

@@ -26,6 +26,41 @@ use crate::store::{BatchColumn, BatchFamily, CellBatch, MAX_QUALIFIER_LEN};
 /// A row of the input that cannot be written, and why.
 pub(crate) type BadRow = (usize, Error);
 
+/// Which input rows each row of an encoded batch holds: one, or a
+/// series' events of one bucket.
+#[derive(Debug, Default)]
+pub(crate) struct BatchRows {
+    inputs: Vec<usize>,
+    /// Per batch row, where its input rows end in `inputs`.
+    ends: Vec<usize>,
+}
+
+impl BatchRows {
+    /// Input row `row` is the next batch row's, or (`joins`) the last's.
+    fn push(&mut self, row: usize, joins: bool) {
+        self.inputs.push(row);
+        match self.ends.last_mut() {
+            Some(end) if joins => *end = self.inputs.len(),
+            _ => self.ends.push(self.inputs.len()),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// How many input rows in all.
+    pub(crate) fn inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
+    /// The input rows of batch row `i`.
+    pub(crate) fn of(&self, i: usize) -> &[usize] {
+        let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
+        &self.inputs[start..self.ends[i]]
+    }
+}
+
 /// The cell times of one INSERT without `_timestamp`: the statement's
 /// time, except that a row whose key an earlier row of the statement also
 /// wrote gets a later microsecond, so every row written is a version of
@@ -184,7 +219,7 @@ impl<'l> Encoder<'l> {
         clock: &mut StatementClock,
         out: &mut CellBatch,
         mut bad: Vec<BadRow>,
-    ) -> crate::error::Result<(Vec<usize>, Vec<BadRow>)> {
+    ) -> crate::error::Result<(BatchRows, Vec<BadRow>)> {
         let layout = self.layout;
         out.clear();
         let families: Vec<BatchFamily> = layout
@@ -253,8 +288,13 @@ impl<'l> Encoder<'l> {
                 bad,
             );
         }
-        let mut rows = Vec::with_capacity(batch.num_rows());
+        let mut rows = BatchRows::default();
         let mut scratch = Vec::new();
+        // A series' events of one bucket, one after another, add their
+        // cells to one row of the batch: written as one row each, every
+        // event after the first would be a repeated key, which the store
+        // applies row by row.
+        let bucketed = layout.series.as_ref().is_some_and(|s| s.bucketed());
         for row in 0..batch.num_rows() {
             if !ok[row] {
                 continue;
@@ -267,7 +307,15 @@ impl<'l> Encoder<'l> {
                 Some(a) => (a.value(row), true),
                 None => (times[row], false),
             };
-            out.begin_row(key_of(row));
+            let joins = bucketed && !rows.is_empty() && out.key(out.len() - 1) == key_of(row);
+            if !joins {
+                out.begin_row(key_of(row));
+            }
+            let mark = out.mark();
+            let drop_own = |out: &mut CellBatch| match joins {
+                true => out.truncate_row(mark),
+                false => out.discard_row(),
+            };
             match self.cells(
                 &columns,
                 &families,
@@ -276,8 +324,20 @@ impl<'l> Encoder<'l> {
                 out,
                 &mut scratch,
             ) {
-                Ok(()) if out.cell_count(out.len() - 1) == 0 => {
-                    out.discard_row();
+                Ok(()) if out.largest_value_since(mark) > crate::store::MAX_VALUE_LEN => {
+                    // (What the store would refuse the row for, found
+                    // here so that it refuses this event alone.)
+                    drop_own(out);
+                    bad.push((
+                        row,
+                        Error::ValueTooLarge {
+                            len: out.largest_value_since(mark),
+                            max: crate::store::MAX_VALUE_LEN,
+                        },
+                    ));
+                }
+                Ok(()) if out.mark() == mark => {
+                    drop_own(out);
                     bad.push((
                         row,
                         Error::InvalidArgument(format!(
@@ -286,9 +346,9 @@ impl<'l> Encoder<'l> {
                         )),
                     ));
                 }
-                Ok(()) => rows.push(row),
+                Ok(()) => rows.push(row, joins),
                 Err(e) => {
-                    out.discard_row();
+                    drop_own(out);
                     bad.push((row, e));
                 }
             }
@@ -420,7 +480,7 @@ impl<'l> Encoder<'l> {
         key_of: &dyn Fn(usize) -> &'k [u8],
         out: &mut CellBatch,
         mut bad: Vec<BadRow>,
-    ) -> crate::error::Result<(Vec<usize>, Vec<BadRow>)> {
+    ) -> crate::error::Result<(BatchRows, Vec<BadRow>)> {
         let mut rows = Vec::with_capacity(ok.len());
         let mut at = Vec::with_capacity(ok.len());
         for (row, _) in ok.iter().enumerate().filter(|(_, ok)| **ok) {
@@ -453,7 +513,11 @@ impl<'l> Encoder<'l> {
         }
         out.set_columns(family, given, at)?;
         bad.sort_by_key(|(row, _)| *row);
-        Ok((rows, bad))
+        let mut batch_rows = BatchRows::default();
+        for row in rows {
+            batch_rows.push(row, false);
+        }
+        Ok((batch_rows, bad))
     }
 
     /// A column per event's cells: per event (input row) and measure it

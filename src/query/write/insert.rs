@@ -20,7 +20,7 @@ use datafusion::physical_plan::SendableRecordBatchStream;
 use futures::StreamExt;
 use tokio::task::JoinHandle;
 
-use super::encode::{BadRow, Encoder, StatementClock};
+use super::encode::{BadRow, BatchRows, Encoder, StatementClock};
 use super::{WRITE_BATCH_ROWS, WriteOptions, conform, joined, series_gate, write_event_columns};
 use crate::error::Error;
 use crate::query::view::Layout;
@@ -231,10 +231,10 @@ struct Encoding {
 
 /// A unit ready for the store.
 enum Prepared {
-    /// Cells of rows (`rows`: each one's input row in the unit).
+    /// Cells of rows (`rows`: each one's input rows in the unit).
     Cells {
         cells: CellBatch,
-        rows: Vec<usize>,
+        rows: BatchRows,
         bad: Vec<BadRow>,
         seen: u64,
         input_rows: usize,
@@ -332,10 +332,20 @@ fn write(
             if options.bad == BadRows::Stop
                 && let Some((i, e)) = failed.drain(..).next()
             {
-                return Err(at(options, seen, rows[i], e));
+                return Err(at(options, seen, rows.of(i)[0], e));
             }
-            let written = (rows.len() - failed.len()) as u64;
-            bad.extend(failed.into_iter().map(|(i, e)| (rows[i], e)));
+            // A batch row failed fails each input row it holds.
+            let lost: usize = failed.iter().map(|(i, _)| rows.of(*i).len()).sum();
+            let written = (rows.inputs() - lost) as u64;
+            for (i, e) in failed {
+                let (first, rest) = rows.of(i).split_first().unwrap_or((&0, &[]));
+                // (The events of a series' bucket row go with it.)
+                bad.extend(rest.iter().map(|&r| {
+                    let why = format!("its bucket row could not be written: {e}");
+                    (r, Error::InvalidArgument(why))
+                }));
+                bad.push((*first, e));
+            }
             bad.sort_by_key(|(row, _)| *row);
             for (row, e) in bad {
                 progress.skipped_row(&at(options, seen, row, e));

@@ -11,6 +11,13 @@ use std::ops::Range;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchFamily(pub(super) u32);
 
+/// A place in a [`CellBatch`] (see [`CellBatch::mark`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMark {
+    cells: usize,
+    bytes: usize,
+}
+
 #[derive(Debug, Clone)]
 pub(super) struct BatchRow {
     key: Range<usize>,
@@ -159,6 +166,39 @@ impl CellBatch {
             key: start..self.bytes.len(),
             cells: self.cells.len()..self.cells.len(),
         });
+    }
+
+    /// Where the batch is now: the cells added after it can be measured
+    /// ([`CellBatch::largest_value_since`]) and dropped
+    /// ([`CellBatch::truncate_row`]), as a writer that adds several
+    /// inputs' cells to one row does with each input's own.
+    pub fn mark(&self) -> BatchMark {
+        BatchMark {
+            cells: self.cells.len(),
+            bytes: self.bytes.len(),
+        }
+    }
+
+    /// The largest value of the cells added since `mark`.
+    pub fn largest_value_since(&self, mark: BatchMark) -> usize {
+        let cells = self.cells.get(mark.cells..).unwrap_or_default();
+        cells.iter().map(|c| c.value.len()).max().unwrap_or(0)
+    }
+
+    /// Drops the cells added to the row being built since `mark` (taken
+    /// while it was being built).
+    pub fn truncate_row(&mut self, mark: BatchMark) {
+        self.make_cells();
+        self.prepared.drop_it();
+        if let Some(row) = self.rows.last_mut()
+            && row.cells.start <= mark.cells
+            && mark.cells <= self.cells.len()
+            && row.key.end <= mark.bytes
+        {
+            self.cells.truncate(mark.cells);
+            row.cells.end = mark.cells;
+            self.bytes.truncate(mark.bytes);
+        }
     }
 
     /// Drops the row being built, with its cells.

@@ -167,13 +167,19 @@ impl FjallStore {
         // A family's own PACKED rows go in as blocks where they can, cut
         // where the batch's runs meet (see [`runs`]).
         let runs = runs.filter(|_| failed.is_empty() && direct.len() == valid.len());
-        match ingestible(&overlay, &direct, written) {
+        match ingestible(&direct, written) {
             Some(slot)
-                if let Some(runs) = &runs
+                if overlay.is_empty()
+                    && let Some(runs) = &runs
                     && self.ingest_blocks(&handle, slot, &direct, runs, fresh.raw)? => {}
             Some(slot) => {
+                // The new rows' pairs are ingested, the rows that merge
+                // with stored ones (a load's first row continuing the
+                // last load's, as a series' bucket does) committed: each
+                // row is in one of the two, whole.
                 let direct = compressed(&fresh, direct)?;
-                self.ingest_pairs(&handle, slot, direct, written)?
+                self.ingest_pairs(&handle, slot, direct, written)?;
+                self.commit_pairs(&handle, overlay, Vec::new())?
             }
             None => {
                 let direct = compressed(&fresh, direct)?;
@@ -374,18 +380,15 @@ fn span(batch: &CellBatch, valid: &[usize]) -> Option<(Vec<u8>, Vec<u8>)> {
 /// ingested tables durable, so bulk loads take it and small writes do not.
 pub const INGEST_MIN_ROWS: usize = 16_384;
 
-/// The slot a batch's pairs can be ingested into: when every row went
-/// straight into pairs (nothing stored to merge with, nothing through the
-/// overlay), there are at least [`INGEST_MIN_ROWS`] of them, all in one
+/// The slot the pairs of a batch's new rows (those that went straight
+/// into pairs; the others go through the overlay) can be ingested into:
+/// when there are at least [`INGEST_MIN_ROWS`] rows or pairs, all in one
 /// slot (ingestion is atomic per keyspace, so a row across two could be
 /// half written by a crash) and in strictly ascending key order (what
 /// ingestion requires).
-fn ingestible(
-    overlay: &Overlay,
-    direct: &[(usize, Vec<u8>, Vec<u8>)],
-    rows: usize,
-) -> Option<usize> {
-    if rows < INGEST_MIN_ROWS || !overlay.is_empty() {
+fn ingestible(direct: &[(usize, Vec<u8>, Vec<u8>)], rows: usize) -> Option<usize> {
+    // (Rows of many cells each, a series' buckets, are many pairs.)
+    if rows.max(direct.len()) < INGEST_MIN_ROWS {
         return None;
     }
     let slot = direct.first()?.0;
