@@ -233,7 +233,7 @@ struct Encoding {
 enum Prepared {
     /// Cells of rows (`rows`: each one's input rows in the unit).
     Cells {
-        cells: CellBatch,
+        cells: Box<CellBatch>,
         rows: BatchRows,
         bad: Vec<BadRow>,
         seen: u64,
@@ -296,7 +296,7 @@ impl Encoding {
             return Err(at(options, seen, row, e));
         }
         Ok(Prepared::Cells {
-            cells,
+            cells: Box::new(cells),
             rows,
             bad,
             seen,
@@ -350,7 +350,7 @@ fn write(
             for (row, e) in bad {
                 progress.skipped_row(&at(options, seen, row, e));
             }
-            (written, input_rows, Some(cells))
+            (written, input_rows, Some(*cells))
         }
     };
     progress.written.fetch_add(written, Ordering::Relaxed);
