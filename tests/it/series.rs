@@ -855,3 +855,57 @@ fn a_bad_event_among_its_buckets_events_is_refused_alone() {
         }
     });
 }
+
+/// An event whose value is over the store's limit is refused alone, by
+/// the limit's own error, while its bucket's other events are written.
+#[test]
+fn an_oversized_event_among_its_buckets_events_is_refused_alone() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let session = SqlSession::new(Store::open(dir.path()).unwrap());
+        session
+            .query(
+                "CREATE SERIES s (KEY (dev TEXT), TIME ts, note TEXT) \
+                 LAYOUT BUCKET '1 day' CELL PER EVENT FORMAT PACKED",
+            )
+            .await
+            .unwrap();
+        let huge = "x".repeat(cellar::MAX_VALUE_LEN + 1);
+        let csv = dir.path().join("events.csv");
+        std::fs::write(
+            &csv,
+            format!(
+                "dev,ts,note\na,2024-12-30T10:00:00,first\na,2024-12-30T10:01:00,{huge}\n\
+                 a,2024-12-30T10:02:00,third\n"
+            ),
+        )
+        .unwrap();
+        drop(huge);
+        let loaded = texts(
+            &session
+                .query(&format!("COPY s FROM '{}' (ON_ERROR skip)", csv.display()))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(loaded[0][0], "2", "{loaded:?}");
+        assert_eq!(loaded[0][1], "1", "{loaded:?}");
+        assert!(
+            loaded[0][2].contains(&format!("{}", cellar::MAX_VALUE_LEN + 1)),
+            "{loaded:?}"
+        );
+        let notes = texts(
+            &session
+                .query("SELECT note FROM s ORDER BY ts")
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            notes,
+            vec![vec!["first".to_string()], vec!["third".to_string()]]
+        );
+    });
+}

@@ -327,14 +327,10 @@ impl<'l> Encoder<'l> {
                 Ok(()) if out.largest_value_since(mark) > crate::store::MAX_VALUE_LEN => {
                     // (What the store would refuse the row for, found
                     // here so that it refuses this event alone.)
+                    let len = out.largest_value_since(mark);
                     drop_own(out);
-                    bad.push((
-                        row,
-                        Error::ValueTooLarge {
-                            len: out.largest_value_since(mark),
-                            max: crate::store::MAX_VALUE_LEN,
-                        },
-                    ));
+                    let max = crate::store::MAX_VALUE_LEN;
+                    bad.push((row, Error::ValueTooLarge { len, max }));
                 }
                 Ok(()) if out.mark() == mark => {
                     drop_own(out);

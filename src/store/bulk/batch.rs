@@ -470,3 +470,38 @@ pub(super) struct Resolved {
     pub index: usize,
     pub kind: FamilyKind,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cells added after a mark are measured and dropped with nothing
+    /// of the row's earlier cells lost, whether their qualifiers are
+    /// shared with the row before or their own.
+    #[test]
+    fn cells_after_a_mark_are_dropped_alone() {
+        let mut batch = CellBatch::new();
+        let f = batch.family("m");
+        batch.begin_row(b"a#1");
+        batch.set(f, b"p", 1, b"one");
+        batch.begin_row(b"a#2");
+        batch.set(f, b"p", 1, b"two");
+        let mark = batch.mark();
+        batch.set(f, b"p", 2, b"three!");
+        batch.set(f, b"q", 2, b"x");
+        assert_eq!(batch.largest_value_since(mark), 6);
+        assert_eq!(batch.cell_count(1), 3);
+        batch.truncate_row(mark);
+        assert_eq!(batch.mark(), mark);
+        assert_eq!(batch.largest_value_since(mark), 0);
+        assert_eq!(batch.cell_count(1), 1);
+        let cells = batch.row_cells(1);
+        assert_eq!(batch.value(&cells[0]), b"two");
+        assert_eq!(batch.qualifier(&cells[0]), b"p");
+        // And the row goes on from there.
+        batch.set(f, b"p", 3, b"four");
+        assert_eq!(batch.cell_count(1), 2);
+        assert_eq!(batch.key(1), b"a#2");
+        assert_eq!(batch.value(&batch.row_cells(1)[1]), b"four");
+    }
+}
