@@ -45,6 +45,15 @@ const BASE: i64 = 1_735_344_000;
 /// Minutes the events span: three days.
 const MINUTES: i64 = 3 * 24 * 60;
 
+/// Runs `work` to its end on a runtime of the calling thread.
+fn block_on<T>(work: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(work)
+}
+
 fn time(micros: i64) -> String {
     chrono::DateTime::from_timestamp_micros(micros)
         .unwrap()
@@ -364,11 +373,7 @@ proptest! {
 
     #[test]
     fn series_answer_as_a_relational_table(case in cases()) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(check(&case))?;
+        block_on(check(&case))?;
     }
 }
 
@@ -481,11 +486,7 @@ fn layout_changes_under_concurrent_reads_and_writes() {
 /// every layout, and the table's views still show it.
 #[test]
 fn undeclared_cells_are_not_measures() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    block_on(async {
         for layout in LAYOUTS {
             let dir = tempfile::tempdir().unwrap();
             let session = SqlSession::new(Store::open(dir.path()).unwrap());
@@ -500,8 +501,12 @@ fn undeclared_cells_are_not_measures() {
                 .query("INSERT INTO s VALUES ('a', 1, TIMESTAMP '2024-12-30T10:00:00', 5, 6)")
                 .await
                 .unwrap();
-            let key = texts(&session.query("SELECT _key FROM versions('s')").await.unwrap())
-                [0][0]
+            let key = texts(
+                &session
+                    .query("SELECT _key FROM versions('s')")
+                    .await
+                    .unwrap(),
+            )[0][0]
                 .clone();
             // A column per event: another tool's row beside the measures'.
             let key = key.replace("#pressure#", "#other#");
@@ -517,8 +522,17 @@ fn undeclared_cells_are_not_measures() {
             for r in session.store().mutate_rows("s", vec![other]).unwrap() {
                 r.unwrap();
             }
-            let rows = texts(&session.query("SELECT pressure, temperature FROM s").await.unwrap());
-            assert_eq!(rows, vec![vec!["5".to_string(), "6".to_string()]], "{layout}");
+            let rows = texts(
+                &session
+                    .query("SELECT pressure, temperature FROM s")
+                    .await
+                    .unwrap(),
+            );
+            assert_eq!(
+                rows,
+                vec![vec!["5".to_string(), "6".to_string()]],
+                "{layout}"
+            );
             let cells = texts(
                 &session
                     .query("SELECT qualifier FROM cells('s') WHERE qualifier = 'other'")
@@ -534,11 +548,7 @@ fn undeclared_cells_are_not_measures() {
 /// a query that reads it, naming the column, and no other.
 #[test]
 fn undecodable_measures_fail_the_queries_that_read_them() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let session = SqlSession::new(Store::open(dir.path()).unwrap());
         session
@@ -626,11 +636,7 @@ fn undecodable_measures_fail_the_queries_that_read_them() {
 /// raises nothing.
 #[test]
 fn undecodable_measures_of_rows_per_event_fail_the_queries_that_read_them() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    block_on(async {
         for format in ["PACKED", "CELLS"] {
             let dir = tempfile::tempdir().unwrap();
             let session = SqlSession::new(Store::open(dir.path()).unwrap());
@@ -709,11 +715,7 @@ fn undecodable_measures_of_rows_per_event_fail_the_queries_that_read_them() {
 /// greatest (as numbers), and a row whose key does not fit is no event.
 #[test]
 fn foreign_cells_of_a_column_per_event_series() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let session = SqlSession::new(Store::open(dir.path()).unwrap());
         session
@@ -794,11 +796,7 @@ fn foreign_cells_of_a_column_per_event_series() {
 /// its batch written.
 #[test]
 fn a_bad_event_among_its_buckets_events_is_refused_alone() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    block_on(async {
         for format in ["", " FORMAT PACKED", " FORMAT CELLS"] {
             let dir = tempfile::tempdir().unwrap();
             let session = SqlSession::new(Store::open(dir.path()).unwrap());
@@ -825,7 +823,10 @@ fn a_bad_event_among_its_buckets_events_is_refused_alone() {
                 .await
                 .unwrap_err()
                 .to_string();
-            assert!(stopped.contains("no non-NULL column"), "{format}: {stopped}");
+            assert!(
+                stopped.contains("no non-NULL column"),
+                "{format}: {stopped}"
+            );
             assert!(stopped.contains("line 3"), "{format}: {stopped}");
             let none = texts(&session.query("SELECT count(*) FROM s").await.unwrap());
             assert_eq!(none, vec![vec!["0".to_string()]], "{format}");
@@ -848,9 +849,18 @@ fn a_bad_event_among_its_buckets_events_is_refused_alone() {
                 ["a", "2024-12-30T10:02:00", "7", "NULL"],
                 ["b", "2024-12-30T10:00:00", "1", "2"],
             ];
-            assert_eq!(rows, want.map(|r| r.map(String::from).to_vec()).to_vec(), "{format}");
+            assert_eq!(
+                rows,
+                want.map(|r| r.map(String::from).to_vec()).to_vec(),
+                "{format}"
+            );
             // The day's three events are one bucket row.
-            let buckets = texts(&session.query("SELECT count(*) FROM versions('s') WHERE _key LIKE 'a#%'").await.unwrap());
+            let buckets = texts(
+                &session
+                    .query("SELECT count(*) FROM versions('s') WHERE _key LIKE 'a#%'")
+                    .await
+                    .unwrap(),
+            );
             assert_eq!(buckets[0][0], "2", "{format}: two events' versions");
         }
     });
@@ -860,11 +870,7 @@ fn a_bad_event_among_its_buckets_events_is_refused_alone() {
 /// the limit's own error, while its bucket's other events are written.
 #[test]
 fn an_oversized_event_among_its_buckets_events_is_refused_alone() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
+    block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let session = SqlSession::new(Store::open(dir.path()).unwrap());
         session
