@@ -142,7 +142,9 @@ impl FjallStore {
         let live: Vec<u64> = def.families.iter().flat_map(FamilyDef::ids).collect();
         for (id, ks) in old.all_keyspaces() {
             if !live.contains(&id) {
-                self.inner.db.delete_keyspace(ks.clone())?;
+                self.inner
+                    .keyspace_guard
+                    .delete(&self.inner.db, ks.clone())?;
             }
         }
         Ok(def)
@@ -169,7 +171,9 @@ impl FjallStore {
         self.write_catalog(None, Some(name), id)?;
         self.change_tables(|open| open.remove(name));
         for (_, ks) in old.all_keyspaces() {
-            self.inner.db.delete_keyspace(ks.clone())?;
+            self.inner
+                .keyspace_guard
+                .delete(&self.inner.db, ks.clone())?;
         }
         Ok(())
     }

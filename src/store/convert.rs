@@ -122,10 +122,12 @@ impl FjallStore {
                 // blocks) any more except through snapshots taken before,
                 // which keep it.
                 self.inner
-                    .db
-                    .delete_keyspace(handle.keyspaces[index].clone())?;
+                    .keyspace_guard
+                    .delete(&self.inner.db, handle.keyspaces[index].clone())?;
                 if let Some(blocks) = &handle.blocks[index] {
-                    self.inner.db.delete_keyspace(blocks.clone())?;
+                    self.inner
+                        .keyspace_guard
+                        .delete(&self.inner.db, blocks.clone())?;
                 }
                 return Ok(done);
             }

@@ -214,6 +214,8 @@ pub(super) struct Inner {
     pub(super) ingested: std::sync::atomic::AtomicU64,
     /// The block indexes of on-disk tables read for size estimates.
     pub(super) size_index: super::block_index::SizeIndex,
+    /// Keeps fjall from reusing a deleted keyspace's number.
+    pub(super) keyspace_guard: super::keyspaces::Guard,
     /// cellar's lock on the store directory, released after the database
     /// (fields drop in order).
     pub(super) _lock: std::fs::File,

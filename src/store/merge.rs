@@ -207,7 +207,7 @@ impl FjallStore {
         // counted in fjall's write buffer while any handle holds it, and
         // a checkpoint at close waited for that buffer to empty (1.5 s).
         old.rotate_memtable_and_wait()?;
-        self.inner.db.delete_keyspace(old)?;
+        self.inner.keyspace_guard.delete(&self.inner.db, old)?;
         Ok(())
     }
 

@@ -33,6 +33,7 @@ mod format;
 mod gate;
 mod gc;
 pub mod journal;
+mod keyspaces;
 mod merge;
 mod mutation;
 mod open;

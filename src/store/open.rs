@@ -12,7 +12,7 @@ use super::engine::{
 };
 use super::format::FamilyFormat;
 use super::segments::{Depth, FileDamage, SetAside};
-use super::{clean_close, compactor, definition, journal, segments};
+use super::{clean_close, compactor, definition, journal, keyspaces, segments};
 use crate::error::{Error, Result, engine_words};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use std::collections::{BTreeMap, HashSet};
@@ -408,6 +408,7 @@ impl FjallStore {
                 }
             }
         }
+        let keyspace_guard = keyspaces::Guard::open(&db)?;
         let set_aside = segments::set_aside_before(&path).unwrap_or_default();
         let mut recovery = recovery;
         recovery.extend(set_aside_now.iter().map(|s| {
@@ -444,6 +445,7 @@ impl FjallStore {
             generation: std::sync::atomic::AtomicU64::new(0),
             ingested: std::sync::atomic::AtomicU64::new(0),
             size_index: Default::default(),
+            keyspace_guard,
             _lock: lock,
         };
         let inner = Arc::new(inner);
@@ -508,7 +510,7 @@ impl FjallStore {
                 let name: &str = &name;
                 if name.starts_with('f') && !live.iter().any(|l| l == name) {
                     let ks = inner.db.keyspace(name, KeyspaceCreateOptions::default)?;
-                    inner.db.delete_keyspace(ks)?;
+                    inner.keyspace_guard.delete(&inner.db, ks)?;
                 }
             }
             self.forget_keyspace_ids(&live)?;

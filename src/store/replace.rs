@@ -75,7 +75,9 @@ impl FjallStore {
             tables.insert(target.to_string(), Arc::new(handle));
         });
         for (_, ks) in old.all_keyspaces() {
-            self.inner.db.delete_keyspace(ks.clone())?;
+            self.inner
+                .keyspace_guard
+                .delete(&self.inner.db, ks.clone())?;
         }
         Ok(def)
     }
