@@ -35,14 +35,14 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::execution::TaskContext;
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::sql::sqlparser::ast::{
-    BinaryOperator, Expr, Query, SetExpr, Statement, TableFactor, Value, ValueWithSpan, VisitMut,
-    VisitorMut,
+    BinaryOperator, DataType as SqlDataType, Expr, Query, SetExpr, Statement, TableFactor,
+    TimezoneInfo, TypedString, Value, ValueWithSpan, VisitMut, VisitorMut,
 };
 
 use super::plans::Seen;
@@ -160,8 +160,14 @@ impl Taker {
     }
 
     /// Replaces `expr` by the next placeholder if it is a literal the
-    /// planner reads as a plain integer or string.
+    /// planner reads as a plain integer or string, or a `TIMESTAMP '...'`
+    /// literal.
     fn take(&mut self, expr: &mut Expr) {
+        if let Some(time) = timestamp_literal(expr) {
+            self.literals.push(time);
+            *expr = Expr::Value(Value::Placeholder(format!("${}", self.literals.len())).into());
+            return;
+        }
         let Expr::Value(ValueWithSpan { value, .. }) = expr else {
             return;
         };
@@ -181,7 +187,27 @@ impl Taker {
 }
 
 fn literal(expr: &Expr) -> bool {
-    matches!(expr, Expr::Value(_))
+    matches!(expr, Expr::Value(_) | Expr::TypedString(_))
+}
+
+/// A `TIMESTAMP '...'` literal (no time zone) as the planner reads it: the
+/// text cast to nanoseconds. `None` for any other expression, and for text
+/// that does not cast (the statement is then planned as text, which
+/// reports it).
+fn timestamp_literal(expr: &Expr) -> Option<ScalarValue> {
+    let Expr::TypedString(TypedString {
+        data_type: SqlDataType::Timestamp(None, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone),
+        value,
+        ..
+    }) = expr
+    else {
+        return None;
+    };
+    let text = value.clone().into_string()?;
+    let time = ScalarValue::Utf8(Some(text))
+        .cast_to(&DataType::Timestamp(TimeUnit::Nanosecond, None))
+        .ok()?;
+    (!time.is_null()).then_some(time)
 }
 
 impl VisitorMut for Taker {
@@ -249,6 +275,7 @@ fn bind_one(value: &ScalarValue, to: &DataType) -> Option<ScalarValue> {
     }
     let fits = match (&from, to) {
         (DataType::Int64, to) if to.is_numeric() => true,
+        (DataType::Timestamp(_, None), DataType::Timestamp(_, None)) => true,
         (
             DataType::Utf8,
             DataType::Utf8View
@@ -267,8 +294,13 @@ fn bind_one(value: &ScalarValue, to: &DataType) -> Option<ScalarValue> {
         return None;
     }
     // An integer must read back as itself: 3 into a float column is 3.0,
-    // 300 into a one-byte column is no value at all.
-    if from == DataType::Int64 && bound.cast_to(&from).ok()? != *value {
+    // 300 into a one-byte column is no value at all; and a time: one in
+    // nanoseconds goes into a column of microseconds only when it is a
+    // whole number of them (compared in nanoseconds, as the statement's
+    // own plan does, a time between two microseconds equals none).
+    if matches!(from, DataType::Int64 | DataType::Timestamp(..))
+        && bound.cast_to(&from).ok()? != *value
+    {
         return None;
     }
     Some(bound)
@@ -456,6 +488,28 @@ mod tests {
     }
 
     #[test]
+    fn timestamp_literals_become_placeholders_as_the_planner_reads_them() {
+        let s = shaped(
+            "SELECT * FROM t WHERE ts >= TIMESTAMP '2021-03-01 00:03:00.5' \
+             AND ts < TIMESTAMP 'no time' AND d = DATE '2021-03-01'",
+        )
+        .unwrap_or_else(|| panic!("a shape"));
+        // Text that is no time stays, for the planner to refuse; other
+        // typed literals stay.
+        assert_eq!(
+            s.text,
+            "SELECT * FROM t WHERE ts >= $1 AND ts < TIMESTAMP 'no time' AND d = DATE '2021-03-01'"
+        );
+        assert_eq!(
+            s.literals,
+            [ScalarValue::TimestampNanosecond(
+                Some(1_614_556_980_500_000_000),
+                None
+            )]
+        );
+    }
+
+    #[test]
     fn statements_without_such_literals_or_with_placeholders_have_no_shape() {
         assert!(shaped("SELECT * FROM t").is_none());
         assert!(shaped("SELECT * FROM t WHERE 1 = 1").is_none());
@@ -490,6 +544,16 @@ mod tests {
             Some(ScalarValue::Date32(Some(18_689)))
         );
         assert_eq!(one(text("not a date"), DataType::Date32), None);
+        // A time in nanoseconds into microseconds: only a whole number of
+        // them.
+        let nanos = |n| ScalarValue::TimestampNanosecond(Some(n), None);
+        let micros = DataType::Timestamp(TimeUnit::Microsecond, None);
+        assert_eq!(
+            one(nanos(5_000), micros.clone()),
+            Some(ScalarValue::TimestampMicrosecond(Some(5), None))
+        );
+        assert_eq!(one(nanos(5_001), micros), None);
+        assert_eq!(one(nanos(5_000), DataType::Utf8), None);
         assert!(bind(&[int(1)], &[]).is_none());
     }
 

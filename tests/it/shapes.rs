@@ -116,6 +116,43 @@ async fn statements_of_one_shape_answer_as_the_text_planned_afresh() {
             ],
         ),
         (
+            // TIMESTAMP literals: a whole microsecond goes into the
+            // template; one between two microseconds equals no time of
+            // the segment, as the text planned afresh says; text that is
+            // no time is the planner's error.
+            "SELECT ts, p FROM t WHERE region = {} AND balloon = {} AND ts = {}",
+            vec![
+                vec!["'eu'", "1", "TIMESTAMP '2021-03-01 00:03:00'"],
+                vec!["'eu'", "2", "TIMESTAMP '2021-03-01T00:07:00'"],
+                vec!["'us'", "2", "TIMESTAMP '2021-03-01 00:19:00.000000'"],
+                vec!["'eu'", "1", "TIMESTAMP '2021-03-01 00:03:00.0000001'"],
+                vec!["'eu'", "1", "TIMESTAMP '2021-03-01 00:02:59.9999999'"],
+                vec!["'eu'", "1", "TIMESTAMP 'not a time'"],
+                vec!["'eu'", "3", "TIMESTAMP '2021-03-01 00:08:00'"],
+            ],
+        ),
+        (
+            "SELECT count(*) FROM t WHERE ts >= {} AND ts < {}",
+            vec![
+                vec![
+                    "TIMESTAMP '2021-03-01 00:03:00'",
+                    "TIMESTAMP '2021-03-01 00:05:00'",
+                ],
+                vec![
+                    "TIMESTAMP '2021-03-01 00:03:00'",
+                    "TIMESTAMP '2021-03-01 00:05:00.0000001'",
+                ],
+                vec![
+                    "TIMESTAMP '2021-03-01 00:02:59.9999999'",
+                    "TIMESTAMP '2021-03-01 00:04:00'",
+                ],
+                vec![
+                    "TIMESTAMP '2021-03-01 00:00:00'",
+                    "TIMESTAMP '2021-03-02 00:00:00'",
+                ],
+            ],
+        ),
+        (
             // A string compared with an integer segment, an integer with
             // a double and a bigint.
             "SELECT count(*) FROM t WHERE balloon = {} AND p > {} AND n <> {}",
