@@ -52,7 +52,8 @@ impl Guard {
     }
 
     /// Deletes `keyspace`, first making a newer guard if it is the newest
-    /// keyspace the guard knows of (see the module's note).
+    /// keyspace the guard knows of (see the module's note), and writing
+    /// out its memtable.
     pub(super) fn delete(&self, db: &Database, keyspace: Keyspace) -> Result<()> {
         let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if guard.as_ref().is_none_or(|g| g.id() < keyspace.id()) {
@@ -80,6 +81,11 @@ impl Guard {
                 db.delete_keyspace(old)?;
             }
         }
+        // Its memtable written out first: a deleted keyspace's stays
+        // counted in fjall's write buffer while any handle holds it, and
+        // the checkpoint at close waits for that buffer to empty (a store
+        // closed after a DROP TABLE took 1.5 s more).
+        keyspace.rotate_memtable_and_wait()?;
         db.delete_keyspace(keyspace)?;
         Ok(())
     }

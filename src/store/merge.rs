@@ -203,10 +203,6 @@ impl FjallStore {
         self.write_catalog(Some(&def), None, id + 1)?;
         self.install(fresh);
         drop(all);
-        // Its memtable written out first: a deleted keyspace's stays
-        // counted in fjall's write buffer while any handle holds it, and
-        // a checkpoint at close waited for that buffer to empty (1.5 s).
-        old.rotate_memtable_and_wait()?;
         self.inner.keyspace_guard.delete(&self.inner.db, old)?;
         Ok(())
     }
