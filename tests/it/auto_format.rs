@@ -386,3 +386,186 @@ fn a_clean_close_after_a_fold_records_the_journals() {
     assert!(store.local().unwrap().folded("t").unwrap());
     assert!(store.local().unwrap().checkpoint().unwrap());
 }
+
+/// One batch of wide rows (a series' buckets): per (row, first, last)
+/// the row's cells `v{n}` at times `first..last` in columns `a` and `b`,
+/// prepared ahead as INSERT and COPY write one.
+fn load_wide(store: &Store, table: &str, rows: &[(&str, i64, i64)]) {
+    use cellar::{BadRows, CellBatch};
+    let mut batch = CellBatch::new();
+    let f = batch.family("f");
+    for &(row, first, last) in rows {
+        batch.begin_row(row.as_bytes());
+        for ts in first..last {
+            batch.set(f, b"a", ts, format!("v{ts}").as_bytes());
+            batch.set(f, b"b", ts, &ts.to_be_bytes());
+        }
+    }
+    store.prepare_batch(table, &mut batch).unwrap();
+    assert!(
+        store
+            .write_batch(table, &batch, BadRows::Stop)
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Batches of rows of hundreds to thousands of cells each into a default
+/// table, a batch's first row continuing the last one's (as a series'
+/// day buckets come from a sorted file), go into blocks as PACKED rows,
+/// the continued row's new cells beside them as cells; a batch whose rows
+/// fall among a stored block's goes in as cells. Every read (after a
+/// reopen and a fold too) is what the same batches give a CELLS table of
+/// the same GC policy.
+#[test]
+fn wide_rows_of_a_load_go_into_blocks_with_every_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open(dir.path(), None);
+    for (name, format) in [("t", None), ("c", Some(FamilyFormat::Cells))] {
+        let mut family = FamilySpec::new("f").gc(GcPolicy::MaxVersions(3000));
+        if let Some(format) = format {
+            family = family.format(format);
+        }
+        store
+            .create_table(TableSpec::new(name).family(family))
+            .unwrap();
+    }
+    let first: Vec<(String, i64, i64)> = (0..60).map(|i| (format!("d{i:02}"), 0, 200)).collect();
+    let batches: [Vec<(String, i64, i64)>; 4] = [
+        first,
+        // d59 continues; d60 and d61 are new.
+        vec![
+            ("d59".into(), 200, 3000),
+            ("d60".into(), 0, 4000),
+            ("d61".into(), 0, 3000),
+        ],
+        // Among a stored block's rows: cells.
+        vec![("d05x".into(), 0, 5000), ("d06x".into(), 0, 4000)],
+        // New rows after every stored one, from the first.
+        vec![
+            ("e1".into(), 0, 3000),
+            ("e2".into(), 5, 3005),
+            ("e3".into(), 10, 4000),
+        ],
+    ];
+    for batch in &batches {
+        let rows: Vec<(&str, i64, i64)> =
+            batch.iter().map(|(r, a, b)| (r.as_str(), *a, *b)).collect();
+        for table in ["t", "c"] {
+            load_wide(&store, table, &rows);
+        }
+    }
+    let read = |store: &Store, table: &str| -> Vec<Row> {
+        store
+            .read_rows(table, ReadRequest::all())
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let want = read(&store, "c");
+    assert_eq!(want.len(), 67);
+    // (Over 3000 versions a column loses its oldest to the GC policy.)
+    let cells_of = |key: &[u8]| want.iter().find(|r| r.key == key).unwrap().cells.len();
+    assert_eq!(cells_of(b"d05x"), 6000);
+    assert_eq!(cells_of(b"e3"), 6000);
+    assert_eq!(cells_of(b"d59"), 6000);
+    assert_eq!(read(&store, "t"), want);
+    // Every row but d59's second part, d05x and d06x in a few blocks.
+    let (t_pairs, _) = store.local().unwrap().scan_pairs("t").unwrap();
+    let cell_pairs = 2 * (2800 + 5000 + 4000);
+    assert!(
+        t_pairs <= cell_pairs + 50,
+        "{t_pairs} pairs, {cell_pairs} of them cells"
+    );
+    let report = store.local().unwrap().check().unwrap();
+    assert!(report.healthy(), "{report:?}");
+    drop(store);
+    store = open(dir.path(), None);
+    assert_eq!(read(&store, "t"), want);
+    store.local().unwrap().merge_blocks("t", "f").unwrap();
+    assert!(store.local().unwrap().folded("t").unwrap());
+    assert_eq!(read(&store, "t"), want);
+    let report = store.local().unwrap().check().unwrap();
+    assert!(report.healthy(), "{report:?}");
+}
+
+/// A day-bucket series created with no FORMAT, loaded by two COPYs from
+/// files sorted by series and time, the second's first bucket continuing
+/// the first's last: its buckets go into blocks (only the continued
+/// bucket's new events are cells), and every answer is the same as a
+/// PACKED series' loaded alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_series_load_goes_into_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir.path().join("store"), None);
+    let session = cellar::SqlSession::new(store.clone());
+    // Every 30 s over two days: series a, b, c's first morning; then the
+    // rest of c, and d.
+    let event = |dev: &str, step: i64| {
+        let micros = 1_700_006_400_000_000 + step * 30_000_000;
+        let secs = micros / 1_000_000;
+        let time = chrono::DateTime::from_timestamp(secs, 0)
+            .unwrap()
+            .naive_utc();
+        format!(
+            "{dev},{},{},{}\n",
+            time.format("%Y-%m-%dT%H:%M:%S"),
+            step % 997,
+            -(step % 89)
+        )
+    };
+    let day = 2880;
+    let files = [
+        ("a", 0..2 * day, "b", 0..2 * day, "c", 0..day / 2),
+        ("c", day / 2..2 * day, "d", 0..2 * day, "e", 0..0),
+    ];
+    for (layout, name) in [("", "s"), (" FORMAT PACKED", "p")] {
+        session
+            .query(&format!(
+                "CREATE SERIES {name} (KEY (dev TEXT), TIME ts, pressure BIGINT, temperature BIGINT) \
+                 LAYOUT BUCKET '1 day' CELL PER EVENT{layout}"
+            ))
+            .await
+            .unwrap();
+    }
+    for (i, (d1, r1, d2, r2, d3, r3)) in files.into_iter().enumerate() {
+        let mut csv = String::from("dev,ts,pressure,temperature\n");
+        for (dev, range) in [(d1, r1), (d2, r2), (d3, r3)] {
+            for step in range {
+                csv.push_str(&event(dev, step));
+            }
+        }
+        let file = dir.path().join(format!("events{i}.csv"));
+        std::fs::write(&file, csv).unwrap();
+        for name in ["s", "p"] {
+            session
+                .query(&format!("COPY {name} FROM '{}'", file.display()))
+                .await
+                .unwrap();
+        }
+    }
+    use crate::rows::texts;
+    for query in [
+        "SELECT dev, CAST(ts AS BIGINT) AS t, pressure, temperature FROM {} ORDER BY dev, t",
+        "SELECT dev, date_trunc('hour', ts) AS h, count(*), avg(pressure), min(temperature) \
+         FROM {} GROUP BY dev, h ORDER BY dev, h",
+    ] {
+        let (s, p) = (query.replace("{}", "s"), query.replace("{}", "p"));
+        let got = texts(&session.query(&s).await.unwrap());
+        let want = texts(&session.query(&p).await.unwrap());
+        assert_eq!(
+            got.len(),
+            if query.contains("GROUP") {
+                4 * 48
+            } else {
+                8 * day as usize
+            }
+        );
+        assert_eq!(got, want, "{query}");
+    }
+    // Four series of two days are eight buckets; c's first day's evening
+    // is cells (a pair per measure and event).
+    let (pairs, _) = store.local().unwrap().scan_pairs("s").unwrap();
+    let cells = 2 * (day / 2) as u64;
+    assert!(pairs <= cells + 16, "{pairs} pairs, {cells} of them cells");
+}

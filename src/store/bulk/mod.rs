@@ -8,7 +8,8 @@
 mod batch;
 mod tall;
 
-use super::format::blocks::BLOCK_ROWS;
+use super::format::blocks::{self, BLOCK_ROWS};
+use super::format::{FamilyFormat, auto};
 use super::mutation::{check_key, check_qualifier, check_value};
 use super::{FjallStore, aggregate, mutation, now_micros};
 use crate::codec;
@@ -103,6 +104,7 @@ impl FjallStore {
             families: &resolved,
             span: span(batch, &valid),
             raw: bound_for_blocks(&handle, &valid, runs.as_deref()),
+            wide: wide_for_blocks(&handle, batch, &valid),
         };
         let tall_bound = failed.is_empty() && fresh.raw;
         let ahead = prepared
@@ -164,6 +166,14 @@ impl FjallStore {
             }
         }
         let written = valid.len() - failed.len();
+        if fresh.wide
+            && failed.is_empty()
+            && overlay.is_empty()
+            && let Some(rest) = self.ingest_wide(&fresh, &snapshot, &valid, &direct)?
+        {
+            self.commit_pairs(&handle, overlay, rest)?;
+            return Ok(failed);
+        }
         // A family's own PACKED rows go in as blocks where they can, cut
         // where the batch's runs meet (see [`runs`]).
         let runs = runs.filter(|_| failed.is_empty() && direct.len() == valid.len());
@@ -245,6 +255,7 @@ impl FjallStore {
             families: &resolved,
             span: span(batch, &valid),
             raw,
+            wide: wide_for_blocks(&handle, batch, &valid),
         };
         let parts = encode_new_rows(&fresh, &valid, &repeated);
         let encoded = Encoded {
@@ -262,13 +273,82 @@ impl FjallStore {
     /// writes a blocks keyspace, so that its rows can go in as blocks
     /// (before any row lock is taken: it is a catalog change).
     fn blocks_for_load(&self, table: &str, batch: &CellBatch, valid: &[usize]) -> Result<()> {
-        if valid.len() < INGEST_MIN_ROWS || runs(valid).is_none() {
+        let tall = valid.len() >= INGEST_MIN_ROWS && runs(valid).is_some();
+        if !tall && !wide_rows(batch, valid) {
             return Ok(());
         }
         for family in &batch.families {
             self.ensure_blocks(table, family)?;
         }
         Ok(())
+    }
+}
+
+impl FjallStore {
+    /// Writes a batch's AUTO rows encoded for blocks (`direct`: one
+    /// PACKED row each, rows `valid` in order; see [`wide_for_blocks`])
+    /// straight into the family's blocks, but for a first row that the
+    /// family holds already (a load's first row continuing the last
+    /// load's, as a series' bucket does), whose cells are returned as
+    /// pairs to commit; each row is in one of the two, whole. `None`, with
+    /// nothing written, when the rows cannot go into blocks: some are
+    /// stored, or fall within a stored block's rows.
+    fn ingest_wide(
+        &self,
+        fresh: &Fresh<'_>,
+        snapshot: &fjall::Snapshot,
+        valid: &[usize],
+        direct: &SlotPairs,
+    ) -> Result<Option<SlotPairs>> {
+        let table = fresh.table;
+        let Some(&(slot, _, _)) = direct.first() else {
+            return Ok(None);
+        };
+        let one_row_each = direct.len() == valid.len()
+            && direct
+                .iter()
+                .all(|(s, k, _)| *s == slot && auto::is_bare(k).unwrap_or(false));
+        if !one_row_each {
+            return Ok(None);
+        }
+        let format = table.formats[slot];
+        let vacant = |from: usize| -> Result<bool> {
+            let (first, last) = (
+                fresh.batch.key(valid[from]),
+                fresh.batch.key(valid[valid.len() - 1]),
+            );
+            format.holds_no_rows(
+                snapshot,
+                &table.keyspaces[slot],
+                table.blocks[slot].as_ref(),
+                first,
+                last,
+            )
+        };
+        let from = if vacant(0)? {
+            0
+        } else if valid.len() > 1 && vacant(1)? {
+            1
+        } else {
+            return Ok(None);
+        };
+        let rows: Vec<(&[u8], &[u8])> = direct[from..]
+            .iter()
+            .map(|(_, k, v)| (k.as_slice(), v.as_slice()))
+            .collect();
+        let keys: Vec<&[u8]> = rows.iter().map(|(k, _)| *k).collect();
+        // Cut where the batch's runs of rows meet (see [`runs`]).
+        let cuts: Vec<usize> = (from + 1..valid.len())
+            .filter(|&i| valid[i] != valid[i - 1] + 1)
+            .map(|i| i - from)
+            .collect();
+        let built = self.ingest_built(table, slot, &keys, &cuts, |cuts| {
+            blocks::build(&rows, cuts, BLOCK_ROWS, None)
+        })?;
+        if !built {
+            return Ok(None);
+        }
+        as_own_cells(table, direct[..from].to_vec()).map(Some)
     }
 }
 
@@ -341,6 +421,32 @@ fn bound_for_blocks(table: &TableHandle, valid: &[usize], runs: Option<&[usize]>
         && runs.is_some()
 }
 
+/// Cells a row holds on average from which a batch's AUTO rows are wide
+/// enough to go in as blocks of PACKED rows ([`wide_for_blocks`]).
+const WIDE_ROW_CELLS: usize = 64;
+
+/// Whether a batch's valid rows are few and wide: together at least
+/// [`INGEST_MIN_ROWS`] cells, [`WIDE_ROW_CELLS`] a row on average (a
+/// series' bucket rows, each of a bucket's events).
+fn wide_rows(batch: &CellBatch, valid: &[usize]) -> bool {
+    let cells: usize = valid.iter().map(|&r| batch.cell_count(r)).sum();
+    cells >= INGEST_MIN_ROWS && cells >= WIDE_ROW_CELLS * valid.len()
+}
+
+/// Whether the new rows of a batch of an AUTO family's wide rows (see
+/// [`wide_rows`]) are encoded as PACKED rows, bound for the family's
+/// blocks: the cells of one such row are thousands of pairs as cells,
+/// which the background merge would fold into one block row later. The
+/// rows that do not go into blocks after all (a first row continuing a
+/// stored one, rows among stored ones) go in as cells
+/// ([`as_own_cells`]), as AUTO's cells always do.
+fn wide_for_blocks(table: &TableHandle, batch: &CellBatch, valid: &[usize]) -> bool {
+    matches!(table.blocks.as_slice(), [Some(_)])
+        && table.formats.first() == Some(&FamilyFormat::Auto)
+        && table.moving.iter().all(Option::is_none)
+        && wide_rows(batch, valid)
+}
+
 /// The pairs of rows encoded for blocks that go in alone after all, in
 /// their smallest form.
 fn compressed(fresh: &Fresh<'_>, mut direct: SlotPairs) -> Result<SlotPairs> {
@@ -349,7 +455,29 @@ fn compressed(fresh: &Fresh<'_>, mut direct: SlotPairs) -> Result<SlotPairs> {
             *value = compress_pair(fresh.table, *slot, key, value)?;
         }
     }
+    if fresh.wide {
+        direct = as_own_cells(fresh.table, direct)?;
+    }
     Ok(direct)
+}
+
+/// The pairs of rows encoded for blocks, with each AUTO row among them
+/// (a PACKED value under its bare key, see [`wide_for_blocks`]) made its
+/// own cell pairs: what the family's own keyspace holds.
+fn as_own_cells(table: &TableHandle, direct: SlotPairs) -> Result<SlotPairs> {
+    let mut out = Vec::with_capacity(direct.len());
+    for (slot, key, value) in direct {
+        if table.formats[slot] == FamilyFormat::Auto && auto::is_bare(&key)? {
+            out.extend(
+                auto::own_pairs(&key, &value)?
+                    .into_iter()
+                    .map(|(k, v)| (slot, k, v)),
+            );
+        } else {
+            out.push((slot, key, value));
+        }
+    }
+    Ok(out)
 }
 
 /// A pair of `slot` encoded raw for a block, in its smallest form.
@@ -536,6 +664,9 @@ struct Fresh<'a> {
     /// Whether its PACKED rows are encoded for blocks
     /// ([`bound_for_blocks`]).
     raw: bool,
+    /// Whether its AUTO rows are encoded as PACKED rows, for blocks
+    /// ([`wide_for_blocks`]).
+    wide: bool,
 }
 
 impl Fresh<'_> {
@@ -785,9 +916,17 @@ fn encode_new_row(
             })
             .collect();
         let name = &table.def.families[table.family_of(slot)].name;
-        format.fresh_pairs(key, &escaped, name, &sorted, fresh.raw, &mut |k, v| {
-            out.push((slot, k, v))
-        })?;
+        let mut push = |k, v| out.push((slot, k, v));
+        // An AUTO row bound for a block is its PACKED value (one too
+        // large for one goes as cells).
+        let block_row = fresh.wide
+            && format == FamilyFormat::Auto
+            && FamilyFormat::Packed
+                .fresh_pairs(key, &escaped, name, &sorted, false, &mut push)
+                .is_ok();
+        if !block_row {
+            format.fresh_pairs(key, &escaped, name, &sorted, fresh.raw, &mut push)?;
+        }
         start = end;
     }
     Ok(true)

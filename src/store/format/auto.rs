@@ -72,6 +72,18 @@ pub(crate) fn check_pair(key: &[u8], value: &[u8]) -> Result<()> {
     cells::check_key(key)
 }
 
+/// A row encoded as a PACKED value (under its escaped key) for a block
+/// it did not go into after all, as the row's own cell pairs, ascending.
+pub(crate) fn own_pairs(key: &[u8], value: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let (row, _) = codec::unescape(key)?;
+    Ok(packed::cells_of(key, value)?
+        .into_iter()
+        .map(|((qualifier, std::cmp::Reverse(ts)), value)| {
+            (cells::key(&row, &qualifier, ts), value)
+        })
+        .collect())
+}
+
 /// Decodes one row's pairs `buf.pairs[from..]` (key order): a block row
 /// (PACKED value under the bare row key) or a marker first, if any, then
 /// the row's own cells; a row with both has its cells merged, the own
