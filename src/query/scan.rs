@@ -191,6 +191,17 @@ fn one_group(ranges: &[RowRange], groups: &[Vec<u8>]) -> bool {
         .is_some_and(|g| ranges.iter().all(|r| in_group(r, g)))
 }
 
+/// A key order's fields (and whether each descends) and constants.
+type SegmentOrder<'a> = (&'a [(usize, bool)], &'a [usize]);
+
+/// Whether a scan's partitions are in segment order (see
+/// [`segment_order`]): each reads within one key group.
+fn segment_ordered(spec: &ScanSpec, partitions: &[Vec<RowRange>]) -> bool {
+    spec.order
+        .as_ref()
+        .is_some_and(|order| partitions.iter().all(|p| one_group(p, &order.groups)))
+}
+
 /// Whether every key of `range` starts with `group`.
 fn in_group(range: &RowRange, group: &[u8]) -> bool {
     use std::ops::Bound;
@@ -402,13 +413,57 @@ impl KeyScanExec {
         Self::from_parts(spec, partitions)
     }
 
+    /// The scan of `spec` in place of this one in a plan made over this
+    /// one, for a statement of a kept shape (`sql/rebind.rs`): `spec` is
+    /// this scan's made from the same filters with other values. What
+    /// physical optimization set in this scan's spec (a fetch, the parts
+    /// of columns read, the direction and grouping a sort asked for) is
+    /// set in it too. `None` unless the new scan declares what this one
+    /// does (its partitioning and orderings), which the plan above was
+    /// made for; then it shares this one's properties, so that the nodes
+    /// above keep theirs.
+    pub(crate) fn rebound(&self, mut spec: ScanSpec) -> Option<KeyScanExec> {
+        spec.limit = self.spec.limit;
+        spec.proto_masks = self.spec.proto_masks.clone();
+        spec.map_keys = self.spec.map_keys.clone();
+        spec.reverse = self.spec.reverse;
+        spec.by_group = self.spec.by_group;
+        let fresh = KeyScanExec::new(spec);
+        // (DataFusion's `Partitioning` equality holds no unknown
+        // partitioning equal to another.)
+        let partitioned = |scan: &KeyScanExec| match scan.properties.output_partitioning() {
+            Partitioning::UnknownPartitioning(n) => Ok(*n),
+            other => Err(other.clone()),
+        };
+        let same = fresh.schema == self.schema
+            && fresh.declares() == self.declares()
+            && partitioned(&fresh) == partitioned(self);
+        same.then(|| KeyScanExec {
+            properties: Arc::clone(&self.properties),
+            ..fresh
+        })
+    }
+
+    /// What the scan's orderings are made of (see
+    /// [`KeyScanExec::from_parts`]) but its schema: whether its
+    /// partitions are in segment order, the key order's fields and
+    /// constants, and its direction.
+    fn declares(&self) -> (bool, Option<SegmentOrder<'_>>, bool) {
+        let order = self.spec.order.as_ref();
+        (
+            segment_ordered(&self.spec, &self.partitions),
+            order.map(|o| (o.fields.as_slice(), o.constants.as_slice())),
+            self.spec.reverse,
+        )
+    }
+
     /// The scan of `spec` over these partitions (ranges in key order in
     /// each): what `new` decided, or a part of it a distributed task runs.
     pub(crate) fn from_parts(spec: ScanSpec, partitions: Vec<Vec<RowRange>>) -> Self {
         let schema = Arc::clone(spec.projection.schema());
         let mut eq = EquivalenceProperties::new(Arc::clone(&schema));
         if let Some(order) = &spec.order
-            && partitions.iter().all(|p| one_group(p, &order.groups))
+            && segment_ordered(&spec, &partitions)
         {
             segment_order(&mut eq, &schema, &spec, order);
         }

@@ -99,6 +99,33 @@ impl CellarTable {
 }
 
 impl CellarTable {
+    /// The scan `scan()` would give for `filters` (the filters of a plan
+    /// over `leaf` with other values), in `leaf`'s place in that plan,
+    /// when it declares what `leaf` does (see [`KeyScanExec::rebound`]).
+    pub(crate) fn rebind(
+        &self,
+        state: &dyn Session,
+        leaf: &KeyScanExec,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Option<KeyScanExec> {
+        if self.column_events().is_some() {
+            return None;
+        }
+        let spec = scan_spec(
+            &self.store,
+            &self.layout,
+            state,
+            projection.cloned(),
+            filters,
+            limit,
+            false,
+        )
+        .ok()?;
+        leaf.rebound(spec)
+    }
+
     /// A scan of the `_key` of the rows matching every filter, each
     /// re-checked in the scan: what DELETE and UPDATE act on.
     fn key_scan(&self, state: &dyn Session, filters: &[Expr]) -> DfResult<Arc<KeyScanExec>> {

@@ -18,6 +18,7 @@ mod insert_values;
 mod limits;
 mod options;
 mod plans;
+mod rebind;
 mod relayout;
 mod running;
 mod shaped;

@@ -168,20 +168,8 @@ impl Plans {
         // stop when the last holder of that state lets go, so a kept
         // running instance would keep a cancelled query's tasks reading
         // until their end (and its channels alive until the plan expires).
-        // Its projections run without registering metrics (no one sees a
-        // kept plan's).
-        let plan = match keep_projections(Arc::clone(plan)) {
-            Ok(plan) => plan,
-            Err(_) => return,
-        };
-        let reset = keeps_state(plan.as_ref());
-        let plan = if reset {
-            match reset_plan_states(plan) {
-                Ok(fresh) => fresh,
-                Err(_) => return,
-            }
-        } else {
-            plan
+        let Some((plan, reset)) = reusable(plan) else {
+            return;
         };
         let mut entries = self.lock();
         if entries.by_text.len() >= CAPACITY && !entries.by_text.contains_key(sql) {
@@ -214,6 +202,19 @@ impl Plans {
     pub fn reused(&self) -> u64 {
         self.reused.load(Ordering::Relaxed)
     }
+}
+
+/// `plan` as a plan is kept to run again: a copy with fresh state, whose
+/// projections run without registering metrics (no one sees a kept
+/// plan's); and whether each run needs fresh state ([`keeps_state`]).
+pub(crate) fn reusable(plan: &Arc<dyn ExecutionPlan>) -> Option<(Arc<dyn ExecutionPlan>, bool)> {
+    let plan = keep_projections(Arc::clone(plan)).ok()?;
+    let reset = keeps_state(plan.as_ref());
+    let plan = match reset {
+        true => reset_plan_states(plan).ok()?,
+        false => plan,
+    };
+    Some((plan, reset))
 }
 
 /// Whether some operator of `plan` may keep state from one run to the

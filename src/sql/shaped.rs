@@ -3,14 +3,15 @@
 //! literals go into the template's placeholders, and only the physical
 //! plan is made.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use datafusion::execution::TaskContext;
 use datafusion::execution::context::SessionState;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement;
 
-use super::plans::{MAX_TEXT, Ready, Seen};
+use super::plans::{self, MAX_TEXT, Ready, Seen};
+use super::rebind;
 use super::templates::{self, Next, Template, starts_a_query};
 use super::{SqlSession, limits};
 
@@ -44,6 +45,12 @@ impl SqlSession {
             }
         };
         let values = templates::bind(&shape.literals, &template.types)?;
+        if let Some(Some(kept)) = template.physical.get()
+            && let Some(physical) = kept.plan_for(state.as_ref(), &values)
+        {
+            self.shapes.count_use(true);
+            return Some((physical, task));
+        }
         let plan = template
             .plan
             .clone()
@@ -54,7 +61,14 @@ impl SqlSession {
             .create_physical_plan(&plan, state.as_ref())
             .await
             .ok()?;
-        self.shapes.count_use();
+        // (The first statement planned from the template.)
+        if template.physical.get().is_none() {
+            let kept = rebind::template_scan(&template.plan)
+                .zip(plans::reusable(&physical))
+                .and_then(|(scan, (plan, reset))| scan.keep(plan, reset));
+            let _ = template.physical.set(kept);
+        }
+        self.shapes.count_use(false);
         Some((physical, task))
     }
 
@@ -82,7 +96,11 @@ impl SqlSession {
             .map(|i| types.remove(&format!("${i}")).flatten())
             .collect::<Option<Vec<_>>>()?;
         let plan = state.optimize(&plan).ok()?;
-        Some(Arc::new(Template { plan, types }))
+        Some(Arc::new(Template {
+            plan,
+            types,
+            physical: OnceLock::new(),
+        }))
     }
 
     /// The session's DataFusion state and a task context from it, kept

@@ -317,7 +317,7 @@ impl SqlSession {
     fn show_stats(&self) -> DfResult<RecordBatch> {
         let planned = self.planned.load(std::sync::atomic::Ordering::Relaxed);
         let reused = self.plans.reused();
-        let shaped = self.shapes.used();
+        let (shaped, rebound) = self.shapes.used();
         let ingested = self.store.rows_ingested();
         let schema = Schema::new(vec![
             Field::new("name", DataType::Utf8, false),
@@ -330,9 +330,12 @@ impl SqlSession {
                     "statements_planned",
                     "plans_reused",
                     "plans_by_shape",
+                    "plans_rebound",
                     "rows_ingested",
                 ])),
-                Arc::new(UInt64Array::from(vec![planned, reused, shaped, ingested])),
+                Arc::new(UInt64Array::from(vec![
+                    planned, reused, shaped, rebound, ingested,
+                ])),
             ],
         )?)
     }

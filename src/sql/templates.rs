@@ -33,7 +33,7 @@
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::{ParamValues, ScalarValue};
@@ -46,6 +46,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use super::plans::Seen;
+use super::rebind::KeptPhysical;
 
 /// Shapes a session keeps at most.
 const CAPACITY: usize = 256;
@@ -353,6 +354,10 @@ pub(crate) struct Template {
     pub plan: LogicalPlan,
     /// The type of each placeholder, in order.
     pub types: Vec<DataType>,
+    /// The physical plan kept from the shape's first statement planned
+    /// from the template, when it may run again with other values (see
+    /// [`super::rebind`]); `None` inside when it may not.
+    pub physical: OnceLock<Option<KeptPhysical>>,
 }
 
 /// What to do with a statement of a shape.
@@ -380,8 +385,10 @@ pub(crate) struct Shapes {
 struct Inner {
     by_text: HashMap<String, Known>,
     planning: Option<Planning>,
-    /// Statements planned from a template (`SHOW STATS`).
+    /// Statements planned from a template (`SHOW STATS`), and those of
+    /// them run from its kept physical plan.
     used: u64,
+    rebound: u64,
 }
 
 impl Shapes {
@@ -431,14 +438,19 @@ impl Shapes {
         self.lock().planning = Some((seen, state, task));
     }
 
-    /// Counts a statement planned from a template.
-    pub fn count_use(&self) {
-        self.lock().used += 1;
+    /// Counts a statement planned from a template; `rebound`: run from
+    /// its kept physical plan.
+    pub fn count_use(&self, rebound: bool) {
+        let mut inner = self.lock();
+        inner.used += 1;
+        inner.rebound += u64::from(rebound);
     }
 
-    /// Statements planned from a template so far.
-    pub fn used(&self) -> u64 {
-        self.lock().used
+    /// Statements planned from a template so far, and those of them run
+    /// from its kept physical plan.
+    pub fn used(&self) -> (u64, u64) {
+        let inner = self.lock();
+        (inner.used, inner.rebound)
     }
 }
 

@@ -188,6 +188,28 @@ async fn statements_of_one_shape_answer_as_the_text_planned_afresh() {
                 vec!["'us'", "0", "1000"],
             ],
         ),
+        (
+            // Ranges of one key group and of several: the scan of a kept
+            // physical plan is made anew only where it is cut and ordered
+            // as the first statement's was.
+            "SELECT _key, n FROM t WHERE _key >= {} AND _key < {} ORDER BY _key",
+            vec![
+                vec!["'eu#0001'", "'eu#0001#2021-03-01-0005'"],
+                vec!["'eu#0002'", "'eu#0003'"],
+                vec!["'a'", "'z'"],
+                vec!["'us#0003#2021-03-01-0010'", "'us#0004'"],
+                vec!["'eu#0003#2021-03-01-0018'", "'us#0001#2021-03-01-0002'"],
+            ],
+        ),
+        (
+            "SELECT _key, p FROM t WHERE _key < {} ORDER BY _key DESC LIMIT 3",
+            vec![
+                vec!["'eu#0002'"],
+                vec!["'us'"],
+                vec!["'us#0003#2021-03-01-0005'"],
+                vec!["'a'"],
+            ],
+        ),
     ];
     let mut statements = 0;
     for (shape, literal_sets) in &shapes {
@@ -208,6 +230,13 @@ async fn statements_of_one_shape_answer_as_the_text_planned_afresh() {
     assert!(
         by_shape >= (statements - 2 * shapes.len() - 3) as u64,
         "{by_shape} of {statements} statements planned by shape"
+    );
+    // Those of shapes whose placeholders are all in their scan's filters
+    // run from the first one's physical plan, their scan made anew.
+    let rebound = stat(&shaped, "plans_rebound").await;
+    assert!(
+        (8..by_shape).contains(&rebound),
+        "{rebound} of {by_shape} statements planned by shape ran from a kept physical plan"
     );
 }
 
