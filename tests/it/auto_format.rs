@@ -431,7 +431,7 @@ fn wide_rows_of_a_load_go_into_blocks_with_every_cell() {
             .unwrap();
     }
     let first: Vec<(String, i64, i64)> = (0..60).map(|i| (format!("d{i:02}"), 0, 200)).collect();
-    let batches: [Vec<(String, i64, i64)>; 4] = [
+    let batches: [Vec<(String, i64, i64)>; 5] = [
         first,
         // d59 continues; d60 and d61 are new.
         vec![
@@ -446,6 +446,14 @@ fn wide_rows_of_a_load_go_into_blocks_with_every_cell() {
             ("e1".into(), 0, 3000),
             ("e2".into(), 5, 3005),
             ("e3".into(), 10, 4000),
+        ],
+        // Two runs, as a file read in two parts gives: each continues a
+        // stored row and adds a new one.
+        vec![
+            ("e3".into(), 4000, 4500),
+            ("e4".into(), 0, 5000),
+            ("d61".into(), 3000, 3500),
+            ("d62".into(), 0, 4000),
         ],
     ];
     for batch in &batches {
@@ -463,16 +471,18 @@ fn wide_rows_of_a_load_go_into_blocks_with_every_cell() {
             .collect()
     };
     let want = read(&store, "c");
-    assert_eq!(want.len(), 67);
+    assert_eq!(want.len(), 69);
     // (Over 3000 versions a column loses its oldest to the GC policy.)
     let cells_of = |key: &[u8]| want.iter().find(|r| r.key == key).unwrap().cells.len();
     assert_eq!(cells_of(b"d05x"), 6000);
     assert_eq!(cells_of(b"e3"), 6000);
     assert_eq!(cells_of(b"d59"), 6000);
     assert_eq!(read(&store, "t"), want);
-    // Every row but d59's second part, d05x and d06x in a few blocks.
+    assert_eq!(cells_of(b"d62"), 6000);
+    // Every row in a few blocks but d59's, e3's and d61's continued
+    // parts, d05x and d06x.
     let (t_pairs, _) = store.local().unwrap().scan_pairs("t").unwrap();
-    let cell_pairs = 2 * (2800 + 5000 + 4000);
+    let cell_pairs = 2 * (2800 + 500 + 500 + 5000 + 4000);
     assert!(
         t_pairs <= cell_pairs + 50,
         "{t_pairs} pairs, {cell_pairs} of them cells"

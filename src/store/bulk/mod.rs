@@ -104,7 +104,7 @@ impl FjallStore {
             families: &resolved,
             span: span(batch, &valid),
             raw: bound_for_blocks(&handle, &valid, runs.as_deref()),
-            wide: wide_for_blocks(&handle, batch, &valid),
+            wide: None,
         };
         let tall_bound = failed.is_empty() && fresh.raw;
         let ahead = prepared
@@ -132,7 +132,17 @@ impl FjallStore {
         // Rows given a column at a time go on as cells.
         let cells = batch.to_cells();
         let batch = &*cells;
-        let fresh = Fresh { batch, ..fresh };
+        // (Encoded ahead, the rows bound for blocks were chosen then.)
+        let block_rows = match (&parts, wide_for_blocks(&handle, batch, &valid)) {
+            (_, false) => None,
+            (Some(_), true) => Some(Vec::new()),
+            (None, true) => Some(self.block_rows(&handle, &snapshot, batch, &valid)?),
+        };
+        let fresh = Fresh {
+            batch,
+            wide: block_rows.as_deref(),
+            ..fresh
+        };
         let parts = match parts {
             Some(parts) => fresh.settle(parts, &valid)?,
             None => encode_new_rows(&fresh, &valid, &repeated_keys(batch, &valid)),
@@ -140,7 +150,11 @@ impl FjallStore {
         let mut overlay = Overlay::default();
         let mut direct: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
         let mut outcomes = Vec::with_capacity(valid.len());
+        // Per row of `valid`, where its pairs end in `direct`.
+        let mut ends = Vec::with_capacity(valid.len());
         for part in parts {
+            let base = direct.len();
+            ends.extend(part.ends.iter().map(|end| base + end));
             direct.extend(part.pairs);
             outcomes.extend(part.outcomes);
         }
@@ -166,12 +180,17 @@ impl FjallStore {
             }
         }
         let written = valid.len() - failed.len();
-        if fresh.wide
+        if fresh.wide.is_some()
             && failed.is_empty()
             && overlay.is_empty()
-            && let Some(rest) = self.ingest_wide(&fresh, &snapshot, &valid, &direct)?
+            && ends.len() == valid.len()
+            && let Some((rest, rows)) =
+                self.ingest_wide(&fresh, &snapshot, &valid, &direct, &ends)?
         {
-            self.commit_pairs(&handle, overlay, rest)?;
+            match ingestible(&rest, rows) {
+                Some(slot) => self.ingest_pairs(&handle, slot, rest, rows)?,
+                None => self.commit_pairs(&handle, overlay, rest)?,
+            }
             return Ok(failed);
         }
         // A family's own PACKED rows go in as blocks where they can, cut
@@ -255,7 +274,15 @@ impl FjallStore {
             families: &resolved,
             span: span(batch, &valid),
             raw,
-            wide: wide_for_blocks(&handle, batch, &valid),
+            wide: None,
+        };
+        let block_rows = match wide_for_blocks(&handle, batch, &valid) {
+            true => Some(self.block_rows(&handle, &self.inner.db.snapshot(), batch, &valid)?),
+            false => None,
+        };
+        let fresh = Fresh {
+            wide: block_rows.as_deref(),
+            ..fresh
         };
         let parts = encode_new_rows(&fresh, &valid, &repeated);
         let encoded = Encoded {
@@ -285,70 +312,111 @@ impl FjallStore {
 }
 
 impl FjallStore {
-    /// Writes a batch's AUTO rows encoded for blocks (`direct`: one
-    /// PACKED row each, rows `valid` in order; see [`wide_for_blocks`])
-    /// straight into the family's blocks, but for a first row that the
-    /// family holds already (a load's first row continuing the last
-    /// load's, as a series' bucket does), whose cells are returned as
-    /// pairs to commit; each row is in one of the two, whole. `None`, with
-    /// nothing written, when the rows cannot go into blocks: some are
-    /// stored, or fall within a stored block's rows.
+    /// Per row of `batch`: whether it is bound for the blocks of its
+    /// AUTO family (see [`wide_for_blocks`]), as `snapshot` has the
+    /// table: a valid row that the family does not hold (a row the family
+    /// holds gets its new cells as cells). One look for all when the
+    /// batch's key span holds nothing, else one per row.
+    fn block_rows(
+        &self,
+        table: &TableHandle,
+        snapshot: &fjall::Snapshot,
+        batch: &CellBatch,
+        valid: &[usize],
+    ) -> Result<Vec<bool>> {
+        let mut bound = vec![false; batch.len()];
+        let (Some(&first), Some(&last)) = (valid.first(), valid.last()) else {
+            return Ok(bound);
+        };
+        let stored = |from: usize, to: usize| -> Result<bool> {
+            let format = table.formats[0];
+            let (first, last) = (batch.key(from), batch.key(to));
+            let blocks = table.blocks[0].as_ref();
+            Ok(!format.holds_no_rows(snapshot, &table.keyspaces[0], blocks, first, last)?)
+        };
+        let none = !stored(first, last)?;
+        for &row in valid {
+            bound[row] = none || !stored(row, row)?;
+        }
+        Ok(bound)
+    }
+
+    /// Writes a batch's AUTO rows encoded for blocks (each a PACKED row,
+    /// one pair under its bare key; see [`wide_for_blocks`]) straight into
+    /// the family's blocks, cut where a row not among them comes between
+    /// two (a row the family holds, whose new cells are cells) and where
+    /// the batch's runs meet (see [`runs`]). `direct`: the pairs of rows
+    /// `valid` in order, row `i`'s ending at `ends[i]`. Returns the other
+    /// rows' pairs, as cells, for the caller to write (each row is in one
+    /// of the two writes, whole), and how many rows they are; `None`,
+    /// with nothing written, when no row can go into blocks (rows encoded
+    /// ahead may be stored by now: those go as cells) or a block stored
+    /// since has some of them among its rows.
     fn ingest_wide(
         &self,
         fresh: &Fresh<'_>,
         snapshot: &fjall::Snapshot,
         valid: &[usize],
         direct: &SlotPairs,
-    ) -> Result<Option<SlotPairs>> {
+        ends: &[usize],
+    ) -> Result<Option<(SlotPairs, usize)>> {
         let table = fresh.table;
-        let Some(&(slot, _, _)) = direct.first() else {
+        let pairs = |i: usize| &direct[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
+        let mut chosen = Vec::new();
+        for i in 0..valid.len() {
+            if let [(0, key, _)] = pairs(i)
+                && auto::is_bare(key)?
+            {
+                chosen.push(i);
+            }
+        }
+        let key = |i: usize| fresh.batch.key(valid[i]);
+        let (Some(&first), Some(&last)) = (chosen.first(), chosen.last()) else {
             return Ok(None);
         };
-        let one_row_each = direct.len() == valid.len()
-            && direct
-                .iter()
-                .all(|(s, k, _)| *s == slot && auto::is_bare(k).unwrap_or(false));
-        if !one_row_each {
+        let format = table.formats[0];
+        let (own, blocks) = (&table.keyspaces[0], table.blocks[0].as_ref());
+        if !format.holds_no_rows(snapshot, own, blocks, key(first), key(last))? {
+            let mut still = Vec::with_capacity(chosen.len());
+            for i in chosen {
+                if format.holds_no_rows(snapshot, own, blocks, key(i), key(i))? {
+                    still.push(i);
+                }
+            }
+            chosen = still;
+        }
+        if chosen.is_empty() {
             return Ok(None);
         }
-        let format = table.formats[slot];
-        let vacant = |from: usize| -> Result<bool> {
-            let (first, last) = (
-                fresh.batch.key(valid[from]),
-                fresh.batch.key(valid[valid.len() - 1]),
-            );
-            format.holds_no_rows(
-                snapshot,
-                &table.keyspaces[slot],
-                table.blocks[slot].as_ref(),
-                first,
-                last,
-            )
-        };
-        let from = if vacant(0)? {
-            0
-        } else if valid.len() > 1 && vacant(1)? {
-            1
-        } else {
-            return Ok(None);
-        };
-        let rows: Vec<(&[u8], &[u8])> = direct[from..]
+        let cuts: Vec<usize> = (1..chosen.len())
+            .filter(|&k| {
+                let (a, b) = (chosen[k - 1], chosen[k]);
+                b != a + 1 || valid[b] != valid[a] + 1
+            })
+            .collect();
+        let rows: Vec<(&[u8], &[u8])> = chosen
             .iter()
-            .map(|(_, k, v)| (k.as_slice(), v.as_slice()))
+            .map(|&i| {
+                let (_, k, v) = &pairs(i)[0];
+                (k.as_slice(), v.as_slice())
+            })
             .collect();
         let keys: Vec<&[u8]> = rows.iter().map(|(k, _)| *k).collect();
-        // Cut where the batch's runs of rows meet (see [`runs`]).
-        let cuts: Vec<usize> = (from + 1..valid.len())
-            .filter(|&i| valid[i] != valid[i - 1] + 1)
-            .map(|i| i - from)
-            .collect();
-        let built = self.ingest_built(table, slot, &keys, &cuts, |cuts| {
+        let built = self.ingest_built(table, 0, &keys, &cuts, |cuts| {
             blocks::build(&rows, cuts, BLOCK_ROWS, None)
         })?;
         if !built {
             return Ok(None);
         }
-        as_own_cells(table, direct[..from].to_vec()).map(Some)
+        let mut rest = Vec::new();
+        let mut next = chosen.iter().peekable();
+        for i in 0..valid.len() {
+            if next.next_if(|&&c| c == i).is_none() {
+                rest.extend(pairs(i).iter().cloned());
+            }
+        }
+        let others = valid.len() - chosen.len();
+        Ok(Some((as_own_cells(table, rest)?, others)))
     }
 }
 
@@ -437,9 +505,9 @@ fn wide_rows(batch: &CellBatch, valid: &[usize]) -> bool {
 /// [`wide_rows`]) are encoded as PACKED rows, bound for the family's
 /// blocks: the cells of one such row are thousands of pairs as cells,
 /// which the background merge would fold into one block row later. The
-/// rows that do not go into blocks after all (a first row continuing a
-/// stored one, rows among stored ones) go in as cells
-/// ([`as_own_cells`]), as AUTO's cells always do.
+/// rows the family holds (a bucket the last batch began) get their new
+/// cells as cells, as AUTO's cells always go in, and so do rows that do
+/// not go into blocks after all ([`as_own_cells`]).
 fn wide_for_blocks(table: &TableHandle, batch: &CellBatch, valid: &[usize]) -> bool {
     matches!(table.blocks.as_slice(), [Some(_)])
         && table.formats.first() == Some(&FamilyFormat::Auto)
@@ -455,7 +523,7 @@ fn compressed(fresh: &Fresh<'_>, mut direct: SlotPairs) -> Result<SlotPairs> {
             *value = compress_pair(fresh.table, *slot, key, value)?;
         }
     }
-    if fresh.wide {
+    if fresh.wide.is_some() {
         direct = as_own_cells(fresh.table, direct)?;
     }
     Ok(direct)
@@ -664,9 +732,11 @@ struct Fresh<'a> {
     /// Whether its PACKED rows are encoded for blocks
     /// ([`bound_for_blocks`]).
     raw: bool,
-    /// Whether its AUTO rows are encoded as PACKED rows, for blocks
-    /// ([`wide_for_blocks`]).
-    wide: bool,
+    /// Per row of the batch, whether it is encoded as a PACKED row bound
+    /// for its AUTO family's blocks ([`FjallStore::block_rows`]); given
+    /// (if empty: the rows were encoded ahead) when the batch's rows are
+    /// wide ([`wide_for_blocks`]).
+    wide: Option<&'a [bool]>,
 }
 
 impl Fresh<'_> {
@@ -919,7 +989,7 @@ fn encode_new_row(
         let mut push = |k, v| out.push((slot, k, v));
         // An AUTO row bound for a block is its PACKED value (one too
         // large for one goes as cells).
-        let block_row = fresh.wide
+        let block_row = fresh.wide.and_then(|w| w.get(row)) == Some(&true)
             && format == FamilyFormat::Auto
             && FamilyFormat::Packed
                 .fresh_pairs(key, &escaped, name, &sorted, false, &mut push)
