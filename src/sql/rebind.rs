@@ -18,6 +18,7 @@ use datafusion::common::ParamValues;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::datasource::source_as_provider;
 use datafusion::logical_expr::expr::Placeholder;
+use datafusion::logical_expr::expr_rewriter::unnormalize_cols;
 use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::execution_plan::reset_plan_states;
@@ -91,7 +92,8 @@ pub(crate) fn template_scan(plan: &LogicalPlan) -> Option<TemplateScan> {
     Some(TemplateScan {
         table,
         projection: scan.projection,
-        filters: scan.filters,
+        // (As DataFusion's planner hands them to a scan.)
+        filters: unnormalize_cols(scan.filters),
         fetch: scan.fetch,
     })
 }

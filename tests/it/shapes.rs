@@ -275,3 +275,56 @@ async fn a_shape_is_planned_once_and_its_template_sees_writes_and_changes() {
     assert!(out.contains("| 26 "), "{out}");
     assert_eq!(stat(&session, "plans_by_shape").await, before);
 }
+
+/// One event of a series looked up by its key and time, as a user types
+/// it again and again with other values: after the first two statements
+/// each runs from the shape's kept physical plan, its scan made anew,
+/// and answers as the text planned afresh (an event that is not there,
+/// another series, a time between two events).
+#[tokio::test]
+async fn a_series_point_lookup_runs_from_its_kept_physical_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let session = SqlSession::new(store.clone());
+    session
+        .query(
+            "CREATE SERIES s (KEY (region TEXT, balloon BIGINT), TIME ts, p DOUBLE) \
+             LAYOUT BUCKET '1 day' CELL PER EVENT",
+        )
+        .await
+        .unwrap();
+    let mut values = Vec::new();
+    for (region, balloon) in [("eu", 1), ("eu", 2), ("us", 1)] {
+        for minute in 0..30 {
+            values.push(format!(
+                "('{region}', {balloon}, TIMESTAMP '2024-01-01 23:{minute:02}:00', {minute}.{balloon})"
+            ));
+        }
+    }
+    session
+        .query(&format!("INSERT INTO s VALUES {}", values.join(", ")))
+        .await
+        .unwrap();
+    let lookups = [
+        ("eu", 1, "23:05:00"),
+        ("eu", 2, "23:29:00"),
+        ("us", 1, "23:00:00"),
+        ("us", 2, "23:00:00"),
+        ("eu", 1, "23:05:30"),
+        ("eu", 2, "23:31:00"),
+        ("us", 1, "23:17:00"),
+    ];
+    for (region, balloon, time) in lookups {
+        let sql = format!(
+            "SELECT CAST(ts AS BIGINT) AS t, p FROM s WHERE region = '{region}' \
+             AND balloon = {balloon} AND ts = TIMESTAMP '2024-01-01 {time}'"
+        );
+        let afresh = SqlSession::new(store.clone());
+        assert_eq!(
+            answer(&session, &sql).await,
+            answer(&afresh, &sql).await,
+            "{sql}"
+        );
+    }
+    assert_eq!(stat(&session, "plans_rebound").await, 5);
+}
