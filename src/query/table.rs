@@ -113,7 +113,20 @@ impl CellarTable {
         if self.column_events().is_some() {
             return None;
         }
-        let spec = scan_spec(
+        let spec = self.scan_spec(state, projection, filters, limit).ok()?;
+        leaf.rebound(spec)
+    }
+
+    /// What a scan of this table (not a column-per-event series') reads
+    /// for `filters`: see [`scan_spec`].
+    fn scan_spec(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<super::plan::ScanSpec> {
+        scan_spec(
             &self.store,
             &self.layout,
             state,
@@ -122,8 +135,6 @@ impl CellarTable {
             limit,
             false,
         )
-        .ok()?;
-        leaf.rebound(spec)
     }
 
     /// A scan of the `_key` of the rows matching every filter, each
@@ -280,15 +291,7 @@ impl TableProvider for CellarTable {
         if let Some(events) = self.column_events() {
             return events.scan(state, projection, filters, limit).await;
         }
-        let spec = scan_spec(
-            &self.store,
-            &self.layout,
-            state,
-            projection.cloned(),
-            filters,
-            limit,
-            false,
-        )?;
+        let spec = self.scan_spec(state, projection, filters, limit)?;
         Ok(Arc::new(KeyScanExec::new(spec)))
     }
 

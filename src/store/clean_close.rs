@@ -204,8 +204,8 @@ impl FjallStore {
             // table's keyspaces hold writes too).
             for name in db.list_keyspace_names() {
                 if db.keyspace_exists(&name) {
-                    db.keyspace(&name, KeyspaceCreateOptions::default)?
-                        .rotate_memtable_and_wait()?;
+                    let keyspace = db.keyspace(&name, KeyspaceCreateOptions::default)?;
+                    super::keyspaces::write_out(&keyspace)?;
                 }
             }
             self.flush()?;

@@ -163,7 +163,7 @@ impl FjallStore {
         // folding an AUTO family): a read begun after the two had run
         // side by side was seen to miss the cells a later step folded.
         let _one = super::commit::lock(&self.inner.merges);
-        keyspace.rotate_memtable_and_wait()?;
+        super::keyspaces::write_out(keyspace)?;
         // fjall moves the mark below which a merge may drop deleted and
         // overwritten versions only now and then (on a memtable rotation
         // that found one to seal, every 10 000 snapshots, when an

@@ -22,8 +22,9 @@
 //! new one). Numbers then only grow across reopens, and none is reused.
 
 use crate::error::Result;
-use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use fjall::{AbstractTree, Database, Keyspace, KeyspaceCreateOptions};
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// Names of guard keyspaces start with this (table keyspaces with `f`,
 /// the catalog is `catalog`).
@@ -86,8 +87,27 @@ impl Guard {
         // counted in fjall's write buffer while any handle holds it, and
         // the checkpoint at close waits for that buffer to empty (a store
         // closed after a DROP TABLE took 1.5 s more).
-        keyspace.rotate_memtable_and_wait()?;
+        write_out(&keyspace)?;
         db.delete_keyspace(keyspace)?;
         Ok(())
     }
 }
+
+/// Writes `keyspace`'s memtable out to a table and waits for it, for
+/// [`FLUSH_WAIT`] at most. fjall's own wait (`rotate_memtable_and_wait`)
+/// has no bound: once, its flush of a sealed memtable never came (the
+/// flush worker idle, the memtable still sealed), and the background
+/// compaction deleting a keyspace, and the store's close waiting for it,
+/// were stuck for good.
+pub(super) fn write_out(keyspace: &Keyspace) -> Result<()> {
+    if keyspace.rotate_memtable()? {
+        let deadline = Instant::now() + FLUSH_WAIT;
+        while keyspace.tree.sealed_memtable_count() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    Ok(())
+}
+
+/// How long [`write_out`] waits for a memtable to be written out.
+const FLUSH_WAIT: Duration = Duration::from_secs(5);
