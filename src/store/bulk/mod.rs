@@ -301,11 +301,22 @@ impl FjallStore {
     /// (before any row lock is taken: it is a catalog change).
     fn blocks_for_load(&self, table: &str, batch: &CellBatch, valid: &[usize]) -> Result<()> {
         let tall = valid.len() >= INGEST_MIN_ROWS && runs(valid).is_some();
-        if !tall && !wide_rows(batch, valid) {
+        // (Wide rows go into blocks only in an AUTO family: see
+        // [`wide_for_blocks`].)
+        let wide = !tall && wide_rows(batch, valid);
+        if !tall && !wide {
             return Ok(());
         }
+        let handle = self.handle(table)?;
         for family in &batch.families {
-            self.ensure_blocks(table, family)?;
+            let auto = handle
+                .def
+                .families
+                .iter()
+                .any(|f| &f.name == family && f.format == FamilyFormat::Auto);
+            if tall || auto {
+                self.ensure_blocks(table, family)?;
+            }
         }
         Ok(())
     }
@@ -346,7 +357,8 @@ impl FjallStore {
     /// the family's blocks, cut where a row not among them comes between
     /// two (a row the family holds, whose new cells are cells) and where
     /// the batch's runs meet (see [`runs`]). `direct`: the pairs of rows
-    /// `valid` in order, row `i`'s ending at `ends[i]`. Returns the other
+    /// `valid` in order, row `i`'s ending at `ends[i]`; `snapshot`: the
+    /// one taken under the rows' locks. Returns the other
     /// rows' pairs, as cells, for the caller to write (each row is in one
     /// of the two writes, whole), and how many rows they are; `None`,
     /// with nothing written, when no row can go into blocks (rows encoded
@@ -376,7 +388,11 @@ impl FjallStore {
         };
         let format = table.formats[0];
         let (own, blocks) = (&table.keyspaces[0], table.blocks[0].as_ref());
-        if !format.holds_no_rows(snapshot, own, blocks, key(first), key(last))? {
+        // Rows chosen ahead of the row locks (`fresh.wide` empty) may be
+        // stored by now; rows chosen under them were chosen with
+        // `snapshot`.
+        let ahead = fresh.wide.is_some_and(<[bool]>::is_empty);
+        if ahead && !format.holds_no_rows(snapshot, own, blocks, key(first), key(last))? {
             let mut still = Vec::with_capacity(chosen.len());
             for i in chosen {
                 if format.holds_no_rows(snapshot, own, blocks, key(i), key(i))? {
