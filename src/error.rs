@@ -306,3 +306,35 @@ pub fn engine_words(e: &fjall::Error) -> String {
         _ => "the storage engine could not recover one of its files".to_string(),
     }
 }
+
+impl Error {
+    /// The gRPC code of the error, for the servers' faces (Flight and
+    /// Bigtable): bad values and names are the client's (INVALID_ARGUMENT,
+    /// NOT_FOUND, ALREADY_EXISTS), a failing disk or a bug the server's
+    /// (INTERNAL), limits and conflicts their own codes.
+    pub fn grpc_code(&self) -> tonic::Code {
+        use Error as E;
+        use tonic::Code;
+        match self {
+            E::AtRow { error, .. } => error.grpc_code(),
+            E::TableNotFound { .. } | E::FamilyNotFound { .. } => Code::NotFound,
+            E::TableExists { .. } | E::FamilyExists { .. } => Code::AlreadyExists,
+            E::StoreInUse { .. } => Code::Unavailable,
+            E::QueryCancelled { .. } => Code::Cancelled,
+            E::QueryTimedOut { .. } => Code::DeadlineExceeded,
+            E::PermissionDenied { .. } => Code::PermissionDenied,
+            E::WriteConflict { .. } => Code::Aborted,
+            E::TableDamaged { .. } => Code::FailedPrecondition,
+            E::Remote { .. } => Code::Unavailable,
+            E::Storage(_)
+            | E::StoreDamaged { .. }
+            | E::JournalDamaged { .. }
+            | E::DamagedData { .. }
+            | E::Io(_)
+            | E::Corrupt { .. }
+            | E::UnsupportedFormat { .. }
+            | E::Internal(_) => Code::Internal,
+            _ => Code::InvalidArgument,
+        }
+    }
+}

@@ -24,6 +24,8 @@
 mod address;
 #[cfg(feature = "bigtable")]
 mod bigtable;
+#[cfg(feature = "bigtable")]
+pub mod bigtable_server;
 mod codec;
 mod distributed;
 mod error;

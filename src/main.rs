@@ -224,13 +224,21 @@ type ServeArgs = (
     PathBuf,
     cellar::StoreOptions,
     cellar::SessionOptions,
-    std::net::SocketAddr,
+    Listen,
     cellar::flight::ServeOptions,
     Option<String>,
 );
 
+/// Where `cellar serve` listens: the Flight face, the Bigtable face, or both.
+#[derive(Debug, Clone, Copy)]
+struct Listen {
+    flight: Option<std::net::SocketAddr>,
+    bigtable: Option<std::net::SocketAddr>,
+}
+
 const SERVE_USAGE: &str =
     "usage: cellar serve [--store DIR | --bigtable INSTANCE] [--addr HOST:PORT]
+                    [--bigtable-addr HOST:PORT]
                     [--user NAME] [--password-file FILE] [--token-file FILE]
                     [--users FILE] [--files-dir DIR] [--files-dir-rw DIR]
                     [--tls-cert FILE --tls-key FILE]
@@ -239,7 +247,13 @@ Serves a store over Arrow Flight SQL (default address 127.0.0.1:32010).
   --store DIR          the store directory (default as for the shell)
   --bigtable INSTANCE  serve a Cloud Bigtable instance (projects/P/instances/I)
                        instead (builds with --features bigtable)
-  --addr HOST:PORT     where to listen; port 0 picks a free port
+  --addr HOST:PORT     where to listen; port 0 picks a free port; `none`
+                       serves no Flight SQL (with --bigtable-addr)
+  --bigtable-addr HOST:PORT
+                       also serve the Bigtable Data and Table Admin APIs
+                       there (builds with --features bigtable): Bigtable
+                       clients and cbt connect with
+                       BIGTABLE_EMULATOR_HOST=HOST:PORT
   --user NAME          require this user; its password comes from
                        --password-file FILE or CELLAR_PASSWORD
   --token-file FILE    also accept this bearer token (or CELLAR_TOKEN)
@@ -281,6 +295,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
     let mut limits = cellar::flight::ConnLimits::default();
     let mut session_options = default_session_options();
     let mut addr = "127.0.0.1:32010".to_string();
+    let mut bigtable_addr = None;
     let mut ballista = None;
     let (mut user, mut password, mut token) = (None, None, None);
     let mut credentials = cellar::flight::Credentials::default();
@@ -297,6 +312,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--store",
             "--bigtable",
             "--addr",
+            "--bigtable-addr",
             "--user",
             "--password-file",
             "--token-file",
@@ -325,6 +341,7 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
             "--store" => store = PathBuf::from(value),
             "--bigtable" => store_options.bigtable = Some(value),
             "--addr" => addr = value,
+            "--bigtable-addr" => bigtable_addr = Some(value),
             "--ballista" => ballista = Some(value),
             "--user" => user = Some(value),
             "--password-file" => password = Some(read_secret(&value, "password")?),
@@ -386,9 +403,29 @@ fn serve_options(args: Vec<String>) -> Result<Option<ServeArgs>, String> {
         (None, None) => None,
         _ => return Err("TLS needs both --tls-cert FILE and --tls-key FILE".to_string()),
     };
-    let addr = addr
-        .parse()
-        .map_err(|e| format!("--addr {addr:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:32010)"))?;
+    let flight = if addr == "none" {
+        None
+    } else {
+        Some(addr.parse().map_err(|e| {
+            format!("--addr {addr:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:32010, or none)")
+        })?)
+    };
+    let bigtable = match bigtable_addr {
+        None => None,
+        Some(_) if !cfg!(feature = "bigtable") => {
+            return Err(
+                "--bigtable-addr: this cellar was built without the Bigtable face; build it with --features bigtable"
+                    .to_string(),
+            );
+        }
+        Some(a) => Some(a.parse().map_err(|e| {
+            format!("--bigtable-addr {a:?}: {e} (expected HOST:PORT, e.g. 127.0.0.1:8086)")
+        })?),
+    };
+    if flight.is_none() && bigtable.is_none() {
+        return Err("--addr none serves nothing: add --bigtable-addr HOST:PORT".to_string());
+    }
+    let addr = Listen { flight, bigtable };
     credentials.user = user;
     credentials.token = token;
     session_options.files = cellar::FileAccess::Confined(files_dirs);
@@ -413,7 +450,7 @@ fn run_server(
     store: PathBuf,
     store_options: cellar::StoreOptions,
     session_options: cellar::SessionOptions,
-    addr: std::net::SocketAddr,
+    addr: Listen,
     options: cellar::flight::ServeOptions,
     ballista: Option<String>,
 ) -> ExitCode {
@@ -462,10 +499,21 @@ fn run_server(
                 session
             }
         };
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-        let bound = listener.local_addr().map_err(|e| e.to_string())?;
+        let bind = |addr: std::net::SocketAddr| async move {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+            let bound = listener.local_addr().map_err(|e| e.to_string())?;
+            Ok::<_, String>((listener, bound))
+        };
+        let flight = match addr.flight {
+            Some(a) => Some(bind(a).await?),
+            None => None,
+        };
+        let bigtable = match addr.bigtable {
+            Some(a) => Some(bind(a).await?),
+            None => None,
+        };
         let scheme = if options.tls.is_some() {
             "grpc+tls"
         } else {
@@ -487,20 +535,41 @@ fn run_server(
             ));
         }
         let auth = if ways.is_empty() {
-            if !bound.ip().is_loopback() {
-                eprintln!(
-                    "warning: serving without authentication on {bound}, which is not a loopback address: anyone who reaches it is an admin; set --user, --token-file or --users"
-                );
+            for (_, bound) in flight.iter().chain(bigtable.iter()) {
+                if !bound.ip().is_loopback() {
+                    eprintln!(
+                        "warning: serving without authentication on {bound}, which is not a loopback address: anyone who reaches it is an admin; set --user, --token-file or --users"
+                    );
+                }
             }
             "anonymous: no credentials are configured, every client is an admin".to_string()
         } else {
             ways.join(", or ")
         };
-        eprintln!(
-            "cellar Flight SQL on {scheme}://{bound}, store {} ({auth}; writes {durability})",
-            checkpoint.locator()
-        );
-        cellar::flight::serve_until(session, listener, options, stop_signal()).await
+        if let Some((_, bound)) = &flight {
+            eprintln!(
+                "cellar Flight SQL on {scheme}://{bound}, store {} ({auth}; writes {durability})",
+                checkpoint.locator()
+            );
+        }
+        if let Some((_, bound)) = &bigtable {
+            eprintln!(
+                "cellar Bigtable API on {bound} (clients: BIGTABLE_EMULATOR_HOST={bound}), store {} ({auth}; writes {durability})",
+                checkpoint.locator()
+            );
+        }
+        let stop = futures::FutureExt::shared(stop_signal());
+        let bigtable_face = serve_bigtable(bigtable, session.store().clone(), &options, stop.clone());
+        let flight_face = async {
+            match flight {
+                Some((listener, _)) => {
+                    cellar::flight::serve_until(session, listener, options.clone(), stop).await
+                }
+                None => Ok(()),
+            }
+        };
+        let (flight_served, bigtable_served) = tokio::join!(flight_face, bigtable_face);
+        flight_served.and(bigtable_served)
     });
     // Leaves nothing in the journal, so the next start opens at once.
     cellar::shell::close(&checkpoint);
@@ -515,6 +584,34 @@ fn run_server(
             ExitCode::FAILURE
         }
     }
+}
+
+/// Serves the Bigtable face, if asked for, until `stop`.
+#[cfg(feature = "bigtable")]
+async fn serve_bigtable(
+    listen: Option<(tokio::net::TcpListener, std::net::SocketAddr)>,
+    store: cellar::Store,
+    options: &cellar::flight::ServeOptions,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
+    match listen {
+        Some((listener, _)) => {
+            cellar::bigtable_server::serve_until(store, listener, options, stop).await
+        }
+        None => Ok(()),
+    }
+}
+
+/// Without the `bigtable` feature there is no Bigtable face (refused
+/// when the options are read).
+#[cfg(not(feature = "bigtable"))]
+async fn serve_bigtable(
+    _listen: Option<(tokio::net::TcpListener, std::net::SocketAddr)>,
+    _store: cellar::Store,
+    _options: &cellar::flight::ServeOptions,
+    _stop: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
+    Ok(())
 }
 
 /// `cellar check [--store DIR] [--repair]`: reads the whole store and

@@ -25,7 +25,7 @@
 //! calls on a small runtime of its own and waits for them, so it can be
 //! called from any thread, inside or outside another runtime.
 
-mod admin;
+pub(crate) mod admin;
 mod connect;
 mod read;
 mod write;

@@ -32,10 +32,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-pub use auth::{Credentials, Principal, TokenEntry, UserEntry};
+pub use auth::{Authenticator, Credentials, Principal, TokenEntry, UserEntry};
 pub use conn::ConnLimits;
 pub use guard::GuardedFlight;
 pub use ingest::{FAMILY_OPTION, ROW_KEY_OPTION};
+#[cfg(feature = "bigtable")]
+pub(crate) use request::{admitted, authenticated};
 pub use service::CellarFlightSql;
 
 use crate::sql::SqlSession;
@@ -96,6 +98,21 @@ async fn serve_service_until(
     options: &ServeOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
+    serve_grpc(listener, options, shutdown, |server| {
+        server.add_service(service.into_server())
+    })
+    .await
+}
+
+/// Serves gRPC services on a bound listener with the options' TLS and
+/// connection limits until `shutdown` completes: the Flight face's
+/// server, and the Bigtable face's (`services` adds them).
+pub(crate) async fn serve_grpc(
+    listener: tokio::net::TcpListener,
+    options: &ServeOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+    services: impl FnOnce(&mut tonic::transport::Server) -> tonic::transport::server::Router,
+) -> Result<(), String> {
     options.credentials.validate()?;
     let mut builder = tonic::transport::Server::builder();
     if let Some((cert, key)) = &options.tls {
@@ -117,7 +134,7 @@ async fn serve_service_until(
             })?;
     }
     let incoming = conn::incoming(listener, options.limits).boxed();
-    builder
+    let mut server = builder
         // Pings find connections whose peer has gone away.
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
@@ -127,8 +144,8 @@ async fn serve_service_until(
         // ingest's HTTP/2 and socket time). The windows stay at their
         // defaults, so what a connection may send ahead of the server is
         // unchanged.
-        .max_frame_size(Some(MAX_FRAME_BYTES))
-        .add_service(service.into_server())
+        .max_frame_size(Some(MAX_FRAME_BYTES));
+    services(&mut server)
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await
         .map_err(|e| e.to_string())

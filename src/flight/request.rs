@@ -22,7 +22,7 @@ use tonic::{Request, Status};
 
 /// What `conn` knows of the connection a request came on (its
 /// `extensions`), plain or TLS.
-pub(super) fn connection(extensions: &tonic::Extensions) -> Option<&conn::ConnInfo> {
+pub(crate) fn connection(extensions: &tonic::Extensions) -> Option<&conn::ConnInfo> {
     extensions.get::<conn::ConnInfo>().or_else(|| {
         extensions
             .get::<tonic::transport::server::TlsConnectInfo<conn::ConnInfo>>()
@@ -31,7 +31,7 @@ pub(super) fn connection(extensions: &tonic::Extensions) -> Option<&conn::ConnIn
 }
 
 /// UNAVAILABLE on a connection accepted over the limit only to say so.
-pub(super) fn admitted(extensions: &tonic::Extensions) -> Result<(), Status> {
+pub(crate) fn admitted(extensions: &tonic::Extensions) -> Result<(), Status> {
     match connection(extensions).and_then(conn::ConnInfo::refusal) {
         Some(refused) => Err(refused),
         None => Ok(()),
@@ -40,7 +40,7 @@ pub(super) fn admitted(extensions: &tonic::Extensions) -> Result<(), Status> {
 
 /// Marks the connection a request came on as authenticated, which lifts
 /// its deadline (see `conn`).
-pub(super) fn authenticated(extensions: &tonic::Extensions) {
+pub(crate) fn authenticated(extensions: &tonic::Extensions) {
     if let Some(info) = connection(extensions) {
         info.authenticated();
     }

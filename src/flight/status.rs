@@ -14,7 +14,7 @@ pub(super) fn status(e: &DataFusionError) -> Status {
     let text = error_line(e);
     let code = match e.find_root() {
         DataFusionError::External(inner) => match inner.downcast_ref::<crate::error::Error>() {
-            Some(cellar) => cellar_code(cellar),
+            Some(cellar) => cellar.grpc_code(),
             // Arrow and parser errors reached through other layers: values.
             None => tonic::Code::InvalidArgument,
         },
@@ -42,33 +42,6 @@ pub(super) fn status(e: &DataFusionError) -> Status {
         _ => tonic::Code::Internal,
     };
     Status::new(code, text)
-}
-
-/// The gRPC code of one of cellar's own errors.
-fn cellar_code(e: &crate::error::Error) -> tonic::Code {
-    use crate::error::Error as E;
-    use tonic::Code;
-    match e {
-        E::AtRow { error, .. } => cellar_code(error),
-        E::TableNotFound { .. } | E::FamilyNotFound { .. } => Code::NotFound,
-        E::TableExists { .. } | E::FamilyExists { .. } => Code::AlreadyExists,
-        E::StoreInUse { .. } => Code::Unavailable,
-        E::QueryCancelled { .. } => Code::Cancelled,
-        E::QueryTimedOut { .. } => Code::DeadlineExceeded,
-        E::PermissionDenied { .. } => Code::PermissionDenied,
-        E::WriteConflict { .. } => Code::Aborted,
-        E::TableDamaged { .. } => Code::FailedPrecondition,
-        E::Remote { .. } => Code::Unavailable,
-        E::Storage(_)
-        | E::StoreDamaged { .. }
-        | E::JournalDamaged { .. }
-        | E::DamagedData { .. }
-        | E::Io(_)
-        | E::Corrupt { .. }
-        | E::UnsupportedFormat { .. }
-        | E::Internal(_) => Code::Internal,
-        _ => Code::InvalidArgument,
-    }
 }
 
 pub(super) fn flight_status(e: FlightError) -> Status {

@@ -1,5 +1,8 @@
-//! Google's Bigtable emulator (`cbtemulator`) as a test fixture: started on
-//! a free loopback port, stopped when dropped.
+//! A Bigtable server as a test fixture: Google's emulator (`cbtemulator`)
+//! or cellar's own Bigtable face over a store in a temporary directory
+//! (`cellar serve --bigtable-addr`, run in this process), each on a free
+//! loopback port and stopped when dropped. The tests of the Bigtable
+//! backend run against both.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -31,11 +34,23 @@ pub fn binary() -> Option<PathBuf> {
 /// (see `Emulator::start`).
 pub const GOGC: &str = "400";
 
-/// A running emulator.
+/// A running Bigtable server.
 pub struct Emulator {
-    child: Child,
+    running: Running,
     /// `127.0.0.1:port`.
     pub host: String,
+}
+
+enum Running {
+    /// Google's emulator, a process.
+    Google(Child),
+    /// cellar's Bigtable face on a thread of this process.
+    Cellar {
+        stop: Option<tokio::sync::oneshot::Sender<()>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+        /// The store's directory, removed last.
+        _dir: tempfile::TempDir,
+    },
 }
 
 impl Emulator {
@@ -82,7 +97,49 @@ impl Emulator {
             .filter(|h| h.contains(':'))
             .unwrap_or_else(|| panic!("no address in the emulator's banner {line:?}"))
             .to_string();
-        Some(Emulator { child, host })
+        Some(Emulator {
+            running: Running::Google(child),
+            host,
+        })
+    }
+
+    /// cellar's own Bigtable face over a new store (always available).
+    #[allow(dead_code, reason = "each test crate uses the parts it needs")]
+    pub fn cellar() -> Emulator {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = cellar::Store::open(dir.path()).expect("a new store");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("a free port");
+                bound_tx
+                    .send(listener.local_addr().expect("its address"))
+                    .expect("the test waits");
+                let options = cellar::flight::ServeOptions::default();
+                cellar::bigtable_server::serve_until(store, listener, &options, async {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("the Bigtable face serves");
+            });
+        });
+        let host = bound_rx.recv().expect("the face's address").to_string();
+        Emulator {
+            running: Running::Cellar {
+                stop: Some(stop),
+                thread: Some(thread),
+                _dir: dir,
+            },
+            host,
+        }
     }
 
     /// The endpoint for `BigtableStore::connect`.
@@ -93,7 +150,10 @@ impl Emulator {
     /// The emulator's process id (a benchmark reads its CPU time).
     #[allow(dead_code, reason = "each test crate uses the parts it needs")]
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        match &self.running {
+            Running::Google(child) => child.id(),
+            Running::Cellar { .. } => std::process::id(),
+        }
     }
 
     /// A `cbt` command against this emulator and instance `projects/p/instances/i`.
@@ -109,7 +169,19 @@ impl Emulator {
 
 impl Drop for Emulator {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        match &mut self.running {
+            Running::Google(child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Running::Cellar { stop, thread, .. } => {
+                if let Some(stop) = stop.take() {
+                    let _ = stop.send(());
+                }
+                if let Some(thread) = thread.take() {
+                    let _ = thread.join();
+                }
+            }
+        }
     }
 }

@@ -1,6 +1,9 @@
-//! The Cloud Bigtable backend against Google's emulator: the store's
-//! operations, SQL through a session, and a round trip with `cbt`.
-//! Skipped, with the reason printed, where the emulator is not installed.
+//! The Cloud Bigtable backend against a Bigtable server: the store's
+//! operations, SQL through a session, and a round trip with `cbt`. Each
+//! test runs twice: against Google's emulator (skipped, with the reason
+//! printed, where it is not installed) and against cellar's own Bigtable
+//! face (`cellar serve --bigtable-addr`) over an embedded store, so the
+//! face is held to what the emulator does for the same client.
 
 #![cfg(feature = "bigtable")]
 #![allow(
@@ -39,6 +42,60 @@ fn cbt(emulator: &Emulator, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs a test of the Bigtable backend against Google's emulator (skipped
+/// where it is not installed) and against cellar's own Bigtable face.
+macro_rules! on_both_servers {
+    ($name:ident) => {
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn google_emulator() {
+                if let Some(emulator) = Emulator::start() {
+                    super::$name(&emulator);
+                }
+            }
+
+            #[test]
+            fn cellar_bigtable_face() {
+                super::$name(&Emulator::cellar());
+            }
+        }
+    };
+    ($name:ident, async, $threads:literal) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
+            async fn google_emulator() {
+                if let Some(emulator) = Emulator::start() {
+                    super::$name(&emulator).await;
+                }
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = $threads)]
+            async fn cellar_bigtable_face() {
+                super::$name(&Emulator::cellar()).await;
+            }
+        }
+    };
+}
+
+on_both_servers!(the_store_operations_keep_their_meaning_on_bigtable);
+on_both_servers!(
+    sql_runs_on_bigtable_and_cbt_sees_the_guides_layout,
+    async,
+    2
+);
+on_both_servers!(the_demo_runs_on_bigtable_without_packed_families);
+on_both_servers!(
+    a_series_in_hour_buckets_reads_and_aggregates_on_bigtable,
+    async,
+    2
+);
+on_both_servers!(a_slow_reader_of_a_long_scan_keeps_its_connection);
+on_both_servers!(concurrent_updates_on_bigtable_lose_nothing, async, 4);
+
 fn set(family: &str, qualifier: &str, ts: i64, value: &str) -> Mutation {
     Mutation::set_at(family, qualifier, ts, value)
 }
@@ -67,12 +124,8 @@ fn values(store: &Store, table: &str, request: ReadRequest) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn the_store_operations_keep_their_meaning_on_bigtable() {
-    let Some(emulator) = Emulator::start() else {
-        return;
-    };
-    let store = open(&emulator);
+fn the_store_operations_keep_their_meaning_on_bigtable(emulator: &Emulator) {
+    let store = open(emulator);
     store
         .create_table(
             TableSpec::new("t")
@@ -213,7 +266,7 @@ fn the_store_operations_keep_their_meaning_on_bigtable() {
     assert_eq!(row.cells[0].value, 5i64.to_be_bytes());
     // The catalog survives a new connection; ALTER maps to the admin API.
     drop(store);
-    let store = open(&emulator);
+    let store = open(emulator);
     let def = store.table("t").unwrap();
     assert_eq!(def.metadata["note"], "kept");
     assert_eq!(def.families[0].gc, GcPolicy::MaxVersions(2));
@@ -245,12 +298,8 @@ fn the_store_operations_keep_their_meaning_on_bigtable() {
     assert!(store.list_tables().is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sql_runs_on_bigtable_and_cbt_sees_the_guides_layout() {
-    let Some(emulator) = Emulator::start() else {
-        return;
-    };
-    let store = open(&emulator);
+async fn sql_runs_on_bigtable_and_cbt_sees_the_guides_layout(emulator: &Emulator) {
+    let store = open(emulator);
     let session = SqlSession::new(store.clone());
     session
         .query(
@@ -302,12 +351,12 @@ async fn sql_runs_on_bigtable_and_cbt_sees_the_guides_layout() {
     assert!(got.contains("| s2     | 2026-01-01 | 20.0 |"), "{got}");
     assert!(!got.contains("2026-01-02"), "{got}");
     // cbt sees the row keys, family and qualifiers as the guides lay them out.
-    let text = cbt(&emulator, &["read", "readings"]);
+    let text = cbt(emulator, &["read", "readings"]);
     assert!(text.contains("s1#2026-01-01"), "{text}");
     assert!(text.contains("m:temp"), "{text}");
     // A row written with cbt reads through SQL.
     cbt(
-        &emulator,
+        emulator,
         &["set", "readings", "s3#2026-01-05", "m:note=from-cbt"],
     );
     let got = show(
@@ -326,7 +375,7 @@ async fn sql_runs_on_bigtable_and_cbt_sees_the_guides_layout() {
         &["set", "readings", "s3#2026-01-05", "x:q=extra"],
         &["set", "readings", "s4#2026-01-06", "x:q=only-x"],
     ] {
-        cbt(&emulator, args);
+        cbt(emulator, args);
     }
     for sql in [
         "SELECT sensor, day, note FROM readings ORDER BY sensor, day",
@@ -344,7 +393,7 @@ async fn sql_runs_on_bigtable_and_cbt_sees_the_guides_layout() {
     );
     assert!(got.contains("| 3 |"), "{got}");
     // cellar's schema is where a Bigtable user can read it.
-    let text = cbt(&emulator, &["read", cellar::CATALOG_TABLE]);
+    let text = cbt(emulator, &["read", cellar::CATALOG_TABLE]);
     assert!(text.contains("table/readings"), "{text}");
 }
 
@@ -364,11 +413,7 @@ async fn opening_nothing_or_a_bad_name_says_what_and_where() {
     );
 }
 
-#[test]
-fn the_demo_runs_on_bigtable_without_packed_families() {
-    let Some(emulator) = Emulator::start() else {
-        return;
-    };
+fn the_demo_runs_on_bigtable_without_packed_families(emulator: &Emulator) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_cellar"))
         .args(["demo", "--bigtable", INSTANCE, "--format", "csv"])
         .args(["-c", "SELECT count(*) FROM weather"])
@@ -384,7 +429,7 @@ fn the_demo_runs_on_bigtable_without_packed_families() {
     );
     // Four locations, two balloons, a hundred minutes.
     assert!(stdout.contains("800"), "{stdout}");
-    let store = open(&emulator);
+    let store = open(emulator);
     let formats: Vec<FamilyFormat> = store
         .list_tables()
         .iter()
@@ -399,12 +444,8 @@ fn the_demo_runs_on_bigtable_without_packed_families() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_series_in_hour_buckets_reads_and_aggregates_on_bigtable() {
-    let Some(emulator) = Emulator::start() else {
-        return;
-    };
-    let session = SqlSession::new(open(&emulator));
+async fn a_series_in_hour_buckets_reads_and_aggregates_on_bigtable(emulator: &Emulator) {
+    let session = SqlSession::new(open(emulator));
     session
         .query(
             "CREATE SERIES w (KEY (location TEXT, balloon INT(5)), TIME ts, pressure BIGINT) \
@@ -443,18 +484,14 @@ async fn a_series_in_hour_buckets_reads_and_aggregates_on_bigtable() {
         "{got}"
     );
     // The guide's layout: one row per series and hour, a cell per event.
-    assert_eq!(cbt(&emulator, &["count", "w"]).trim(), "3");
+    assert_eq!(cbt(emulator, &["count", "w"]).trim(), "3");
 }
 
 /// A long scan of small rows read slower than Bigtable sends them: the
 /// connection must hold (h2 once closed it with ENHANCE_YOUR_CALM when the
 /// small frames waiting to be read outgrew its budget).
-#[test]
-fn a_slow_reader_of_a_long_scan_keeps_its_connection() {
-    let Some(emulator) = Emulator::start() else {
-        return;
-    };
-    let store = open(&emulator);
+fn a_slow_reader_of_a_long_scan_keeps_its_connection(emulator: &Emulator) {
+    let store = open(emulator);
     store
         .create_table(TableSpec::new("many").family(FamilySpec::new("f")))
         .unwrap();
@@ -499,12 +536,8 @@ fn cloud_bigtable_without_credentials_says_where_they_come_from() {
 /// (CheckAndMutateRow) and tries again when another client changed the
 /// row in between: 4 clients × 50 increments of one counter, of a BIGINT
 /// kept as text and of a computed expression each end at exactly 200.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_updates_on_bigtable_lose_nothing() {
-    let Some(emulator) = Emulator::start() else {
-        return;
-    };
-    let store = open(&emulator);
+async fn concurrent_updates_on_bigtable_lose_nothing(emulator: &Emulator) {
+    let store = open(emulator);
     let session = SqlSession::new(store.clone());
     session
         .query("CREATE TABLE c (FAMILY f, n BIGINT IN f, t BIGINT AS TEXT IN f, m BIGINT IN f)")

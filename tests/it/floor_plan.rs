@@ -29,6 +29,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("distributed", &["store", "schema", "proto", "query", "sql"]),
     ("shell", &["store", "schema", "sql"]),
     ("flight", &["store", "schema", "sql"]),
+    // The Bigtable face: the store's API for Bigtable clients, with the
+    // Flight face's callers and connection limits.
+    ("bigtable_server", &["store", "bigtable", "sql", "flight"]),
 ];
 
 /// The leaves every module may import.
