@@ -145,14 +145,25 @@ fn value_timestamp(value: Option<&data::Value>) -> Result<Option<i64>, Status> {
     }
 }
 
+/// Now, in microseconds of whole milliseconds.
+fn server_time() -> i64 {
+    let now = crate::store::now_micros();
+    now - now.rem_euclid(1000)
+}
+
 /// One of Bigtable's mutations as cellar's.
 pub fn mutation(m: &data::Mutation) -> Result<Mutation, Status> {
     Ok(match &m.mutation {
         Some(M::SetCell(set)) => Mutation::SetCell {
             family: set.family_name.clone(),
             qualifier: set.column_qualifier.clone(),
-            // -1: the server's clock.
-            timestamp: (set.timestamp_micros != -1).then_some(set.timestamp_micros),
+            // -1: the server's clock, in whole milliseconds as Bigtable's
+            // (a table's granularity is MILLIS).
+            timestamp: Some(if set.timestamp_micros == -1 {
+                server_time()
+            } else {
+                set.timestamp_micros
+            }),
             value: set.value.clone(),
         },
         Some(M::DeleteFromColumn(d)) => Mutation::DeleteCells {
@@ -303,7 +314,16 @@ mod tests {
                 value: b"v".to_vec(),
             })),
         };
-        assert_eq!(mutation(&set).unwrap(), Mutation::set("cf", "q", "v"));
+        let before = crate::store::now_micros();
+        let Mutation::SetCell { timestamp, .. } = mutation(&set).unwrap() else {
+            panic!("a set cell");
+        };
+        let ts = timestamp.unwrap();
+        assert_eq!(ts % 1000, 0, "{ts}");
+        assert!(
+            ts >= before - 1000 && ts <= crate::store::now_micros(),
+            "{ts}"
+        );
         let add = data::Mutation {
             mutation: Some(M::AddToCell(data::mutation::AddToCell {
                 family_name: "sums".into(),

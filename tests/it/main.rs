@@ -24,6 +24,8 @@ mod auto_format;
 mod ballista;
 #[cfg(feature = "bigtable")]
 mod bigtable;
+#[cfg(feature = "bigtable")]
+mod bigtable_face;
 mod crash;
 mod flight;
 mod flight_kill;
