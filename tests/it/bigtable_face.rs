@@ -786,3 +786,131 @@ async fn one_store_has_two_faces() {
         .to_string();
     assert!(gone.contains("made_by_api"), "{gone}");
 }
+
+/// `cellar serve --addr none --bigtable-addr 127.0.0.1:0` over a new store:
+/// the process and the address its banner gives Bigtable clients.
+fn serve_bigtable_only(dir: &std::path::Path) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cellar"))
+        .args(["serve", "--addr", "none", "--bigtable-addr", "127.0.0.1:0"])
+        .arg("--store")
+        .arg(dir.join("store"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    std::io::BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let host = banner
+        .split("BIGTABLE_EMULATOR_HOST=")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no Bigtable address in {banner:?}"))
+        .to_string();
+    assert!(banner.contains("cellar Bigtable API on"), "{banner}");
+    (child, host)
+}
+
+/// Google's `cbt` command: a table, families and a GC policy, writes,
+/// reads, counts, deletes, through the binary's Bigtable face.
+#[test]
+fn cbt_works_against_cellar_serve() {
+    let Some(cbt) = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("cbt"))
+            .find(|p| p.is_file())
+    }) else {
+        crate::skip::skip(
+            "bigtable_face::cbt_works_against_cellar_serve",
+            "cbt (Google's Bigtable command) is not installed",
+            "install the gcloud SDK's cbt component",
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, host) = serve_bigtable_only(dir.path());
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&cbt)
+            .env("BIGTABLE_EMULATOR_HOST", &host)
+            .args(["-project", "p", "-instance", "i"])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let ok = |args: &[&str]| {
+        let (success, stdout, stderr) = run(args);
+        assert!(success, "cbt {args:?}: {stderr}");
+        stdout
+    };
+    ok(&["createtable", "t"]);
+    ok(&["createfamily", "t", "cf"]);
+    ok(&["setgcpolicy", "t", "cf", "maxversions=2"]);
+    assert!(ok(&["ls"]).lines().any(|l| l == "t"));
+    let families = ok(&["ls", "t"]);
+    assert!(families.contains("versions() > 2"), "{families}");
+    for v in ["a", "b", "c"] {
+        ok(&["set", "t", "r1", &format!("cf:q={v}")]);
+    }
+    ok(&["set", "t", "r2", "cf:q=x", "cf:z=y"]);
+    let all = ok(&["read", "t"]);
+    // Two versions kept of r1's three.
+    assert!(
+        all.contains("\"c\"") && all.contains("\"b\"") && !all.contains("\"a\""),
+        "{all}"
+    );
+    let one = ok(&["read", "t", "prefix=r2", "columns=cf:z"]);
+    assert!(one.contains("cf:z") && !one.contains("cf:q"), "{one}");
+    assert!(ok(&["lookup", "t", "r2"]).contains("\"y\""));
+    assert_eq!(ok(&["count", "t"]).trim(), "2");
+    ok(&["deleterow", "t", "r1"]);
+    assert_eq!(ok(&["count", "t"]).trim(), "1");
+    ok(&["deleteallrows", "t"]);
+    assert_eq!(ok(&["count", "t"]).trim(), "0");
+    let (success, _, stderr) = run(&["read", "nosuch"]);
+    assert!(
+        !success && stderr.contains("NotFound") && stderr.contains("nosuch"),
+        "{stderr}"
+    );
+    ok(&["deletetable", "t"]);
+    assert!(!ok(&["ls"]).lines().any(|l| l == "t"));
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+/// Google's Python client library (`google-cloud-bigtable`) through the
+/// binary's Bigtable face: tests/python/bigtable_client.py.
+#[test]
+fn googles_python_client_works_against_cellar_serve() {
+    let Some(python) = std::env::var_os("CELLAR_PYTHON") else {
+        crate::skip::skip(
+            "bigtable_face::googles_python_client_works_against_cellar_serve",
+            "CELLAR_PYTHON (a Python with google-cloud-bigtable) is not set",
+            "run ./scripts/test, which sets up the virtual environment",
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, host) = serve_bigtable_only(dir.path());
+    let out = std::process::Command::new(python)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/bigtable_client.py"
+        ))
+        .env("BIGTABLE_EMULATOR_HOST", &host)
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with("ok"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
