@@ -17,6 +17,10 @@
 //! written against Google's Bigtable emulator instead, each file on an
 //! instance of its own, except the files of [`BIGTABLE_SKIPS`], each with
 //! the reason. Without the emulator installed it says so and passes.
+//! `--backend bigtable-face` runs them the same way on the Bigtable backend
+//! over cellar's own Bigtable face (a face over a fresh embedded store per
+//! file, with the same skips): the guides' examples through the Bigtable
+//! API, answers compared with the embedded store's.
 //!
 //! `cargo test --test sqllogictest -- --complete` rewrites the expected
 //! output of the files from what cellar returns now (review the diff!).
@@ -66,14 +70,11 @@ const LAYOUTS: [&str; 11] = [
 /// Files that do not run on Bigtable, and why (what they test is a
 /// feature of the embedded store; the Bigtable backend refuses it with an
 /// error saying so).
-const BIGTABLE_SKIPS: [(&str, &str); 8] = [
+const BIGTABLE_SKIPS: [(&str, &str); 6] = [
     (
         "aggregates.slt",
-        "aggregate families (SUM, MIN, MAX, HLL) are not mapped to Bigtable's aggregate types yet",
-    ),
-    (
-        "coarse_buckets.slt",
-        "its sales table is a SUM family (aggregate families are not mapped yet)",
+        "its HLL families: Bigtable keeps HyperLogLog++ sketches in a format of its own \
+         (SUM, MIN and MAX families run on Bigtable: tests/it/bigtable.rs, coarse_buckets.slt)",
     ),
     (
         "packed.slt",
@@ -88,16 +89,13 @@ const BIGTABLE_SKIPS: [(&str, &str); 8] = [
         "ALTER ... SET FORMAT PACKED: PACKED is a format of the embedded store",
     ),
     (
+        "events.slt",
+        "it ends with ALTER SERIES ... SET LAYOUT, which needs a table rename Bigtable does not have; \
+         and its COLUMN PER EVENT layouts' INSERTs fail their conditional writes on Bigtable (under study)",
+    ),
+    (
         "series.slt",
         "its series are FORMAT PACKED, and ALTER SERIES ... SET LAYOUT needs a table rename Bigtable does not have",
-    ),
-    (
-        "weather_balloons.slt",
-        "it writes cells at now(), in microseconds; Bigtable keeps milliseconds and refuses them",
-    ),
-    (
-        "events.slt",
-        "its events fall on microseconds (12:59:59.999999, at an hour's edge); Bigtable keeps milliseconds",
     ),
 ];
 
@@ -109,6 +107,11 @@ enum Backend {
     /// A fresh instance per file on the emulator at this endpoint.
     #[cfg(feature = "bigtable")]
     Bigtable(Arc<str>),
+    /// The Bigtable backend over cellar's own Bigtable face: a fresh face
+    /// over a fresh embedded store per file (the face serves one store
+    /// whatever the instance, so files do not share one).
+    #[cfg(feature = "bigtable")]
+    Face,
 }
 
 /// Numbers the Bigtable instances of a run.
@@ -123,6 +126,9 @@ struct CellarDb {
     layout: Option<&'static str>,
     /// The store's directory; its `files` folder is `__TMP__` in a file.
     dir: tempfile::TempDir,
+    /// The Bigtable face the session's store reaches, stopped after it.
+    #[cfg(feature = "bigtable")]
+    _server: Option<emulator::Emulator>,
 }
 
 /// Where `__DATA__` in a file points: tests/data.
@@ -337,6 +343,8 @@ impl sqllogictest::AsyncDB for CellarDb {
 
 fn open(backend: &Backend, swapped: bool, layout: Option<&'static str>) -> CellarDb {
     let dir = tempfile::tempdir().unwrap();
+    #[cfg(feature = "bigtable")]
+    let mut server = None;
     let store = match backend {
         Backend::Fjall => {
             let options = cellar::StoreOptions {
@@ -347,6 +355,13 @@ fn open(backend: &Backend, swapped: bool, layout: Option<&'static str>) -> Cella
         }
         #[cfg(feature = "bigtable")]
         Backend::Bigtable(endpoint) => bigtable_store(endpoint),
+        #[cfg(feature = "bigtable")]
+        Backend::Face => {
+            let face = emulator::Emulator::cellar();
+            let store = bigtable_store(&face.endpoint());
+            server = Some(face);
+            store
+        }
     };
     std::fs::create_dir(dir.path().join("files")).unwrap();
     let options = SessionOptions {
@@ -362,6 +377,8 @@ fn open(backend: &Backend, swapped: bool, layout: Option<&'static str>) -> Cella
         swapped,
         layout,
         dir,
+        #[cfg(feature = "bigtable")]
+        _server: server,
     }
 }
 
@@ -414,10 +431,19 @@ async fn run_one(
     layout: Option<&'static str>,
     complete: bool,
 ) -> Result<(), String> {
+    // `skipif`/`onlyif` in a file name the backend by these labels.
+    let label = match &backend {
+        Backend::Fjall => "fjall",
+        #[cfg(feature = "bigtable")]
+        Backend::Bigtable(_) => "bigtable",
+        #[cfg(feature = "bigtable")]
+        Backend::Face => "bigtable-face",
+    };
     let mut runner = sqllogictest::Runner::new(move || {
         let backend = backend.clone();
         async move { Ok(open(&backend, swapped, layout)) }
     });
+    runner.add_label(label);
     if complete {
         let col_separator = " ";
         let validator = sqllogictest::default_validator;
@@ -466,6 +492,9 @@ async fn main() {
     let backend = match backend_name {
         "fjall" => Backend::Fjall,
         #[cfg(feature = "bigtable")]
+        #[cfg(feature = "bigtable")]
+        "bigtable-face" => Backend::Face,
+        #[cfg(feature = "bigtable")]
         "bigtable" => {
             let Some(running) = emulator::Emulator::start() else {
                 return;
@@ -476,7 +505,7 @@ async fn main() {
         }
         other => {
             eprintln!(
-                "--backend takes fjall, or bigtable in a build with --features bigtable; not {other:?}"
+                "--backend takes fjall, or bigtable or bigtable-face in a build with --features bigtable; not {other:?}"
             );
             std::process::exit(2);
         }

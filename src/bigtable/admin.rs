@@ -4,8 +4,12 @@ use std::collections::HashMap;
 
 use super::{BigtableStore, admin_api, remote};
 use crate::error::{Error, Result};
-use crate::store::{FamilyFormat, FamilyKind, GcPolicy, TableDef};
+use crate::store::{FamilyDef, FamilyFormat, FamilyKind, GcPolicy, TableDef};
 use admin_api::modify_column_families_request::{Modification, modification::Mod};
+use admin_api::r#type::{
+    self as ty,
+    aggregate::{self as agg, Aggregator},
+};
 use admin_api::{ColumnFamily, GcRule, gc_rule};
 
 /// Bigtable's rule for a cellar GC policy (`None`: keep everything).
@@ -35,10 +39,47 @@ pub(crate) fn gc_rule(policy: &GcPolicy) -> Option<GcRule> {
     Some(GcRule { rule: Some(rule) })
 }
 
-fn family(policy: &GcPolicy) -> ColumnFamily {
+fn int64() -> Option<Box<admin_api::Type>> {
+    Some(Box::new(admin_api::Type {
+        kind: Some(ty::Kind::Int64Type(ty::Int64::default())),
+    }))
+}
+
+/// Bigtable's value type for a family of this kind (`None`: bytes).
+pub(crate) fn value_type(kind: FamilyKind) -> Option<admin_api::Type> {
+    let aggregator = match kind {
+        FamilyKind::Normal => return None,
+        FamilyKind::Sum => Aggregator::Sum(agg::Sum {}),
+        FamilyKind::Min => Aggregator::Min(agg::Min {}),
+        FamilyKind::Max => Aggregator::Max(agg::Max {}),
+        FamilyKind::HyperLogLog => {
+            Aggregator::HllppUniqueCount(agg::HyperLogLogPlusPlusUniqueCount {})
+        }
+    };
+    let input = if kind == FamilyKind::HyperLogLog {
+        Some(Box::new(admin_api::Type {
+            kind: Some(ty::Kind::BytesType(ty::Bytes::default())),
+        }))
+    } else {
+        int64()
+    };
+    Some(admin_api::Type {
+        kind: Some(ty::Kind::AggregateType(Box::new(ty::Aggregate {
+            input_type: input,
+            state_type: if kind == FamilyKind::HyperLogLog {
+                None
+            } else {
+                int64()
+            },
+            aggregator: Some(aggregator),
+        }))),
+    })
+}
+
+fn family(f: &FamilyDef) -> ColumnFamily {
     ColumnFamily {
-        gc_rule: gc_rule(policy),
-        value_type: None,
+        gc_rule: gc_rule(&f.gc),
+        value_type: value_type(f.kind),
     }
 }
 
@@ -50,8 +91,10 @@ pub(crate) fn no_packed(table: &str, family: &str) -> Error {
     ))
 }
 
-/// Refuses what Bigtable tables cannot be: PACKED families, and aggregate
-/// families (not mapped to Bigtable's aggregate types yet).
+/// Refuses what Bigtable tables cannot be: PACKED families, and
+/// HyperLogLog families (Bigtable keeps HyperLogLog++ sketches in a format
+/// of its own, which cellar's `hll_count` does not read). Sum, Min and Max
+/// families are Bigtable's aggregate families of int64.
 pub(crate) fn check_supported<'a>(
     table: &str,
     families: impl IntoIterator<Item = (&'a String, FamilyKind, FamilyFormat)>,
@@ -60,10 +103,12 @@ pub(crate) fn check_supported<'a>(
         if format == FamilyFormat::Packed {
             return Err(no_packed(table, name));
         }
-        if kind.is_aggregate() {
+        if kind == FamilyKind::HyperLogLog {
             return Err(Error::InvalidArgument(format!(
-                "family {name} of table {table}: aggregate families ({kind}) are not supported \
-                 on the Bigtable backend yet; use a normal family"
+                "family {name} of table {table}: HLL families are not supported on the Bigtable \
+                 backend: Bigtable keeps HyperLogLog++ sketches in its own format, which \
+                 hll_count cannot read; count distinct values with count(DISTINCT ...), or keep \
+                 SUM, MIN and MAX families, which Bigtable aggregates as cellar does"
             )));
         }
     }
@@ -94,7 +139,7 @@ pub(crate) fn create_table(store: &BigtableStore, def: &TableDef) -> Result<()> 
     let column_families: HashMap<String, ColumnFamily> = def
         .families
         .iter()
-        .map(|f| (f.name.clone(), family(&f.gc)))
+        .map(|f| (f.name.clone(), family(f)))
         .collect();
     let request = admin_api::CreateTableRequest {
         parent: store.instance.clone(),
@@ -124,12 +169,16 @@ pub(crate) fn modify_families(store: &BigtableStore, old: &TableDef, new: &Table
             None => modifications.push(Modification {
                 id: f.name.clone(),
                 update_mask: None,
-                r#mod: Some(Mod::Create(family(&f.gc))),
+                r#mod: Some(Mod::Create(family(f))),
             }),
             Some(o) if o.gc != f.gc => modifications.push(Modification {
                 id: f.name.clone(),
                 update_mask: None,
-                r#mod: Some(Mod::Update(family(&f.gc))),
+                r#mod: Some(Mod::Update(ColumnFamily {
+                    gc_rule: gc_rule(&f.gc),
+                    // A family's type is set when it is made.
+                    value_type: None,
+                })),
             }),
             Some(_) => {}
         }

@@ -16,7 +16,7 @@ use super::Face;
 use super::convert::{instance_of, invalid, status, table_of};
 use super::stubs::Empty;
 use super::stubs::bigtable_table_admin_server::BigtableTableAdmin;
-use crate::bigtable::admin::gc_rule;
+use crate::bigtable::admin::{gc_rule, value_type};
 use crate::sql::Role;
 use crate::store::{
     AlterOp, FamilyKind, FamilySpec, GcPolicy, Mutation, ReadFilter, ReadRequest, RowMutation,
@@ -91,43 +91,6 @@ fn kind(value_type: Option<&admin::Type>) -> Result<FamilyKind, Status> {
             "column family value types other than bytes and aggregates are not supported by cellar",
         )),
     }
-}
-
-fn int64() -> Option<Box<admin::Type>> {
-    Some(Box::new(admin::Type {
-        kind: Some(ty::Kind::Int64Type(ty::Int64::default())),
-    }))
-}
-
-/// The value type Bigtable shows for a family of this kind.
-fn value_type(kind: FamilyKind) -> Option<admin::Type> {
-    let aggregator = match kind {
-        FamilyKind::Normal => return None,
-        FamilyKind::Sum => Aggregator::Sum(ty::aggregate::Sum {}),
-        FamilyKind::Min => Aggregator::Min(ty::aggregate::Min {}),
-        FamilyKind::Max => Aggregator::Max(ty::aggregate::Max {}),
-        FamilyKind::HyperLogLog => {
-            Aggregator::HllppUniqueCount(ty::aggregate::HyperLogLogPlusPlusUniqueCount {})
-        }
-    };
-    let input = if kind == FamilyKind::HyperLogLog {
-        Some(Box::new(admin::Type {
-            kind: Some(ty::Kind::BytesType(ty::Bytes::default())),
-        }))
-    } else {
-        int64()
-    };
-    Some(admin::Type {
-        kind: Some(ty::Kind::AggregateType(Box::new(ty::Aggregate {
-            input_type: input,
-            state_type: if kind == FamilyKind::HyperLogLog {
-                None
-            } else {
-                int64()
-            },
-            aggregator: Some(aggregator),
-        }))),
-    })
 }
 
 fn family_spec(name: &str, family: &ColumnFamily) -> Result<FamilySpec, Status> {
@@ -379,7 +342,25 @@ impl BigtableTableAdmin for Face {
                 "ModifyColumnFamilies needs at least one modification",
             ));
         }
-        let def = self.run(move |store| store.alter_table(&name, ops)).await?;
+        // A tightened policy's garbage is reclaimed there and then, as SQL's
+        // ALTER ... SET GC does (Bigtable collects whenever it likes): what
+        // a policy discarded does not come back when it is loosened.
+        let updated: Vec<String> = ops
+            .iter()
+            .filter_map(|op| match op {
+                AlterOp::SetGc { family, .. } => Some(family.clone()),
+                _ => None,
+            })
+            .collect();
+        let def = self
+            .run(move |store| {
+                let def = store.alter_table(&name, ops)?;
+                for family in &updated {
+                    store.collect_family_garbage(&name, family)?;
+                }
+                Ok(def)
+            })
+            .await?;
         Ok(Response::new(table_message(
             instance_part(&req.name),
             &def,

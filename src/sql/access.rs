@@ -334,9 +334,12 @@ impl Access {
                 return Ok(());
             }
             S::CreateTable { .. } => (Role::Admin, "CREATE TABLE"),
-            S::AddFamily { .. } | S::DropFamily { .. } | S::SetGc { .. } | S::SetFormat { .. } => {
-                (Role::Admin, "ALTER TABLE")
-            }
+            S::AddFamily { .. }
+            | S::DropFamily { .. }
+            | S::SetGc { .. }
+            | S::SetFormat { .. }
+            | S::SetRowKey { .. }
+            | S::AddColumn { .. } => (Role::Admin, "ALTER TABLE"),
             S::DropTable { .. } => (Role::Admin, "DROP TABLE"),
             S::CreateProto { .. } => (Role::Admin, "CREATE PROTO"),
             S::DropProto { .. } => (Role::Admin, "DROP PROTO"),

@@ -86,6 +86,25 @@ pub enum CellarStatement {
         /// The new format.
         format: FamilyFormat,
     },
+    /// ALTER TABLE ... SET ROW KEY (...): the row key of a table that has
+    /// none declared (one made through the Bigtable API or the store's
+    /// API), read from the keys already stored.
+    SetRowKey {
+        /// Table.
+        table: String,
+        /// The key's segments.
+        key: KeySchema,
+    },
+    /// ALTER TABLE ... ADD COLUMN name TYPE [IN family]: a typed column
+    /// over a qualifier the family may already hold.
+    AddColumn {
+        /// Table.
+        table: String,
+        /// The column (its family set once resolved).
+        column: ColumnDef,
+        /// The family named with IN, if any.
+        family: Option<String>,
+    },
     /// DROP TABLE.
     DropTable {
         /// Table.
@@ -594,8 +613,22 @@ fn alter_table(w: &mut Words) -> PResult<CellarStatement> {
             gc: checked_gc_policy(w)?,
         });
     }
+    if w.words(&["SET", "ROW", "KEY"]) {
+        return Ok(CellarStatement::SetRowKey {
+            table,
+            key: row_key(w)?,
+        });
+    }
+    if w.words(&["ADD", "COLUMN"]) {
+        let (column, family) = column(w)?;
+        return Ok(CellarStatement::AddColumn {
+            table,
+            column,
+            family,
+        });
+    }
     w.p.expected(
-        "ADD FAMILY, DROP FAMILY or ALTER FAMILY ... SET GC | SET FORMAT",
+        "ADD FAMILY, DROP FAMILY, ALTER FAMILY ... SET GC | SET FORMAT, SET ROW KEY (...) or ADD COLUMN",
         w.p.peek_token(),
     )
 }

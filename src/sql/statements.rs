@@ -71,6 +71,12 @@ impl SqlSession {
             CellarStatement::AddFamily { table, family } => {
                 message(self.add_family(&table, &family)?)?
             }
+            CellarStatement::SetRowKey { table, key } => message(set_row_key(store, &table, key)?)?,
+            CellarStatement::AddColumn {
+                table,
+                column,
+                family,
+            } => message(add_column(store, &table, column, family)?)?,
             CellarStatement::DropFamily { table, family } => {
                 message(drop_family(store, &table, &family)?)?
             }
@@ -529,4 +535,80 @@ fn reclaimed(cells: u64) -> String {
         1 => "1 cell reclaimed".to_string(),
         n => format!("{n} cells reclaimed"),
     }
+}
+
+/// The families of a table as `TableSchema::validate` takes them.
+fn family_kinds(def: &crate::store::TableDef) -> Vec<(String, FamilyKind)> {
+    def.families
+        .iter()
+        .map(|f| (f.name.clone(), f.kind))
+        .collect()
+}
+
+/// ALTER TABLE ... SET ROW KEY: declares how the stored keys read. Only
+/// for a table with no key declared: a declared key is what its rows
+/// were written by, and reading them by another would misread them.
+fn set_row_key(store: &Store, table: &str, key: KeySchema) -> DfResult<String> {
+    let def = store.table(table)?;
+    let mut schema = TableSchema::of(&def)?;
+    if schema.series.is_some() {
+        return Err(Error::InvalidArgument(format!(
+            "{table} is a series: its row key is the series' own (ALTER SERIES ... SET LAYOUT)"
+        ))
+        .into());
+    }
+    if schema.key.is_some() {
+        return Err(Error::InvalidArgument(format!(
+            "table {table} has a row key declared already; it is declared once, as its rows \
+             were written by it (make a new table with CREATE TABLE ... AS SELECT to change it)"
+        ))
+        .into());
+    }
+    schema.key = Some(key);
+    schema.validate(&family_kinds(&def))?;
+    store.alter_table(
+        table,
+        vec![AlterOp::SetMetadata(
+            SCHEMA_METADATA_KEY.into(),
+            Some(schema.to_json()?),
+        )],
+    )?;
+    Ok(format!(
+        "declared the row key of {table}: keys that do not fit it read as NULL segments"
+    ))
+}
+
+/// ALTER TABLE ... ADD COLUMN: a typed column over a qualifier.
+fn add_column(
+    store: &Store,
+    table: &str,
+    mut column: ColumnDef,
+    family: Option<String>,
+) -> DfResult<String> {
+    let def = store.table(table)?;
+    let mut schema = TableSchema::of(&def)?;
+    column.family = match family {
+        Some(f) => f,
+        None if def.families.len() == 1 => def.families[0].name.clone(),
+        None => {
+            return Err(Error::InvalidArgument(format!(
+                "column {} needs IN <family>: table {table} has {} families",
+                column.name,
+                def.families.len()
+            ))
+            .into());
+        }
+    };
+    let name = column.name.clone();
+    schema.columns.push(column);
+    schema.validate(&family_kinds(&def))?;
+    check_proto_columns(store, table, &schema)?;
+    store.alter_table(
+        table,
+        vec![AlterOp::SetMetadata(
+            SCHEMA_METADATA_KEY.into(),
+            Some(schema.to_json()?),
+        )],
+    )?;
+    Ok(format!("added column {name} to {table}"))
 }

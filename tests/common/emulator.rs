@@ -142,6 +142,12 @@ impl Emulator {
         }
     }
 
+    /// Whether this is Google's emulator (else cellar's own face).
+    #[allow(dead_code, reason = "each test crate uses the parts it needs")]
+    pub fn is_google(&self) -> bool {
+        matches!(self.running, Running::Google(_))
+    }
+
     /// The endpoint for `BigtableStore::connect`.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.host)

@@ -722,6 +722,22 @@ async fn one_store_has_two_faces() {
         got.contains("| user#7 | cf     | name      | Ada   |"),
         "{got}"
     );
+    // Its row key and typed columns can be declared afterwards.
+    for sql in [
+        "ALTER TABLE made_by_api SET ROW KEY (kind TEXT, id TEXT) DELIMITER '#'",
+        "ALTER TABLE made_by_api ADD COLUMN name TEXT IN cf",
+    ] {
+        session.query(sql).await.unwrap();
+    }
+    let got = pretty_format_batches(
+        &session
+            .query("SELECT kind, id, name FROM made_by_api WHERE kind = 'user' AND id = '7'")
+            .await
+            .unwrap(),
+    )
+    .unwrap()
+    .to_string();
+    assert!(got.contains("| user | 7  | Ada  |"), "{got}");
     // A table made in SQL, with a row key schema and typed columns, is
     // rows, families and qualifiers to a Bigtable client, as the guides
     // lay them out; and rows written by either face are the other's.
