@@ -120,6 +120,18 @@ pub(crate) enum Families {
     Unnamed,
 }
 
+/// Bigtable's filter for a set of qualifiers (a regex of their literal
+/// bytes), if the set is one and the regex not too long.
+pub(crate) fn qualifier_set(qualifiers: &QualifierFilter) -> Option<Filter> {
+    let QualifierFilter::Set(set) = qualifiers else {
+        return None;
+    };
+    let alternatives: Vec<String> = set.iter().map(|q| literal(q)).collect();
+    let regex = format!("^(?:{})$", alternatives.join("|"));
+    (regex.len() <= MAX_QUALIFIER_REGEX && !set.is_empty())
+        .then(|| Filter::ColumnQualifierRegexFilter(regex.into_bytes()))
+}
+
 /// The filter chain for a read of `families` through `filter`.
 pub(crate) fn pushed_filter(
     families: &[(Arc<str>, GcPolicy)],
@@ -136,17 +148,9 @@ pub(crate) fn pushed_filter(
             names.join("|")
         )));
     }
-    match &filter.qualifiers {
-        QualifierFilter::All => {}
-        QualifierFilter::Set(set) => {
-            let alternatives: Vec<String> = set.iter().map(|q| literal(q)).collect();
-            let regex = format!("^(?:{})$", alternatives.join("|"));
-            if regex.len() <= MAX_QUALIFIER_REGEX && !set.is_empty() {
-                chain.push(Filter::ColumnQualifierRegexFilter(regex.into_bytes()));
-            } else {
-                exact = false;
-            }
-        }
+    match (&filter.qualifiers, qualifier_set(&filter.qualifiers)) {
+        (QualifierFilter::All, _) => {}
+        (_, Some(regex)) => chain.push(regex),
         _ => exact = false,
     }
     let counts_versions = families.iter().any(|(_, gc)| gc.counts_versions());

@@ -16,7 +16,7 @@ use super::{BigtableStore, data, remote};
 use crate::error::{Error, Result};
 use crate::store::{
     BadRows, Cell, CellBatch, GcPolicy, Mutation, ReadFilter, ReadModifyWrite, ReadRequest, Row,
-    RowChange, RowMutation, RowSet, TableDef, TimeRange, align_up, validate_mutation,
+    RowChange, RowMutation, RowSet, TableDef, TimeRange, align_down, align_up, validate_mutation,
 };
 use data::mutation::{DeleteFromColumn, DeleteFromFamily, DeleteFromRow, SetCell};
 use data::read_modify_write_rule::Rule;
@@ -280,6 +280,23 @@ pub(crate) fn update_rows(
 ) -> Result<Vec<Result<()>>> {
     let table = def.name.as_str();
     let families = read::families_read(def, filter)?;
+    // What was read of each family: the qualifiers, when they are a set
+    // Bigtable can name, and the time range (whole milliseconds, as
+    // Bigtable keeps them). The row must be unchanged in that only: a
+    // series' new events read and write their own times of a bucket, not
+    // the bucket's other events.
+    let mut scope: Vec<data::row_filter::Filter> = read::qualifier_set(&filter.qualifiers)
+        .into_iter()
+        .collect();
+    let TimeRange { start, end } = filter.time_range;
+    if start > 0 || end.is_some() {
+        scope.push(data::row_filter::Filter::TimestampRangeFilter(
+            data::TimestampRange {
+                start_timestamp_micros: align_down(start.max(0), 1000),
+                end_timestamp_micros: end.map_or(0, |e| align_up(e.max(1), 1000)),
+            },
+        ));
+    }
     let mut results = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(ROWS_PER_CALL) {
         let mut outcomes: Vec<Option<Result<()>>> = (0..chunk.len()).map(|_| None).collect();
@@ -316,7 +333,11 @@ pub(crate) fn update_rows(
                     continue;
                 }
                 match entry(def, RowMutation::new(chunk[i].clone(), mutations)) {
-                    Ok(e) => calls.push((i, unchanged(&families, row.as_ref()), e.mutations)),
+                    Ok(e) => calls.push((
+                        i,
+                        unchanged(&families, scope.as_ref(), row.as_ref()),
+                        e.mutations,
+                    )),
                     Err(e) => outcomes[i] = Some(Err(e)),
                 }
             }
@@ -373,8 +394,14 @@ struct Condition {
 /// column's newest cell; otherwise no cell newer than the newest read).
 /// A row read empty must still hold nothing in those families; that one
 /// writes when its predicate ("something is there") does not match, as a
-/// predicate over a missing row never does.
-fn unchanged(families: &[(Arc<str>, GcPolicy)], row: Option<&Row>) -> Condition {
+/// predicate over a missing row never does. All of it is within `scope`
+/// (what the read took of each family: a set of qualifiers, a time
+/// range): "a column's newest cell", "other columns" and "something".
+fn unchanged(
+    families: &[(Arc<str>, GcPolicy)],
+    scope: &[data::row_filter::Filter],
+    row: Option<&Row>,
+) -> Condition {
     use data::row_filter::{Chain, Condition as Cond, Filter};
     let f = |filter: Filter| data::RowFilter {
         filter: Some(filter),
@@ -386,12 +413,19 @@ fn unchanged(families: &[(Arc<str>, GcPolicy)], row: Option<&Row>) -> Condition 
     };
     let family = |name: &str| Filter::FamilyNameRegexFilter(format!("^{}$", regex::escape(name)));
     let names: Vec<String> = families.iter().map(|(n, _)| regex::escape(n)).collect();
+    // A family's cells within the scope.
+    let scoped = |first: Filter, rest: Vec<Filter>| {
+        let mut filters = vec![first];
+        filters.extend(scope.iter().cloned());
+        filters.extend(rest);
+        chain(filters)
+    };
     let Some(row) = row else {
         return Condition {
-            filter: chain(vec![
+            filter: scoped(
                 Filter::FamilyNameRegexFilter(format!("^(?:{})$", names.join("|"))),
-                Filter::CellsPerColumnLimitFilter(1),
-            ]),
+                vec![Filter::CellsPerColumnLimitFilter(1)],
+            ),
             write_on_match: false,
         };
     };
@@ -411,7 +445,7 @@ fn unchanged(families: &[(Arc<str>, GcPolicy)], row: Option<&Row>) -> Condition 
         let entry = columns.entry(&cell.family).or_insert((0, i64::MIN));
         entry.0 += 1;
         entry.1 = entry.1.max(cell.timestamp);
-        must.push(chain(vec![
+        must.push(scoped(
             Filter::ColumnRangeFilter(data::ColumnRange {
                 family_name: cell.family.to_string(),
                 start_qualifier: Some(data::column_range::StartQualifier::StartQualifierClosed(
@@ -421,39 +455,43 @@ fn unchanged(families: &[(Arc<str>, GcPolicy)], row: Option<&Row>) -> Condition 
                     cell.qualifier.clone(),
                 )),
             }),
-            Filter::CellsPerColumnLimitFilter(1),
-            Filter::TimestampRangeFilter(data::TimestampRange {
-                start_timestamp_micros: cell.timestamp,
-                end_timestamp_micros: cell.timestamp.saturating_add(1000),
-            }),
-            Filter::ValueRangeFilter(data::ValueRange {
-                start_value: Some(data::value_range::StartValue::StartValueClosed(
-                    cell.value.clone(),
-                )),
-                end_value: Some(data::value_range::EndValue::EndValueClosed(
-                    cell.value.clone(),
-                )),
-            }),
-        ]));
+            vec![
+                Filter::CellsPerColumnLimitFilter(1),
+                Filter::TimestampRangeFilter(data::TimestampRange {
+                    start_timestamp_micros: cell.timestamp,
+                    end_timestamp_micros: cell.timestamp.saturating_add(1000),
+                }),
+                Filter::ValueRangeFilter(data::ValueRange {
+                    start_value: Some(data::value_range::StartValue::StartValueClosed(
+                        cell.value.clone(),
+                    )),
+                    end_value: Some(data::value_range::EndValue::EndValueClosed(
+                        cell.value.clone(),
+                    )),
+                }),
+            ],
+        ));
     }
     for (name, gc) in families {
         let (count, newest) = columns.get(name.as_ref()).copied().unwrap_or((0, i64::MIN));
         if keeps_newest(gc) {
             // More columns than were read.
-            must_not.push(chain(vec![
+            must_not.push(scoped(
                 family(name),
-                Filter::CellsPerColumnLimitFilter(1),
-                Filter::CellsPerRowOffsetFilter(i32::try_from(count).unwrap_or(i32::MAX)),
-            ]));
+                vec![
+                    Filter::CellsPerColumnLimitFilter(1),
+                    Filter::CellsPerRowOffsetFilter(i32::try_from(count).unwrap_or(i32::MAX)),
+                ],
+            ));
         } else if count > 0 {
             // A cell newer than the newest read.
-            must_not.push(chain(vec![
+            must_not.push(scoped(
                 family(name),
-                Filter::TimestampRangeFilter(data::TimestampRange {
+                vec![Filter::TimestampRangeFilter(data::TimestampRange {
                     start_timestamp_micros: align_up(newest.saturating_add(1), 1000),
                     end_timestamp_micros: 0,
-                }),
-            ]));
+                })],
+            ));
         }
     }
     // Nested conditions: each one's true branch the next test; the last
