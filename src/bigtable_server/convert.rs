@@ -81,6 +81,9 @@ pub fn row_set(rows: Option<&data::RowSet>) -> Result<RowSet, Status> {
     }
     let mut set = RowSet::default();
     for key in &rows.row_keys {
+        if key.is_empty() {
+            return Err(invalid("a row key of the row set is empty"));
+        }
         set.ranges.push(RowRange::key(key.clone()));
     }
     for range in &rows.row_ranges {
@@ -301,6 +304,16 @@ mod tests {
                 .unwrap_err()
                 .message()
                 .contains("more than")
+        );
+        let empty_key = data::RowSet {
+            row_keys: vec![Vec::new()],
+            row_ranges: vec![],
+        };
+        assert!(
+            row_set(Some(&empty_key))
+                .unwrap_err()
+                .message()
+                .contains("empty")
         );
     }
 

@@ -253,10 +253,7 @@ impl SqlSession {
                 .format(family.format.unwrap_or(self.family_format)),
         )];
         if typed {
-            ops.push(AlterOp::SetMetadata(
-                SCHEMA_METADATA_KEY.into(),
-                Some(schema.to_json()?),
-            ));
+            ops.push(schema_op(&schema)?);
         }
         store.alter_table(table, ops)?;
         Ok(format!("added family {} to {table}", family.name))
@@ -379,10 +376,7 @@ fn drop_family(store: &Store, table: &str, family: &str) -> DfResult<String> {
     let typed = schema.family_types.remove(family).is_some();
     let mut ops = vec![AlterOp::DropFamily(family.to_string())];
     if dropped || typed {
-        ops.push(AlterOp::SetMetadata(
-            SCHEMA_METADATA_KEY.into(),
-            Some(schema.to_json()?),
-        ));
+        ops.push(schema_op(&schema)?);
     }
     store.alter_table(table, ops)?;
     Ok(format!("dropped family {family} from {table}"))
@@ -537,6 +531,14 @@ fn reclaimed(cells: u64) -> String {
     }
 }
 
+/// The change that stores a table's SQL schema (its metadata entry).
+fn schema_op(schema: &TableSchema) -> DfResult<AlterOp> {
+    Ok(AlterOp::SetMetadata(
+        SCHEMA_METADATA_KEY.into(),
+        Some(schema.to_json()?),
+    ))
+}
+
 /// The families of a table as `TableSchema::validate` takes them.
 fn family_kinds(def: &crate::store::TableDef) -> Vec<(String, FamilyKind)> {
     def.families
@@ -566,13 +568,7 @@ fn set_row_key(store: &Store, table: &str, key: KeySchema) -> DfResult<String> {
     }
     schema.key = Some(key);
     schema.validate(&family_kinds(&def))?;
-    store.alter_table(
-        table,
-        vec![AlterOp::SetMetadata(
-            SCHEMA_METADATA_KEY.into(),
-            Some(schema.to_json()?),
-        )],
-    )?;
+    store.alter_table(table, vec![schema_op(&schema)?])?;
     Ok(format!(
         "declared the row key of {table}: keys that do not fit it read as NULL segments"
     ))
@@ -603,12 +599,6 @@ fn add_column(
     schema.columns.push(column);
     schema.validate(&family_kinds(&def))?;
     check_proto_columns(store, table, &schema)?;
-    store.alter_table(
-        table,
-        vec![AlterOp::SetMetadata(
-            SCHEMA_METADATA_KEY.into(),
-            Some(schema.to_json()?),
-        )],
-    )?;
+    store.alter_table(table, vec![schema_op(&schema)?])?;
     Ok(format!("added column {name} to {table}"))
 }
