@@ -52,17 +52,15 @@ fn read(
             return;
         }
     };
-    let mut pushed = filter.pushdown();
+    let pushed = filter.pushdown();
     if let Some(families) = &pushed.families
         && families.iter().any(|f| def.family(f).is_err())
     {
         // A leading filter keeps only a family the table lacks: no cells.
         return;
     }
-    if !filter.passes_all() {
-        // Rows the filter empties are not counted: the limit is ours.
-        pushed.cells_per_column = None;
-    }
+    // Rows the filter empties are not counted: with a filter, the limit is
+    // ours, not the store's.
     let request = ReadRequest {
         rows,
         filter: pushed,

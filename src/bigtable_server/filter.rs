@@ -772,7 +772,11 @@ mod tests {
         );
         assert_eq!(run(&f(F::RowKeyRegexFilter(br"r\C".to_vec()))).len(), 4);
         assert_eq!(run(&f(F::FamilyNameRegexFilter("B".into()))), ["B:B@4=z"]);
-        assert!(run(&f(F::RowSampleFilter(0.999_999_999))).len() <= 4);
+        // A sample keeps a row whole or drops it whole.
+        for p in [0.000_001, 0.5, 0.999_999] {
+            let kept = run(&f(F::RowSampleFilter(p))).len();
+            assert!(kept == 0 || kept == 4, "{p}: {kept}");
+        }
     }
 
     #[test]
