@@ -97,26 +97,33 @@ pub fn regex(what: &str, pattern: &[u8]) -> Result<regex::bytes::Regex> {
             pattern.len()
         )));
     }
-    let text = std::str::from_utf8(pattern).map_err(|_| {
-        invalid(format!(
-            "{what} regex {} is not UTF-8 (write a byte as \\xNN)",
-            crate::codec::show_bytes(pattern)
-        ))
-    })?;
-    let mut rewritten = String::with_capacity(text.len() + 8);
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            rewritten.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('C') => rewritten.push_str("(?s-u:.)"),
-            Some(next) => {
-                rewritten.push('\\');
-                rewritten.push(next);
-            }
-            None => rewritten.push('\\'),
+    // A pattern is bytes: RE2 quotes a byte that is not UTF-8 by copying
+    // it (Google's clients' literal-value filter does), so such a byte,
+    // bare or after a backslash, stands for itself.
+    enum Unit {
+        Char(char),
+        Byte(u8),
+    }
+    let mut units = Vec::with_capacity(pattern.len());
+    for chunk in pattern.utf8_chunks() {
+        units.extend(chunk.valid().chars().map(Unit::Char));
+        units.extend(chunk.invalid().iter().map(|b| Unit::Byte(*b)));
+    }
+    let mut rewritten = String::with_capacity(pattern.len() + 8);
+    let mut units = units.into_iter();
+    while let Some(unit) = units.next() {
+        match unit {
+            Unit::Byte(b) => rewritten.push_str(&format!("\\x{b:02x}")),
+            Unit::Char('\\') => match units.next() {
+                Some(Unit::Char('C')) => rewritten.push_str("(?s-u:.)"),
+                Some(Unit::Char(next)) => {
+                    rewritten.push('\\');
+                    rewritten.push(next);
+                }
+                Some(Unit::Byte(b)) => rewritten.push_str(&format!("\\x{b:02x}")),
+                None => rewritten.push('\\'),
+            },
+            Unit::Char(c) => rewritten.push(c),
         }
     }
     regex::bytes::RegexBuilder::new(&format!(r"\A(?:{rewritten})\z"))
@@ -125,7 +132,12 @@ pub fn regex(what: &str, pattern: &[u8]) -> Result<regex::bytes::Regex> {
         .dfa_size_limit(REGEX_SIZE)
         .nest_limit(64)
         .build()
-        .map_err(|e| invalid(format!("invalid {what} regex {text:?}: {e}")))
+        .map_err(|e| {
+            invalid(format!(
+                "invalid {what} regex {}: {e}",
+                crate::codec::show_bytes(pattern)
+            ))
+        })
 }
 
 fn count(what: &str, n: i32) -> Result<usize> {
@@ -777,6 +789,30 @@ mod tests {
             let kept = run(&f(F::RowSampleFilter(p))).len();
             assert!(kept == 0 || kept == 4, "{p}: {kept}");
         }
+    }
+
+    #[test]
+    fn a_byte_that_is_not_utf8_stands_for_itself_bare_or_quoted() {
+        // Google's clients quote a literal value byte-wise as RE2 does:
+        // a backslash before ASCII punctuation, bytes >= 0x80 copied.
+        let minus_one = (-1i64).to_be_bytes();
+        let quoted: Vec<u8> = minus_one.iter().flat_map(|b| [b'\\', *b]).collect();
+        let bare = regex("value", &minus_one).unwrap();
+        let escaped = regex("value", &quoted).unwrap();
+        for re in [&bare, &escaped] {
+            assert!(re.is_match(&minus_one));
+            assert!(!re.is_match(&(-2i64).to_be_bytes()));
+            assert!(!re.is_match(&minus_one[1..]));
+        }
+        // A byte that is part of UTF-8 keeps its meaning; a quoted `\\`
+        // before a high byte does not swallow the backslash's own meaning.
+        assert!(
+            regex("value", "☃".as_bytes())
+                .unwrap()
+                .is_match("☃".as_bytes())
+        );
+        assert!(regex("value", b"\\\\\xff").unwrap().is_match(b"\\\xff"));
+        assert!(regex("value", b"a\xff.").unwrap().is_match(b"a\xffb"));
     }
 
     #[test]

@@ -538,7 +538,10 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
                         let old = other.map_or(0, |b| i64::from_be_bytes(b.unwrap()));
                         let row = got.unwrap();
                         let cell = &row.cells[0];
-                        prop_assert_eq!(&cell.value, &(old + i64::from(d)).to_be_bytes().to_vec());
+                        prop_assert_eq!(
+                            &cell.value,
+                            &old.wrapping_add(i64::from(d)).to_be_bytes().to_vec()
+                        );
                         prop_assert!(latest.is_none_or(|(ts, _)| cell.timestamp >= ts));
                         model.set(&r, 0, &q, cell.timestamp, cell.value.clone());
                     }
