@@ -98,6 +98,19 @@ pub fn row_set(rows: Option<&data::RowSet>) -> Result<RowSet, Status> {
             Some(E::EndKeyClosed(k)) if !k.is_empty() => Bound::Included(k.clone()),
             _ => Bound::Unbounded,
         };
+        if let (
+            Bound::Included(start) | Bound::Excluded(start),
+            Bound::Included(end) | Bound::Excluded(end),
+        ) = (&start, &end)
+            && start > end
+        {
+            // Bigtable's (and its emulator's) rule.
+            return Err(invalid(format!(
+                "the row range starts at {} after its end {}",
+                crate::codec::show_bytes(start),
+                crate::codec::show_bytes(end)
+            )));
+        }
         set.ranges.push(RowRange::between(start, end));
     }
     Ok(set)
@@ -109,7 +122,8 @@ fn delete_range(range: Option<&data::TimestampRange>) -> Result<TimeRange, Statu
         return Ok(TimeRange::ALL);
     };
     let (start, end) = (range.start_timestamp_micros, range.end_timestamp_micros);
-    if start < 0 || end < 0 || (end != 0 && end < start) {
+    // Bigtable's emulator refuses an empty range too (start == end).
+    if start < 0 || end < 0 || (end != 0 && end <= start) {
         return Err(invalid(format!(
             "delete time range [{start}, {end}) is not a range of timestamps"
         )));
@@ -315,6 +329,16 @@ mod tests {
                 .message()
                 .contains("empty")
         );
+        let range = |start: &[u8], end: &[u8]| data::RowSet {
+            row_keys: vec![],
+            row_ranges: vec![data::RowRange {
+                start_key: Some(data::row_range::StartKey::StartKeyClosed(start.to_vec())),
+                end_key: Some(data::row_range::EndKey::EndKeyOpen(end.to_vec())),
+            }],
+        };
+        let inverted = row_set(Some(&range(b"b", b"a"))).unwrap_err();
+        assert!(inverted.message().contains("after its end"), "{inverted}");
+        assert!(row_set(Some(&range(b"a", b"a"))).is_ok());
     }
 
     #[test]
@@ -371,5 +395,17 @@ mod tests {
             })),
         };
         assert!(mutation(&range).unwrap_err().message().contains("[10, 5)"));
+        let empty_range = |start, end| data::Mutation {
+            mutation: Some(M::DeleteFromColumn(data::mutation::DeleteFromColumn {
+                family_name: "cf".into(),
+                column_qualifier: b"q".to_vec(),
+                time_range: Some(data::TimestampRange {
+                    start_timestamp_micros: start,
+                    end_timestamp_micros: end,
+                }),
+            })),
+        };
+        assert!(mutation(&empty_range(7, 7)).is_err());
+        assert!(mutation(&empty_range(7, 0)).is_ok());
     }
 }

@@ -140,6 +140,25 @@ pub fn regex(what: &str, pattern: &[u8]) -> Result<regex::bytes::Regex> {
         })
 }
 
+/// A chain or interleave of fewer than two filters is refused, as
+/// Bigtable (and its emulator) refuse it.
+fn at_least_two(what: &str, n: usize) -> Result<()> {
+    if n < 2 {
+        return Err(invalid(format!(
+            "a {what} must hold at least two filters, not {n}"
+        )));
+    }
+    Ok(())
+}
+
+/// A limit, which Bigtable requires to be at least 1.
+fn positive(what: &str, n: i32) -> Result<usize> {
+    if n < 1 {
+        return Err(invalid(format!("{what} must be at least 1, not {n}")));
+    }
+    count(what, n)
+}
+
 fn count(what: &str, n: i32) -> Result<usize> {
     usize::try_from(n).map_err(|_| invalid(format!("{what} must not be negative, not {n}")))
 }
@@ -200,6 +219,7 @@ impl Compiler {
         };
         Ok(match filter {
             F::Chain(chain) => {
+                at_least_two("chain", chain.filters.len())?;
                 let nodes = self.list(&chain.filters, depth, place)?;
                 let labelled = nodes.iter().filter(|n| n.labels()).count();
                 if labelled > 1 {
@@ -211,6 +231,7 @@ impl Compiler {
                 Node::Chain(nodes)
             }
             F::Interleave(interleave) => {
+                at_least_two("interleave", interleave.filters.len())?;
                 Node::Interleave(self.list(&interleave.filters, depth, place)?)
             }
             F::Condition(condition) => {
@@ -241,6 +262,9 @@ impl Compiler {
                 return Err(invalid(
                     "sink, pass_all_filter and block_all_filter must be true when set",
                 ));
+            }
+            F::RowKeyRegexFilter(p) if p.is_empty() => {
+                return Err(invalid("row_key_regex_filter must not be empty"));
             }
             F::RowKeyRegexFilter(p) => Node::RowKey(regex("row key", p)?),
             F::RowSampleFilter(p) => {
@@ -296,9 +320,9 @@ impl Compiler {
                 Node::Values(start, end)
             }
             F::CellsPerRowOffsetFilter(n) => Node::RowOffset(count("cells_per_row_offset", *n)?),
-            F::CellsPerRowLimitFilter(n) => Node::RowLimit(count("cells_per_row_limit", *n)?),
+            F::CellsPerRowLimitFilter(n) => Node::RowLimit(positive("cells_per_row_limit", *n)?),
             F::CellsPerColumnLimitFilter(n) => {
-                Node::ColumnLimit(count("cells_per_column_limit", *n)?)
+                Node::ColumnLimit(positive("cells_per_column_limit", *n)?)
             }
             F::StripValueTransformer(true) => Node::Strip,
             F::StripValueTransformer(false) => {
@@ -360,8 +384,10 @@ impl Node {
         }
     }
 
-    /// Whether a cell passes, for the filters that look at one cell alone.
-    fn cell_predicate(&self) -> Option<impl Fn(&Cell) -> bool + '_> {
+    /// Whether a cell passes, for the filters that look at one cell alone
+    /// (given the value as the filters before left it: a stripped value is
+    /// empty to the filters after the strip).
+    fn cell_predicate(&self) -> Option<impl Fn(&Cell, &[u8]) -> bool + '_> {
         let ok = matches!(
             self,
             Node::PassAll
@@ -373,7 +399,7 @@ impl Node {
                 | Node::Value(_)
                 | Node::Values(..)
         );
-        ok.then_some(move |cell: &Cell| match self {
+        ok.then_some(move |cell: &Cell, value: &[u8]| match self {
             Node::PassAll => true,
             Node::Family(re) => re.is_match(cell.family.as_bytes()),
             Node::Qualifier(re) => re.is_match(&cell.qualifier),
@@ -381,8 +407,8 @@ impl Node {
                 *family == *cell.family && in_bounds(&cell.qualifier, start, end)
             }
             Node::Time(range) => range.contains(cell.timestamp),
-            Node::Value(re) => re.is_match(&cell.value),
-            Node::Values(start, end) => in_bounds(&cell.value, start, end),
+            Node::Value(re) => re.is_match(value),
+            Node::Values(start, end) => in_bounds(value, start, end),
             _ => false,
         })
     }
@@ -531,7 +557,7 @@ fn apply<'a>(
         return cells;
     }
     if let Some(passes) = node.cell_predicate() {
-        cells.retain(|o| passes(o.cell));
+        cells.retain(|o| passes(o.cell, if o.stripped { &[] } else { &o.cell.value }));
         return cells;
     }
     match node {
@@ -749,12 +775,28 @@ mod tests {
     }
 
     #[test]
+    fn a_stripped_value_is_empty_to_the_filters_after_the_strip() {
+        let strip = || f(F::StripValueTransformer(true));
+        let empty = chain(vec![strip(), f(F::ValueRegexFilter(Vec::new()))]);
+        assert_eq!(run(&empty), ["A:A@1=", "A:B@2=", "A:B@1=", "B:B@4="]);
+        let w = chain(vec![strip(), f(F::ValueRegexFilter(b"w".to_vec()))]);
+        assert!(run(&w).is_empty());
+        let up_to_empty = chain(vec![
+            strip(),
+            f(F::ValueRangeFilter(data::ValueRange {
+                start_value: None,
+                end_value: Some(value_range::EndValue::EndValueClosed(Vec::new())),
+            })),
+        ]);
+        assert_eq!(run(&up_to_empty).len(), 4);
+    }
+
+    #[test]
     fn limits_offsets_ranges_and_regexes() {
         assert_eq!(
             run(&f(F::CellsPerRowOffsetFilter(2))),
             ["A:B@1=y", "B:B@4=z"]
         );
-        assert_eq!(run(&f(F::CellsPerRowLimitFilter(0))), Vec::<String>::new());
         assert_eq!(
             run(&f(F::CellsPerColumnLimitFilter(1))),
             ["A:A@1=w", "A:B@2=x", "B:B@4=z"]
@@ -823,6 +865,13 @@ mod tests {
         assert!(RowFilter::new(Some(&f(F::FamilyNameRegexFilter("(?:a|b)".into())))).is_ok());
         assert!(refused(f(F::ValueRegexFilter(b"(".to_vec()))).contains("value regex"));
         assert!(refused(f(F::CellsPerRowLimitFilter(-1))).contains("-1"));
+        // Bigtable's own rules: limits of at least one, chains and
+        // interleaves of two filters or more, a row key regex not empty.
+        assert!(refused(f(F::CellsPerRowLimitFilter(0))).contains("at least 1"));
+        assert!(refused(f(F::CellsPerColumnLimitFilter(0))).contains("at least 1"));
+        assert!(refused(chain(vec![f(F::PassAllFilter(true))])).contains("two"));
+        assert!(refused(interleave(vec![f(F::PassAllFilter(true))])).contains("two"));
+        assert!(refused(f(F::RowKeyRegexFilter(vec![]))).contains("empty"));
         assert!(refused(f(F::RowSampleFilter(1.5))).contains("1.5"));
         assert!(refused(f(F::ApplyLabelTransformer("Bad Label".into()))).contains("Bad Label"));
         let in_condition = f(F::Condition(Box::new(Condition {
@@ -838,7 +887,7 @@ mod tests {
         assert!(refused(two_labels).contains("label"));
         let mut deep = f(F::PassAllFilter(true));
         for _ in 0..100 {
-            deep = chain(vec![deep]);
+            deep = chain(vec![deep, f(F::PassAllFilter(true))]);
         }
         assert!(refused(deep).contains("deeper"));
         // A chain of 11 interleaves of two would copy a cell 2^11 times.

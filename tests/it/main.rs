@@ -27,6 +27,8 @@ mod bigtable;
 #[cfg(feature = "bigtable")]
 mod bigtable_clients;
 #[cfg(feature = "bigtable")]
+mod bigtable_differential;
+#[cfg(feature = "bigtable")]
 mod bigtable_face;
 mod crash;
 mod flight;
