@@ -3,6 +3,9 @@
 //! it (the same row locks SQL's writes take).
 
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use futures::Stream;
 use googleapis_tonic_google_bigtable_v2::google::bigtable::v2 as data;
@@ -24,17 +27,67 @@ pub type Answers<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 /// Responses a read may have sent ahead of the client.
 const READ_AHEAD: usize = 4;
 
-/// The answers a blocking task sends into a channel, as a stream.
+/// The answers a blocking task sends into a channel, as a stream; if the
+/// task gave up on a client that read nothing for `stall` (it sets
+/// `stalled` and stops), the stream ends with DEADLINE_EXCEEDED, never as
+/// if the answer were whole.
 fn channel_stream<T: Send + 'static>(
     rx: tokio::sync::mpsc::Receiver<Result<T, Status>>,
+    stalled: Arc<AtomicBool>,
+    stall: Duration,
 ) -> Answers<T> {
-    Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
+    Box::pin(futures::stream::unfold(Some(rx), move |rx| {
+        let stalled = Arc::clone(&stalled);
+        async move {
+            let mut rx = rx?;
+            match rx.recv().await {
+                Some(item) => Some((item, Some(rx))),
+                None if stalled.load(Ordering::Acquire) => Some((
+                    Err(Status::deadline_exceeded(format!(
+                        "the client read nothing for {} s, so the read was stopped; \
+                         read again from the last row received",
+                        stall.as_secs_f64()
+                    ))),
+                    None,
+                )),
+                None => None,
+            }
+        }
     }))
 }
 
-/// The rows of a `ReadRows`, filtered and chunked, into `tx`; stops when
-/// the client goes away.
+/// Sends into `tx` from a blocking thread, waiting at most `stall` for
+/// room; false if the client went or stalled (then `stalled` is set).
+fn send_within<T>(
+    tx: &tokio::sync::mpsc::Sender<T>,
+    item: T,
+    stall: Duration,
+    stalled: &AtomicBool,
+) -> bool {
+    let item = match tx.try_send(item) {
+        Ok(()) => return true,
+        Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return false,
+        Err(tokio::sync::mpsc::error::TrySendError::Full(item)) => item,
+    };
+    let runtime = tokio::runtime::Handle::current();
+    match runtime.block_on(tokio::time::timeout(stall, tx.send(item))) {
+        Ok(sent) => sent.is_ok(),
+        Err(_) => {
+            stalled.store(true, Ordering::Release);
+            false
+        }
+    }
+}
+
+/// Where a read sends its responses, and how long it waits for room.
+struct Sink {
+    tx: tokio::sync::mpsc::Sender<Result<data::ReadRowsResponse, Status>>,
+    stall: Duration,
+    stalled: Arc<AtomicBool>,
+}
+
+/// The rows of a `ReadRows`, filtered and chunked, into the sink; stops
+/// when the client goes away or reads nothing for the sink's stall.
 fn read(
     store: Store,
     table: String,
@@ -42,9 +95,9 @@ fn read(
     filter: RowFilter,
     limit: Option<usize>,
     reverse: bool,
-    tx: tokio::sync::mpsc::Sender<Result<data::ReadRowsResponse, Status>>,
+    sink: Sink,
 ) {
-    let send = |item| tx.blocking_send(item).is_ok();
+    let send = |item| send_within(&sink.tx, item, sink.stall, &sink.stalled);
     let def = match store.table(&table) {
         Ok(def) => def,
         Err(e) => {
@@ -85,7 +138,7 @@ fn read(
                 if !chunks.is_empty() {
                     flush(chunks.take());
                 }
-                flush_err(&tx, &e);
+                send(Err(status(&e)));
                 return;
             }
         };
@@ -107,10 +160,6 @@ fn read(
     if !chunks.is_empty() {
         flush(chunks.take());
     }
-}
-
-fn flush_err(tx: &tokio::sync::mpsc::Sender<Result<data::ReadRowsResponse, Status>>, e: &Error) {
-    let _ = tx.blocking_send(Err(status(e)));
 }
 
 /// Runs store work on a blocking thread.
@@ -169,8 +218,14 @@ impl Bigtable for Face {
         let (tx, rx) = tokio::sync::mpsc::channel(READ_AHEAD);
         let store = self.store.clone();
         let reverse = req.reversed;
-        tokio::task::spawn_blocking(move || read(store, table, rows, filter, limit, reverse, tx));
-        Ok(Response::new(channel_stream(rx)))
+        let sink = Sink {
+            tx,
+            stall: self.stalled_stream,
+            stalled: Arc::new(AtomicBool::new(false)),
+        };
+        let answers = channel_stream(rx, Arc::clone(&sink.stalled), sink.stall);
+        tokio::task::spawn_blocking(move || read(store, table, rows, filter, limit, reverse, sink));
+        Ok(Response::new(answers))
     }
 
     async fn sample_row_keys(

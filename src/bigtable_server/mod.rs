@@ -39,12 +39,18 @@ const MAX_REQUEST_BYTES: usize = 256 << 20;
 pub struct Face {
     store: Store,
     auth: Authenticator,
+    /// How long a read waits for a client that reads nothing.
+    stalled_stream: std::time::Duration,
 }
 
 impl Face {
     /// The services over `store`, for callers `auth` knows.
     pub fn new(store: Store, auth: Authenticator) -> Self {
-        Face { store, auth }
+        Face {
+            store,
+            auth,
+            stalled_stream: crate::flight::ConnLimits::default().stalled_stream,
+        }
     }
 
     /// Refuses a caller whose role is below `needed` for `call` (and a
@@ -74,7 +80,8 @@ pub async fn serve_until(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
     options.credentials.validate()?;
-    let face = Face::new(store, Authenticator::new(options.credentials.clone()));
+    let mut face = Face::new(store, Authenticator::new(options.credentials.clone()));
+    face.stalled_stream = options.limits.stalled_stream;
     let data = stubs::bigtable_server::BigtableServer::new(face.clone())
         .max_decoding_message_size(MAX_REQUEST_BYTES);
     let admin = stubs::bigtable_table_admin_server::BigtableTableAdminServer::new(face)

@@ -49,6 +49,10 @@ pub struct ConnLimits {
     /// Most connections from one address not yet authenticated; one more
     /// closes the oldest of them.
     pub unauthenticated_per_address: usize,
+    /// How long a streamed answer waits for a client that reads nothing
+    /// before it is stopped with DEADLINE_EXCEEDED (the Bigtable face's
+    /// `ReadRows`: its read holds a thread and a snapshot while it waits).
+    pub stalled_stream: Duration,
 }
 
 impl Default for ConnLimits {
@@ -57,6 +61,7 @@ impl Default for ConnLimits {
             max_connections: 512,
             authenticate_within: Duration::from_secs(10),
             unauthenticated_per_address: 8,
+            stalled_stream: Duration::from_secs(60),
         }
     }
 }

@@ -36,14 +36,18 @@ struct Face {
 
 impl Face {
     async fn start(store: Store, credentials: Credentials) -> Face {
+        let options = ServeOptions {
+            credentials,
+            ..Default::default()
+        };
+        Face::start_with(store, options).await
+    }
+
+    async fn start_with(store: Store, options: ServeOptions) -> Face {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
-            let options = ServeOptions {
-                credentials,
-                ..Default::default()
-            };
             cellar::bigtable_server::serve_until(store, listener, &options, async {
                 let _ = stopped.await;
             })
@@ -844,4 +848,59 @@ async fn one_store_has_two_faces() {
         .unwrap_err()
         .to_string();
     assert!(gone.contains("made_by_api"), "{gone}");
+}
+
+/// A client that opens a read and then reads nothing: the read waits
+/// `stalled_stream` for room and stops; the client, reading again, gets
+/// the responses sent ahead and then DEADLINE_EXCEEDED (never an end that
+/// looks like the whole answer), and the server reads for others after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_whose_client_stops_reading_ends_with_deadline_exceeded() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = ServeOptions {
+        limits: cellar::flight::ConnLimits {
+            stalled_stream: std::time::Duration::from_millis(500),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let face = Face::start_with(Store::open(dir.path()).unwrap(), options).await;
+    create(&face, "t").await;
+    let mut client = face.data().await;
+    // 12.5 MiB in 200 rows: far more than the responses a read sends ahead
+    // and HTTP/2's windows hold.
+    for batch in 0..10 {
+        let entries = (0..20)
+            .map(|i| {
+                entry(
+                    &format!("r{:03}", batch * 20 + i),
+                    vec![set("cf", "q", 1000, vec![b'v'; 64 << 10])],
+                )
+            })
+            .collect();
+        client
+            .mutate_rows(data::MutateRowsRequest {
+                table_name: table("t"),
+                entries,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    let mut stream = client.read_rows(request("t")).await.unwrap().into_inner();
+    assert!(stream.message().await.unwrap().is_some());
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let mut responses = 1;
+    let stopped = loop {
+        match stream.message().await {
+            Ok(Some(_)) => responses += 1,
+            Ok(None) => panic!("the read ended as if whole after {responses} responses"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(stopped.code(), tonic::Code::DeadlineExceeded, "{stopped}");
+    assert!(stopped.message().contains("read nothing"), "{stopped}");
+    // Whole when read at once.
+    let (rows, _) = read(&mut face.data().await, request("t")).await.unwrap();
+    assert_eq!(rows.len(), 200);
 }
