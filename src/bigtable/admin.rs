@@ -115,11 +115,11 @@ pub(crate) fn check_supported<'a>(
     Ok(())
 }
 
-/// Whether the instance has a table of that name.
-pub(crate) fn table_exists(store: &BigtableStore, table: &str) -> Result<bool> {
+/// Whether the instance has Bigtable table `id`.
+pub(crate) fn table_exists(store: &BigtableStore, id: &str) -> Result<bool> {
     let mut admin = store.admin.clone();
-    let name = store.table_path(table);
-    let call = format!("GetTable {table}");
+    let name = store.bigtable_path(id);
+    let call = format!("GetTable {id}");
     store.run(async move {
         let request = admin_api::GetTableRequest {
             name,
@@ -133,8 +133,8 @@ pub(crate) fn table_exists(store: &BigtableStore, table: &str) -> Result<bool> {
     })
 }
 
-/// Creates the Bigtable table of a definition.
-pub(crate) fn create_table(store: &BigtableStore, def: &TableDef) -> Result<()> {
+/// Creates the Bigtable table of a definition, as Bigtable table `id`.
+pub(crate) fn create_table(store: &BigtableStore, def: &TableDef, id: &str) -> Result<()> {
     let mut admin = store.admin.clone();
     let column_families: HashMap<String, ColumnFamily> = def
         .families
@@ -143,7 +143,7 @@ pub(crate) fn create_table(store: &BigtableStore, def: &TableDef) -> Result<()> 
         .collect();
     let request = admin_api::CreateTableRequest {
         parent: store.instance.clone(),
-        table_id: def.name.clone(),
+        table_id: id.to_string(),
         table: Some(admin_api::Table {
             column_families,
             ..Default::default()
@@ -211,11 +211,11 @@ pub(crate) fn modify_families(store: &BigtableStore, old: &TableDef, new: &Table
     })
 }
 
-/// Deletes a Bigtable table (gone already is fine).
-pub(crate) fn delete_table(store: &BigtableStore, table: &str) -> Result<()> {
+/// Deletes Bigtable table `id` (gone already is fine).
+pub(crate) fn delete_table(store: &BigtableStore, id: &str) -> Result<()> {
     let mut admin = store.admin.clone();
-    let name = store.table_path(table);
-    let call = format!("DeleteTable {table}");
+    let name = store.bigtable_path(id);
+    let call = format!("DeleteTable {id}");
     store.run(async move {
         match admin
             .delete_table(admin_api::DeleteTableRequest { name })

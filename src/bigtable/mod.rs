@@ -57,6 +57,18 @@ const CATALOG_FAMILY: &str = "c";
 const TABLE_ROW_PREFIX: &str = "table/";
 const SETTING_ROW_PREFIX: &str = "setting/";
 const NEXT_ID_ROW: &str = "meta/next_id";
+/// The metadata key of a definition whose Bigtable table is not named as
+/// the table is: a series given a new layout (`ALTER SERIES ... SET
+/// LAYOUT`) keeps the table its rows were copied into, since Bigtable
+/// cannot rename one.
+const BIGTABLE_TABLE_KEY: &str = "bigtable.table";
+
+/// The Bigtable table that holds `def`'s rows.
+fn physical(def: &TableDef) -> &str {
+    def.metadata
+        .get(BIGTABLE_TABLE_KEY)
+        .map_or(def.name.as_str(), String::as_str)
+}
 
 /// A Cloud Bigtable instance (or the emulator) as a cellar store.
 pub struct BigtableStore {
@@ -209,9 +221,45 @@ impl BigtableStore {
         wait(runtime.handle(), call)
     }
 
-    /// The full name of a table.
+    /// The full name of the Bigtable table that holds `table`'s rows (its
+    /// own name unless the catalog maps it to another; an unknown table,
+    /// and the catalog itself, by name).
     fn table_path(&self, table: &str) -> String {
-        format!("{}/tables/{table}", self.instance)
+        let mapped = (table != CATALOG_TABLE)
+            .then(|| self.def(table).ok())
+            .flatten()
+            .and_then(|def| def.metadata.get(BIGTABLE_TABLE_KEY).cloned());
+        self.bigtable_path(mapped.as_deref().unwrap_or(table))
+    }
+
+    /// The full name of Bigtable table `id`.
+    fn bigtable_path(&self, id: &str) -> String {
+        format!("{}/tables/{id}", self.instance)
+    }
+
+    /// A Bigtable table id for a new table `name`: its name, unless a
+    /// table of the catalog holds its rows there (after a change of
+    /// layout), then the first of `name-1`, `name-2`, ... that no table of
+    /// the catalog uses and the instance does not have.
+    fn free_bigtable_id(&self, name: &str) -> Result<String> {
+        self.load_catalog()?;
+        let used: std::collections::BTreeSet<String> = self
+            .tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|def| physical(def).to_string())
+            .collect();
+        if !used.contains(name) {
+            return Ok(name.to_string());
+        }
+        for n in 1.. {
+            let id = format!("{name}-{n}");
+            if !used.contains(&id) && !admin::table_exists(self, &id)? {
+                return Ok(id);
+            }
+        }
+        unreachable!("an unbounded search ends")
     }
 
     /// The definition of `name` as cached, or as the catalog has it now
@@ -330,7 +378,7 @@ impl BigtableStore {
     fn ensure_catalog(&self) -> Result<()> {
         let exists = admin::table_exists(self, CATALOG_TABLE)?;
         if !exists {
-            admin::create_table(self, &catalog_def())?;
+            admin::create_table(self, &catalog_def(), CATALOG_TABLE)?;
         }
         Ok(())
     }
@@ -513,15 +561,19 @@ impl Backend for BigtableStore {
         }
         let count = 1 + spec.families.len() as u64;
         let mut id = self.next_ids(count)?;
-        let def = TableDef::from_spec(spec, &mut id);
-        if admin::table_exists(self, &def.name)? {
+        let mut def = TableDef::from_spec(spec, &mut id);
+        let bigtable_id = self.free_bigtable_id(&def.name)?;
+        if bigtable_id != def.name {
+            def.metadata
+                .insert(BIGTABLE_TABLE_KEY.to_string(), bigtable_id.clone());
+        }
+        if admin::table_exists(self, &bigtable_id)? {
             return Err(Error::InvalidArgument(format!(
-                "the instance already has a Bigtable table {} that cellar did not create; \
-                 pick another name",
-                def.name
+                "the instance already has a Bigtable table {bigtable_id} that cellar did not \
+                 create; pick another name"
             )));
         }
-        admin::create_table(self, &def)?;
+        admin::create_table(self, &def, &bigtable_id)?;
         let json = serde_json::to_vec(&def)
             .map_err(|e| Error::Internal(format!("a table definition did not serialize: {e}")))?;
         self.put_catalog(&format!("{TABLE_ROW_PREFIX}{}", def.name), Some(json))?;
@@ -553,19 +605,54 @@ impl Backend for BigtableStore {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(name)
             .is_some();
-        if !damaged {
-            self.def(name)?;
-        }
+        let bigtable_id = if damaged {
+            name.to_string()
+        } else {
+            physical(&self.def(name)?).to_string()
+        };
         self.put_catalog(&format!("{TABLE_ROW_PREFIX}{name}"), None)?;
         self.uncache(name);
-        admin::delete_table(self, name)
+        // Never a Bigtable table that another table of the catalog holds
+        // its rows in (a change of layout stopped between its two catalog
+        // writes leaves two names on one table).
+        self.load_catalog()?;
+        let shared = self
+            .tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .any(|def| physical(def) == bigtable_id);
+        if shared {
+            return Ok(());
+        }
+        admin::delete_table(self, &bigtable_id)
     }
 
+    /// Bigtable cannot rename a table, so `target`'s definition becomes
+    /// `source`'s under `target`'s name, mapped to `source`'s Bigtable
+    /// table; then `source`'s catalog row goes and `target`'s old Bigtable
+    /// table is deleted. Queries planned before see the change (the
+    /// definition's id) and ask to be run again.
     fn replace_table(&self, target: &str, source: &str) -> Result<TableDef> {
-        Err(Error::InvalidArgument(format!(
-            "replacing table {target} by {source} (what ALTER SERIES ... SET LAYOUT does) needs a \
-             rename, which Bigtable does not have; copy the rows into a new series instead"
-        )))
+        let _ddl = lock(&self.ddl);
+        let old = self.def(target)?;
+        let new = self.def(source)?;
+        let mut def = new.clone();
+        def.name = target.to_string();
+        def.metadata
+            .insert(BIGTABLE_TABLE_KEY.to_string(), physical(&new).to_string());
+        let json = serde_json::to_vec(&def)
+            .map_err(|e| Error::Internal(format!("a table definition did not serialize: {e}")))?;
+        // The switch: one row. Until the next write, both names hold the
+        // rows; drop_table then keeps the Bigtable table.
+        self.put_catalog(&format!("{TABLE_ROW_PREFIX}{target}"), Some(json))?;
+        self.cache(def.clone());
+        self.put_catalog(&format!("{TABLE_ROW_PREFIX}{source}"), None)?;
+        self.uncache(source);
+        if physical(&old) != physical(&def) {
+            admin::delete_table(self, physical(&old))?;
+        }
+        Ok(def)
     }
 
     fn damaged_tables(&self) -> Vec<(String, String)> {

@@ -98,6 +98,7 @@ on_both_servers!(a_slow_reader_of_a_long_scan_keeps_its_connection);
 on_both_servers!(concurrent_updates_on_bigtable_lose_nothing, async, 4);
 on_both_servers!(aggregate_families_are_bigtables_aggregates, async, 2);
 on_both_servers!(a_column_per_event_bucket_takes_new_events, async, 2);
+on_both_servers!(a_series_changes_layout_on_bigtable, async, 2);
 
 fn set(family: &str, qualifier: &str, ts: i64, value: &str) -> Mutation {
     Mutation::set_at(family, qualifier, ts, value)
@@ -688,4 +689,63 @@ async fn a_column_per_event_bucket_takes_new_events(emulator: &Emulator) {
     assert!(got.contains("| 2021-03-05T12:01:00 | 2 |"), "{got}");
     assert!(got.contains("| 2021-03-05T12:30:00 | 3 |"), "{got}");
     assert_eq!(got.lines().count(), 3 + 4, "{got}");
+}
+
+/// `ALTER SERIES ... SET LAYOUT` on Bigtable, which cannot rename a table:
+/// the events are copied into a new Bigtable table and the catalog maps
+/// the series' name to it. Twice (the second copy may not reuse the first
+/// one's Bigtable table, which the series now holds its rows in), with
+/// the answers kept, the old Bigtable tables gone, and a drop removing
+/// the table the rows are in.
+async fn a_series_changes_layout_on_bigtable(emulator: &Emulator) {
+    let session = SqlSession::new(open(emulator));
+    let run = |sql: &'static str| {
+        let session = session.clone();
+        async move {
+            pretty_format_batches(&session.query(sql).await.unwrap())
+                .unwrap()
+                .to_string()
+        }
+    };
+    run("CREATE SERIES w (KEY (site TEXT), TIME ts, v BIGINT) LAYOUT BUCKET '1 hour' CELL PER EVENT")
+        .await;
+    run(
+        "INSERT INTO w VALUES ('a', TIMESTAMP '2021-03-05 12:00:00', 1), \
+         ('a', TIMESTAMP '2021-03-05 12:30:00', 2), ('b', TIMESTAMP '2021-03-05 13:00:00', 3)",
+    )
+    .await;
+    let query = "SELECT site, ts, v FROM w ORDER BY site, ts";
+    let before = run(query).await;
+    let tables = |emulator: &Emulator| -> Vec<String> {
+        let mut listed: Vec<String> = cbt(emulator, &["ls"])
+            .lines()
+            .map(str::to_string)
+            .filter(|t| t != "_cellar")
+            .collect();
+        listed.sort();
+        listed
+    };
+    assert_eq!(tables(emulator), ["w"]);
+    run("ALTER SERIES w SET LAYOUT ROW PER EVENT").await;
+    assert_eq!(run(query).await, before);
+    // One row per event now, in the table the events were copied into.
+    assert_eq!(tables(emulator), ["w__relayout"]);
+    assert_eq!(cbt(emulator, &["count", "w__relayout"]).trim(), "3");
+    run("ALTER SERIES w SET LAYOUT BUCKET '1 day' CELL PER EVENT").await;
+    assert_eq!(run(query).await, before);
+    assert_eq!(tables(emulator), ["w__relayout-1"]);
+    assert_eq!(cbt(emulator, &["count", "w__relayout-1"]).trim(), "2");
+    // Writes after the change go where reads look.
+    run("INSERT INTO w VALUES ('c', TIMESTAMP '2021-03-06 00:00:00', 4)").await;
+    assert!(run("SELECT sum(v) AS s FROM w").await.contains("| 10 |"));
+    // A new table may take the series' old name of a Bigtable table.
+    run("CREATE TABLE w__relayout (ROW KEY (k TEXT), FAMILY f, n BIGINT IN f)").await;
+    assert_eq!(tables(emulator), ["w__relayout", "w__relayout-1"]);
+    run("DROP TABLE w").await;
+    assert_eq!(tables(emulator), ["w__relayout"]);
+    assert!(
+        run("SELECT count(*) AS n FROM w__relayout")
+            .await
+            .contains("| 0 |")
+    );
 }
