@@ -70,7 +70,7 @@ const LAYOUTS: [&str; 11] = [
 /// Files that do not run on Bigtable, and why (what they test is a
 /// feature of the embedded store; the Bigtable backend refuses it with an
 /// error saying so).
-const BIGTABLE_SKIPS: [(&str, &str); 5] = [
+const BIGTABLE_SKIPS: [(&str, &str); 4] = [
     (
         "aggregates.slt",
         "its HLL families: Bigtable keeps HyperLogLog++ sketches in a format of its own \
@@ -87,10 +87,6 @@ const BIGTABLE_SKIPS: [(&str, &str); 5] = [
     (
         "set_format.slt",
         "ALTER ... SET FORMAT PACKED: PACKED is a format of the embedded store",
-    ),
-    (
-        "series.slt",
-        "its series are FORMAT PACKED, a format of the embedded store",
     ),
 ];
 
