@@ -61,7 +61,7 @@ const NEXT_ID_ROW: &str = "meta/next_id";
 /// the table is: a series given a new layout (`ALTER SERIES ... SET
 /// LAYOUT`) keeps the table its rows were copied into, since Bigtable
 /// cannot rename one.
-const BIGTABLE_TABLE_KEY: &str = "bigtable.table";
+const BIGTABLE_TABLE_KEY: &str = crate::store::BIGTABLE_TABLE_METADATA;
 
 /// The Bigtable table that holds `def`'s rows.
 fn physical(def: &TableDef) -> &str {

@@ -220,8 +220,14 @@ fn describe_series(
     names.push("(layout)".into());
     types.push(String::new());
     kinds.push("layout".into());
+    // On Bigtable after a change of layout: where `cbt` finds the rows.
+    let bigtable = def
+        .metadata
+        .get(crate::store::BIGTABLE_TABLE_METADATA)
+        .map(|id| format!("; rows in Bigtable table {id}"))
+        .unwrap_or_default();
     details.push(format!(
-        "LAYOUT {}; row key {key}; {family}",
+        "LAYOUT {}; row key {key}; {family}{bigtable}",
         series.layout.describe()
     ));
     describe_batch(names, types, kinds, details)

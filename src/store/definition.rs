@@ -119,6 +119,11 @@ pub(crate) fn keyspace_name(id: u64) -> String {
     format!("f{id}")
 }
 
+/// The metadata key of a definition on the Bigtable backend whose rows are
+/// in a Bigtable table not named as the table (after `ALTER SERIES ... SET
+/// LAYOUT`, since Bigtable cannot rename): that table's id.
+pub const BIGTABLE_TABLE_METADATA: &str = "bigtable.table";
+
 /// A table: its families, and metadata owned by the layers above the store
 /// (the SQL layer keeps its row-key schema and declared columns there).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

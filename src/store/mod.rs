@@ -59,7 +59,8 @@ pub use bulk::{BadRows, BatchColumn, BatchFamily, CellBatch, INGEST_MIN_ROWS};
 pub use check::{CheckReport, FamilyCheck};
 pub use commit::Durability;
 pub use definition::{
-    AlterOp, Conversion, FamilyDef, FamilyKind, FamilySpec, MAX_FAMILIES, TableDef, TableSpec,
+    AlterOp, BIGTABLE_TABLE_METADATA, Conversion, FamilyDef, FamilyKind, FamilySpec, MAX_FAMILIES,
+    TableDef, TableSpec,
 };
 #[cfg_attr(
     not(feature = "bigtable"),

@@ -731,6 +731,14 @@ async fn a_series_changes_layout_on_bigtable(emulator: &Emulator) {
     // One row per event now, in the table the events were copied into.
     assert_eq!(tables(emulator), ["w__relayout"]);
     assert_eq!(cbt(emulator, &["count", "w__relayout"]).trim(), "3");
+    // DESCRIBE says where cbt finds the rows.
+    assert!(
+        run("DESCRIBE w")
+            .await
+            .contains("rows in Bigtable table w__relayout"),
+        "{}",
+        run("DESCRIBE w").await
+    );
     run("ALTER SERIES w SET LAYOUT BUCKET '1 day' CELL PER EVENT").await;
     assert_eq!(run(query).await, before);
     assert_eq!(tables(emulator), ["w__relayout-1"]);
