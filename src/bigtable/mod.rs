@@ -253,13 +253,18 @@ impl BigtableStore {
         if !used.contains(name) {
             return Ok(name.to_string());
         }
-        for n in 1.. {
+        // As many tries as there are tables to be in the way, and one more.
+        for n in 1..=used.len() + 1 {
             let id = format!("{name}-{n}");
             if !used.contains(&id) && !admin::table_exists(self, &id)? {
                 return Ok(id);
             }
         }
-        unreachable!("an unbounded search ends")
+        Err(Error::InvalidArgument(format!(
+            "no free Bigtable table id for table {name}: {name}-1 to {name}-{} are all taken \
+             (by tables cellar did not create); pick another name",
+            used.len() + 1
+        )))
     }
 
     /// The definition of `name` as cached, or as the catalog has it now
