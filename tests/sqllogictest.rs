@@ -70,12 +70,7 @@ const LAYOUTS: [&str; 11] = [
 /// Files that do not run on Bigtable, and why (what they test is a
 /// feature of the embedded store; the Bigtable backend refuses it with an
 /// error saying so).
-const BIGTABLE_SKIPS: [(&str, &str); 4] = [
-    (
-        "aggregates.slt",
-        "its HLL families: Bigtable keeps HyperLogLog++ sketches in a format of its own \
-         (SUM, MIN and MAX families run on Bigtable: tests/it/bigtable.rs, coarse_buckets.slt)",
-    ),
+const BIGTABLE_SKIPS: [(&str, &str); 3] = [
     (
         "packed.slt",
         "FORMAT PACKED is a format of the embedded store",

@@ -76,10 +76,16 @@ pub(crate) fn value_type(kind: FamilyKind) -> Option<admin_api::Type> {
     })
 }
 
+/// Bigtable's family for one of cellar's. An HLL family is plain bytes
+/// there: it holds cellar's sketches, which cellar merges itself
+/// (`hll.rs`), as Bigtable's own HLL families keep a format of their own.
 fn family(f: &FamilyDef) -> ColumnFamily {
     ColumnFamily {
         gc_rule: gc_rule(&f.gc),
-        value_type: value_type(f.kind),
+        value_type: match f.kind {
+            FamilyKind::HyperLogLog => None,
+            kind => value_type(kind),
+        },
     }
 }
 
@@ -91,25 +97,16 @@ pub(crate) fn no_packed(table: &str, family: &str) -> Error {
     ))
 }
 
-/// Refuses what Bigtable tables cannot be: PACKED families, and
-/// HyperLogLog families (Bigtable keeps HyperLogLog++ sketches in a format
-/// of its own, which cellar's `hll_count` does not read). Sum, Min and Max
-/// families are Bigtable's aggregate families of int64.
+/// Refuses what Bigtable tables cannot be: PACKED families (Sum, Min and
+/// Max families are Bigtable's aggregate families of int64, HLL families
+/// families of cellar's sketches).
 pub(crate) fn check_supported<'a>(
     table: &str,
-    families: impl IntoIterator<Item = (&'a String, FamilyKind, FamilyFormat)>,
+    families: impl IntoIterator<Item = (&'a String, FamilyFormat)>,
 ) -> Result<()> {
-    for (name, kind, format) in families {
+    for (name, format) in families {
         if format == FamilyFormat::Packed {
             return Err(no_packed(table, name));
-        }
-        if kind == FamilyKind::HyperLogLog {
-            return Err(Error::InvalidArgument(format!(
-                "family {name} of table {table}: HLL families are not supported on the Bigtable \
-                 backend: Bigtable keeps HyperLogLog++ sketches in its own format, which \
-                 hll_count cannot read; count distinct values with count(DISTINCT ...), or keep \
-                 SUM, MIN and MAX families, which Bigtable aggregates as cellar does"
-            )));
         }
     }
     Ok(())

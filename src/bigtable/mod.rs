@@ -27,6 +27,7 @@
 
 pub(crate) mod admin;
 mod connect;
+mod hll;
 mod read;
 mod write;
 
@@ -556,7 +557,7 @@ impl Backend for BigtableStore {
         crate::store::check_families(&spec.name, &spec.families)?;
         admin::check_supported(
             &spec.name,
-            spec.families.iter().map(|f| (&f.name, f.kind, f.format)),
+            spec.families.iter().map(|f| (&f.name, f.format)),
         )?;
         let _ddl = lock(&self.ddl);
         match self.def(&spec.name) {
@@ -593,7 +594,7 @@ impl Backend for BigtableStore {
         let mut id = self.next_ids(ops.len() as u64 + 1)?;
         let specs = def.apply(ops, &mut id)?;
         crate::store::check_families(name, &specs)?;
-        admin::check_supported(name, specs.iter().map(|f| (&f.name, f.kind, f.format)))?;
+        admin::check_supported(name, specs.iter().map(|f| (&f.name, f.format)))?;
         admin::modify_families(self, &old, &def)?;
         let json = serde_json::to_vec(&def)
             .map_err(|e| Error::Internal(format!("a table definition did not serialize: {e}")))?;

@@ -643,6 +643,63 @@ pub(crate) fn stream(
     })))
 }
 
+/// The cells of rows `keys` of `table` as Bigtable holds them, through
+/// `filter` only: no GC policy applied (a write merges into the cell that
+/// is there, collected or not, as Bigtable's and the embedded store's
+/// aggregates do). Cells of families other than `families` are left out.
+pub(crate) fn raw_rows(
+    store: &BigtableStore,
+    table: &str,
+    families: Vec<Arc<str>>,
+    keys: Vec<Vec<u8>>,
+    filter: RowFilter,
+) -> Result<Vec<Row>> {
+    let mut client = store.data.clone();
+    let request = data::ReadRowsRequest {
+        table_name: store.table_path(table),
+        rows: Some(data::RowSet {
+            row_keys: keys,
+            row_ranges: Vec::new(),
+        }),
+        filter: Some(filter),
+        ..Default::default()
+    };
+    let call = format!("ReadRows on table {table}");
+    store.run(async move {
+        let mut stream = client
+            .read_rows(request)
+            .await
+            .map_err(|s| remote(call.clone(), &s))?
+            .into_inner();
+        let mut merger = ChunkMerger::new(families.clone());
+        let mut rows = Vec::new();
+        while let Some(response) = stream
+            .message()
+            .await
+            .map_err(|s| remote(call.clone(), &s))?
+        {
+            for chunk in response.chunks {
+                if let Some(raw) = merger.push(chunk)? {
+                    rows.push(Row {
+                        key: raw.key,
+                        cells: raw
+                            .cells
+                            .into_iter()
+                            .map(|c| crate::store::Cell {
+                                family: families[c.family as usize].clone(),
+                                qualifier: c.qualifier,
+                                timestamp: c.timestamp,
+                                value: c.value,
+                            })
+                            .collect(),
+                    });
+                }
+            }
+        }
+        Ok(rows)
+    })
+}
+
 /// Every row of a read, owned.
 pub(crate) fn collect(
     store: &BigtableStore,

@@ -11,18 +11,20 @@
 
 use std::sync::Arc;
 
+use super::hll;
 use super::read::{self, pushed_filter};
 use super::{BigtableStore, data, remote};
 use crate::error::{Error, Result};
 use crate::store::{
-    BadRows, Cell, CellBatch, GcPolicy, Mutation, ReadFilter, ReadModifyWrite, ReadRequest, Row,
-    RowChange, RowMutation, RowSet, TableDef, TimeRange, align_down, align_up, validate_mutation,
+    BadRows, Cell, CellBatch, FamilyKind, GcPolicy, Mutation, ReadFilter, ReadModifyWrite,
+    ReadRequest, Row, RowChange, RowMutation, RowSet, TableDef, TimeRange, align_down, align_up,
+    validate_mutation,
 };
 use data::mutation::{DeleteFromColumn, DeleteFromFamily, DeleteFromRow, SetCell};
 use data::read_modify_write_rule::Rule;
 
 /// Rows per `MutateRows` call (Bigtable allows 100 000 mutations a call).
-const ROWS_PER_CALL: usize = 1000;
+pub(super) const ROWS_PER_CALL: usize = 1000;
 
 /// Refuses a timestamp Bigtable cannot keep.
 fn whole_millis(timestamp: i64) -> Result<i64> {
@@ -109,22 +111,72 @@ fn mutation(m: Mutation) -> Result<data::Mutation> {
     Ok(data::Mutation { mutation: Some(m) })
 }
 
+/// Bigtable's mutations for one of cellar's (validated already) into
+/// `out`. A cell set in a SUM, MIN or MAX family (UPDATE assigns an
+/// accumulator) is that cell deleted and the value added to it anew:
+/// Bigtable's aggregate cells take input, and Google's emulator adds a
+/// SetCell's value to the cell where cellar replaces it; an add to a
+/// deleted aggregate cell starts a new one, in Bigtable and in cellar.
+pub(super) fn translate(def: &TableDef, m: Mutation, out: &mut Vec<data::Mutation>) -> Result<()> {
+    match m {
+        Mutation::SetCell {
+            family,
+            qualifier,
+            timestamp,
+            value,
+        } if def.family(&family).is_ok_and(|f| {
+            matches!(f.kind, FamilyKind::Sum | FamilyKind::Min | FamilyKind::Max)
+        }) =>
+        {
+            let at = match timestamp {
+                Some(ts) => whole_millis(ts)?,
+                None => {
+                    let now = crate::store::now_micros();
+                    now - now.rem_euclid(1000)
+                }
+            };
+            out.push(mutation(Mutation::DeleteCells {
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+                time_range: TimeRange {
+                    start: at,
+                    end: Some(at.saturating_add(1000)),
+                },
+            })?);
+            out.push(mutation(Mutation::AddToCell {
+                family,
+                qualifier,
+                timestamp: Some(at),
+                input: value,
+            })?);
+        }
+        m => out.push(mutation(m)?),
+    }
+    Ok(())
+}
+
 /// A row's mutations, validated and translated.
 fn entry(def: &TableDef, row: RowMutation) -> Result<data::mutate_rows_request::Entry> {
     validate_mutation(def, &row)?;
+    let mut mutations = Vec::with_capacity(row.mutations.len());
+    for m in row.mutations {
+        translate(def, m, &mut mutations)?;
+    }
     Ok(data::mutate_rows_request::Entry {
         row_key: row.key,
-        mutations: row
-            .mutations
-            .into_iter()
-            .map(mutation)
-            .collect::<Result<_>>()?,
+        mutations,
         idempotency: None,
     })
 }
 
 pub(crate) fn mutate_row(store: &BigtableStore, def: &TableDef, row: RowMutation) -> Result<()> {
     let table = def.name.as_str();
+    if hll::adds_to_sketch(def, &row) {
+        validate_mutation(def, &row)?;
+        return hll::write(store, def, vec![row])?
+            .pop()
+            .unwrap_or_else(|| Err(Error::Internal("a sketch write left no outcome".into())));
+    }
     let entry = entry(def, row)?;
     if entry.mutations.is_empty() {
         return Ok(());
@@ -211,10 +263,24 @@ pub(crate) fn mutate_rows(
     rows: Vec<RowMutation>,
 ) -> Result<Vec<Result<()>>> {
     let table = def.name.as_str();
+    let merged_keys = hll::keys_merged(def, &rows);
     let mut results: Vec<Option<Result<()>>> = Vec::with_capacity(rows.len());
     let mut entries = Vec::new();
     let mut places = Vec::new();
+    let mut merges = Vec::new();
+    let mut merge_places = Vec::new();
     for (i, row) in rows.into_iter().enumerate() {
+        if merged_keys.contains(&row.key) {
+            match validate_mutation(def, &row) {
+                Ok(()) => {
+                    results.push(None);
+                    merge_places.push(i);
+                    merges.push(row);
+                }
+                Err(e) => results.push(Some(Err(e))),
+            }
+            continue;
+        }
         match entry(def, row) {
             Ok(e) if e.mutations.is_empty() => results.push(Some(Ok(()))),
             Ok(e) => {
@@ -227,6 +293,14 @@ pub(crate) fn mutate_rows(
     }
     for (place, outcome) in places.into_iter().zip(send(store, table, entries)?) {
         results[place] = Some(outcome);
+    }
+    if !merges.is_empty() {
+        for (place, outcome) in merge_places
+            .into_iter()
+            .zip(hll::write(store, def, merges)?)
+        {
+            results[place] = Some(outcome);
+        }
     }
     Ok(results.into_iter().map(|r| r.unwrap_or(Ok(()))).collect())
 }
@@ -241,8 +315,36 @@ pub(crate) fn write_batch(
     let mut failed = Vec::new();
     let mut entries = Vec::with_capacity(batch.len());
     let mut rows = Vec::with_capacity(batch.len());
+    let mut merges = Vec::new();
+    let mut merge_rows = Vec::new();
+    let merged_keys = if def
+        .families
+        .iter()
+        .any(|f| f.kind == FamilyKind::HyperLogLog)
+    {
+        hll::keys_merged(
+            def,
+            &(0..batch.len())
+                .map(|r| batch.row_mutation(r))
+                .collect::<Vec<_>>(),
+        )
+    } else {
+        Default::default()
+    };
     for row in 0..batch.len() {
-        match entry(def, batch.row_mutation(row)) {
+        let mutation = batch.row_mutation(row);
+        if merged_keys.contains(&mutation.key) {
+            match validate_mutation(def, &mutation) {
+                Ok(()) => {
+                    merges.push(mutation);
+                    merge_rows.push(row);
+                }
+                Err(e) if bad == BadRows::Stop => return Ok(vec![(row, e)]),
+                Err(e) => failed.push((row, e)),
+            }
+            continue;
+        }
+        match entry(def, mutation) {
             Ok(e) => {
                 entries.push(e);
                 rows.push(row);
@@ -256,12 +358,20 @@ pub(crate) fn write_batch(
             failed.push((row, e));
         }
     }
+    if !merges.is_empty() {
+        for (row, outcome) in merge_rows.into_iter().zip(hll::write(store, def, merges)?) {
+            if let Err(e) = outcome {
+                failed.push((row, e));
+            }
+        }
+        failed.sort_by_key(|(row, _)| *row);
+    }
     Ok(failed)
 }
 
 /// Reads and writes of one row an UPDATE tries before it gives up: each
 /// failed try is a write by another client between its read and write.
-const UPDATE_ATTEMPTS: u32 = 32;
+pub(super) const UPDATE_ATTEMPTS: u32 = 32;
 /// Conditional writes of one UPDATE in flight at once.
 const UPDATES_IN_FLIGHT: usize = 32;
 
@@ -372,7 +482,7 @@ pub(crate) fn update_rows(
 /// tries in a row with a fixed 2-27 ms wait, and 32 with a limit of
 /// 128 ms when each try took longer (cellar's own Bigtable face, its
 /// reads and writes on a machine busy with other tests).
-fn backoff(attempt: u32) -> std::time::Duration {
+pub(super) fn backoff(attempt: u32) -> std::time::Duration {
     let limit = 2u64 << attempt.min(9);
     let mut random = [0u8; 2];
     let spread = getrandom::fill(&mut random).map_or(limit / 2, |()| {
@@ -383,9 +493,9 @@ fn backoff(attempt: u32) -> std::time::Duration {
 
 /// The predicate of a conditional UPDATE write, and whether the write
 /// goes when it matches (`true`) or when it does not (`false`).
-struct Condition {
-    filter: data::RowFilter,
-    write_on_match: bool,
+pub(super) struct Condition {
+    pub(super) filter: data::RowFilter,
+    pub(super) write_on_match: bool,
 }
 
 /// The condition that a row is as an UPDATE read it: the newest cell of
@@ -519,7 +629,7 @@ fn unchanged(
 
 /// Sends each row's conditional write, [`UPDATES_IN_FLIGHT`] at a time;
 /// per row (its place in `keys`) whether it was written.
-fn conditional_writes(
+pub(super) fn conditional_writes(
     store: &BigtableStore,
     table: &str,
     keys: &[Vec<u8>],

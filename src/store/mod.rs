@@ -54,6 +54,11 @@ mod write;
 
 pub use crate::codec::RowRange;
 pub use aggregate::hll_estimate;
+#[cfg_attr(
+    not(feature = "bigtable"),
+    allow(unused_imports, reason = "used by the Bigtable backend")
+)]
+pub(crate) use aggregate::merge as merge_aggregate;
 pub use backend::{Backend, Capabilities, RowChange, Store};
 pub use bulk::{BadRows, BatchColumn, BatchFamily, CellBatch, INGEST_MIN_ROWS};
 pub use check::{CheckReport, FamilyCheck};
@@ -84,7 +89,7 @@ pub use mutation::{
     not(feature = "bigtable"),
     allow(unused_imports, reason = "used by the Bigtable backend")
 )]
-pub(crate) use mutation::{check_key, validate as validate_mutation};
+pub(crate) use mutation::{check_key, column_name, validate as validate_mutation};
 pub use open::repair_version_marker;
 pub use policy::{GcPolicy, MAX_GC_DEPTH, MAX_GC_RULES};
 pub use probe::RowProbe;

@@ -97,6 +97,7 @@ on_both_servers!(
 on_both_servers!(a_slow_reader_of_a_long_scan_keeps_its_connection);
 on_both_servers!(concurrent_updates_on_bigtable_lose_nothing, async, 4);
 on_both_servers!(aggregate_families_are_bigtables_aggregates, async, 2);
+on_both_servers!(hll_families_hold_cellars_sketches);
 on_both_servers!(a_column_per_event_bucket_takes_new_events, async, 2);
 on_both_servers!(a_series_changes_layout_on_bigtable, async, 2);
 
@@ -581,7 +582,7 @@ async fn concurrent_updates_on_bigtable_lose_nothing(emulator: &Emulator) {
 
 /// Sum, Min and Max families are Bigtable's aggregate families: made with
 /// their types, added to with AddToCell, read as 8-byte int64, through
-/// the store and through SQL; HLL families are refused saying why.
+/// the store and through SQL.
 async fn aggregate_families_are_bigtables_aggregates(emulator: &Emulator) {
     let store = open(emulator);
     store
@@ -620,13 +621,6 @@ async fn aggregate_families_are_bigtables_aggregates(emulator: &Emulator) {
     } else {
         assert_eq!((value("s"), value("lo"), value("hi")), (13, -2, 9));
     }
-    let hll = store
-        .create_table(
-            TableSpec::new("h").family(FamilySpec::new("u").kind(FamilyKind::HyperLogLog)),
-        )
-        .unwrap_err()
-        .to_string();
-    assert!(hll.contains("HLL") && hll.contains("u"), "{hll}");
     // SQL's aggregate families on Bigtable: a SUM family of the guides'
     // coarse buckets.
     let session = SqlSession::new(store);
@@ -648,6 +642,123 @@ async fn aggregate_families_are_bigtables_aggregates(emulator: &Emulator) {
         .unwrap()
         .to_string();
     assert!(got.contains("| 42 "), "{got}");
+}
+
+fn add_item(family: &str, qualifier: &str, item: &str) -> Mutation {
+    Mutation::AddToCell {
+        family: family.into(),
+        qualifier: qualifier.into(),
+        timestamp: Some(0),
+        input: item.as_bytes().to_vec(),
+    }
+}
+
+/// HLL families on Bigtable hold cellar's sketches, merged by cellar:
+/// items added by one call, by a batch that adds to one row many times
+/// (in order with the row's other mutations), and by writers at once end
+/// up in a sketch byte for byte the one the embedded store builds from
+/// the same items (a merge is a register-wise max, whatever the order),
+/// so no writer's items are lost; a row that adds to a corrupt sketch
+/// fails alone.
+fn hll_families_hold_cellars_sketches(emulator: &Emulator) {
+    let spec = || {
+        TableSpec::new("h")
+            .family(FamilySpec::new("u").kind(FamilyKind::HyperLogLog))
+            .family(FamilySpec::new("n"))
+    };
+    let remote = open(emulator);
+    remote.create_table(spec()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let local = Store::open(dir.path()).unwrap();
+    local.create_table(spec()).unwrap();
+    // One row a call, then a batch that adds to one row 300 times, with
+    // a delete of the column in the middle, and a second row.
+    let mut batch: Vec<RowMutation> = (0..300)
+        .map(|i| RowMutation::new("a", vec![add_item("u", "v", &format!("item{i}"))]))
+        .collect();
+    batch.insert(
+        150,
+        RowMutation::new("a", vec![Mutation::delete_column("u", "v")]),
+    );
+    batch.push(RowMutation::new(
+        "b",
+        vec![add_item("u", "v", "x"), set("n", "q", 1000, "plain")],
+    ));
+    for store in [&remote, &local] {
+        store
+            .mutate_row(
+                "h",
+                RowMutation::new("a", vec![add_item("u", "v", "first")]),
+            )
+            .unwrap();
+        for outcome in store.mutate_rows("h", batch.clone()).unwrap() {
+            outcome.unwrap();
+        }
+    }
+    // Four writers adding 50 items each to one sketch at once.
+    std::thread::scope(|scope| {
+        for writer in 0..4 {
+            let remote = &remote;
+            let local = &local;
+            scope.spawn(move || {
+                for i in 0..50 {
+                    let row =
+                        RowMutation::new("c", vec![add_item("u", "v", &format!("{writer}-{i}"))]);
+                    remote.mutate_row("h", row.clone()).unwrap();
+                    local.mutate_row("h", row).unwrap();
+                }
+            });
+        }
+    });
+    let sketch = |store: &Store, key: &str| {
+        store
+            .read_row("h", key.as_bytes(), ReadFilter::latest())
+            .unwrap()
+            .unwrap()
+            .latest("u", b"v")
+            .unwrap()
+            .to_vec()
+    };
+    for key in ["a", "b", "c"] {
+        let (remote, local) = (sketch(&remote, key), sketch(&local, key));
+        assert!(
+            remote == local,
+            "row {key}: the sketches differ (estimates {:?} on Bigtable, {:?} embedded)",
+            cellar::hll_estimate(&remote),
+            cellar::hll_estimate(&local)
+        );
+    }
+    // The delete in the middle: the items after it only (and none lost).
+    let after_delete = cellar::hll_estimate(&sketch(&remote, "a")).unwrap();
+    assert!((145..=155).contains(&after_delete), "{after_delete}");
+    let writers = cellar::hll_estimate(&sketch(&remote, "c")).unwrap();
+    assert!((190..=210).contains(&writers), "{writers}");
+    // A cell that holds no sketch (written by another client): the row
+    // adding to it fails, by name, and none of its mutations is written;
+    // the other rows of its call, of its key too, are.
+    cbt(emulator, &["set", "h", "bad", "u:v=junk@0"]);
+    let outcomes = remote
+        .mutate_rows(
+            "h",
+            vec![
+                RowMutation::new(
+                    "bad",
+                    vec![set("n", "q", 0, "lost"), add_item("u", "v", "y")],
+                ),
+                RowMutation::new("bad", vec![set("n", "q", 1000, "kept")]),
+                RowMutation::new("d", vec![add_item("u", "v", "z")]),
+            ],
+        )
+        .unwrap();
+    let error = outcomes[0].as_ref().unwrap_err().to_string();
+    assert!(error.contains("u:v") && error.contains("sketch"), "{error}");
+    assert!(outcomes[1].is_ok() && outcomes[2].is_ok(), "{outcomes:?}");
+    let bad = remote
+        .read_row("h", b"bad", ReadFilter::all())
+        .unwrap()
+        .unwrap();
+    assert_eq!(bad.latest("n", b"q"), Some(&b"kept"[..]));
+    assert_eq!(bad.cells.iter().filter(|c| &*c.family == "n").count(), 1);
 }
 
 /// New events of a COLUMN PER EVENT bucket that already holds others:
