@@ -150,6 +150,16 @@ pub(super) fn translate(def: &TableDef, m: Mutation, out: &mut Vec<data::Mutatio
                 input: value,
             })?);
         }
+        // Bigtable refuses an empty time range, which deletes nothing.
+        // (Cells stand on whole milliseconds: [1500, 1800) holds none.)
+        Mutation::DeleteCells {
+            time_range:
+                TimeRange {
+                    start,
+                    end: Some(end),
+                },
+            ..
+        } if end <= start || align_up(end, 1000) <= align_up(start.max(0), 1000) => {}
         m => out.push(mutation(m)?),
     }
     Ok(())
@@ -688,8 +698,23 @@ pub(crate) fn check_and_mutate(
     on_no_match: Vec<Mutation>,
 ) -> Result<bool> {
     let table = def.name.as_str();
+    for branch in [&on_match, &on_no_match] {
+        if hll::adds_to_sketch(def, &RowMutation::new(key.to_vec(), branch.clone())) {
+            return Err(Error::InvalidArgument(format!(
+                "a check-and-mutate on table {table} adds to an HLL family: on the Bigtable \
+                 backend cellar merges sketches itself under a condition of its own, which \
+                 cannot be joined with the predicate's; add to the sketch in a write of its own"
+            )));
+        }
+    }
     let matched = entry(def, RowMutation::new(key.to_vec(), on_match))?;
     let unmatched = entry(def, RowMutation::new(key.to_vec(), on_no_match))?;
+    if matched.mutations.is_empty() && unmatched.mutations.is_empty() {
+        // Nothing to write either way (Bigtable refuses such a call): only
+        // whether the predicate matches, read as any read is.
+        let request = ReadRequest::rows(RowSet::keys([key.to_vec()])).filter(predicate);
+        return Ok(!read::collect(store, def, request)?.is_empty());
+    }
     let families = read::families_read(def, &predicate)?;
     let pushed = pushed_filter(&families, &predicate, read::Families::Named);
     // Whether a row has a cell through the predicate is the same with or

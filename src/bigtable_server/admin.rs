@@ -342,9 +342,11 @@ impl BigtableTableAdmin for Face {
                 "ModifyColumnFamilies needs at least one modification",
             ));
         }
-        // A tightened policy's garbage is reclaimed there and then, as SQL's
-        // ALTER ... SET GC does (Bigtable collects whenever it likes): what
-        // a policy discarded does not come back when it is loosened.
+        // A changed policy's garbage is reclaimed there and then, under the
+        // old policy and under the new, as SQL's ALTER ... SET GC does
+        // (Bigtable collects whenever it likes): what a policy discarded
+        // (cells written since the last change too) does not come back
+        // when it is loosened.
         let updated: Vec<String> = ops
             .iter()
             .filter_map(|op| match op {
@@ -354,6 +356,11 @@ impl BigtableTableAdmin for Face {
             .collect();
         let def = self
             .run(move |store| {
+                for family in &updated {
+                    if store.table(&name)?.family(family).is_ok() {
+                        store.collect_family_garbage(&name, family)?;
+                    }
+                }
                 let def = store.alter_table(&name, ops)?;
                 for family in &updated {
                     store.collect_family_garbage(&name, family)?;

@@ -382,10 +382,12 @@ fn drop_family(store: &Store, table: &str, family: &str) -> DfResult<String> {
     Ok(format!("dropped family {family} from {table}"))
 }
 
-/// ALTER TABLE ... SET GC. Cells the new policy discards are reclaimed
-/// now, so a policy loosened later never brings them back.
+/// ALTER TABLE ... SET GC. Cells the old policy discards (written since
+/// it was set) and cells the new one discards are reclaimed now, so a
+/// looser policy never brings back what a stricter one hid.
 fn set_gc(store: &Store, table: &str, family: &str, gc: GcPolicy) -> DfResult<String> {
     let text = gc.to_string();
+    let before = store.collect_family_garbage(table, family)?;
     store.alter_table(
         table,
         vec![AlterOp::SetGc {
@@ -393,10 +395,10 @@ fn set_gc(store: &Store, table: &str, family: &str, gc: GcPolicy) -> DfResult<St
             gc,
         }],
     )?;
-    let stats = store.collect_family_garbage(table, family)?;
+    let after = store.collect_family_garbage(table, family)?;
     Ok(format!(
         "family {family} of {table}: gc {text} ({})",
-        reclaimed(stats.cells_removed)
+        reclaimed(before.cells_removed + after.cells_removed)
     ))
 }
 

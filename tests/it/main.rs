@@ -25,6 +25,8 @@ mod ballista;
 #[cfg(feature = "bigtable")]
 mod bigtable;
 #[cfg(feature = "bigtable")]
+mod bigtable_backend;
+#[cfg(feature = "bigtable")]
 mod bigtable_clients;
 #[cfg(feature = "bigtable")]
 mod bigtable_differential;
