@@ -13,9 +13,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
-use super::write::{
-    Condition, ROWS_PER_CALL, UPDATE_ATTEMPTS, backoff, conditional_writes, translate,
-};
+use super::conditional::{Condition, UPDATE_ATTEMPTS, backoff, conditional_writes};
+use super::translate::translate;
 use super::{BigtableStore, data, read};
 use crate::error::{Error, Result};
 use crate::store::{
@@ -27,6 +26,9 @@ use data::row_filter::{Chain, Filter, Interleave};
 /// each cell's sketch (4 KiB) twice, as the bounds of the values that
 /// are not it.
 const MAX_CELLS: usize = 32;
+/// Keys whose writes go in one round (one read, then their conditional
+/// writes).
+const KEYS_PER_ROUND: usize = 1000;
 /// Most distinct cells a read of the cells to merge names one by one;
 /// with more it reads the families' cells at those times and picks.
 const MAX_NAMED_CELLS: usize = 64;
@@ -146,7 +148,7 @@ pub(super) fn write(
         if round.is_empty() {
             break;
         }
-        for chunk in round.chunks(ROWS_PER_CALL) {
+        for chunk in round.chunks(KEYS_PER_ROUND) {
             for (i, outcome) in write_round(store, def, chunk, now)? {
                 outcomes[i] = Some(outcome);
             }

@@ -26,9 +26,11 @@
 //! called from any thread, inside or outside another runtime.
 
 pub(crate) mod admin;
+mod conditional;
 mod connect;
 mod hll;
 mod read;
+mod translate;
 mod write;
 
 use std::any::Any;

@@ -11,8 +11,10 @@
 
 use std::sync::Arc;
 
+use super::conditional::{Condition, UPDATE_ATTEMPTS, backoff, conditional_writes};
 use super::hll;
 use super::read::{self, pushed_filter};
+use super::translate::translate;
 use super::{BigtableStore, data, remote};
 use crate::error::{Error, Result};
 use crate::store::{
@@ -20,150 +22,10 @@ use crate::store::{
     ReadRequest, Row, RowChange, RowMutation, RowSet, TableDef, TimeRange, align_down, align_up,
     validate_mutation,
 };
-use data::mutation::{DeleteFromColumn, DeleteFromFamily, DeleteFromRow, SetCell};
 use data::read_modify_write_rule::Rule;
 
 /// Rows per `MutateRows` call (Bigtable allows 100 000 mutations a call).
-pub(super) const ROWS_PER_CALL: usize = 1000;
-
-/// Refuses a timestamp Bigtable cannot keep.
-fn whole_millis(timestamp: i64) -> Result<i64> {
-    if timestamp % 1000 == 0 {
-        Ok(timestamp)
-    } else {
-        Err(Error::InvalidArgument(format!(
-            "cell timestamp {timestamp} is not a whole millisecond; Bigtable keeps timestamps in \
-             milliseconds (the embedded store keeps microseconds): round it, for example with \
-             date_trunc('millisecond', ...)"
-        )))
-    }
-}
-
-/// Bigtable's mutation for one of cellar's (validated already).
-fn mutation(m: Mutation) -> Result<data::Mutation> {
-    let m = match m {
-        Mutation::SetCell {
-            family,
-            qualifier,
-            timestamp,
-            value,
-        } => data::mutation::Mutation::SetCell(SetCell {
-            family_name: family,
-            column_qualifier: qualifier,
-            // -1: the server's clock.
-            timestamp_micros: timestamp.map_or(Ok(-1), whole_millis)?,
-            value,
-        }),
-        Mutation::DeleteCells {
-            family,
-            qualifier,
-            time_range,
-        } => data::mutation::Mutation::DeleteFromColumn(DeleteFromColumn {
-            family_name: family,
-            column_qualifier: qualifier,
-            // Cells stand on whole milliseconds, so rounding both ends up
-            // keeps exactly the cells the range holds.
-            time_range: (time_range != TimeRange::ALL).then(|| data::TimestampRange {
-                start_timestamp_micros: align_up(time_range.start.max(0), 1000),
-                end_timestamp_micros: time_range.end.map_or(0, |e| align_up(e.max(1), 1000)),
-            }),
-        }),
-        Mutation::DeleteFamily { family } => {
-            data::mutation::Mutation::DeleteFromFamily(DeleteFromFamily {
-                family_name: family,
-            })
-        }
-        Mutation::DeleteRow => data::mutation::Mutation::DeleteFromRow(DeleteFromRow {}),
-        // Sum, Min and Max take an int64 (cellar's input is its 8
-        // big-endian bytes, checked by `validate_mutation`).
-        Mutation::AddToCell {
-            family,
-            qualifier,
-            timestamp,
-            input,
-        } => {
-            let n = <[u8; 8]>::try_from(input.as_slice()).map_err(|_| {
-                Error::InvalidArgument(format!(
-                    "family {family}: an aggregate's input is an 8-byte int64 on Bigtable, not {} bytes",
-                    input.len()
-                ))
-            })?;
-            let value = |kind| data::Value {
-                r#type: None,
-                kind: Some(kind),
-            };
-            data::mutation::Mutation::AddToCell(data::mutation::AddToCell {
-                family_name: family,
-                column_qualifier: Some(value(data::value::Kind::RawValue(qualifier))),
-                timestamp: Some(value(data::value::Kind::RawTimestampMicros(
-                    match timestamp {
-                        Some(ts) => whole_millis(ts)?,
-                        None => {
-                            let now = crate::store::now_micros();
-                            now - now.rem_euclid(1000)
-                        }
-                    },
-                ))),
-                input: Some(value(data::value::Kind::IntValue(i64::from_be_bytes(n)))),
-            })
-        }
-    };
-    Ok(data::Mutation { mutation: Some(m) })
-}
-
-/// Bigtable's mutations for one of cellar's (validated already) into
-/// `out`. A cell set in a SUM, MIN or MAX family (UPDATE assigns an
-/// accumulator) is that cell deleted and the value added to it anew:
-/// Bigtable's aggregate cells take input, and Google's emulator adds a
-/// SetCell's value to the cell where cellar replaces it; an add to a
-/// deleted aggregate cell starts a new one, in Bigtable and in cellar.
-pub(super) fn translate(def: &TableDef, m: Mutation, out: &mut Vec<data::Mutation>) -> Result<()> {
-    match m {
-        Mutation::SetCell {
-            family,
-            qualifier,
-            timestamp,
-            value,
-        } if def.family(&family).is_ok_and(|f| {
-            matches!(f.kind, FamilyKind::Sum | FamilyKind::Min | FamilyKind::Max)
-        }) =>
-        {
-            let at = match timestamp {
-                Some(ts) => whole_millis(ts)?,
-                None => {
-                    let now = crate::store::now_micros();
-                    now - now.rem_euclid(1000)
-                }
-            };
-            out.push(mutation(Mutation::DeleteCells {
-                family: family.clone(),
-                qualifier: qualifier.clone(),
-                time_range: TimeRange {
-                    start: at,
-                    end: Some(at.saturating_add(1000)),
-                },
-            })?);
-            out.push(mutation(Mutation::AddToCell {
-                family,
-                qualifier,
-                timestamp: Some(at),
-                input: value,
-            })?);
-        }
-        // Bigtable refuses an empty time range, which deletes nothing.
-        // (Cells stand on whole milliseconds: [1500, 1800) holds none.)
-        Mutation::DeleteCells {
-            time_range:
-                TimeRange {
-                    start,
-                    end: Some(end),
-                },
-            ..
-        } if end <= start || align_up(end, 1000) <= align_up(start.max(0), 1000) => {}
-        m => out.push(mutation(m)?),
-    }
-    Ok(())
-}
+const ROWS_PER_CALL: usize = 1000;
 
 /// A row's mutations, validated and translated.
 fn entry(def: &TableDef, row: RowMutation) -> Result<data::mutate_rows_request::Entry> {
@@ -379,12 +241,6 @@ pub(crate) fn write_batch(
     Ok(failed)
 }
 
-/// Reads and writes of one row an UPDATE tries before it gives up: each
-/// failed try is a write by another client between its read and write.
-pub(super) const UPDATE_ATTEMPTS: u32 = 32;
-/// Conditional writes of one UPDATE in flight at once.
-const UPDATES_IN_FLIGHT: usize = 32;
-
 /// UPDATE on Bigtable, which cannot hold a row between a read and a
 /// write: each row's new cells are written with `CheckAndMutateRow`
 /// conditioned on the row being as it was read ([`unchanged`]), and a row
@@ -483,29 +339,6 @@ pub(crate) fn update_rows(
         }));
     }
     Ok(results)
-}
-
-/// How long a try waits before the `attempt`-th: a random time up to a
-/// limit that doubles with every try (2 ms, 4 ms, ... up to 1 s), so
-/// that writers that collided spread out instead of colliding again in
-/// step ("full jitter"). Twelve writers of one row under load lost 24
-/// tries in a row with a fixed 2-27 ms wait, and 32 with a limit of
-/// 128 ms when each try took longer (cellar's own Bigtable face, its
-/// reads and writes on a machine busy with other tests).
-pub(super) fn backoff(attempt: u32) -> std::time::Duration {
-    let limit = 2u64 << attempt.min(9);
-    let mut random = [0u8; 2];
-    let spread = getrandom::fill(&mut random).map_or(limit / 2, |()| {
-        u64::from(u16::from_le_bytes(random)) % (limit + 1)
-    });
-    std::time::Duration::from_millis(spread.max(1))
-}
-
-/// The predicate of a conditional UPDATE write, and whether the write
-/// goes when it matches (`true`) or when it does not (`false`).
-pub(super) struct Condition {
-    pub(super) filter: data::RowFilter,
-    pub(super) write_on_match: bool,
 }
 
 /// The condition that a row is as an UPDATE read it: the newest cell of
@@ -635,58 +468,6 @@ fn unchanged(
         filter: inner,
         write_on_match: true,
     }
-}
-
-/// Sends each row's conditional write, [`UPDATES_IN_FLIGHT`] at a time;
-/// per row (its place in `keys`) whether it was written.
-pub(super) fn conditional_writes(
-    store: &BigtableStore,
-    table: &str,
-    keys: &[Vec<u8>],
-    calls: Vec<(usize, Condition, Vec<data::Mutation>)>,
-) -> Result<Vec<(usize, Result<bool>)>> {
-    use futures::StreamExt;
-    let client = store.data.clone();
-    let table_name = store.table_path(table);
-    let requests: Vec<(usize, bool, data::CheckAndMutateRowRequest)> = calls
-        .into_iter()
-        .map(|(i, condition, mutations)| {
-            let (true_mutations, false_mutations) = if condition.write_on_match {
-                (mutations, Vec::new())
-            } else {
-                (Vec::new(), mutations)
-            };
-            let request = data::CheckAndMutateRowRequest {
-                table_name: table_name.clone(),
-                row_key: keys[i].clone(),
-                predicate_filter: Some(condition.filter),
-                true_mutations,
-                false_mutations,
-                ..Default::default()
-            };
-            (i, condition.write_on_match, request)
-        })
-        .collect();
-    let call = format!("CheckAndMutateRow on table {table}");
-    store.run(async move {
-        let outcomes = futures::stream::iter(requests)
-            .map(|(i, write_on_match, request)| {
-                let mut client = client.clone();
-                let call = call.clone();
-                async move {
-                    let matched = client
-                        .check_and_mutate_row(request)
-                        .await
-                        .map(|r| r.into_inner().predicate_matched)
-                        .map_err(|s| remote(call, &s));
-                    (i, matched.map(|m| m == write_on_match))
-                }
-            })
-            .buffer_unordered(UPDATES_IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await;
-        Ok(outcomes)
-    })
 }
 
 pub(crate) fn check_and_mutate(

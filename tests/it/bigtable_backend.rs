@@ -13,7 +13,6 @@
 #![cfg(feature = "bigtable")]
 
 use std::collections::BTreeSet;
-use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -24,22 +23,9 @@ use cellar::{
 use proptest::prelude::*;
 
 use crate::emulator::Emulator;
+use crate::model::{bytes, row_key, row_range};
 
 const MS: i64 = 1000;
-
-fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(
-        prop_oneof![Just(0u8), Just(1u8), Just(b'a'), Just(0xFFu8)],
-        0..=max,
-    )
-}
-
-fn row_key() -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(
-        prop_oneof![Just(0u8), Just(b'a'), Just(b'b'), Just(0xFFu8)],
-        1..=3,
-    )
-}
 
 fn qualifier() -> impl Strategy<Value = Vec<u8>> {
     bytes(1)
@@ -51,22 +37,6 @@ fn family() -> impl Strategy<Value = &'static str> {
 
 fn time() -> impl Strategy<Value = i64> {
     (0..8i64).prop_map(|t| t * MS)
-}
-
-fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
-    prop_oneof![
-        Just(Bound::Unbounded),
-        row_key().prop_map(Bound::Included),
-        row_key().prop_map(Bound::Excluded),
-    ]
-}
-
-fn row_range() -> impl Strategy<Value = RowRange> {
-    prop_oneof![
-        row_key().prop_map(RowRange::key),
-        bytes(2).prop_map(RowRange::prefix),
-        (bound(), bound()).prop_map(|(s, e)| RowRange::between(s, e)),
-    ]
 }
 
 /// GC policies Bigtable keeps as they are: versions, and ages that

@@ -22,7 +22,7 @@ use crate::numbers_read;
 
 const FAMILIES: [&str; 3] = ["a", "b", "s"];
 
-fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
+pub(crate) fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(
         prop_oneof![Just(0u8), Just(1u8), Just(b'a'), Just(0xFFu8)],
         0..=max,
@@ -38,7 +38,7 @@ fn qualifier() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-fn row_key() -> impl Strategy<Value = Vec<u8>> {
+pub(crate) fn row_key() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(
         prop_oneof![Just(0u8), Just(b'a'), Just(b'b'), Just(0xFFu8)],
         1..=3,
@@ -64,7 +64,7 @@ fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
     ]
 }
 
-fn row_range() -> impl Strategy<Value = RowRange> {
+pub(crate) fn row_range() -> impl Strategy<Value = RowRange> {
     prop_oneof![
         row_key().prop_map(RowRange::key),
         bytes(2).prop_map(RowRange::prefix),
