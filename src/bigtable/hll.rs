@@ -43,10 +43,10 @@ fn is_hll(def: &TableDef, family: &str) -> bool {
         .is_ok_and(|f| f.kind == FamilyKind::HyperLogLog)
 }
 
-/// Whether `row` adds to a cell of an HLL family, so that it cannot go
+/// Whether `mutations` add to a cell of an HLL family, so that it cannot go
 /// to Bigtable as it is.
-pub(super) fn adds_to_sketch(def: &TableDef, row: &RowMutation) -> bool {
-    row.mutations
+pub(super) fn adds_to_sketch(def: &TableDef, mutations: &[Mutation]) -> bool {
+    mutations
         .iter()
         .any(|m| matches!(m, Mutation::AddToCell { family, .. } if is_hll(def, family)))
 }
@@ -59,7 +59,7 @@ pub(super) fn keys_merged<'a>(
     rows: impl IntoIterator<Item = &'a RowMutation>,
 ) -> HashSet<Vec<u8>> {
     rows.into_iter()
-        .filter(|r| adds_to_sketch(def, r))
+        .filter(|r| adds_to_sketch(def, &r.mutations))
         .map(|r| r.key.clone())
         .collect()
 }
@@ -160,6 +160,9 @@ pub(super) fn write(
         .collect())
 }
 
+/// A write's rows that go in with it, and its rows whose merge failed.
+type Carried = (Vec<usize>, Vec<(usize, Error)>);
+
 /// Writes of distinct keys, each tried until it goes in unchanged, up
 /// to [`UPDATE_ATTEMPTS`] times; the outcome of each of their rows.
 fn write_round(
@@ -181,8 +184,10 @@ fn write_round(
         }
         let mut found = read_targets(store, def, writes, &pending)?;
         let mut calls = Vec::new();
-        // Per write, the rows that go in with it.
-        let mut carried: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        // Per write sent, its rows that go in with it and those whose
+        // merge failed (their outcome once the write is decided: tried
+        // again, they are merged again).
+        let mut carried: BTreeMap<usize, Carried> = BTreeMap::new();
         for &w in &pending {
             let write = &writes[w];
             let read: BTreeMap<Target, Option<Vec<u8>>> = write
@@ -192,7 +197,7 @@ fn write_round(
                 .collect();
             let mut cells = read.clone();
             let mut mutations = Vec::new();
-            let mut rows = Vec::new();
+            let (mut rows, mut failed) = (Vec::new(), Vec::new());
             for (i, row) in &write.rows {
                 match merged(def, row, &mut cells, now) {
                     Ok(row_mutations) => {
@@ -202,13 +207,14 @@ fn write_round(
                     // A row that fails leaves the cells as they were, as
                     // the embedded store's rows do; the key's other rows
                     // still go.
-                    Err(e) => outcomes.push((*i, Err(e))),
+                    Err(e) => failed.push((*i, e)),
                 }
             }
             if rows.is_empty() {
+                outcomes.extend(failed.into_iter().map(|(i, e)| (i, Err(e))));
                 continue;
             }
-            carried.insert(w, rows);
+            carried.insert(w, (rows, failed));
             calls.push((
                 w,
                 Condition {
@@ -221,16 +227,16 @@ fn write_round(
         let written = conditional_writes(store, table, &keys, calls)?;
         pending.clear();
         for (w, outcome) in written {
-            let rows = carried.remove(&w).unwrap_or_default();
+            let (rows, failed) = carried.remove(&w).unwrap_or_default();
             match outcome {
-                Ok(true) => outcomes.extend(rows.into_iter().map(|i| (i, Ok(())))),
                 Ok(false) => {
-                    // Tried again from the read: the failed rows fail again.
-                    outcomes.retain(|(i, _)| !writes[w].rows.iter().any(|(r, _)| r == i));
                     pending.push(w);
+                    continue;
                 }
+                Ok(true) => outcomes.extend(rows.into_iter().map(|i| (i, Ok(())))),
                 Err(e) => outcomes.extend(rows.into_iter().map(|i| (i, Err(copy(&e))))),
             }
+            outcomes.extend(failed.into_iter().map(|(i, e)| (i, Err(e))));
         }
     }
     for w in pending {
@@ -350,7 +356,7 @@ fn merged(
             }
             other => {
                 for ((f, q, t), value) in after.iter_mut() {
-                    let hit = match other {
+                    match other {
                         Mutation::SetCell {
                             family,
                             qualifier,
@@ -358,19 +364,17 @@ fn merged(
                             value: new,
                         } if **f == **family && q == qualifier && t == ts => {
                             *value = Some(new.clone());
-                            false
                         }
                         Mutation::DeleteCells {
                             family,
                             qualifier,
                             time_range,
-                        } => **f == **family && q == qualifier && time_range.contains(*t),
-                        Mutation::DeleteFamily { family } => **f == **family,
-                        Mutation::DeleteRow => true,
-                        _ => false,
-                    };
-                    if hit {
-                        *value = None;
+                        } if **f == **family && q == qualifier && time_range.contains(*t) => {
+                            *value = None;
+                        }
+                        Mutation::DeleteFamily { family } if **f == **family => *value = None,
+                        Mutation::DeleteRow => *value = None,
+                        _ => {}
                     }
                 }
                 other.clone()

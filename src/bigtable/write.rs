@@ -43,7 +43,7 @@ fn entry(def: &TableDef, row: RowMutation) -> Result<data::mutate_rows_request::
 
 pub(crate) fn mutate_row(store: &BigtableStore, def: &TableDef, row: RowMutation) -> Result<()> {
     let table = def.name.as_str();
-    if hll::adds_to_sketch(def, &row) {
+    if hll::adds_to_sketch(def, &row.mutations) {
         validate_mutation(def, &row)?;
         return hll::write(store, def, vec![row])?
             .pop()
@@ -189,22 +189,24 @@ pub(crate) fn write_batch(
     let mut rows = Vec::with_capacity(batch.len());
     let mut merges = Vec::new();
     let mut merge_rows = Vec::new();
-    let merged_keys = if def
+    // With an HLL family, the rows are built once for both passes: which
+    // keys add to a sketch, then where each row goes.
+    let has_sketches = def
         .families
         .iter()
-        .any(|f| f.kind == FamilyKind::HyperLogLog)
-    {
-        hll::keys_merged(
-            def,
-            &(0..batch.len())
-                .map(|r| batch.row_mutation(r))
-                .collect::<Vec<_>>(),
-        )
+        .any(|f| f.kind == FamilyKind::HyperLogLog);
+    let built: Vec<RowMutation> = if has_sketches {
+        (0..batch.len()).map(|r| batch.row_mutation(r)).collect()
     } else {
-        Default::default()
+        Vec::new()
     };
+    let merged_keys = hll::keys_merged(def, &built);
+    let mut built = built.into_iter();
     for row in 0..batch.len() {
-        let mutation = batch.row_mutation(row);
+        let mutation = match built.next() {
+            Some(m) => m,
+            None => batch.row_mutation(row),
+        };
         if merged_keys.contains(&mutation.key) {
             match validate_mutation(def, &mutation) {
                 Ok(()) => {
@@ -480,7 +482,7 @@ pub(crate) fn check_and_mutate(
 ) -> Result<bool> {
     let table = def.name.as_str();
     for branch in [&on_match, &on_no_match] {
-        if hll::adds_to_sketch(def, &RowMutation::new(key.to_vec(), branch.clone())) {
+        if hll::adds_to_sketch(def, branch) {
             return Err(Error::InvalidArgument(format!(
                 "a check-and-mutate on table {table} adds to an HLL family: on the Bigtable \
                  backend cellar merges sketches itself under a condition of its own, which \
