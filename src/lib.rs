@@ -56,12 +56,14 @@ pub use sql::{
 };
 pub use store::journal;
 pub use store::{
-    AlterOp, Backend, BadRows, BatchColumn, BatchFamily, Capabilities, Cell, CellBatch, CellRef,
-    CheckReport, Conversion, Durability, Entered, FamilyCheck, FamilyDef, FamilyFormat, FamilyKind,
-    FamilySpec, FjallStore, FormatChange, GcPolicy, GcStats, INGEST_MIN_ROWS, MAX_FAMILIES,
-    MAX_GC_DEPTH, MAX_GC_RULES, MAX_KEY_LEN, MAX_PACKED_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN,
-    Mutation, NumberColumns, NumberRow, NumberRows, Numbers, Pinned, QualifierFilter, RangeSize,
-    ReadFilter, ReadModifyWrite, ReadRequest, Row, RowChange, RowMutation, RowProbe, RowRange,
-    RowSet, RowSource, RowStream, RowView, ScanStats, Store, StoreOptions, TableDef, TableSpec,
-    TimeRange, WriteGate, hll_estimate, machine_memory, now_micros,
+    ActivityCounters, ActivityRecord, AlterOp, Backend, BadRows, BatchColumn, BatchFamily,
+    Capabilities, Cell, CellBatch, CellRef, CheckReport, Conversion, DEFAULT_ACTIVITY_RETENTION,
+    Durability, Entered, FamilyCheck, FamilyDef, FamilyFormat, FamilyKind, FamilySpec, FjallStore,
+    FormatChange, GcPolicy, GcStats, INGEST_MIN_ROWS, MAX_FAMILIES, MAX_GC_DEPTH, MAX_GC_RULES,
+    MAX_KEY_LEN, MAX_PACKED_LEN, MAX_QUALIFIER_LEN, MAX_VALUE_LEN, METRICS as ACTIVITY_METRICS,
+    MINUTE_MICROS, Mutation, NumberColumns, NumberRow, NumberRows, Numbers, Pinned,
+    QualifierFilter, RangeSize, ReadFilter, ReadModifyWrite, ReadRequest, Row, RowChange,
+    RowMutation, RowProbe, RowRange, RowSet, RowSource, RowStream, RowView, ScanStats, Store,
+    StoreOptions, TableDef, TableSpec, TimeRange, WriteGate, hll_estimate, machine_memory,
+    now_micros,
 };

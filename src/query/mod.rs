@@ -1,6 +1,7 @@
 //! The DataFusion layer: table providers and scan operators over the store,
 //! and the predicate analysis that turns SQL filters into key ranges.
 
+mod activity;
 mod batch;
 mod checked;
 mod checked_sum;
@@ -20,6 +21,7 @@ mod table;
 mod view;
 mod write;
 
+pub use activity::KeyActivityFunction;
 pub use checked::CheckedArithmetic;
 #[cfg(feature = "ballista")]
 pub(crate) use checked::{checked_sum_from_wire, checked_sum_wire, checked_udf};

@@ -23,11 +23,11 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
 
 use crate::schema::{ColumnDef, KeySchema, Segment, SeriesDecl, SeriesDef, SeriesLayout, Shape};
+use crate::store::parse_duration_micros;
 use crate::store::{FamilyFormat, FamilyKind, GcPolicy};
 
 use super::ddl_terms::{
-    FamilyDecl, checked_gc_policy, column, family, format_name, parse_duration_micros, row_key,
-    value_type,
+    FamilyDecl, checked_gc_policy, column, family, format_name, row_key, value_type,
 };
 use super::words::{PResult, Words};
 

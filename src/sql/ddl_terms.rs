@@ -8,6 +8,7 @@ use super::words::{PResult, Words};
 use crate::schema::{
     ColumnDef, Encoding, KeySchema, ProtoColumn, Segment, SegmentKind, TimeFormat, ValueType,
 };
+use crate::store::parse_duration_micros;
 use crate::store::{FamilyFormat, FamilyKind, GcPolicy, MAX_GC_DEPTH};
 
 /// A family as declared in SQL.
@@ -299,25 +300,6 @@ pub(super) fn gc_term(w: &mut Words) -> PResult<GcPolicy> {
         "MAX_VERSIONS n, MAX_AGE 'duration' or NONE",
         w.p.peek_token(),
     )
-}
-
-/// `30d`, `12h`, `15m`, `90s`, `500ms`, also with spaces and long unit names.
-pub fn parse_duration_micros(text: &str) -> Option<i64> {
-    let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (number, unit) = text.split_at(split);
-    let n: i64 = number.parse().ok()?;
-    let unit_micros: i64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "us" | "micros" => 1,
-        "ms" | "millis" => 1_000,
-        "s" | "sec" | "second" | "seconds" => 1_000_000,
-        "m" | "min" | "minute" | "minutes" => 60_000_000,
-        "h" | "hour" | "hours" => 3_600_000_000,
-        "d" | "day" | "days" => 86_400_000_000,
-        "w" | "week" | "weeks" => 604_800_000_000,
-        _ => return None,
-    };
-    n.checked_mul(unit_micros).filter(|m| *m > 0)
 }
 
 pub(super) fn column(w: &mut Words) -> PResult<(ColumnDef, Option<String>)> {

@@ -39,8 +39,9 @@ pub use options::SessionOptions;
 pub(crate) use plans::{Ready as KeptPlan, Seen as PlansSeen};
 pub use spill::SpillDir;
 
+pub use crate::store::parse_duration_micros;
 pub use ddl::{CellarStatement, parse as parse_cellar_statement};
-pub use ddl_terms::{FamilyDecl, parse_duration_micros};
+pub use ddl_terms::FamilyDecl;
 
 use std::sync::Arc;
 
@@ -52,7 +53,7 @@ use datafusion::logical_expr::{DdlStatement, LogicalPlan, WriteOp};
 use datafusion::prelude::DataFrame;
 
 use crate::error::Error;
-use crate::query::ViewFunction;
+use crate::query::{KeyActivityFunction, ViewFunction};
 use crate::schema::TableSchema;
 use crate::store::{FamilyFormat, Store};
 use catalog::SessionTables;
@@ -131,6 +132,7 @@ impl SqlSession {
         ctx.register_udtf("versions", ViewFunction::versions(store.clone()));
         ctx.register_udtf("cells", ViewFunction::cells(store.clone()));
         ctx.register_udtf("as_of", ViewFunction::as_of(store.clone()));
+        ctx.register_udtf("key_activity", KeyActivityFunction::new(store.clone()));
         let running = running::Running::new(options.heavy_queries, options.query_timeout);
         SqlSession {
             store,

@@ -11,6 +11,7 @@
 //! A row is lent as a [`RowView`] from buffers the backend reuses, so the
 //! trait costs one dynamic call per row, not per cell.
 
+use super::activity::{ActivityRecord, KeyActivity, ReadTally};
 use super::bulk::{BadRows, CellBatch};
 use super::definition::{AlterOp, TableDef, TableSpec};
 use super::engine::{FjallStore, FormatChange, GcStats};
@@ -24,6 +25,7 @@ use super::source::RowStream;
 use crate::codec::RowRange;
 use crate::error::{Error, Result};
 use std::any::Any;
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -159,6 +161,15 @@ pub trait Backend: Send + Sync + 'static {
         _range: &RowRange,
         _n: usize,
     ) -> Result<Option<RangeSize>> {
+        Ok(None)
+    }
+
+    /// The reads and writes counted in `table` per key range and minute,
+    /// from minute `since` (microseconds since the epoch) on, ordered by
+    /// minute and key; `None` when the backend counts none (Cloud
+    /// Bigtable has its own Key Visualizer) or counting is off.
+    fn key_activity(&self, table: &str, _since: i64) -> Result<Option<Vec<ActivityRecord>>> {
+        self.table(table)?;
         Ok(None)
     }
 
@@ -384,11 +395,16 @@ impl Backend for FjallStore {
     }
 
     fn drop_table(&self, name: &str) -> Result<()> {
-        FjallStore::drop_table(self, name)
+        FjallStore::drop_table(self, name)?;
+        self.forget_activity(name)
     }
 
     fn replace_table(&self, target: &str, source: &str) -> Result<TableDef> {
-        FjallStore::replace_table(self, target, source)
+        let def = FjallStore::replace_table(self, target, source)?;
+        // The table keeps its name and its activity; the name it was
+        // built under is gone.
+        self.forget_activity(source)?;
+        Ok(def)
     }
 
     fn damaged_tables(&self) -> Vec<(String, String)> {
@@ -404,7 +420,8 @@ impl Backend for FjallStore {
     }
 
     fn read_rows(&self, table: &str, request: ReadRequest) -> Result<RowStream> {
-        let rows = FjallStore::read_rows(self, table, request)?;
+        let tally = self.read_tally(table, &request);
+        let rows = FjallStore::read_rows(self, table, request)?.tallied(tally);
         Ok(RowStream::new(Box::new(rows)))
     }
 
@@ -413,7 +430,8 @@ impl Backend for FjallStore {
     }
 
     fn read_pinned(&self, pinned: &Pinned, request: ReadRequest) -> Result<RowStream> {
-        let rows = FjallStore::read_pinned(self, pinned, request)?;
+        let tally = self.read_tally(&pinned.def().name, &request);
+        let rows = FjallStore::read_pinned(self, pinned, request)?.tallied(tally);
         Ok(RowStream::new(Box::new(rows)))
     }
 
@@ -429,12 +447,36 @@ impl Backend for FjallStore {
         FjallStore::table_disk_space(self, table)
     }
 
+    fn key_activity(&self, table: &str, since: i64) -> Result<Option<Vec<ActivityRecord>>> {
+        FjallStore::table(self, table)?;
+        match &self.inner.activity {
+            None => Ok(None),
+            Some(activity) => activity.records(table, since).map(Some),
+        }
+    }
+
     fn mutate_row(&self, table: &str, row: RowMutation) -> Result<()> {
-        FjallStore::mutate_row(self, table, row)
+        let counted = self
+            .write_began()
+            .map(|began| (began, row.key.clone(), row.bytes()));
+        FjallStore::mutate_row(self, table, row)?;
+        if let Some((began, key, bytes)) = counted {
+            self.count_writes(table, began, [(&key[..], bytes)]);
+        }
+        Ok(())
     }
 
     fn mutate_rows(&self, table: &str, rows: Vec<RowMutation>) -> Result<Vec<Result<()>>> {
-        FjallStore::mutate_rows(self, table, rows)
+        let counted = self.write_began().map(|began| {
+            let rows: Vec<_> = rows.iter().map(|r| (r.key.clone(), r.bytes())).collect();
+            (began, rows)
+        });
+        let results = FjallStore::mutate_rows(self, table, rows)?;
+        if let Some((began, rows)) = counted {
+            let written = rows.iter().zip(&results).filter(|(_, r)| r.is_ok());
+            self.count_writes(table, began, written.map(|((k, b), _)| (&k[..], *b)));
+        }
+        Ok(results)
     }
 
     fn write_batch(
@@ -443,7 +485,22 @@ impl Backend for FjallStore {
         batch: &CellBatch,
         bad: BadRows,
     ) -> Result<Vec<(usize, Error)>> {
-        FjallStore::write_batch(self, table, batch, bad)
+        let began = self.write_began();
+        let failed = FjallStore::write_batch(self, table, batch, bad)?;
+        if let Some(began) = began {
+            let mut failed_rows = failed.iter().map(|(i, _)| *i).peekable();
+            let written = (0..batch.len()).filter(|i| {
+                // The failures come in row order.
+                while failed_rows.next_if(|f| f < i).is_some() {}
+                failed_rows.next_if_eq(i).is_none()
+            });
+            self.count_writes(
+                table,
+                began,
+                written.map(|i| (batch.key(i), batch.row_bytes(i))),
+            );
+        }
+        Ok(failed)
     }
 
     fn prepare_batch(&self, table: &str, batch: &mut CellBatch) -> Result<()> {
@@ -457,7 +514,27 @@ impl Backend for FjallStore {
         filter: &ReadFilter,
         change: &mut RowChange<'_>,
     ) -> Result<Vec<Result<()>>> {
-        FjallStore::update_rows(self, table, keys, filter, change)
+        let Some(began) = self.write_began() else {
+            return FjallStore::update_rows(self, table, keys, filter, change);
+        };
+        // What each key's mutations write, as the change makes them.
+        let mut bytes: std::collections::HashMap<Vec<u8>, u64> = Default::default();
+        let mut counting = |keys: &[Vec<u8>], rows: &[Option<Row>]| {
+            let made = change(keys, rows)?;
+            for (key, mutations) in keys.iter().zip(&made) {
+                let b = key.len() as u64 + mutations.iter().map(Mutation::bytes).sum::<u64>();
+                bytes.insert(key.clone(), b);
+            }
+            Ok(made)
+        };
+        let results = FjallStore::update_rows(self, table, keys, filter, &mut counting)?;
+        let written = keys
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| r.is_ok())
+            .filter_map(|(k, _)| Some((&k[..], *bytes.get(k)?)));
+        self.count_writes(table, began, written);
+        Ok(results)
     }
 
     fn check_and_mutate(
@@ -468,7 +545,18 @@ impl Backend for FjallStore {
         on_match: Vec<Mutation>,
         on_no_match: Vec<Mutation>,
     ) -> Result<bool> {
-        FjallStore::check_and_mutate(self, table, key, predicate, on_match, on_no_match)
+        let counted = self.write_began().map(|began| {
+            let bytes =
+                |m: &[Mutation]| key.len() as u64 + m.iter().map(Mutation::bytes).sum::<u64>();
+            (began, bytes(&on_match), bytes(&on_no_match))
+        });
+        let matched =
+            FjallStore::check_and_mutate(self, table, key, predicate, on_match, on_no_match)?;
+        if let Some((began, on_match, on_no_match)) = counted {
+            let bytes = if matched { on_match } else { on_no_match };
+            self.count_writes(table, began, [(key, bytes)]);
+        }
+        Ok(matched)
     }
 
     fn read_modify_write(
@@ -477,7 +565,16 @@ impl Backend for FjallStore {
         key: &[u8],
         rules: Vec<ReadModifyWrite>,
     ) -> Result<Row> {
-        FjallStore::read_modify_write(self, table, key, rules)
+        let began = self.write_began();
+        let row = FjallStore::read_modify_write(self, table, key, rules)?;
+        if let Some(began) = began {
+            let cells = row.cells.iter();
+            let bytes = cells
+                .map(|c| (c.qualifier.len() + c.value.len() + 8) as u64)
+                .sum::<u64>();
+            self.count_writes(table, began, [(key, key.len() as u64 + bytes)]);
+        }
+        Ok(row)
     }
 
     fn write_gate(&self, table: &str) -> Arc<WriteGate> {
@@ -519,6 +616,55 @@ impl Backend for FjallStore {
     }
 
     fn checkpoint(&self) -> Result<()> {
+        if let Some(activity) = &self.inner.activity {
+            activity.keep()?;
+        }
         FjallStore::checkpoint(self).map(|_| ())
+    }
+}
+
+/// Key activity: what the trait's calls count (the store's own reads and
+/// writes, for GC, compaction or a format change, count nothing).
+impl FjallStore {
+    /// When a write counted in the key activity begins; `None` when
+    /// nothing is counted.
+    fn write_began(&self) -> Option<i64> {
+        self.inner.activity.as_ref().map(KeyActivity::now)
+    }
+
+    /// Counts a write request that began at `began` and wrote `rows`
+    /// (keys and bytes).
+    fn count_writes<'a>(
+        &self,
+        table: &str,
+        began: i64,
+        rows: impl IntoIterator<Item = (&'a [u8], u64)>,
+    ) {
+        if let Some(activity) = &self.inner.activity {
+            activity.write(table, began, rows);
+        }
+    }
+
+    /// A tally of `request` of `table` in the key activity, if it is
+    /// counted.
+    fn read_tally(&self, table: &str, request: &ReadRequest) -> Option<ReadTally> {
+        let activity = self.inner.activity.as_ref()?;
+        let start = request
+            .rows
+            .ranges
+            .first()
+            .map_or(&[][..], |r| match &r.start {
+                Bound::Included(k) | Bound::Excluded(k) => &k[..],
+                Bound::Unbounded => &[][..],
+            });
+        Some(activity.read(table, start))
+    }
+
+    /// Forgets what was counted of `table`.
+    fn forget_activity(&self, table: &str) -> Result<()> {
+        match &self.inner.activity {
+            Some(activity) => activity.forget_table(table),
+            None => Ok(()),
+        }
     }
 }

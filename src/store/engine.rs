@@ -53,6 +53,10 @@ pub struct StoreOptions {
     /// long, or its backlog grew large); `None` turns the background
     /// compaction off (`COMPACT TABLE` still folds). The default: 2 s.
     pub background_compaction: Option<std::time::Duration>,
+    /// How long the counters of reads and writes per key range and minute
+    /// (`key_activity`, `cellar keys`) are kept; `None` counts nothing.
+    /// The default: 3 days.
+    pub key_activity: Option<std::time::Duration>,
 }
 
 impl Default for StoreOptions {
@@ -62,9 +66,14 @@ impl Default for StoreOptions {
             cache_bytes: None,
             bigtable: None,
             background_compaction: Some(DEFAULT_QUIET),
+            key_activity: Some(DEFAULT_ACTIVITY_RETENTION),
         }
     }
 }
+
+/// How long key activity is kept by default.
+pub const DEFAULT_ACTIVITY_RETENTION: std::time::Duration =
+    std::time::Duration::from_secs(3 * 24 * 3600);
 
 /// How long new cells of an AUTO family settle before they are folded.
 pub const DEFAULT_QUIET: std::time::Duration = std::time::Duration::from_secs(2);
@@ -212,6 +221,8 @@ pub(super) struct Inner {
     pub(super) generation: std::sync::atomic::AtomicU64,
     /// Rows written by ingestion (see [`FjallStore::rows_ingested`]).
     pub(super) ingested: std::sync::atomic::AtomicU64,
+    /// Reads and writes counted per key range and minute; `None` when off.
+    pub(super) activity: Option<super::activity::KeyActivity>,
     /// The block indexes of on-disk tables read for size estimates.
     pub(super) size_index: super::block_index::SizeIndex,
     /// Keeps fjall from reusing a deleted keyspace's number.

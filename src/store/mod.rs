@@ -14,6 +14,7 @@
 //! `write.rs`, `gc.rs`, `bulk/`, ...), and [`Backend`] last. This file only
 //! names them.
 
+mod activity;
 mod age_filter;
 mod aggregate;
 mod apply;
@@ -53,6 +54,9 @@ mod worker;
 mod write;
 
 pub use crate::codec::RowRange;
+pub use activity::{
+    ActivityRecord, Counters as ActivityCounters, METRICS, MINUTE_MICROS, metric_names, parse_since,
+};
 pub use aggregate::hll_estimate;
 #[cfg_attr(
     not(feature = "bigtable"),
@@ -72,7 +76,9 @@ pub use definition::{
     allow(unused_imports, reason = "used by the Bigtable backend")
 )]
 pub(crate) use definition::{check_families, validate_table_name};
-pub use engine::{FjallStore, FormatChange, GcStats, StoreOptions, machine_memory};
+pub use engine::{
+    DEFAULT_ACTIVITY_RETENTION, FjallStore, FormatChange, GcStats, StoreOptions, machine_memory,
+};
 pub use format::{
     CellRef, FamilyFormat, MAX_PACKED_LEN, NumberColumns, NumberRow, NumberRows, RowView,
 };
@@ -98,5 +104,5 @@ pub use request::{
 };
 pub use sizes::RangeSize;
 pub use source::{Numbers, RowSource, RowStream};
-pub use time::now_micros;
 pub(crate) use time::{align_down, align_up};
+pub use time::{now_micros, parse_duration_micros};

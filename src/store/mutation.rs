@@ -118,7 +118,31 @@ pub struct RowMutation {
     pub mutations: Vec<Mutation>,
 }
 
+impl Mutation {
+    /// The bytes it writes, as key activity counts them: a cell's
+    /// qualifier, value and 8 bytes of timestamp; a delete's qualifier.
+    pub fn bytes(&self) -> u64 {
+        let n = match self {
+            Mutation::SetCell {
+                qualifier, value, ..
+            } => qualifier.len() + value.len() + 8,
+            Mutation::AddToCell {
+                qualifier, input, ..
+            } => qualifier.len() + input.len() + 8,
+            Mutation::DeleteCells { qualifier, .. } => qualifier.len(),
+            Mutation::DeleteFamily { .. } | Mutation::DeleteRow => 0,
+        };
+        n as u64
+    }
+}
+
 impl RowMutation {
+    /// What its mutations write, in bytes, with the key
+    /// ([`Mutation::bytes`]).
+    pub fn bytes(&self) -> u64 {
+        self.key.len() as u64 + self.mutations.iter().map(Mutation::bytes).sum::<u64>()
+    }
+
     /// A row mutation.
     pub fn new(key: impl Into<Vec<u8>>, mutations: Vec<Mutation>) -> Self {
         RowMutation {

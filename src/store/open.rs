@@ -3,6 +3,7 @@
 //! debug text), and one damaged table's keyspace is set aside while the
 //! rest of the store opens (see [`segments`]).
 
+use super::activity::{ActivityLog, KeyActivity, MAX_RANGES};
 use super::age_filter::{AgeFilterFactory, AgeRules};
 use super::commit::GroupSync;
 use super::definition::{FORMAT_VERSION, FamilyDef, TableDef};
@@ -12,6 +13,7 @@ use super::engine::{
 };
 use super::format::FamilyFormat;
 use super::segments::{Depth, FileDamage, SetAside};
+use super::time::now_micros;
 use super::{clean_close, compactor, definition, journal, keyspaces, segments};
 use crate::error::{Error, Result, engine_words};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
@@ -423,7 +425,7 @@ impl FjallStore {
         let inner = Inner {
             path,
             db,
-            catalog,
+            catalog: catalog.clone(),
             tables: RwLock::default(),
             damaged: RwLock::default(),
             ddl: Mutex::default(),
@@ -444,6 +446,14 @@ impl FjallStore {
             gates: Mutex::default(),
             generation: std::sync::atomic::AtomicU64::new(0),
             ingested: std::sync::atomic::AtomicU64::new(0),
+            activity: options.key_activity.map(|retention| {
+                KeyActivity::new(
+                    Some(ActivityLog::new(catalog.clone())),
+                    retention,
+                    MAX_RANGES,
+                    Arc::new(now_micros),
+                )
+            }),
             size_index: Default::default(),
             keyspace_guard,
             _lock: lock,
@@ -458,6 +468,10 @@ impl FjallStore {
             inner,
         };
         store.load_catalog()?;
+        if let Some(activity) = &store.inner.activity {
+            // Minutes past the retention go; a failure costs only space.
+            let _ = activity.sweep();
+        }
         Ok(store)
     }
 

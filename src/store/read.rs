@@ -1,6 +1,7 @@
 //! Reads: the streaming [`FjallRows`] that walks one fjall snapshot for a
 //! [`ReadRequest`], one family's [`Cursor`] per family read.
 
+use super::activity::ReadTally;
 use super::cursor::{Cursor, FamilyScan, Source, column_start, long_after, take_newest};
 use super::engine::{FjallStore, TableHandle};
 use super::format;
@@ -49,6 +50,10 @@ pub struct FjallRows {
     /// the next row is read (see [`FjallRows::seek_behind`]).
     behind: Vec<usize>,
     behind_row: Vec<u8>,
+    /// What the read counts in its table's key activity, if anything.
+    tally: Option<ReadTally>,
+    /// A run's first key, unescaped for the tally.
+    tally_key: Vec<u8>,
 }
 
 /// A numbers read's columns: as asked, and per family read the qualifiers
@@ -130,7 +135,15 @@ impl FjallRows {
             paused: false,
             behind: Vec::new(),
             behind_row: Vec::new(),
+            tally: None,
+            tally_key: Vec::new(),
         }
+    }
+
+    /// Counts the read's rows in its table's key activity.
+    pub(crate) fn tallied(mut self, tally: Option<ReadTally>) -> Self {
+        self.tally = tally;
+        self
     }
 
     /// Counters so far.
@@ -424,6 +437,15 @@ impl FjallRows {
             }
             self.stats.cells_returned += out.cells() as u64;
         }
+        if let Some(tally) = &mut self.tally {
+            let pairs = &self.buf.pairs;
+            let bytes: usize = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+            let key = match numbers {
+                Some(out) if all_numbers => &out.key[..],
+                _ => &self.buf.key[..],
+            };
+            tally.row(key, pairs.len() as u64, bytes as u64);
+        }
         Ok(())
     }
 
@@ -590,6 +612,11 @@ impl FjallRows {
         {
             return Ok(false);
         }
+        let first_row = cursor.head_row();
+        if let (Some(_), Some(escaped)) = (&self.tally, first_row) {
+            self.tally_key.clear();
+            codec::unescape_into(escaped, &mut self.tally_key)?;
+        }
         let Some((row, n)) = cursor.tall_run() else {
             return Ok(false);
         };
@@ -610,11 +637,15 @@ impl FjallRows {
         } else {
             out.push_keyless(taken);
         }
+        let bytes = row.stored_bytes(taken);
         cursor.skip_tall(taken)?;
         if let Some(left) = self.remaining.as_mut() {
             *left -= taken;
         }
         let taken = taken as u64;
+        if let Some(tally) = &mut self.tally {
+            tally.rows_at(&self.tally_key, taken, taken, bytes);
+        }
         self.stats.cells_scanned += taken;
         self.stats.rows_returned += taken;
         self.stats.cells_returned += out.cells() as u64;

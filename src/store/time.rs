@@ -21,3 +21,22 @@ pub(crate) fn align_up(t: i64, step: i64) -> i64 {
         r => t.saturating_add(step.max(1) - r),
     }
 }
+
+/// `30d`, `12h`, `15m`, `90s`, `500ms`, also with spaces and long unit names.
+pub fn parse_duration_micros(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let n: i64 = number.parse().ok()?;
+    let unit_micros: i64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "us" | "micros" => 1,
+        "ms" | "millis" => 1_000,
+        "s" | "sec" | "second" | "seconds" => 1_000_000,
+        "m" | "min" | "minute" | "minutes" => 60_000_000,
+        "h" | "hour" | "hours" => 3_600_000_000,
+        "d" | "day" | "days" => 86_400_000_000,
+        "w" | "week" | "weeks" => 604_800_000_000,
+        _ => return None,
+    };
+    n.checked_mul(unit_micros).filter(|m| *m > 0)
+}

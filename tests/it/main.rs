@@ -39,6 +39,7 @@ mod flight_python;
 mod floor_plan;
 mod fuzz;
 mod hostile;
+mod key_activity;
 mod key_groups;
 mod key_queries;
 mod limits;

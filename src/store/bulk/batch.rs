@@ -300,6 +300,24 @@ impl CellBatch {
         &self.bytes[self.rows[row].key.clone()]
     }
 
+    /// The bytes row `row` writes: its key, and per cell its qualifier,
+    /// value and 8 bytes of timestamp.
+    pub fn row_bytes(&self, row: usize) -> u64 {
+        let r = &self.rows[row];
+        let cells = match &self.columns {
+            Some(c) => c
+                .columns
+                .iter()
+                .map(|c| c.qualifier.len() + c.width + 8)
+                .sum(),
+            None => self.cells[r.cells.clone()]
+                .iter()
+                .map(|c| c.qualifier.len() + c.value.len() + 8)
+                .sum::<usize>(),
+        };
+        (r.key.len() + cells) as u64
+    }
+
     /// How many cells row `row` writes.
     pub fn cell_count(&self, row: usize) -> usize {
         match &self.columns {

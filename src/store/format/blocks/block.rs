@@ -323,6 +323,14 @@ impl TallRow<'_> {
         )
     }
 
+    /// About the bytes `n` rows from this one take in the block as stored
+    /// (its key and value shared evenly among its rows).
+    pub fn stored_bytes(&self, n: usize) -> u64 {
+        let Block { key, value, .. } = self.block;
+        let rows = self.block.len().max(1);
+        ((key.len() + value.len()) * n.min(rows) / rows) as u64
+    }
+
     /// This row and the `n - 1` after it in the block, as
     /// [`packed::decode_tall_rows`] takes them: how many it took.
     pub fn decode_rows(

@@ -1,0 +1,128 @@
+//! [`ReadTally`]: what one read counts as it goes, per range, handed to
+//! its table's [`KeyBuckets`] now and then and at its end; the cost per
+//! row is a check that the key is still in the range of the row before.
+
+use super::buckets::{Bounds, KeyBuckets, Segment};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Microseconds since the epoch, now (a test's clock may differ).
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// Rows a read counts before it hands them over, so that a long scan
+/// shows in the minutes it runs in (and counts as a read per this many
+/// rows).
+const HAND_OVER_ROWS: u64 = 1 << 16;
+/// Ranges a read meets before it hands them over.
+const HAND_OVER_SEGMENTS: usize = 256;
+/// Keys a read keeps of one range for its sample.
+const SEGMENT_SAMPLES: usize = 24;
+/// A sampled key is kept to this many bytes.
+const SAMPLE_BYTES: usize = 64;
+
+/// One read's counts per range, handed over when it is dropped.
+pub struct ReadTally {
+    buckets: Arc<Mutex<KeyBuckets>>,
+    bounds: Arc<Bounds>,
+    clock: Clock,
+    /// When the read (or the part of it not yet handed over) began.
+    began: i64,
+    /// Where the read starts: a read that meets no row counts there.
+    start: Vec<u8>,
+    segments: Vec<Segment>,
+    rows: u64,
+    /// Whether part of the read was handed over already.
+    handed_over: bool,
+}
+
+impl ReadTally {
+    /// A tally of a read starting at key `start` of the table whose
+    /// ranges are `buckets`.
+    pub fn new(
+        buckets: Arc<Mutex<KeyBuckets>>,
+        bounds: Arc<Bounds>,
+        clock: Clock,
+        start: Vec<u8>,
+    ) -> Self {
+        let began = clock();
+        ReadTally {
+            buckets,
+            bounds,
+            clock,
+            began,
+            start,
+            segments: Vec::new(),
+            rows: 0,
+            handed_over: false,
+        }
+    }
+
+    /// Counts a row read: its key, the pairs scanned for it and their
+    /// bytes.
+    #[inline]
+    pub fn row(&mut self, key: &[u8], cells: u64, bytes: u64) {
+        self.rows_at(key, 1, cells, bytes);
+    }
+
+    /// Counts `rows` rows read at once (a run of a column-wise block),
+    /// in the range of the first one's `key`.
+    pub fn rows_at(&mut self, key: &[u8], rows: u64, cells: u64, bytes: u64) {
+        let i = match self.segments.last() {
+            Some(s) if self.bounds.contains(s.bucket, key) => self.segments.len() - 1,
+            _ => self.open(key),
+        };
+        let s = &mut self.segments[i];
+        let before = s.counters.rows_read;
+        s.counters.rows_read += rows;
+        s.counters.cells_scanned += cells;
+        s.counters.bytes_read = s.counters.bytes_read.saturating_add(bytes);
+        // The keys of the 1st, 2nd, 4th, 8th ... row of the range.
+        if (before + 1).is_power_of_two() && s.samples.len() < SEGMENT_SAMPLES {
+            s.samples.push(key[..key.len().min(SAMPLE_BYTES)].into());
+        }
+        self.rows += rows;
+        if self.rows >= HAND_OVER_ROWS {
+            self.hand_over();
+        }
+    }
+
+    fn open(&mut self, key: &[u8]) -> usize {
+        if self.segments.len() >= HAND_OVER_SEGMENTS {
+            self.hand_over();
+        }
+        self.segments.push(Segment {
+            bucket: self.bounds.bucket_of(key),
+            first: key.into(),
+            ..Segment::default()
+        });
+        self.segments.len() - 1
+    }
+
+    /// Adds what was counted to the table's ranges, as one read.
+    fn hand_over(&mut self) {
+        let now = (self.clock)();
+        let micros = u64::try_from(now - self.began).unwrap_or(0);
+        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        buckets.read(
+            now,
+            micros,
+            self.bounds.generation,
+            &self.segments,
+            &self.start,
+        );
+        self.bounds = Arc::clone(buckets.bounds());
+        drop(buckets);
+        self.segments.clear();
+        self.rows = 0;
+        self.began = now;
+        self.handed_over = true;
+    }
+}
+
+impl Drop for ReadTally {
+    fn drop(&mut self) {
+        // A hand-over of nothing after a hand-over is no second read.
+        if !self.segments.is_empty() || !self.handed_over {
+            self.hand_over();
+        }
+    }
+}

@@ -1,0 +1,461 @@
+//! [`KeyActivity`]: every table's [`KeyBuckets`] of a store, the minutes
+//! they end kept in the [`ActivityLog`], and what is asked of them.
+
+use super::buckets::KeyBuckets;
+use super::log::ActivityLog;
+use super::record::{ActivityRecord, MINUTE_MICROS};
+use super::tally::{Clock, ReadTally};
+use crate::error::Result;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+/// Ranges a table's activity is counted in, at most (Key Visualizer's
+/// number).
+pub const MAX_RANGES: usize = 1000;
+/// Ended minutes a table holds in memory while they cannot be kept (the
+/// log failing): older ones are dropped.
+const MAX_WAITING_MINUTES: usize = 60;
+
+/// Counters of reads and writes per key range and minute, for every
+/// table of a store.
+pub struct KeyActivity {
+    tables: RwLock<HashMap<String, Arc<Mutex<KeyBuckets>>>>,
+    log: Option<ActivityLog>,
+    /// How long minutes are kept, in microseconds.
+    retention: i64,
+    max_ranges: usize,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for KeyActivity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyActivity")
+            .field("retention", &self.retention)
+            .field("max_ranges", &self.max_ranges)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl KeyActivity {
+    /// Activity kept in `log` (in memory only without one) for
+    /// `retention`, in at most `max_ranges` ranges per table, timed by
+    /// `clock`.
+    pub fn new(
+        log: Option<ActivityLog>,
+        retention: std::time::Duration,
+        max_ranges: usize,
+        clock: Clock,
+    ) -> Self {
+        KeyActivity {
+            tables: RwLock::default(),
+            log,
+            retention: i64::try_from(retention.as_micros()).unwrap_or(i64::MAX),
+            max_ranges,
+            clock,
+        }
+    }
+
+    fn buckets(&self, table: &str) -> Arc<Mutex<KeyBuckets>> {
+        if let Some(b) = self
+            .tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(table)
+        {
+            return Arc::clone(b);
+        }
+        let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
+        let now = (self.clock)();
+        Arc::clone(
+            tables
+                .entry(table.to_string())
+                .or_insert_with(|| Arc::new(Mutex::new(KeyBuckets::new(self.max_ranges, now)))),
+        )
+    }
+
+    /// A tally for a read of `table` starting at row key `start`.
+    pub fn read(&self, table: &str, start: &[u8]) -> ReadTally {
+        let buckets = self.buckets(table);
+        let bounds = {
+            let mut b = lock(&buckets);
+            self.keep_finished(table, &mut b);
+            Arc::clone(b.bounds())
+        };
+        ReadTally::new(buckets, bounds, Arc::clone(&self.clock), start.to_vec())
+    }
+
+    /// Counts a write request to `table` that began at `began` (by this
+    /// activity's clock) and wrote `rows` (each row's key and bytes).
+    pub fn write<'a>(
+        &self,
+        table: &str,
+        began: i64,
+        rows: impl IntoIterator<Item = (&'a [u8], u64)>,
+    ) {
+        let buckets = self.buckets(table);
+        let now = (self.clock)();
+        let mut b = lock(&buckets);
+        b.write(now, u64::try_from(now - began).unwrap_or(0), rows);
+        self.keep_finished(table, &mut b);
+    }
+
+    /// Now, by this activity's clock.
+    pub fn now(&self) -> i64 {
+        (self.clock)()
+    }
+
+    /// Writes the minutes `buckets` ended to the log, and forgets the
+    /// table's minutes past the retention. A log that fails keeps them
+    /// waiting (the newest [`MAX_WAITING_MINUTES`]) for the next time.
+    fn keep_finished(&self, table: &str, buckets: &mut KeyBuckets) {
+        let now = (self.clock)();
+        let finished = buckets.take_finished(now);
+        let Some(log) = &self.log else {
+            // In memory only: ended minutes wait, within the retention.
+            self.put_back(buckets, finished, now);
+            return;
+        };
+        if finished.is_empty() {
+            return;
+        }
+        let mut failed = Vec::new();
+        for (minute, records) in finished {
+            if log.add(table, minute, &records).is_err() {
+                failed.push((minute, records));
+            }
+        }
+        let _ = log.forget(table, now.saturating_sub(self.retention));
+        self.put_back(buckets, failed, now);
+    }
+
+    fn put_back(
+        &self,
+        buckets: &mut KeyBuckets,
+        minutes: Vec<(i64, Vec<ActivityRecord>)>,
+        now: i64,
+    ) {
+        let oldest = now.saturating_sub(self.retention);
+        let mut minutes: Vec<_> = minutes
+            .into_iter()
+            .filter(|(m, _)| *m + MINUTE_MICROS > oldest)
+            .collect();
+        let keep = if self.log.is_some() {
+            MAX_WAITING_MINUTES
+        } else {
+            usize::MAX
+        };
+        if minutes.len() > keep {
+            minutes.drain(..minutes.len() - keep);
+        }
+        buckets.wait(minutes);
+    }
+
+    /// `table`'s records from minute `since` on (microseconds since the
+    /// epoch), the current minute's included, ordered by minute and key.
+    pub fn records(&self, table: &str, since: i64) -> Result<Vec<ActivityRecord>> {
+        let buckets = self
+            .tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(table)
+            .cloned();
+        let since = super::buckets::minute_of(since);
+        let mut b = buckets.as_ref().map(|b| lock(b));
+        if let Some(b) = b.as_mut() {
+            self.keep_finished(table, b);
+        }
+        let mut out = match &self.log {
+            Some(log) => log.read(table, since)?,
+            None => Vec::new(),
+        };
+        if let Some(b) = &b {
+            let waiting = b.finished().iter().flat_map(|(_, r)| r.iter().cloned());
+            for r in waiting.chain(b.current()) {
+                if r.minute < since {
+                    continue;
+                }
+                match out
+                    .iter_mut()
+                    .find(|a| a.minute == r.minute && a.start == r.start && a.end == r.end)
+                {
+                    Some(a) => a.counters.add(&r.counters),
+                    None => out.push(r),
+                }
+            }
+        }
+        out.sort_by(|a, b| (a.minute, &a.start).cmp(&(b.minute, &b.start)));
+        Ok(out)
+    }
+
+    /// Writes every table's counts, the current minute's too, to the log
+    /// (at close, so that a restart keeps them).
+    pub fn keep(&self) -> Result<()> {
+        let Some(log) = &self.log else { return Ok(()) };
+        let tables: Vec<_> = self
+            .tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(t, b)| (t.clone(), Arc::clone(b)))
+            .collect();
+        for (table, buckets) in tables {
+            let mut b = lock(&buckets);
+            self.keep_finished(&table, &mut b);
+            let (minute, records) = b.take_current((self.clock)());
+            log.add(&table, minute, &records)?;
+        }
+        Ok(())
+    }
+
+    /// Forgets everything counted of `table` (it was dropped).
+    pub fn forget_table(&self, table: &str) -> Result<()> {
+        self.tables
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(table);
+        if let Some(log) = &self.log {
+            log.forget(table, i64::MAX)?;
+        }
+        Ok(())
+    }
+
+    /// Forgets every table's minutes past the retention (at open).
+    pub fn sweep(&self) -> Result<()> {
+        let Some(log) = &self.log else { return Ok(()) };
+        let oldest = (self.clock)().saturating_sub(self.retention);
+        for table in log.tables()? {
+            log.forget(&table, oldest)?;
+        }
+        Ok(())
+    }
+
+    /// About how many bytes `table`'s activity holds in memory.
+    #[cfg(test)]
+    pub fn memory(&self, table: &str) -> usize {
+        self.tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(table)
+            .map_or(0, |b| lock(b).memory())
+    }
+
+    /// How many ranges `table`'s activity is counted in now.
+    #[cfg(test)]
+    pub fn ranges(&self, table: &str) -> usize {
+        self.tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(table)
+            .map_or(0, |b| lock(b).bounds().count())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::activity::record::Counters;
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::time::Duration;
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    /// An activity in memory whose clock the test moves.
+    fn activity(max: usize) -> (KeyActivity, Arc<AtomicI64>) {
+        let now = Arc::new(AtomicI64::new(1_000 * MINUTE_MICROS));
+        let clock = Arc::clone(&now);
+        let a = KeyActivity::new(
+            None,
+            DAY,
+            max,
+            Arc::new(move || clock.load(Ordering::SeqCst)),
+        );
+        (a, now)
+    }
+
+    fn total(records: &[ActivityRecord]) -> Counters {
+        let mut t = Counters::default();
+        for r in records {
+            t.add(&r.counters);
+        }
+        t
+    }
+
+    #[test]
+    fn a_scripted_workload_counts_exactly() {
+        let (a, now) = activity(MAX_RANGES);
+        // Minute 1000: a write of three rows taking 5 us, a point read.
+        a.write(
+            "t",
+            now.load(Ordering::SeqCst) - 5,
+            [(&b"a"[..], 10), (b"b", 20), (b"c", 30)],
+        );
+        {
+            let mut read = a.read("t", b"b");
+            read.row(b"b", 2, 40);
+        }
+        now.fetch_add(MINUTE_MICROS + 7, Ordering::SeqCst);
+        // Minute 1001: a read that found nothing, a scan of 4 rows.
+        drop(a.read("t", b"zz"));
+        {
+            let mut scan = a.read("t", b"");
+            for k in [b"a", b"b", b"c", b"d"] {
+                scan.row(k, 1, 10);
+            }
+        }
+        let records = a.records("t", i64::MIN).unwrap();
+        let minutes: Vec<i64> = records.iter().map(|r| r.minute / MINUTE_MICROS).collect();
+        assert_eq!(minutes, [1000, 1001], "{records:?}");
+        let first = records[0].counters;
+        assert_eq!(
+            (
+                first.writes,
+                first.rows_written,
+                first.bytes_written,
+                first.write_micros
+            ),
+            (1, 3, 60, 5)
+        );
+        assert_eq!(
+            (
+                first.reads,
+                first.rows_read,
+                first.cells_scanned,
+                first.bytes_read
+            ),
+            (1, 1, 2, 40)
+        );
+        let second = records[1].counters;
+        assert_eq!(
+            (second.reads, second.rows_read, second.bytes_read),
+            (2, 4, 40)
+        );
+        assert_eq!(second.writes, 0);
+        assert!(
+            a.records("t", 1001 * MINUTE_MICROS)
+                .unwrap()
+                .iter()
+                .all(|r| r.minute == 1001 * MINUTE_MICROS)
+        );
+        assert!(a.records("other", i64::MIN).unwrap().is_empty());
+    }
+
+    #[test]
+    fn ranges_follow_a_hotspot_and_totals_survive_every_cut_and_join() {
+        let (a, now) = activity(16);
+        let mut expected = Counters::default();
+        let mut n = 0u64;
+        for minute in 0..30 {
+            for i in 0..2_000u64 {
+                // Nine writes in ten go to the keys under `hot#`.
+                let key = if i % 10 == 0 {
+                    format!("cold#{:06}", (i * 7919 + minute) % 100_000)
+                } else {
+                    // Spread over the prefix (a hash, not a sequence).
+                    n += 1;
+                    format!("hot#{:016x}", n.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                };
+                a.write("t", now.load(Ordering::SeqCst), [(key.as_bytes(), 100)]);
+                expected.writes += 1;
+                expected.rows_written += 1;
+                expected.bytes_written += 100;
+                if i % 100 == 0 {
+                    let mut scan = a.read("t", key.as_bytes());
+                    scan.row(key.as_bytes(), 1, 50);
+                    expected.reads += 1;
+                    expected.rows_read += 1;
+                    expected.cells_scanned += 1;
+                    expected.bytes_read += 50;
+                }
+            }
+            now.fetch_add(MINUTE_MICROS, Ordering::SeqCst);
+        }
+        let records = a.records("t", i64::MIN).unwrap();
+        assert_eq!(total(&records), expected);
+        assert!(a.ranges("t") <= 16, "{} ranges", a.ranges("t"));
+        assert!(a.ranges("t") >= 8, "{} ranges", a.ranges("t"));
+        // In the last minute, most ranges lie under `hot#`.
+        let last = records.iter().map(|r| r.minute).max().unwrap();
+        let hot = records
+            .iter()
+            .filter(|r| r.minute == last && r.start.starts_with(b"hot#"))
+            .count();
+        assert!(hot >= 6, "{hot} ranges under hot#");
+    }
+
+    #[test]
+    fn sequential_keys_write_to_the_last_range_only() {
+        let (a, now) = activity(16);
+        for n in 0..20_000u64 {
+            if n % 1_000 == 0 {
+                now.fetch_add(MINUTE_MICROS, Ordering::SeqCst);
+            }
+            let key = format!("event#{n:08}");
+            a.write("t", now.load(Ordering::SeqCst), [(key.as_bytes(), 1)]);
+        }
+        let last = now.load(Ordering::SeqCst);
+        let records = a.records("t", last).unwrap();
+        assert!(a.ranges("t") > 4, "{} ranges", a.ranges("t"));
+        // However the ranges were cut, the minute's writes all went to the
+        // one range at the end of the key space.
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].end, None);
+        assert_eq!(records[0].counters.rows_written, 1_000);
+    }
+
+    #[test]
+    fn a_million_distinct_prefixes_stay_in_bounded_memory() {
+        let (a, now) = activity(MAX_RANGES);
+        let mut written = 0;
+        for minute in 0..10u64 {
+            let keys: Vec<String> = (0..100_000u64)
+                .map(|i| {
+                    format!(
+                        "{:016x}#item",
+                        (minute * 100_000 + i).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    )
+                })
+                .collect();
+            for chunk in keys.chunks(1_000) {
+                a.write(
+                    "t",
+                    now.load(Ordering::SeqCst),
+                    chunk.iter().map(|k| (k.as_bytes(), 10)),
+                );
+                written += chunk.len() as u64;
+            }
+            now.fetch_add(MINUTE_MICROS, Ordering::SeqCst);
+        }
+        let records = a.records("t", i64::MIN).unwrap();
+        assert_eq!(total(&records).rows_written, written);
+        assert!(a.ranges("t") <= MAX_RANGES);
+        assert!(a.ranges("t") > 100, "{} ranges", a.ranges("t"));
+        // Ranges, their samples and the ten minutes held (no log here).
+        let memory = a.memory("t");
+        assert!(memory < 4 << 20, "{memory} bytes");
+    }
+
+    #[test]
+    fn a_single_hot_key_gets_a_range_of_its_own() {
+        let (a, now) = activity(8);
+        for _ in 0..5 {
+            for i in 0..1_000 {
+                let key = if i % 2 == 0 {
+                    "user#42".to_string()
+                } else {
+                    format!("user#{i:04}")
+                };
+                a.write("t", now.load(Ordering::SeqCst), [(key.as_bytes(), 1)]);
+            }
+            now.fetch_add(MINUTE_MICROS, Ordering::SeqCst);
+        }
+        a.write("t", now.load(Ordering::SeqCst), [(&b"user#42"[..], 1)]);
+        let records = a.records("t", now.load(Ordering::SeqCst)).unwrap();
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].start, b"user#42");
+        assert_eq!(records[0].end.as_deref(), Some(&b"user#42\0"[..]));
+    }
+}
