@@ -30,6 +30,7 @@ mod codec;
 mod distributed;
 mod error;
 pub mod flight;
+pub mod keys;
 pub mod proto;
 mod query;
 mod schema;

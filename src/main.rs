@@ -74,6 +74,9 @@ Opens the SQL shell on a store directory (default {}).
                     data (default store ~/.local/share/cellar/demo)
   check             read the whole store and report damage by table and
                     family (exit status 1 when any is found)
+  keys TABLE        draw where TABLE's reads and writes land in its key
+                    space, a heatmap per key range and minute (see cellar
+                    keys --help)
   serve [--addr A]  serve the store over Arrow Flight SQL (default
                     127.0.0.1:32010); also --user NAME with --password-file F
                     or CELLAR_PASSWORD, --token-file F or CELLAR_TOKEN,
@@ -831,6 +834,81 @@ fn run_ballista(
     }
 }
 
+const KEYS_USAGE: &str =
+    "usage: cellar keys TABLE [--store DIR] [--metric M] [--since SPAN] [-o FILE]
+
+Draws where TABLE's reads and writes landed in its key space, per key range
+and minute, as Key Visualizer does: an SVG heatmap (time across, key ranges
+down, brighter for more, hot ranges outlined) in FILE (default
+TABLE-keys.svg), and a small rendering in the terminal.
+  --store DIR   the store (default the shell's; a running server holds its
+                store: ask it with SQL, SELECT * FROM key_activity('t'))
+  --metric M    rows_written (default), writes, bytes_written, write_micros,
+                rows_read, reads, cells_scanned, bytes_read, read_micros,
+                read_latency, write_latency
+  --since SPAN  how far back: 90s, 30m, 6h, 2d or all (default 6h)";
+
+/// `cellar keys TABLE ...`: the heatmap of a table's key activity.
+fn keys(args: Vec<String>) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    };
+    let mut table = None;
+    let (mut store, mut metric, mut since, mut out) = (
+        default_store(),
+        "rows_written".to_string(),
+        "6h".to_string(),
+        None,
+    );
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        if arg == "--help" || arg == "-h" {
+            println!("{KEYS_USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        if !arg.starts_with('-') && table.is_none() {
+            table = Some(arg);
+            continue;
+        }
+        let Some(value) = args.next() else {
+            return fail(format!("{arg} needs a value; see cellar keys --help"));
+        };
+        match arg.as_str() {
+            "--store" => store = PathBuf::from(value),
+            "--metric" => metric = value,
+            "--since" => since = value,
+            "-o" | "--output" => out = Some(PathBuf::from(value)),
+            _ => return fail(format!("unknown argument {arg:?}; see cellar keys --help")),
+        }
+    }
+    let Some(table) = table else {
+        return fail("cellar keys needs a table; see cellar keys --help".into());
+    };
+    let out = out.unwrap_or_else(|| PathBuf::from(format!("{table}-keys.svg")));
+    if !store.join("keyspaces").exists() && !store.exists() {
+        return fail(format!("no store at {}", store.display()));
+    }
+    let opened = match cellar::Store::open(&store) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cellar::keys::draw(&opened, &table, &metric, &since, &out) {
+        Ok(text) => {
+            print!("{text}");
+            println!("heatmap written to {}", out.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "serve") {
@@ -841,6 +919,9 @@ fn main() -> ExitCode {
     }
     if args.first().is_some_and(|a| a == "ballista") {
         return ballista(args.into_iter().skip(1).collect());
+    }
+    if args.first().is_some_and(|a| a == "keys") {
+        return keys(args.into_iter().skip(1).collect());
     }
     match parse(args) {
         Ok(None) => ExitCode::SUCCESS,

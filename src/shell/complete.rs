@@ -89,6 +89,7 @@ const META: &[&str] = &[
     "\\format",
     "\\maxrows",
     "\\i",
+    "\\keys",
     "\\q",
     "\\?",
 ];

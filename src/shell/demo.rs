@@ -74,7 +74,7 @@ const SMALL: Size = Size {
 };
 
 /// The guides' tables, each family in the format its layout calls for.
-const TABLES: [&str; 8] = [
+const TABLES: [&str; 10] = [
     "CREATE SERIES weather (
                 KEY (location TEXT, balloon INT(5)),
                 TIME ts,
@@ -120,6 +120,18 @@ const TABLES: [&str; 8] = [
                 item TEXT IN p,
                 amount DOUBLE IN p
             )",
+    // The guides' hotspot: a timestamp first in the key sends every new
+    // write to the end of the key space; a salt in front spreads them.
+    "CREATE TABLE clicks (
+                ROW KEY (ts TEXT, user_id INT(6)),
+                FAMILY c,
+                page TEXT IN c
+            )",
+    "CREATE TABLE clicks_salted (
+                ROW KEY (salt INT(1), ts TEXT, user_id INT(6)),
+                FAMILY c,
+                page TEXT IN c
+            )",
 ];
 
 /// Every step of the demo, in order: the tables, then their data.
@@ -140,7 +152,41 @@ fn steps(size: &Size, packed: bool) -> Vec<Step> {
     metrics(&mut s, size);
     sensors(&mut s, size);
     friends_and_purchases(&mut s, size);
+    clicks(&mut s, size);
     s
+}
+
+/// A scripted workload on the two click tables, in rounds: each round's
+/// clicks in both, and a look at the latest ones of each. `\keys clicks`
+/// then shows the hotspot at the end of the key space, `\keys
+/// clicks_salted` the writes spread over its eight salts.
+fn clicks(s: &mut Vec<Step>, size: &Size) {
+    let per_round = size.people * 4;
+    for round in 0..size.days.min(10) {
+        let first = round * per_round;
+        let rows = format!("FROM generate_series({first}, {first} + {per_round} - 1) AS clicks(n)");
+        let ts = "'2026-12-01T' || lpad(CAST(n AS VARCHAR), 9, '0')";
+        let page = "CASE n % 3 WHEN 0 THEN 'home' WHEN 1 THEN 'cart' ELSE 'search' END";
+        s.push(step(
+            "click workload",
+            format!(
+                "INSERT INTO clicks (ts, user_id, page) SELECT {ts}, n * 7919 % 1000000, {page} {rows}"
+            ),
+        ));
+        s.push(step(
+            "click workload",
+            format!(
+                "INSERT INTO clicks_salted (salt, ts, user_id, page)
+                 SELECT n % 8, {ts}, n * 7919 % 1000000, {page} {rows}"
+            ),
+        ));
+        s.push(step(
+            "click workload",
+            format!(
+                "SELECT count(*) FROM clicks WHERE ts >= '2026-12-01T' || lpad(CAST({first} AS VARCHAR), 9, '0')"
+            ),
+        ));
+    }
 }
 
 /// The weather series and the same readings as week rows.
@@ -311,7 +357,11 @@ Try these (EXPLAIN shows the key ranges each one reads):
   SELECT _timestamp, pressure FROM versions('balloon_week') WHERE location = 'asia-south2' LIMIT 5;
   SELECT friends FROM friends WHERE person = 'user1';
   DELETE FROM purchases WHERE tenant = 'tenant042';
-  EXPLAIN ANALYZE SELECT count(*) FROM weather WHERE location = 'europe-west1' AND balloon = 3601;";
+  EXPLAIN ANALYZE SELECT count(*) FROM weather WHERE location = 'europe-west1' AND balloon = 3601;
+Where the reads and writes landed (a heatmap per key range and minute):
+  \\keys clicks            -- a timestamp first in the key: every write at the end
+  \\keys clicks_salted     -- a salt first: the writes spread over eight ranges
+  SELECT range_start, sum(rows_written) FROM key_activity('clicks_salted') GROUP BY 1 ORDER BY 1;";
 
 /// Creates and fills the demo tables; when they are already there, only
 /// prints the queries to try.

@@ -80,8 +80,13 @@ SQL statements end with ';' and may span lines.
   \\lookup T KEY   every cell of one row, like cbt lookup
   \\scan T [PREFIX | START..END] [LIMIT n]
                   rows of a key range, cell by cell, like cbt read
+  \\keys T [METRIC] [SINCE]
+                  where T's reads and writes land in its key space: a
+                  heatmap in T-keys.svg and here (METRIC rows_written,
+                  rows_read, ...; SINCE 6h, 30m, all)
   \\q              quit (or Ctrl-D); Ctrl-C cancels a query or clears the line
-Views: versions('t'), cells('t', 'family'), as_of('t', TIMESTAMP '...').
+Views: versions('t'), cells('t', 'family'), as_of('t', TIMESTAMP '...'),
+       key_activity('t' [, 'metric'] [, 'since']).
 Files: COPY t FROM 'f.csv' [(ON_ERROR skip)], COPY t TO 'f.parquet',
        SELECT * FROM 'f.parquet'.
 Series: CREATE SERIES s (KEY (k TEXT), TIME ts, v DOUBLE) LAYOUT ...,
@@ -293,6 +298,20 @@ impl Shell {
             "scan" => {
                 let text = verbs::scan(self.session.store(), arg)?;
                 self.print(&text);
+            }
+            "keys" => {
+                let words: Vec<&str> = arg.split_whitespace().collect();
+                let (table, metric, since) = match words[..] {
+                    [t] => (t, "rows_written", "6h"),
+                    [t, m] => (t, m, "6h"),
+                    [t, m, s] => (t, m, s),
+                    _ => return Err("usage: \\keys TABLE [METRIC] [SINCE]".into()),
+                };
+                let out = std::path::PathBuf::from(format!("{table}-keys.svg"));
+                let text = crate::keys::draw(self.session.store(), table, metric, since, &out)
+                    .map_err(|e| e.to_string())?;
+                self.print(&escape_text_lines(&text));
+                self.print(&format!("heatmap written to {}\n", out.display()));
             }
             "i" => {
                 let text = std::fs::read_to_string(arg)

@@ -459,6 +459,22 @@ impl FjallStore {
             _lock: lock,
         };
         let inner = Arc::new(inner);
+        if let Some(activity) = &inner.activity {
+            let weak = Arc::downgrade(&inner);
+            activity.set_split_points(Box::new(move |table| {
+                let Some(inner) = weak.upgrade() else {
+                    return Vec::new();
+                };
+                let store = FjallStore {
+                    _compactor: None,
+                    inner,
+                };
+                store
+                    .sample_row_keys(table)
+                    .map(|keys| keys.into_iter().map(|(k, _)| k).collect())
+                    .unwrap_or_default()
+            }));
+        }
         let compactor = options
             .background_compaction
             .and_then(|quiet| compactor::start(Arc::downgrade(&inner), quiet))

@@ -27,7 +27,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("query", &["store", "schema", "proto"]),
     ("sql", &["store", "schema", "proto", "query"]),
     ("distributed", &["store", "schema", "proto", "query", "sql"]),
-    ("shell", &["store", "schema", "sql"]),
+    // Seeing the key space: the store's key activity drawn.
+    ("keys", &["store"]),
+    ("shell", &["store", "schema", "sql", "keys"]),
     ("flight", &["store", "schema", "sql"]),
     // The Bigtable face: the store's API for Bigtable clients, with the
     // Flight face's callers and connection limits.

@@ -31,9 +31,14 @@ async fn events(session: &SqlSession) {
         .await
         .unwrap();
     // Two INSERTs of 300 and 2 rows: two write requests.
-    let values: Vec<String> = (0..300).map(|i| format!("('u{:02}', {i}, {i})", i % 30)).collect();
+    let values: Vec<String> = (0..300)
+        .map(|i| format!("('u{:02}', {i}, {i})", i % 30))
+        .collect();
     session
-        .query(&format!("INSERT INTO events (user, n, v) VALUES {}", values.join(", ")))
+        .query(&format!(
+            "INSERT INTO events (user, n, v) VALUES {}",
+            values.join(", ")
+        ))
         .await
         .unwrap();
     session
@@ -60,14 +65,21 @@ async fn sql_reads_and_writes_are_counted_by_range_and_kept_across_a_reopen() {
         .await
         .unwrap();
     let totals = one_row_i64(&session, TOTALS).await;
-    assert_eq!(totals[..4], [2, 302, 3, 303], "writes, rows written, reads, rows read");
+    assert_eq!(
+        totals[..4],
+        [2, 302, 3, 303],
+        "writes, rows written, reads, rows read"
+    );
 
     // The metric form: the range, the minute and one value.
     let batches = session
         .query("SELECT sum(value) FROM key_activity('events', 'rows_written', '1h')")
         .await
         .unwrap();
-    assert_eq!(batches[0].column(0).as_primitive::<Float64Type>().value(0), 302.0);
+    assert_eq!(
+        batches[0].column(0).as_primitive::<Float64Type>().value(0),
+        302.0
+    );
     let batches = session
         .query("SELECT range_start, range_end FROM key_activity('events') LIMIT 1")
         .await
@@ -102,8 +114,14 @@ async fn bad_arguments_are_named() {
     for (sql, says) in [
         ("SELECT * FROM key_activity('nope')", "nope"),
         ("SELECT * FROM key_activity('events', 'heat')", "'heat'"),
-        ("SELECT * FROM key_activity('events', 'rows_read', 'yesterday')", "'yesterday'"),
-        ("SELECT * FROM key_activity('events', 'rows_read', '1h', 'x')", "1 to 3 arguments"),
+        (
+            "SELECT * FROM key_activity('events', 'rows_read', 'yesterday')",
+            "'yesterday'",
+        ),
+        (
+            "SELECT * FROM key_activity('events', 'rows_read', '1h', 'x')",
+            "1 to 3 arguments",
+        ),
         ("SELECT * FROM key_activity(7)", "must be a string"),
         ("SELECT * FROM key_activity()", "1 to 3 arguments"),
     ] {
@@ -127,4 +145,105 @@ async fn a_store_opened_without_counting_says_so() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("counts no key activity"), "{err}");
+}
+
+/// A table whose writes go half to 20 keys under `hot#` and half to
+/// new keys spread over eight other prefixes; drawn and rendered to
+/// pixels, the hot range is the bright one and is outlined.
+#[tokio::test]
+async fn the_heatmap_shows_the_hot_range_brightest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let session = SqlSession::new(store.clone());
+    session
+        .query("CREATE TABLE t (ROW KEY (k TEXT), FAMILY f, v BIGINT IN f)")
+        .await
+        .unwrap();
+    let mut rows = Vec::new();
+    for i in 0..30_000u64 {
+        let spread = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 16;
+        let key = if i % 2 == 0 {
+            let prefix = ["a", "b", "c", "d", "e", "f", "g", "j"][(i / 2 % 8) as usize];
+            format!("{prefix}#{spread:012x}")
+        } else {
+            format!("hot#{:02}", i % 20)
+        };
+        rows.push(cellar::RowMutation {
+            key: key.into_bytes(),
+            mutations: vec![cellar::Mutation::SetCell {
+                family: "f".into(),
+                qualifier: b"v".to_vec(),
+                timestamp: None,
+                value: 1i64.to_be_bytes().to_vec(),
+            }],
+        });
+        if rows.len() == 500 {
+            store.mutate_rows("t", std::mem::take(&mut rows)).unwrap();
+        }
+    }
+    let records = store.key_activity("t", i64::MIN).unwrap().unwrap();
+    let map = cellar::keys::Heatmap::build("t", "rows_written", &records, 120, 360).unwrap();
+    assert!(map.rows.len() > 4, "{} rows", map.rows.len());
+    let hot: Vec<usize> = (0..map.rows.len()).filter(|&r| map.hot[r]).collect();
+    assert!(!hot.is_empty(), "no hot row: {}", map.text());
+    for &r in &hot {
+        assert!(
+            map.rows[r].0.starts_with(b"hot#") || map.label(r).is_empty(),
+            "{}",
+            map.text()
+        );
+    }
+    // Rendered: the brightest cell of a hot row is brighter than every
+    // cell of a row that is not hot.
+    let svg = map.svg().unwrap();
+    let tree = resvg::usvg::Tree::from_str(&svg, &resvg::usvg::Options::default()).unwrap();
+    let size = tree.size().to_int_size();
+    let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height()).unwrap();
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::default(),
+        &mut pixmap.as_mut(),
+    );
+    let brightness = |r: usize| -> u32 {
+        (0..map.columns.len())
+            .map(|c| {
+                let ((x0, y0), (x1, y1)) = map.cell_box(r, c);
+                let p = pixmap
+                    .pixel(((x0 + x1) / 2) as u32, ((y0 + y1) / 2) as u32)
+                    .unwrap();
+                u32::from(p.red()) + u32::from(p.green()) + u32::from(p.blue())
+            })
+            .max()
+            .unwrap()
+    };
+    let hottest = hot.iter().map(|&r| brightness(r)).max().unwrap();
+    let coldest_max = (0..map.rows.len())
+        .filter(|r| !map.hot[*r])
+        .map(brightness)
+        .max()
+        .unwrap();
+    assert!(
+        hottest > coldest_max + 60,
+        "hot {hottest}, others up to {coldest_max}"
+    );
+    // The outline: red pixels just above the hot row's first cell.
+    let ((x0, y0), _) = map.cell_box(hot[0], 0);
+    let edge = pixmap
+        .pixel((x0 + 2) as u32, (y0 - 1).max(0) as u32)
+        .unwrap();
+    // Red, and not a color of the scale (purples have as much blue).
+    let (r, g, b) = (
+        u16::from(edge.red()),
+        u16::from(edge.green()),
+        u16::from(edge.blue()),
+    );
+    assert!(r > 150 && r > 2 * g && r > 2 * b, "{edge:?}");
+
+    // The same through the function the shell and `cellar keys` call.
+    let out = dir.path().join("t.svg");
+    let text = cellar::keys::draw(&store, "t", "rows_written", "1h", &out).unwrap();
+    assert!(text.contains("<- hot"), "{text}");
+    assert!(std::fs::read_to_string(&out).unwrap().starts_with("<svg"));
+    let err = cellar::keys::draw(&store, "t", "heat", "1h", &out).unwrap_err();
+    assert!(err.to_string().contains("'heat'"), "{err}");
 }

@@ -2,29 +2,48 @@
 //! number of ranges ([`Bounds`]), each range's counters for the current
 //! minute, and the choice of where the ranges lie ([`KeyBuckets`]).
 //!
-//! The ranges follow the activity, as Key Visualizer's buckets do: when a
-//! minute ends, a range that took much more than its share of the recent
-//! requests and rows is cut in two at a key seen in it (each range keeps a
-//! small sample of the keys it saw), and when the ranges are as many as
-//! allowed, the two neighbours that saw least become one. Ranges change
-//! only between minutes, so a minute's counts are exact for its ranges.
+//! The ranges follow the key space, as Key Visualizer's buckets follow a
+//! table's data: each range estimates how many distinct keys it has seen
+//! (a [`KeySketch`] of the keys written and some of those read), and when
+//! a minute ends a range holding more than its share of the keys is cut
+//! in two at the middle one of its sampled keys; when the ranges are as
+//! many as allowed, the two neighbours with fewest keys become one. So a
+//! range is about as wide as its keys make it, and its brightness on a
+//! heatmap is the activity on those keys: a few keys taking many writes,
+//! or new keys all at the end of the key space, stand out. The store's
+//! own split points (by size) cut a table's ranges before it has been
+//! seen much ([`KeyBuckets::seed`]).
+//!
+//! A range that holds far more than its share is cut within the minute
+//! too (every [`CHECK_EVERY`] rows; at most [`CUTS_PER_MINUTE`] times a
+//! minute once it has 64 ranges), so that a new table shows its shape in
+//! its first minute: the
+//! minute then has a record of the whole range for what came before the
+//! cut and records of its parts for what came after. Every count is in
+//! exactly one record.
 
 use super::record::{ActivityRecord, Counters, MINUTE_MICROS};
+use super::sketch::{KeySketch, key_hash};
 use std::sync::Arc;
 
-/// Keys a range keeps as candidates for where to cut it.
-const SAMPLES: usize = 8;
-/// A sampled key is kept to this many bytes: any byte string is a place to
-/// cut, and the sample stays small whatever the keys.
-const SAMPLE_BYTES: usize = 64;
-/// A range is cut when it took more than this fraction of the largest
-/// number of ranges' even share (`2 / max`) of the recent activity.
+/// A range is cut when it holds more than this many times an even share
+/// of the keys among half the most ranges allowed.
 const SHARE: u64 = 2;
-/// Activity below this (requests and rows, decayed) cuts nothing: a table
-/// that saw a handful of rows keeps one range.
-const MIN_SPLIT_WEIGHT: u64 = 16;
+/// Ranges with fewer keys than this (distinct, estimated) are not cut.
+const MIN_SPLIT_KEYS: u64 = 16;
 /// Cuts made at one minute's end, at most.
 const SPLITS_PER_MINUTE: usize = 64;
+/// Rows counted in a minute between two looks at whether a range must be
+/// cut within the minute.
+pub const CHECK_EVERY: u64 = 4096;
+/// Times the ranges are cut within one minute, at most, once the table
+/// has [`YOUNG_RANGES`] ranges.
+pub const CUTS_PER_MINUTE: u32 = 3;
+/// Below this many ranges a table is cut every [`CHECK_EVERY`] rows.
+const YOUNG_RANGES: usize = 64;
+/// Within a minute, a range is cut when it took this many times its
+/// share.
+const CUT_NOW_SHARES: u64 = 4;
 
 /// Where a table's ranges start, in key order; the first is the empty
 /// key. A new `Bounds` (with a new generation) replaces it when ranges
@@ -89,18 +108,16 @@ pub struct KeyBuckets {
     /// The current minute's start (microseconds since the epoch).
     minute: i64,
     counts: Vec<Counters>,
-    /// Per range, its recent activity (halved every minute): what cuts
-    /// and joins go by.
-    weights: Vec<u64>,
-    samples: Vec<Vec<Box<[u8]>>>,
-    /// Per range, the keys offered to its sample since it was cut (a
-    /// reservoir sample keeps each with the same chance).
-    offered: Vec<u64>,
+    /// Per range, the distinct keys it has seen, estimated and sampled.
+    sketches: Vec<KeySketch>,
     /// Per range, the last request counted in it (a request counts once
     /// per range).
     stamps: Vec<u64>,
     request: u64,
-    rng: u64,
+    /// Rows counted since the last look at cutting within the minute.
+    since_check: u64,
+    /// Cuts within the current minute.
+    cuts_now: u32,
     /// Minutes ended whose records are not kept yet.
     finished: Vec<(i64, Vec<ActivityRecord>)>,
 }
@@ -124,12 +141,11 @@ impl KeyBuckets {
             max: max.max(1),
             minute: minute_of(now),
             counts: vec![Counters::default()],
-            weights: vec![0],
-            samples: vec![Vec::new()],
-            offered: vec![0],
+            sketches: vec![KeySketch::default()],
             stamps: vec![0],
             request: 0,
-            rng: 0x9E37_79B9_7F4A_7C15,
+            since_check: 0,
+            cuts_now: 0,
             finished: Vec::new(),
         }
     }
@@ -159,7 +175,9 @@ impl KeyBuckets {
         self.request += 1;
         let bounds = Arc::clone(&self.bounds);
         let mut i = 0;
+        let mut n = 0;
         for (key, bytes) in rows {
+            n += 1;
             if !bounds.contains(i, key) {
                 i = bounds.bucket_of(key);
             }
@@ -171,8 +189,9 @@ impl KeyBuckets {
                 c.writes += 1;
                 c.write_micros = c.write_micros.saturating_add(micros);
             }
-            self.sample(i, key);
+            self.sketches[i].offer(key_hash(key), key);
         }
+        self.checked(n);
     }
 
     /// Counts what a read met (`segments`, in the ranges of `generation`)
@@ -200,7 +219,9 @@ impl KeyBuckets {
             touch(self, bounds.bucket_of(start));
             return;
         }
+        let mut n = 0;
         for s in segments {
+            n += s.counters.rows_read;
             let i = if generation == bounds.generation && s.bucket < bounds.count() {
                 s.bucket
             } else {
@@ -210,29 +231,66 @@ impl KeyBuckets {
             self.counts[i].add(&s.counters);
             for key in &s.samples {
                 let i = bounds.bucket_of(key);
-                self.sample(i, key);
+                self.sketches[i].offer(key_hash(key), key);
             }
+        }
+        self.checked(n);
+    }
+
+    /// What each range would hold of an even share of the keys.
+    fn share(&self) -> u64 {
+        let total: u64 = self.sketches.iter().map(KeySketch::estimate).sum();
+        (total.saturating_mul(SHARE) / self.max as u64).max(MIN_SPLIT_KEYS)
+    }
+
+    /// Counts `rows` more rows, and every [`CHECK_EVERY`] rows looks
+    /// whether a range holds so many more keys than its share that it is
+    /// cut now rather than at the minute's end.
+    fn checked(&mut self, rows: u64) {
+        self.since_check += rows;
+        // A young table (few ranges) is cut as often as it needs.
+        let young = self.bounds.count() < YOUNG_RANGES;
+        if self.since_check < CHECK_EVERY || (self.cuts_now >= CUTS_PER_MINUTE && !young) {
+            return;
+        }
+        self.since_check = 0;
+        let limit = self.share().saturating_mul(CUT_NOW_SHARES);
+        let cut = (0..self.sketches.len())
+            .any(|i| self.sketches[i].estimate() > limit && self.cut_point(i).is_some());
+        if cut {
+            self.close_counts();
+            self.cuts_now += 1;
+            self.rebalance();
         }
     }
 
-    /// Offers `key` to range `i`'s sample.
-    #[inline]
-    fn sample(&mut self, i: usize, key: &[u8]) {
-        self.offered[i] += 1;
-        let sample = &mut self.samples[i];
-        let key = &key[..key.len().min(SAMPLE_BYTES)];
-        if sample.len() < SAMPLES {
-            sample.push(key.into());
+    /// Cuts the ranges at `keys` (the store's own split points of the
+    /// table), as many as room allows for half the most ranges.
+    pub fn seed(&mut self, keys: &[Vec<u8>]) {
+        let room = (self.max / 2).saturating_sub(self.bounds.count());
+        let mut cuts: Vec<&[u8]> = keys
+            .iter()
+            .map(|k| &k[..])
+            .filter(|k| !k.is_empty())
+            .filter(|k| {
+                let i = self.bounds.bucket_of(k);
+                self.bounds.range(i).0 != *k
+            })
+            .collect();
+        if cuts.is_empty() || room == 0 {
             return;
         }
-        // xorshift64: a reservoir sample needs no better randomness.
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let pick = self.rng % self.offered[i];
-        if let Some(slot) = usize::try_from(pick).ok().and_then(|p| sample.get_mut(p)) {
-            *slot = key.into();
+        // Evenly among them when there is not room for all.
+        let step = cuts.len().div_ceil(room);
+        cuts = cuts.into_iter().step_by(step).collect();
+        self.close_counts();
+        for key in cuts {
+            let i = self.bounds.bucket_of(key);
+            if self.bounds.range(i).0 != key {
+                self.split(i, key.into());
+            }
         }
+        self.new_generation();
     }
 
     /// The current minute's records (ranges that saw something).
@@ -257,15 +315,26 @@ impl KeyBuckets {
             .collect()
     }
 
+    /// Sets what the minute counted so far aside (with the ranges it was
+    /// counted in) before the ranges change.
+    fn close_counts(&mut self) {
+        let records = self.current();
+        if !records.is_empty() {
+            self.finished.push((self.minute, records));
+        }
+        self.counts
+            .iter_mut()
+            .for_each(|c| *c = Counters::default());
+    }
+
     /// Takes the current minute's counts out (to be kept elsewhere):
     /// what is counted from now on adds to nothing counted before.
     pub fn take_current(&mut self, now: i64) -> (i64, Vec<ActivityRecord>) {
         self.at(now);
         let records = self.current();
-        for (c, w) in self.counts.iter_mut().zip(&mut self.weights) {
-            *w = w.saturating_add(c.weight());
-            *c = Counters::default();
-        }
+        self.counts
+            .iter_mut()
+            .for_each(|c| *c = Counters::default());
         (self.minute, records)
     }
 
@@ -286,47 +355,43 @@ impl KeyBuckets {
         &self.finished
     }
 
-    /// Ends the current minute: its records wait in `finished`, the
-    /// weights take its counts and halve once per minute gone, and the
+    /// Ends the current minute: its records wait in `finished`, and the
     /// ranges are cut and joined for the minutes to come.
     fn roll(&mut self, minute: i64) {
-        let records = self.records(self.minute);
-        if !records.is_empty() {
-            self.finished.push((self.minute, records));
-        }
-        let gone = ((minute - self.minute) / MINUTE_MICROS).clamp(1, 63) as u32;
-        for (c, w) in self.counts.iter_mut().zip(&mut self.weights) {
-            *w = w.saturating_add(c.weight()) >> gone;
-            *c = Counters::default();
-        }
+        self.close_counts();
         self.minute = minute;
+        self.cuts_now = 0;
+        self.since_check = 0;
         self.rebalance();
     }
 
-    /// Cuts the ranges that took more than their share, heaviest first,
-    /// joining the quietest neighbours to make room; then joins ranges
-    /// beyond the maximum.
+    /// Whether the table's ranges are still few enough that the store's
+    /// split points should cut them ([`KeyBuckets::seed`]).
+    pub fn wants_seed(&self) -> bool {
+        self.bounds.count() < 16.min(self.max)
+    }
+
+    /// Cuts the ranges holding more than their share of the keys, most
+    /// first, joining the neighbours with fewest keys to make room; then
+    /// joins ranges beyond the maximum.
     fn rebalance(&mut self) {
-        let total: u64 = self.weights.iter().sum();
-        if total < MIN_SPLIT_WEIGHT {
-            return;
-        }
-        // A range's share: what each of `max / SHARE` even ranges would take.
-        let share = (total.saturating_mul(SHARE) / self.max as u64).max(MIN_SPLIT_WEIGHT);
+        let share = self.share();
         let mut changed = false;
         for _ in 0..SPLITS_PER_MINUTE {
-            let heaviest = (0..self.weights.len())
-                .filter(|&i| self.weights[i] > share)
-                .filter_map(|i| self.cut_point(i).map(|k| (i, k)))
-                .max_by_key(|(i, _)| self.weights[*i]);
-            let Some((i, key)) = heaviest else { break };
-            if self.weights.len() >= self.max {
-                let Some(j) = self.quietest_pair() else { break };
-                if self.weights[j] + self.weights[j + 1] >= self.weights[i] / 2 {
+            let widest = (0..self.sketches.len())
+                .map(|i| (i, self.sketches[i].estimate()))
+                .filter(|(_, e)| *e > share)
+                .filter_map(|(i, e)| self.cut_point(i).map(|k| (i, e, k)))
+                .max_by_key(|(_, e, _)| *e);
+            let Some((i, keys, key)) = widest else { break };
+            if self.sketches.len() >= self.max {
+                let Some(j) = self.narrowest_pair() else {
+                    break;
+                };
+                if self.pair_keys(j) >= keys / 2 {
                     break;
                 }
                 self.join(j);
-                // The cut range moved down one if it was after the join.
                 let i = if i > j { i - 1 } else { i };
                 self.split(i, key);
             } else {
@@ -334,39 +399,36 @@ impl KeyBuckets {
             }
             changed = true;
         }
-        while self.weights.len() > self.max {
-            let Some(j) = self.quietest_pair() else { break };
+        while self.sketches.len() > self.max {
+            let Some(j) = self.narrowest_pair() else {
+                break;
+            };
             self.join(j);
             changed = true;
         }
         if changed {
-            self.bounds = Arc::new(Bounds {
-                starts: self.bounds.starts.clone(),
-                generation: self.bounds.generation + 1,
-            });
+            self.new_generation();
         }
     }
 
-    /// Where to cut range `i`: the median key of its sample when that lies
-    /// inside it; a key met alone at the range's start is cut off on its
-    /// own (`key · 0x00`). `None` when the sample has nothing to cut at.
+    fn new_generation(&mut self) {
+        self.bounds = Arc::new(Bounds {
+            starts: self.bounds.starts.clone(),
+            generation: self.bounds.generation + 1,
+        });
+    }
+
+    /// Where to cut range `i`: the middle one of its sampled keys when that
+    /// lies inside it, else another inside it. `None` when no sampled key
+    /// does.
     fn cut_point(&self, i: usize) -> Option<Box<[u8]>> {
         let (start, end) = self.bounds.range(i);
-        let mut keys: Vec<&[u8]> = self.samples[i].iter().map(|k| &**k).collect();
-        keys.sort_unstable();
-        keys.dedup();
         let inside = |k: &[u8]| k > start && end.is_none_or(|e| k < e);
-        let median = keys.get(keys.len() / 2).copied()?;
-        if inside(median) {
-            return Some(median.into());
+        let sketch = &self.sketches[i];
+        match sketch.median() {
+            Some(m) if inside(m) => Some(m.into()),
+            _ => sketch.keys().filter(|k| inside(k)).min().map(Into::into),
         }
-        if let Some(k) = keys.iter().copied().find(|k| inside(k)) {
-            return Some(k.into());
-        }
-        // Every key sampled is the start: cut that one key off.
-        let mut alone = start.to_vec();
-        alone.push(0);
-        inside(&alone).then(|| alone.into())
     }
 
     /// Cuts range `i` at `key` (inside it).
@@ -377,27 +439,19 @@ impl KeyBuckets {
             starts,
             generation: self.bounds.generation,
         });
-        let (left, right): (Vec<_>, Vec<_>) = std::mem::take(&mut self.samples[i])
-            .into_iter()
-            .partition(|k| *k < key);
-        let offered = self.offered[i];
-        let share = |n: usize| offered / (SAMPLES as u64) * n as u64 + n as u64;
-        let (lo, ro) = (share(left.len()), share(right.len()));
-        self.samples[i] = left;
-        self.samples.insert(i + 1, right);
-        self.offered[i] = lo;
-        self.offered.insert(i + 1, ro);
-        let half = self.weights[i] / 2;
-        self.weights[i] -= half;
-        self.weights.insert(i + 1, half);
+        let right = self.sketches[i].split_off(&key);
+        self.sketches.insert(i + 1, right);
         self.counts.insert(i + 1, Counters::default());
         self.stamps.insert(i + 1, 0);
     }
 
-    /// The neighbours `j`, `j + 1` that saw least together.
-    fn quietest_pair(&self) -> Option<usize> {
-        (0..self.weights.len().saturating_sub(1))
-            .min_by_key(|&j| self.weights[j] + self.weights[j + 1])
+    fn pair_keys(&self, j: usize) -> u64 {
+        self.sketches[j].estimate() + self.sketches[j + 1].estimate()
+    }
+
+    /// The neighbours `j`, `j + 1` with fewest keys together.
+    fn narrowest_pair(&self) -> Option<usize> {
+        (0..self.sketches.len().saturating_sub(1)).min_by_key(|&j| self.pair_keys(j))
     }
 
     /// Makes ranges `j` and `j + 1` one.
@@ -408,15 +462,10 @@ impl KeyBuckets {
             starts,
             generation: self.bounds.generation,
         });
-        let w = self.weights.remove(j + 1);
-        self.weights[j] = self.weights[j].saturating_add(w);
         let c = self.counts.remove(j + 1);
         self.counts[j].add(&c);
-        let mut s = self.samples.remove(j + 1);
-        self.samples[j].append(&mut s);
-        self.samples[j].truncate(SAMPLES);
-        let o = self.offered.remove(j + 1);
-        self.offered[j] = self.offered[j].saturating_add(o);
+        let s = self.sketches.remove(j + 1);
+        self.sketches[j].join(s);
         self.stamps.remove(j + 1);
     }
 
@@ -424,14 +473,14 @@ impl KeyBuckets {
     #[cfg(test)]
     pub fn memory(&self) -> usize {
         let keys: usize = self.bounds.starts.iter().map(|s| s.len() + 16).sum();
-        let samples: usize = self.samples.iter().flatten().map(|s| s.len() + 16).sum();
-        let per_range = std::mem::size_of::<Counters>() + 8 * 3 + 24;
+        let sketches: usize = self.sketches.iter().map(KeySketch::memory).sum();
+        let per_range = std::mem::size_of::<Counters>() + std::mem::size_of::<KeySketch>() + 8;
         let finished: usize = self
             .finished
             .iter()
             .flat_map(|(_, r)| r)
             .map(|r| r.start.len() + r.end.as_ref().map_or(0, Vec::len) + 128)
             .sum();
-        keys + samples + per_range * self.counts.len() + finished
+        keys + sketches + per_range * self.counts.len() + finished
     }
 }

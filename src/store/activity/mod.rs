@@ -4,14 +4,17 @@
 //! store's catalog keyspace.
 //!
 //! From the bottom up: `record.rs` (the counters, a range's minute, their
-//! bytes), `buckets.rs` (one table's ranges, cut and joined as activity
-//! moves), `since.rs` (how far back a question looks), `log.rs` (the minutes kept), `tally.rs` (what a read counts
-//! as it goes), `tracker.rs` ([`KeyActivity`], the store's).
+//! bytes), `sketch.rs` (a range's distinct keys, estimated and sampled),
+//! `buckets.rs` (one table's ranges, cut and joined as keys arrive),
+//! `since.rs` (how far back a question looks), `log.rs` (the minutes
+//! kept), `tally.rs` (what a read counts as it goes), `tracker.rs`
+//! ([`KeyActivity`], the store's).
 
 mod buckets;
 mod log;
 mod record;
 mod since;
+mod sketch;
 mod tally;
 mod tracker;
 

@@ -16,9 +16,14 @@ pub const MAX_RANGES: usize = 1000;
 /// log failing): older ones are dropped.
 const MAX_WAITING_MINUTES: usize = 60;
 
+/// A table's split points by size, from the store: where a table's first
+/// ranges are cut before its keys have been seen.
+pub type SplitPoints = Box<dyn Fn(&str) -> Vec<Vec<u8>> + Send + Sync>;
+
 /// Counters of reads and writes per key range and minute, for every
 /// table of a store.
 pub struct KeyActivity {
+    split_points: std::sync::OnceLock<SplitPoints>,
     tables: RwLock<HashMap<String, Arc<Mutex<KeyBuckets>>>>,
     log: Option<ActivityLog>,
     /// How long minutes are kept, in microseconds.
@@ -51,11 +56,26 @@ impl KeyActivity {
         clock: Clock,
     ) -> Self {
         KeyActivity {
+            split_points: std::sync::OnceLock::new(),
             tables: RwLock::default(),
             log,
             retention: i64::try_from(retention.as_micros()).unwrap_or(i64::MAX),
             max_ranges,
             clock,
+        }
+    }
+
+    /// Sets where the store would split a table by size (once).
+    pub fn set_split_points(&self, points: SplitPoints) {
+        let _ = self.split_points.set(points);
+    }
+
+    /// Cuts a young table's ranges at the store's split points.
+    fn seed(&self, table: &str, buckets: &mut KeyBuckets) {
+        if buckets.wants_seed()
+            && let Some(points) = self.split_points.get()
+        {
+            buckets.seed(&points(table));
         }
     }
 
@@ -70,11 +90,11 @@ impl KeyActivity {
         }
         let mut tables = self.tables.write().unwrap_or_else(PoisonError::into_inner);
         let now = (self.clock)();
-        Arc::clone(
-            tables
-                .entry(table.to_string())
-                .or_insert_with(|| Arc::new(Mutex::new(KeyBuckets::new(self.max_ranges, now)))),
-        )
+        Arc::clone(tables.entry(table.to_string()).or_insert_with(|| {
+            let mut buckets = KeyBuckets::new(self.max_ranges, now);
+            self.seed(table, &mut buckets);
+            Arc::new(Mutex::new(buckets))
+        }))
     }
 
     /// A tally for a read of `table` starting at row key `start`.
@@ -122,6 +142,9 @@ impl KeyActivity {
         if finished.is_empty() {
             return;
         }
+        // A minute ended: a table still young is cut where the store
+        // would split it now.
+        self.seed(table, buckets);
         let mut failed = Vec::new();
         for (minute, records) in finished {
             if log.add(table, minute, &records).is_err() {
@@ -439,23 +462,67 @@ mod tests {
     }
 
     #[test]
-    fn a_single_hot_key_gets_a_range_of_its_own() {
-        let (a, now) = activity(8);
-        for _ in 0..5 {
-            for i in 0..1_000 {
-                let key = if i % 2 == 0 {
-                    "user#42".to_string()
+    fn a_new_table_shows_its_shape_within_its_first_minute() {
+        let (a, now) = activity(MAX_RANGES);
+        for i in 0..20_000u64 {
+            let key = format!(
+                "{}#{:016x}",
+                if i % 4 == 0 { "cold" } else { "hot" },
+                i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            );
+            a.write("t", now.load(Ordering::SeqCst), [(key.as_bytes(), 1)]);
+        }
+        let records = a.records("t", i64::MIN).unwrap();
+        assert!(records.iter().all(|r| r.minute == records[0].minute));
+        assert_eq!(total(&records).rows_written, 20_000);
+        assert_eq!(total(&records).writes, 20_000);
+        // Cut within the minute: more than the one range it began with,
+        // and ranges of its own for each prefix.
+        let hot: u64 = records
+            .iter()
+            .filter(|r| r.start.starts_with(b"hot#"))
+            .map(|r| r.counters.rows_written)
+            .sum();
+        assert!(records.len() > 8, "{} records", records.len());
+        assert!(hot > 5_000, "{hot} rows in ranges under hot#");
+    }
+
+    #[test]
+    fn a_hot_key_makes_its_range_the_brightest() {
+        let (a, now) = activity(64);
+        for _ in 0..10 {
+            for i in 0..3_000 {
+                // One write in three to user#0042, the rest spread.
+                let key = if i % 3 == 0 {
+                    "user#0042".to_string()
                 } else {
-                    format!("user#{i:04}")
+                    format!("user#{:04}", (i * 37) % 2_000)
                 };
                 a.write("t", now.load(Ordering::SeqCst), [(key.as_bytes(), 1)]);
             }
             now.fetch_add(MINUTE_MICROS, Ordering::SeqCst);
         }
-        a.write("t", now.load(Ordering::SeqCst), [(&b"user#42"[..], 1)]);
-        let records = a.records("t", now.load(Ordering::SeqCst)).unwrap();
-        assert_eq!(records.len(), 1);
-        assert_eq!(records[0].start, b"user#42");
-        assert_eq!(records[0].end.as_deref(), Some(&b"user#42\0"[..]));
+        // The ranges follow the keys, not the writes: the hot key's range
+        // is about as wide as the others and takes far more.
+        now.fetch_sub(MINUTE_MICROS, Ordering::SeqCst);
+        let last = a.records("t", now.load(Ordering::SeqCst)).unwrap();
+        assert!(last.len() > 16, "{} ranges", last.len());
+        let hot = last
+            .iter()
+            .find(|r| {
+                r.start[..] <= b"user#0042"[..]
+                    && r.end.as_deref().is_none_or(|e| e > &b"user#0042"[..])
+            })
+            .unwrap();
+        let others = last
+            .iter()
+            .filter(|r| r.start != hot.start)
+            .map(|r| r.counters.rows_written);
+        let most_other = others.max().unwrap();
+        assert!(
+            hot.counters.rows_written > 4 * most_other,
+            "{} vs {most_other}",
+            hot.counters.rows_written
+        );
     }
 }
