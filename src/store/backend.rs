@@ -11,7 +11,7 @@
 //! A row is lent as a [`RowView`] from buffers the backend reuses, so the
 //! trait costs one dynamic call per row, not per cell.
 
-use super::activity::{ActivityRecord, KeyActivity, ReadTally};
+use super::activity::{ActivityRecord, ReadTally};
 use super::bulk::{BadRows, CellBatch};
 use super::definition::{AlterOp, TableDef, TableSpec};
 use super::engine::{FjallStore, FormatChange, GcStats};
@@ -629,7 +629,8 @@ impl FjallStore {
     /// When a write counted in the key activity begins; `None` when
     /// nothing is counted.
     fn write_began(&self) -> Option<i64> {
-        self.inner.activity.as_ref().map(KeyActivity::now)
+        let activity = self.inner.activity.as_ref()?;
+        activity.counting().then(|| activity.now())
     }
 
     /// Counts a write request that began at `began` and wrote `rows`
@@ -648,7 +649,7 @@ impl FjallStore {
     /// A tally of `request` of `table` in the key activity, if it is
     /// counted.
     fn read_tally(&self, table: &str, request: &ReadRequest) -> Option<ReadTally> {
-        let activity = self.inner.activity.as_ref()?;
+        let activity = self.inner.activity.as_ref().filter(|a| a.counting())?;
         let start = request
             .rows
             .ranges
@@ -658,6 +659,18 @@ impl FjallStore {
                 Bound::Unbounded => &[][..],
             });
         Some(activity.read(table, start))
+    }
+
+    /// Counts reads and writes per key range from now on, or stops
+    /// (what is counted stays): for measuring what the counting costs. A
+    /// store opened without key activity ([`StoreOptions::key_activity`]
+    /// `None`) counts nothing either way.
+    ///
+    /// [`StoreOptions::key_activity`]: super::StoreOptions::key_activity
+    pub fn count_key_activity(&self, on: bool) {
+        if let Some(activity) = &self.inner.activity {
+            activity.set_counting(on);
+        }
     }
 
     /// Forgets what was counted of `table`.

@@ -15,6 +15,7 @@ use super::format::FamilyFormat;
 use super::segments::{Depth, FileDamage, SetAside};
 use super::time::now_micros;
 use super::{clean_close, compactor, definition, journal, keyspaces, segments};
+use crate::codec::RowRange;
 use crate::error::{Error, Result, engine_words};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use std::collections::{BTreeMap, HashSet};
@@ -469,9 +470,10 @@ impl FjallStore {
                     _compactor: None,
                     inner,
                 };
+                // From the block indexes: no row is read.
                 store
-                    .sample_row_keys(table)
-                    .map(|keys| keys.into_iter().map(|(k, _)| k).collect())
+                    .range_size(table, None, &RowRange::all(), 64)
+                    .map(|size| size.points)
                     .unwrap_or_default()
             }));
         }

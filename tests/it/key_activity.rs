@@ -247,3 +247,102 @@ async fn the_heatmap_shows_the_hot_range_brightest() {
     let err = cellar::keys::draw(&store, "t", "heat", "1h", &out).unwrap_err();
     assert!(err.to_string().contains("'heat'"), "{err}");
 }
+
+/// The real binary, as a user meets it: `\keys` in the shell and `cellar
+/// keys` on the command line each write the heatmap and say where; bad
+/// input is named and exits non-zero.
+#[test]
+fn the_shell_and_the_command_draw_the_heatmap() {
+    use std::process::Command;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cellar"))
+            .args(args)
+            .current_dir(dir.path())
+            .env("HOME", dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "--store",
+        store.to_str().unwrap(),
+        "-c",
+        "CREATE TABLE t (ROW KEY (k TEXT), FAMILY f, v BIGINT IN f)",
+        "-c",
+        "INSERT INTO t (k, v) SELECT 'k' || CAST(i AS VARCHAR), i FROM generate_series(1, 500) AS g(i)",
+        "-c",
+        "\\keys t",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("heatmap written to t-keys.svg"), "{stdout}");
+    assert!(dir.path().join("t-keys.svg").exists());
+
+    let out = run(&[
+        "keys",
+        "t",
+        "--store",
+        store.to_str().unwrap(),
+        "-o",
+        "w.svg",
+        "--since",
+        "all",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("t: rows_written per key range"), "{stdout}");
+    assert!(
+        std::fs::read_to_string(dir.path().join("w.svg"))
+            .unwrap()
+            .contains("<svg")
+    );
+
+    for (args, says) in [
+        (
+            vec!["keys", "nope", "--store", store.to_str().unwrap()],
+            "nope",
+        ),
+        (
+            vec![
+                "keys",
+                "t",
+                "--store",
+                store.to_str().unwrap(),
+                "--metric",
+                "heat",
+            ],
+            "'heat'",
+        ),
+        (
+            vec![
+                "keys",
+                "t",
+                "--store",
+                store.to_str().unwrap(),
+                "--since",
+                "soon",
+            ],
+            "'soon'",
+        ),
+        (
+            vec!["keys", "--store", store.to_str().unwrap()],
+            "needs a table",
+        ),
+    ] {
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(says),
+            "{args:?}: {stderr}"
+        );
+    }
+}

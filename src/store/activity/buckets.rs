@@ -118,6 +118,8 @@ pub struct KeyBuckets {
     since_check: u64,
     /// Cuts within the current minute.
     cuts_now: u32,
+    /// The minute the store's split points were last asked for.
+    seeded: Option<i64>,
     /// Minutes ended whose records are not kept yet.
     finished: Vec<(i64, Vec<ActivityRecord>)>,
 }
@@ -146,6 +148,7 @@ impl KeyBuckets {
             request: 0,
             since_check: 0,
             cuts_now: 0,
+            seeded: None,
             finished: Vec::new(),
         }
     }
@@ -267,6 +270,7 @@ impl KeyBuckets {
     /// Cuts the ranges at `keys` (the store's own split points of the
     /// table), as many as room allows for half the most ranges.
     pub fn seed(&mut self, keys: &[Vec<u8>]) {
+        self.seeded = Some(self.minute);
         let room = (self.max / 2).saturating_sub(self.bounds.count());
         let mut cuts: Vec<&[u8]> = keys
             .iter()
@@ -366,9 +370,10 @@ impl KeyBuckets {
     }
 
     /// Whether the table's ranges are still few enough that the store's
-    /// split points should cut them ([`KeyBuckets::seed`]).
+    /// split points should cut them ([`KeyBuckets::seed`]), and they were
+    /// not asked for yet this minute.
     pub fn wants_seed(&self) -> bool {
-        self.bounds.count() < 16.min(self.max)
+        self.bounds.count() < 16.min(self.max) && self.seeded != Some(self.minute)
     }
 
     /// Cuts the ranges holding more than their share of the keys, most

@@ -23,6 +23,9 @@ pub type SplitPoints = Box<dyn Fn(&str) -> Vec<Vec<u8>> + Send + Sync>;
 /// Counters of reads and writes per key range and minute, for every
 /// table of a store.
 pub struct KeyActivity {
+    /// Whether reads and writes are counted now (see
+    /// [`KeyActivity::set_counting`]).
+    counting: std::sync::atomic::AtomicBool,
     split_points: std::sync::OnceLock<SplitPoints>,
     tables: RwLock<HashMap<String, Arc<Mutex<KeyBuckets>>>>,
     log: Option<ActivityLog>,
@@ -56,6 +59,7 @@ impl KeyActivity {
         clock: Clock,
     ) -> Self {
         KeyActivity {
+            counting: std::sync::atomic::AtomicBool::new(true),
             split_points: std::sync::OnceLock::new(),
             tables: RwLock::default(),
             log,
@@ -63,6 +67,18 @@ impl KeyActivity {
             max_ranges,
             clock,
         }
+    }
+
+    /// Counts reads and writes from now on (`true`, as it starts) or
+    /// not: for measuring what counting costs.
+    pub fn set_counting(&self, on: bool) {
+        self.counting
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether reads and writes are counted now.
+    pub fn counting(&self) -> bool {
+        self.counting.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Sets where the store would split a table by size (once).

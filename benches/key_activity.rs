@@ -1,0 +1,150 @@
+//! What counting key activity costs: the same loads and queries on one
+//! store with the counters on and off, alternating, in the same run
+//! (`FjallStore::count_key_activity`), every answer checked equal.
+//!
+//! - a load: `INSERT ... SELECT` of 100 000-row chunks into three tables
+//!   of the default format in turn (so that all grow alike), the counters
+//!   on for one of them, each in turn;
+//! - a whole-table `count(*), avg(v)` (every row through the read path);
+//! - an aggregate over 1 % of the keys, planned afresh each time;
+//! - 400 point lookups, each planned afresh (different keys).
+//!
+//! Each query runs on, off and off again, in rotating order, 15 times;
+//! the figures are each side's median and the ratio on/off, beside the
+//! ratio of the two runs off (the bench's own noise, in the same run). `cargo bench --bench
+//! key_activity` (2 M rows); without `--bench` (as under `cargo test
+//! --all-targets`) it runs once on 20 000 rows and only checks answers.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark fails loudly"
+)]
+
+use std::time::Instant;
+
+use cellar::{SqlSession, Store};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+async fn answer(session: &SqlSession, sql: &str) -> String {
+    pretty_format_batches(&session.query(sql).await.unwrap())
+        .unwrap()
+        .to_string()
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let (rows, chunk, rounds): (u64, u64, usize) = if full {
+        (2_000_000, 100_000, 15)
+    } else {
+        (20_000, 5_000, 1)
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let local = store.local().unwrap().clone();
+    let session = SqlSession::new(store.clone());
+    rt.block_on(async {
+        let tables = ["t", "u", "w"];
+        for table in tables {
+            session
+                .query(&format!("CREATE TABLE {table} (ROW KEY (host TEXT, n INT(8)), FAMILY m, v BIGINT IN m, x DOUBLE IN m)"))
+                .await
+                .unwrap();
+        }
+        // The load, chunk by chunk into `t`, `u` and `w` in turn, one of
+        // them counted (each in turn): on, off, and off again.
+        let mut load: [Vec<f64>; 3] = Default::default();
+        for (i, first) in (0..rows).step_by(chunk as usize).enumerate() {
+            for (k, table) in tables.iter().enumerate() {
+                let which = (k + 3 - i % 3) % 3;
+                local.count_key_activity(which == 0);
+                let started = Instant::now();
+                session
+                    .query(&format!(
+                        "INSERT INTO {table} (host, n, v, x) SELECT 'h' || lpad(CAST(i % 100 AS VARCHAR), 3, '0'), i, i % 1000, i / 7.0 \
+                         FROM generate_series({first}, {first} + {chunk} - 1) AS g(i)"
+                    ))
+                    .await
+                    .unwrap();
+                load[which].push(started.elapsed().as_secs_f64());
+            }
+        }
+        let [on, off, again] = load.map(median);
+        let mut report = vec![format!(
+            "load ({chunk} rows a chunk): on {:.0} rows/s, off {:.0} rows/s, on/off time {:.3} (off/off again {:.3})",
+            chunk as f64 / on,
+            chunk as f64 / off,
+            on / off,
+            off / again
+        )];
+        local.count_key_activity(true);
+        session.query("COMPACT TABLE t").await.unwrap();
+        type Query = Box<dyn Fn(usize) -> Vec<String>>;
+        let queries: Vec<(&str, Query)> = vec![
+            (
+                "whole table count+avg",
+                Box::new(|_| vec!["SELECT count(*), avg(v) FROM t".to_string()]),
+            ),
+            (
+                "1% aggregate, planned afresh",
+                Box::new(|r| vec![format!("SELECT count(*), avg(v) FROM t WHERE host = 'h{:03}'", r % 100)]),
+            ),
+            (
+                "400 point lookups, planned afresh",
+                Box::new(move |r| {
+                    (0..400u64)
+                        .map(|k| {
+                            let n = (k * 7919 + r as u64 * 104_729) % rows;
+                            format!("SELECT v, x FROM t WHERE host = 'h{:03}' AND n = {n}", n % 100)
+                        })
+                        .collect()
+                }),
+            ),
+        ];
+        for (name, statements) in &queries {
+            // Runs on, off and off again, in a rotating order.
+            let mut times: [Vec<f64>; 3] = Default::default();
+            for round in 0..rounds {
+                let mut answers = Vec::new();
+                for k in 0..3 {
+                    let which = (round + k) % 3;
+                    local.count_key_activity(which == 0);
+                    let started = Instant::now();
+                    let mut text = String::new();
+                    for sql in statements(round) {
+                        text.push_str(&answer(&session, &sql).await);
+                    }
+                    times[which].push(started.elapsed().as_secs_f64());
+                    answers.push(text);
+                }
+                assert!(answers.iter().all(|a| *a == answers[0]), "{name}: on and off answered differently");
+            }
+            let [on, off, again] = times.map(median);
+            report.push(format!(
+                "{name}: on {:.2} ms, off {:.2} ms, on/off {:.3} (off/off again {:.3})",
+                on * 1e3,
+                off * 1e3,
+                on / off,
+                off / again
+            ));
+        }
+        local.count_key_activity(true);
+        // What was counted adds up to what was done.
+        let counted = answer(&session, "SELECT sum(rows_written) AS w FROM key_activity('t')").await;
+        // A third of the load was counted in `t` (a chunk in three).
+        let chunks = rows.div_ceil(chunk);
+        let counted_rows = chunks.div_ceil(3) * chunk;
+        assert!(counted.contains(&format!("{counted_rows}")), "{counted}");
+        if full {
+            for line in report {
+                println!("{line}");
+            }
+        }
+    });
+}
