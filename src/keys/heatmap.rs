@@ -116,7 +116,8 @@ impl Heatmap {
                 Some(e) => bounds.partition_point(|b| *b < &e[..]),
                 None => pieces,
             };
-            let covered = (to - from).max(1) as f64;
+            // (A damaged record ending before its start covers its first piece.)
+            let covered = to.saturating_sub(from).max(1) as f64;
             let (sum, count) = if average {
                 let (micros, requests) = match metric {
                     "read_latency" => (r.counters.read_micros, r.counters.reads),

@@ -22,12 +22,7 @@ const TEXT_COLUMNS: usize = 60;
 /// SVG file `out`; the text rendering, to print.
 pub fn draw(store: &Store, table: &str, metric: &str, since: &str, out: &Path) -> Result<String> {
     let since = parse_since(since, now_micros())?;
-    let records = store.key_activity(table, since)?.ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "this store counts no key activity for table '{table}' (counting is off, or the \
-             backend is Cloud Bigtable, whose Key Visualizer shows it)"
-        ))
-    })?;
+    let records = store.activity_records(table, since)?;
     let svg = Heatmap::build(table, metric, &records, SVG_ROWS, SVG_COLUMNS)?.svg()?;
     std::fs::write(out, svg).map_err(|e| {
         Error::Io(std::io::Error::new(

@@ -305,6 +305,17 @@ impl Store {
         self.backend.as_any().downcast_ref()
     }
 
+    /// [`Backend::key_activity`], or an error saying that this store
+    /// counts none.
+    pub fn activity_records(&self, table: &str, since: i64) -> Result<Vec<ActivityRecord>> {
+        self.backend.key_activity(table, since)?.ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "this store counts no key activity for table '{table}' (counting is off, or the \
+                 backend is Cloud Bigtable, whose Key Visualizer shows it)"
+            ))
+        })
+    }
+
     /// [`Backend::update_rows`] with a closure.
     pub fn update_rows<F>(
         &self,
