@@ -77,6 +77,8 @@ Opens the SQL shell on a store directory (default {}).
   keys TABLE        draw where TABLE's reads and writes land in its key
                     space, a heatmap per key range and minute (see cellar
                     keys --help)
+  advise TABLE      check TABLE against the schema-design guides: findings
+                    with evidence and advice (see cellar advise --help)
   serve [--addr A]  serve the store over Arrow Flight SQL (default
                     127.0.0.1:32010); also --user NAME with --password-file F
                     or CELLAR_PASSWORD, --token-file F or CELLAR_TOKEN,
@@ -844,12 +846,37 @@ TABLE-keys.svg), and a small rendering in the terminal.
   --store DIR   the store (default the shell's; a running server holds its
                 store: ask it with SQL, SELECT * FROM key_activity('t'))
   --metric M    rows_written (default), writes, bytes_written, write_micros,
-                rows_read, reads, cells_scanned, bytes_read, read_micros,
-                read_latency, write_latency
+                edge_rows, rows_read, reads, cells_scanned, bytes_read,
+                read_micros, reverse_reads, read_latency, write_latency
   --since SPAN  how far back: 90s, 30m, 6h, 2d or all (default 6h)";
 
-/// `cellar keys TABLE ...`: the heatmap of a table's key activity.
-fn keys(args: Vec<String>) -> ExitCode {
+const ADVISE_USAGE: &str = "usage: cellar advise TABLE [--store DIR] [--since SPAN]
+
+Checks TABLE against the schema-design guides' rules (what ADVISE TABLE does
+in SQL): its schema, a sample of its rows and its key activity; prints each
+finding with its severity, evidence and the guide's advice.
+  --store DIR   the store (default the shell's; a running server holds its
+                store: ask it with SQL, ADVISE TABLE t)
+  --since SPAN  key activity from how far back: 90s, 30m, 6h, 2d or all
+                (default all)";
+
+/// What `cellar keys` and `cellar advise` were asked.
+struct KeyArgs {
+    table: String,
+    store: cellar::Store,
+    metric: String,
+    since: String,
+    out: Option<PathBuf>,
+}
+
+/// Parses `cellar keys` (`advise` false) or `cellar advise` arguments and
+/// opens the store; `Err` is the exit status, the message printed.
+fn key_args(args: Vec<String>, advise: bool) -> Result<KeyArgs, ExitCode> {
+    let (command, usage) = if advise {
+        ("advise", ADVISE_USAGE)
+    } else {
+        ("keys", KEYS_USAGE)
+    };
     let fail = |e: String| {
         eprintln!("error: {e}");
         ExitCode::from(2)
@@ -858,48 +885,90 @@ fn keys(args: Vec<String>) -> ExitCode {
     let (mut store, mut metric, mut since, mut out) = (
         default_store(),
         "rows_written".to_string(),
-        "6h".to_string(),
+        if advise { "all" } else { "6h" }.to_string(),
         None,
     );
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         if arg == "--help" || arg == "-h" {
-            println!("{KEYS_USAGE}");
-            return ExitCode::SUCCESS;
+            println!("{usage}");
+            return Err(ExitCode::SUCCESS);
         }
         if !arg.starts_with('-') && table.is_none() {
             table = Some(arg);
             continue;
         }
         let Some(value) = args.next() else {
-            return fail(format!("{arg} needs a value; see cellar keys --help"));
+            return Err(fail(format!(
+                "{arg} needs a value; see cellar {command} --help"
+            )));
         };
         match arg.as_str() {
             "--store" => store = PathBuf::from(value),
-            "--metric" => metric = value,
             "--since" => since = value,
-            "-o" | "--output" => out = Some(PathBuf::from(value)),
-            _ => return fail(format!("unknown argument {arg:?}; see cellar keys --help")),
+            "--metric" if !advise => metric = value,
+            "-o" | "--output" if !advise => out = Some(PathBuf::from(value)),
+            _ => {
+                return Err(fail(format!(
+                    "unknown argument {arg:?}; see cellar {command} --help"
+                )));
+            }
         }
     }
     let Some(table) = table else {
-        return fail("cellar keys needs a table; see cellar keys --help".into());
+        return Err(fail(format!(
+            "cellar {command} needs a table; see cellar {command} --help"
+        )));
     };
-    let out = out.unwrap_or_else(|| PathBuf::from(format!("{table}-keys.svg")));
     if !store.join("keyspaces").exists() && !store.exists() {
-        return fail(format!("no store at {}", store.display()));
+        return Err(fail(format!("no store at {}", store.display())));
     }
-    let opened = match cellar::Store::open(&store) {
-        Ok(s) => s,
+    match cellar::Store::open(&store) {
+        Ok(store) => Ok(KeyArgs {
+            table,
+            store,
+            metric,
+            since,
+            out,
+        }),
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+            Err(ExitCode::FAILURE)
         }
+    }
+}
+
+/// `cellar keys TABLE ...`: the heatmap of a table's key activity.
+fn keys(args: Vec<String>) -> ExitCode {
+    let a = match key_args(args, false) {
+        Ok(a) => a,
+        Err(code) => return code,
     };
-    match cellar::keys::draw(&opened, &table, &metric, &since, &out) {
+    let out = a
+        .out
+        .unwrap_or_else(|| PathBuf::from(format!("{}-keys.svg", a.table)));
+    match cellar::keys::draw(&a.store, &a.table, &a.metric, &a.since, &out) {
         Ok(text) => {
             print!("{text}");
             println!("heatmap written to {}", out.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `cellar advise TABLE ...`: the schema advisor's findings.
+fn advise(args: Vec<String>) -> ExitCode {
+    let a = match key_args(args, true) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    match cellar::keys::advise_text(&a.store, &a.table, &a.since) {
+        Ok(text) => {
+            print!("{text}");
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -922,6 +991,9 @@ fn main() -> ExitCode {
     }
     if args.first().is_some_and(|a| a == "keys") {
         return keys(args.into_iter().skip(1).collect());
+    }
+    if args.first().is_some_and(|a| a == "advise") {
+        return advise(args.into_iter().skip(1).collect());
     }
     match parse(args) {
         Ok(None) => ExitCode::SUCCESS,

@@ -119,6 +119,7 @@ fn read(
         filter: pushed,
         reverse,
         limit: if filter.passes_all() { limit } else { None },
+        unmetered: false,
     };
     let stream = match store.read_rows(&table, request) {
         Ok(stream) => stream,

@@ -8,7 +8,7 @@
 //! pieces between every range boundary seen, and a range's value is
 //! spread evenly over the pieces it covers.
 
-use crate::codec::show_bytes;
+use super::pieces::{KeyPieces, prefix_label};
 use crate::error::{Error, Result};
 use crate::store::{ActivityRecord, MINUTE_MICROS, metric_names};
 use plotters::prelude::*;
@@ -76,22 +76,15 @@ impl Heatmap {
                  write it, or look further back"
             )));
         };
-        // The pieces between every boundary seen.
-        let mut bounds: Vec<&[u8]> = vec![&[]];
-        for r in records {
-            bounds.push(&r.start);
-            bounds.extend(r.end.as_deref());
-        }
-        bounds.sort_unstable();
-        bounds.dedup();
-        let pieces = bounds.len();
+        let key_pieces = KeyPieces::of(records);
+        let pieces = key_pieces.len();
         let per_row = pieces.div_ceil(max_rows.max(1));
         let row_of_piece = |p: usize| p / per_row;
         let n_rows = pieces.div_ceil(per_row);
         let rows: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0..n_rows)
             .map(|r| {
-                let start = bounds[r * per_row].to_vec();
-                let end = bounds.get((r + 1) * per_row).map(|b| b.to_vec());
+                let start = key_pieces.bound(r * per_row).unwrap_or_default().to_vec();
+                let end = key_pieces.bound((r + 1) * per_row).map(<[u8]>::to_vec);
                 (start, end)
             })
             .collect();
@@ -111,13 +104,9 @@ impl Heatmap {
         for r in records {
             let column =
                 usize::try_from((r.minute - first) / MINUTE_MICROS / per_column).unwrap_or(0);
-            let from = bounds.partition_point(|b| *b < &r.start[..]);
-            let to = match &r.end {
-                Some(e) => bounds.partition_point(|b| *b < &e[..]),
-                None => pieces,
-            };
-            // (A damaged record ending before its start covers its first piece.)
-            let covered = to.saturating_sub(from).max(1) as f64;
+            let covered = key_pieces.covered(r);
+            let (from, end) = (covered.start, covered.end);
+            let covered = covered.len() as f64;
             let (sum, count) = if average {
                 let (micros, requests) = match metric {
                     "read_latency" => (r.counters.read_micros, r.counters.reads),
@@ -127,7 +116,6 @@ impl Heatmap {
             } else {
                 (r.counters.metric(metric).unwrap_or_default(), 1.0)
             };
-            let end = to.max(from + 1).min(pieces);
             for (p, piece) in piece_totals.iter_mut().enumerate().take(end).skip(from) {
                 let row = row_of_piece(p);
                 sums[row][column] += sum / covered;
@@ -173,14 +161,7 @@ impl Heatmap {
     /// delimiter between key segments), or its first 16 characters;
     /// empty where the row before has the same one.
     pub fn label(&self, i: usize) -> String {
-        let label = |i: usize| {
-            let text = show_bytes(&self.rows[i].0);
-            match text.find('#') {
-                Some(p) => text[..=p].to_string(),
-                None if text.is_empty() => "(start)".to_string(),
-                None => text.chars().take(16).collect(),
-            }
-        };
+        let label = |i: usize| prefix_label(&self.rows[i].0, '#');
         let this = label(i);
         if i > 0 && label(i - 1) == this {
             String::new()

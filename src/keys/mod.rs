@@ -1,9 +1,13 @@
 //! Seeing the key space: where a table's reads and writes land, drawn as
 //! Key Visualizer draws it (`heatmap.rs`), from the counters the store
-//! keeps ([`crate::store::ActivityRecord`]).
+//! keeps ([`crate::store::ActivityRecord`]), and what the schema-design
+//! guides advise about it (`advise/`).
 
+mod advise;
 mod heatmap;
+mod pieces;
 
+pub use advise::{Finding, RULES, Severity, advise};
 pub use heatmap::Heatmap;
 
 use crate::error::{Error, Result};
@@ -31,4 +35,48 @@ pub fn draw(store: &Store, table: &str, metric: &str, since: &str, out: &Path) -
         ))
     })?;
     Ok(Heatmap::build(table, metric, &records, TEXT_ROWS, TEXT_COLUMNS)?.text())
+}
+
+/// The advisor's findings for `table` with key activity since `since`
+/// (`6h`, `all`), as text for a terminal: each finding's severity, rule
+/// and subject, then its evidence and advice, wrapped.
+pub fn advise_text(store: &Store, table: &str, since: &str) -> Result<String> {
+    let since = parse_since(since, now_micros())?;
+    let mut out = String::new();
+    for f in advise(store, table, since)? {
+        out.push_str(&format!(
+            "{:<10} {}: {}\n",
+            f.severity.name(),
+            f.rule,
+            f.subject
+        ));
+        for (label, text) in [("evidence", &f.evidence), ("advice", &f.advice)] {
+            out.push_str(&wrap(&format!("{label}: {text}"), TEXT_WIDTH, "    "));
+        }
+    }
+    Ok(out)
+}
+
+/// Columns of the advisor's text.
+const TEXT_WIDTH: usize = 80;
+
+/// `text` in lines of at most `width` characters (longer words alone),
+/// each after `indent`.
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && indent.len() + line.len() + 1 + word.len() > width {
+            out.push_str(&format!("{indent}{line}\n"));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(&format!("{indent}{line}\n"));
+    }
+    out
 }

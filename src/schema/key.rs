@@ -552,7 +552,9 @@ fn fits_field(kind: &SegmentKind, part: &str) -> Option<()> {
     }
 }
 
-pub(super) fn format_salt(bucket: u32, buckets: u32) -> String {
+/// A salt bucket as the key writes it: zero-padded to the width of the
+/// largest bucket.
+pub fn format_salt(bucket: u32, buckets: u32) -> String {
     let width = (buckets.saturating_sub(1)).to_string().len();
     format!("{bucket:0width$}")
 }

@@ -10,7 +10,9 @@ mod series;
 mod time_pattern;
 
 pub use column::{ColumnDef, Encoding, ProtoColumn, Value, ValueType, decode_as, format_decimal};
-pub use key::{Constraint, KeyRef, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat};
+pub use key::{
+    Constraint, KeyRef, KeySchema, KeyValue, Segment, SegmentKind, TimeFormat, format_salt,
+};
 pub use key_cursor::KeyCursor;
 pub use key_ranges::KeyOrder;
 pub(crate) use series::WEEK_ORIGIN;

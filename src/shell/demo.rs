@@ -361,6 +361,7 @@ Try these (EXPLAIN shows the key ranges each one reads):
 Where the reads and writes landed (a heatmap per key range and minute):
   \\keys clicks            -- a timestamp first in the key: every write at the end
   \\keys clicks_salted     -- a salt first: the writes spread over eight ranges
+  ADVISE TABLE clicks;     -- the schema advisor: findings, evidence, the guides' advice
   SELECT range_start, sum(rows_written) FROM key_activity('clicks_salted') GROUP BY 1 ORDER BY 1;";
 
 /// Creates and fills the demo tables; when they are already there, only
@@ -413,6 +414,17 @@ pub fn run(session: &SqlSession, runtime: &tokio::runtime::Runtime) -> Result<()
         started.elapsed().as_secs_f64(),
         session.store().list_tables().join(", ")
     );
+    // What the advisor makes of the click workload's hotspot.
+    if let Ok(findings) = crate::keys::advise(session.store(), "clicks", i64::MIN)
+        && let Some(f) = findings.first().filter(|f| f.rule != "summary")
+    {
+        println!(
+            "the advisor on clicks (ADVISE TABLE clicks): {} {}: {}",
+            f.severity.name(),
+            f.rule,
+            f.evidence
+        );
+    }
     println!("{TRY}");
     Ok(())
 }

@@ -319,7 +319,11 @@ impl Access {
     pub fn check_statement(&self, statement: &mut CellarStatement) -> Result<()> {
         use CellarStatement as S;
         let (needed, what) = match statement {
-            S::Describe { .. } | S::ShowProtos | S::ShowQueries | S::ShowStats => return Ok(()),
+            S::Describe { .. }
+            | S::Advise { .. }
+            | S::ShowProtos
+            | S::ShowQueries
+            | S::ShowStats => return Ok(()),
             // Only its own queries, unless an admin (see `running`).
             S::CancelQuery { .. } => return Ok(()),
             S::CopyFrom { path, .. } => {

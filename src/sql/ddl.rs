@@ -144,6 +144,16 @@ pub enum CellarStatement {
         /// The table (or series).
         name: String,
     },
+    /// ADVISE TABLE t [SINCE 'span'] (or ADVISE SERIES s): the schema
+    /// advisor's findings for the table, from its schema, a sample of its
+    /// rows and its key activity over the span (all that is kept when
+    /// not given).
+    Advise {
+        /// The table (or series).
+        name: String,
+        /// The span of key activity looked at (`6h`, `30m`, `all`).
+        since: Option<String>,
+    },
     /// CANCEL QUERY n.
     CancelQuery {
         /// The query's id, as SHOW QUERIES lists it.
@@ -248,6 +258,14 @@ pub fn parse(sql: &str) -> PResult<Option<CellarStatement>> {
         CellarStatement::ShowStats
     } else if w.words(&["COMPACT", "TABLE"]) || w.words(&["COMPACT", "SERIES"]) {
         CellarStatement::Compact { name: w.ident()? }
+    } else if w.words(&["ADVISE", "TABLE"]) || w.words(&["ADVISE", "SERIES"]) {
+        let name = w.ident()?;
+        let since = if w.word("SINCE") {
+            Some(w.string()?)
+        } else {
+            None
+        };
+        CellarStatement::Advise { name, since }
     } else if w.words(&["CANCEL", "QUERY"]) {
         CellarStatement::CancelQuery { id: w.uint()? }
     } else if is_copy_from(&w) {

@@ -481,6 +481,7 @@ impl SqlSession {
                 let reads = matches!(
                     statement,
                     CellarStatement::Describe { .. }
+                        | CellarStatement::Advise { .. }
                         | CellarStatement::ShowProtos
                         | CellarStatement::ShowQueries
                         | CellarStatement::ShowStats

@@ -17,11 +17,15 @@ use super::ddl::{CellarStatement, ProtoSource};
 use super::ddl_terms::FamilyDecl;
 use super::{Loading, SqlSession, affected_rows, copy, describe, message, relayout};
 use crate::error::Error;
+use crate::keys::Finding;
 use crate::proto::{PROTO_SETTING_PREFIX, ProtoRegistry};
 use crate::schema::{
     ColumnDef, FamilyTypes, KeySchema, SCHEMA_METADATA_KEY, SeriesDef, TableSchema,
 };
-use crate::store::{AlterOp, FamilyFormat, FamilyKind, FamilySpec, GcPolicy, Store, TableSpec};
+use crate::store::{
+    AlterOp, FamilyFormat, FamilyKind, FamilySpec, GcPolicy, Store, TableSpec, now_micros,
+    parse_since,
+};
 
 /// Most fields (at every level) the protobuf columns of one table may
 /// have together (each at most [`crate::proto::MAX_SCHEMA_FIELDS`]).
@@ -95,6 +99,7 @@ impl SqlSession {
                 gc,
             } => relayout::set_layout(self, &name, layout, format, gc).await?,
             CellarStatement::Compact { name } => message(self.compact(name).await?)?,
+            CellarStatement::Advise { name, since } => self.advise(name, since).await?,
             CellarStatement::CopyFrom {
                 table,
                 path,
@@ -293,6 +298,36 @@ impl SqlSession {
         })
         .await
         .map_err(|e| Error::Internal(format!("COMPACT failed: {e}")))??)
+    }
+
+    /// ADVISE TABLE: the advisor's findings, one row each (severity,
+    /// rule, subject, evidence, advice), off the async threads (it reads
+    /// a sample of the table).
+    async fn advise(&self, name: String, since: Option<String>) -> DfResult<RecordBatch> {
+        let since = parse_since(since.as_deref().unwrap_or("all"), now_micros())?;
+        let store = self.store.clone();
+        let findings =
+            tokio::task::spawn_blocking(move || crate::keys::advise(&store, &name, since))
+                .await
+                .map_err(|e| Error::Internal(format!("ADVISE failed: {e}")))??;
+        let column = |f: fn(&Finding) -> &str| -> ArrayRef {
+            Arc::new(StringArray::from_iter_values(findings.iter().map(f)))
+        };
+        let schema = Schema::new(
+            ["severity", "rule", "subject", "evidence", "advice"]
+                .map(|n| Field::new(n, DataType::Utf8, false))
+                .to_vec(),
+        );
+        Ok(RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                column(|f| f.severity.name()),
+                column(|f| f.rule),
+                column(|f| &f.subject),
+                column(|f| &f.evidence),
+                column(|f| &f.advice),
+            ],
+        )?)
     }
 
     /// DROP TABLE: a table of the store, or else an external table or

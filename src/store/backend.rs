@@ -658,8 +658,11 @@ impl FjallStore {
     }
 
     /// A tally of `request` of `table` in the key activity, if it is
-    /// counted.
+    /// counted (and the request is not [`ReadRequest::unmetered`]).
     fn read_tally(&self, table: &str, request: &ReadRequest) -> Option<ReadTally> {
+        if request.unmetered {
+            return None;
+        }
         let activity = self.inner.activity.as_ref().filter(|a| a.counting())?;
         let start = request
             .rows
@@ -669,7 +672,7 @@ impl FjallStore {
                 Bound::Included(k) | Bound::Excluded(k) => &k[..],
                 Bound::Unbounded => &[][..],
             });
-        Some(activity.read(table, start))
+        Some(activity.read(table, start, request.reverse))
     }
 
     /// Counts reads and writes per key range from now on, or stops

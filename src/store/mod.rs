@@ -55,7 +55,8 @@ mod write;
 
 pub use crate::codec::RowRange;
 pub use activity::{
-    ActivityRecord, Counters as ActivityCounters, METRICS, MINUTE_MICROS, metric_names, parse_since,
+    ActivityRecord, COUNTERS, Counters as ActivityCounters, METRICS, MINUTE_MICROS, metric_names,
+    parse_since,
 };
 pub use aggregate::hll_estimate;
 #[cfg_attr(

@@ -217,6 +217,10 @@ pub struct ReadRequest {
     pub reverse: bool,
     /// Stop after this many rows.
     pub limit: Option<usize>,
+    /// Not counted in the key activity: a look at the table on its
+    /// user's behalf (the advisor's sample), so that looking does not
+    /// change what is seen.
+    pub unmetered: bool,
 }
 
 impl ReadRequest {

@@ -249,6 +249,7 @@ fn run(remote: &Store, table: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     filter,
                     reverse,
                     limit,
+                    unmetered: false,
                 };
                 same(
                     &format!("{request:?}"),

@@ -25,10 +25,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("schema", &["store"]),
     ("proto", &["store"]),
     ("query", &["store", "schema", "proto"]),
-    ("sql", &["store", "schema", "proto", "query"]),
+    ("sql", &["store", "schema", "proto", "query", "keys"]),
     ("distributed", &["store", "schema", "proto", "query", "sql"]),
-    // Seeing the key space: the store's key activity drawn.
-    ("keys", &["store"]),
+    // Seeing the key space: the store's key activity drawn, and the
+    // advisor, which reads the row-key schema too.
+    ("keys", &["store", "schema"]),
     ("shell", &["store", "schema", "sql", "keys"]),
     ("flight", &["store", "schema", "sql"]),
     // The Bigtable face: the store's API for Bigtable clients, with the

@@ -19,6 +19,7 @@ mod rows;
 #[path = "../common/skip.rs"]
 mod skip;
 
+mod advise;
 mod auto_format;
 #[cfg(feature = "ballista")]
 mod ballista;

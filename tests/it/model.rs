@@ -630,6 +630,7 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
                     filter: f.to_read_filter(),
                     reverse,
                     limit,
+                    unmetered: false,
                 };
                 let got: Vec<Row> = store
                     .read_rows("t", request)
@@ -645,6 +646,7 @@ fn run(ops: Vec<Op>, formats: [FamilyFormat; 3]) -> Result<(), TestCaseError> {
                     filter: f.to_read_filter(),
                     reverse,
                     limit,
+                    unmetered: false,
                 };
                 // Also of one family alone, where a PACKED one's blocks
                 // may give rows at once.

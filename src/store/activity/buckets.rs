@@ -122,6 +122,8 @@ pub struct KeyBuckets {
     seeded: Option<i64>,
     /// Minutes ended whose records are not kept yet.
     finished: Vec<(i64, Vec<ActivityRecord>)>,
+    /// The lowest and highest keys written since the store opened.
+    written: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// The start of the minute holding `micros`.
@@ -150,6 +152,7 @@ impl KeyBuckets {
             cuts_now: 0,
             seeded: None,
             finished: Vec::new(),
+            written: None,
         }
     }
 
@@ -184,8 +187,10 @@ impl KeyBuckets {
             if !bounds.contains(i, key) {
                 i = bounds.bucket_of(key);
             }
+            let edge = self.beyond_written(key);
             let c = &mut self.counts[i];
             c.rows_written += 1;
+            c.edge_rows += u64::from(edge);
             c.bytes_written = c.bytes_written.saturating_add(bytes);
             if self.stamps[i] != self.request {
                 self.stamps[i] = self.request;
@@ -195,6 +200,25 @@ impl KeyBuckets {
             self.sketches[i].offer(key_hash(key), key);
         }
         self.checked(n);
+    }
+
+    /// Whether `key` lies beyond every key written before (then it is
+    /// the new lowest or highest).
+    fn beyond_written(&mut self, key: &[u8]) -> bool {
+        let Some((lowest, highest)) = &mut self.written else {
+            self.written = Some((key.to_vec(), key.to_vec()));
+            return true;
+        };
+        let edge = if key > &highest[..] {
+            highest
+        } else if key < &lowest[..] {
+            lowest
+        } else {
+            return false;
+        };
+        edge.clear();
+        edge.extend_from_slice(key);
+        true
     }
 
     /// Counts what a read met (`segments`, in the ranges of `generation`)
@@ -207,6 +231,7 @@ impl KeyBuckets {
         generation: u64,
         segments: &[Segment],
         start: &[u8],
+        reverse: bool,
     ) {
         self.at(now);
         self.request += 1;
@@ -215,6 +240,7 @@ impl KeyBuckets {
             if this.stamps[i] != this.request {
                 this.stamps[i] = this.request;
                 this.counts[i].reads += 1;
+                this.counts[i].reverse_reads += u64::from(reverse);
                 this.counts[i].read_micros = this.counts[i].read_micros.saturating_add(micros);
             }
         };

@@ -19,7 +19,7 @@ mod tally;
 mod tracker;
 
 pub use log::ActivityLog;
-pub use record::{ActivityRecord, Counters, METRICS, MINUTE_MICROS, metric_names};
+pub use record::{ActivityRecord, COUNTERS, Counters, METRICS, MINUTE_MICROS, metric_names};
 pub use since::parse_since;
 pub use tally::ReadTally;
 pub use tracker::{KeyActivity, MAX_RANGES};

@@ -34,11 +34,18 @@ pub struct Counters {
     pub bytes_written: u64,
     /// Microseconds of the writes that touched the range, summed.
     pub write_micros: u64,
+    /// Of the reads, those in descending key order ("latest first" over
+    /// a key that ends in a timestamp).
+    pub reverse_reads: u64,
+    /// Of the rows written, those beyond every key written to the table
+    /// before them (since the store opened): after the highest or before
+    /// the lowest, where a timestamp-first key sends every write.
+    pub edge_rows: u64,
 }
 
 /// The counters' names, in [`Counters::values`] order: the metrics a
 /// heatmap or `key_activity` can pick.
-pub const METRICS: [&str; 9] = [
+pub const METRICS: [&str; COUNTERS] = [
     "reads",
     "rows_read",
     "cells_scanned",
@@ -48,7 +55,12 @@ pub const METRICS: [&str; 9] = [
     "rows_written",
     "bytes_written",
     "write_micros",
+    "reverse_reads",
+    "edge_rows",
 ];
+
+/// How many counters there are.
+pub const COUNTERS: usize = 11;
 
 impl Counters {
     /// Adds `other` to these.
@@ -75,7 +87,7 @@ impl Counters {
     }
 
     /// The counters in [`METRICS`] order.
-    pub fn values(&self) -> [u64; 9] {
+    pub fn values(&self) -> [u64; COUNTERS] {
         [
             self.reads,
             self.rows_read,
@@ -86,11 +98,13 @@ impl Counters {
             self.rows_written,
             self.bytes_written,
             self.write_micros,
+            self.reverse_reads,
+            self.edge_rows,
         ]
     }
 
     /// Counters from values in [`METRICS`] order.
-    pub fn from_values(v: [u64; 9]) -> Counters {
+    pub fn from_values(v: [u64; COUNTERS]) -> Counters {
         Counters {
             reads: v[0],
             rows_read: v[1],
@@ -101,6 +115,8 @@ impl Counters {
             rows_written: v[6],
             bytes_written: v[7],
             write_micros: v[8],
+            reverse_reads: v[9],
+            edge_rows: v[10],
         }
     }
 
@@ -148,19 +164,26 @@ pub struct ActivityRecord {
 }
 
 /// The bytes of one minute's records of a table (the minute is in the
-/// key they are kept under), records in key order, each:
+/// key they are kept under): a header, then the records in key order.
 ///
 /// ```text
-/// varint shared   bytes the start shares with the record before's start
-/// varint n, n bytes   the rest of the start
-/// u8 end          0: the end of the table; 1: the next record's start;
-///                 2: varint n, n bytes, the end key
-/// 9 varints       the counters, in METRICS order
+/// u8 1            the format (the first, without a header, began with a
+///                 0 byte and had 9 counters)
+/// varint c        counters per record (a reader takes those it knows
+///                 and skips the rest; those missing are 0)
+/// each record:
+///   varint shared     bytes the start shares with the record before's start
+///   varint n, n bytes the rest of the start
+///   u8 end            0: the end of the table; 1: the next record's start;
+///                     2: varint n, n bytes, the end key
+///   c varints         the counters, in METRICS order
 /// ```
 ///
 /// A minute of a busy table's thousand ranges takes a few tens of bytes
 /// per range.
 pub fn encode(records: &[ActivityRecord], out: &mut Vec<u8>) {
+    out.push(FORMAT);
+    put_varint(out, COUNTERS as u64);
     let mut before: &[u8] = &[];
     for (i, r) in records.iter().enumerate() {
         let shared = before
@@ -184,6 +207,11 @@ pub fn encode(records: &[ActivityRecord], out: &mut Vec<u8>) {
         before = &r.start;
     }
 }
+
+/// The header byte of [`encode`]'s format.
+const FORMAT: u8 = 1;
+/// Counters per record in the first format, which had no header.
+const FIRST_FORMAT_COUNTERS: u64 = 9;
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -210,6 +238,16 @@ fn decode_records(
     minute: i64,
     mut bytes: &[u8],
 ) -> std::result::Result<Vec<ActivityRecord>, String> {
+    let counters = match bytes.first() {
+        None => return Ok(Vec::new()),
+        // The first format: a record's first byte is its shared length, 0.
+        Some(0) => FIRST_FORMAT_COUNTERS,
+        Some(&FORMAT) => {
+            bytes = &bytes[1..];
+            take_varint(&mut bytes)?
+        }
+        Some(b) => return Err(format!("the format is marked {b}, not {FORMAT}")),
+    };
     let mut records: Vec<ActivityRecord> = Vec::new();
     // Records whose end is the next record's start.
     let mut open: Option<usize> = None;
@@ -240,9 +278,12 @@ fn decode_records(
             2 => Some(take_bytes(&mut bytes)?.to_vec()),
             t => return Err(format!("the end of a range is marked {t}, not 0, 1 or 2")),
         };
-        let mut values = [0u64; 9];
-        for v in &mut values {
-            *v = take_varint(&mut bytes)?;
+        let mut values = [0u64; COUNTERS];
+        for i in 0..counters {
+            let v = take_varint(&mut bytes)?;
+            if let Some(slot) = usize::try_from(i).ok().and_then(|i| values.get_mut(i)) {
+                *slot = v;
+            }
         }
         records.push(ActivityRecord {
             minute,
@@ -330,6 +371,27 @@ mod tests {
         let mut bad = bytes.clone();
         bad[0] = 9;
         assert!(decode(0, &bad).is_err());
+    }
+
+    #[test]
+    fn records_of_the_first_format_still_read() {
+        // The first format: no header, 9 counters per record.
+        let mut first = vec![0, 1, b'a', 0];
+        first.extend(1..=9u8);
+        let got = decode(0, &first).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].start, b"a");
+        assert_eq!(got[0].end, None);
+        assert_eq!(got[0].counters.reads, 1);
+        assert_eq!(got[0].counters.write_micros, 9);
+        assert_eq!(got[0].counters.reverse_reads, 0);
+        // A later format with a counter this one does not know: skipped.
+        let mut later = vec![FORMAT, 12, 0, 1, b'a', 0];
+        later.extend(1..=12u8);
+        let got = decode(0, &later).unwrap();
+        assert_eq!(got[0].counters.reverse_reads, 10);
+        assert_eq!(got[0].counters.edge_rows, 11);
+        assert_eq!(got.len(), 1);
     }
 
     #[test]

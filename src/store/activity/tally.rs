@@ -28,6 +28,8 @@ pub struct ReadTally {
     began: i64,
     /// Where the read starts: a read that meets no row counts there.
     start: Vec<u8>,
+    /// Whether the read goes in descending key order.
+    reverse: bool,
     segments: Vec<Segment>,
     rows: u64,
     /// Whether part of the read was handed over already.
@@ -36,12 +38,14 @@ pub struct ReadTally {
 
 impl ReadTally {
     /// A tally of a read starting at key `start` of the table whose
-    /// ranges are `buckets`.
+    /// ranges are `buckets`, `reverse` when it goes in descending key
+    /// order.
     pub fn new(
         buckets: Arc<Mutex<KeyBuckets>>,
         bounds: Arc<Bounds>,
         clock: Clock,
         start: Vec<u8>,
+        reverse: bool,
     ) -> Self {
         let began = clock();
         ReadTally {
@@ -50,6 +54,7 @@ impl ReadTally {
             clock,
             began,
             start,
+            reverse,
             segments: Vec::new(),
             rows: 0,
             handed_over: false,
@@ -108,6 +113,7 @@ impl ReadTally {
             self.bounds.generation,
             &self.segments,
             &self.start,
+            self.reverse,
         );
         self.bounds = Arc::clone(buckets.bounds());
         drop(buckets);
