@@ -34,6 +34,8 @@ const KEYWORDS: &[&str] = &[
     "ALTER",
     "DROP",
     "DESCRIBE",
+    "ADVISE",
+    "COMPACT",
     "COPY",
     "TO",
     "EXPLAIN",

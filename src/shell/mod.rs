@@ -84,6 +84,7 @@ SQL statements end with ';' and may span lines.
                   where T's reads and writes land in its key space: a
                   heatmap in T-keys.svg and here (METRIC rows_written,
                   rows_read, ...; SINCE 6h, 30m, all)
+ADVISE TABLE t checks t against the schema-design guides (docs/keys.md).
   \\q              quit (or Ctrl-D); Ctrl-C cancels a query or clears the line
 Views: versions('t'), cells('t', 'family'), as_of('t', TIMESTAMP '...'),
        key_activity('t' [, 'metric'] [, 'since']).

@@ -344,14 +344,21 @@ mod tests {
             read.row(b"b", 2, 40);
         }
         now.fetch_add(MINUTE_MICROS + 7, Ordering::SeqCst);
-        // Minute 1001: a read that found nothing, a scan of 4 rows.
+        // Minute 1001: a read that found nothing, a scan of 4 rows
+        // newest first (in descending key order), a write between keys
+        // written before and one past them.
         drop(a.read("t", b"zz", false));
         {
-            let mut scan = a.read("t", b"", false);
-            for k in [b"a", b"b", b"c", b"d"] {
+            let mut scan = a.read("t", b"", true);
+            for k in [b"d", b"c", b"b", b"a"] {
                 scan.row(k, 1, 10);
             }
         }
+        a.write(
+            "t",
+            now.load(Ordering::SeqCst),
+            [(&b"bb"[..], 1), (b"d", 1)],
+        );
         let records = a.records("t", i64::MIN).unwrap();
         let minutes: Vec<i64> = records.iter().map(|r| r.minute / MINUTE_MICROS).collect();
         assert_eq!(minutes, [1000, 1001], "{records:?}");
@@ -374,12 +381,18 @@ mod tests {
             ),
             (1, 1, 2, 40)
         );
+        // a, b and c each went past every key before them.
+        assert_eq!((first.edge_rows, first.reverse_reads), (3, 0));
         let second = records[1].counters;
         assert_eq!(
             (second.reads, second.rows_read, second.bytes_read),
             (2, 4, 40)
         );
-        assert_eq!(second.writes, 0);
+        assert_eq!(second.reverse_reads, 1);
+        assert_eq!(
+            (second.writes, second.rows_written, second.edge_rows),
+            (1, 2, 1)
+        );
         assert!(
             a.records("t", 1001 * MINUTE_MICROS)
                 .unwrap()
