@@ -8,7 +8,9 @@
 //!   alike);
 //! - a whole-table `count(*), avg(v)` (every row through the read path);
 //! - an aggregate over 1 % of the keys, planned afresh each time;
-//! - 400 point lookups, each planned afresh (different keys).
+//! - 400 point lookups, each planned afresh (different keys);
+//! - 20 000 point reads through the store itself (no SQL): the read
+//!   tally's cost per read.
 //!
 //! Each query runs on, off and off again, in rotating order, 15 times;
 //! the figures are each side's median and the ratio on/off, beside the
@@ -24,7 +26,7 @@
 
 use std::time::Instant;
 
-use cellar::{SqlSession, Store};
+use cellar::{ReadRequest, RowSet, SqlSession, Store};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -144,6 +146,37 @@ fn main() {
                 off / again
             ));
         }
+        // The store's own point reads, no SQL: what the read tally costs a
+        // read, per read.
+        let reads = if full { 20_000u64 } else { 100 };
+        let mut times: [Vec<f64>; 3] = Default::default();
+        for round in 0..rounds {
+            for k in 0..3 {
+                let which = (round + k) % 3;
+                local.count_key_activity(which == 0);
+                let started = Instant::now();
+                let mut found = 0;
+                for r in 0..reads {
+                    let n = (r * 7919 + round as u64 * 104_729) % rows;
+                    let key = format!("h{:05}#{n:08}", n / 1000);
+                    let request = ReadRequest::rows(RowSet::keys([key]));
+                    let mut rows = store.read_rows("t", request).unwrap();
+                    while rows.next_view().unwrap().is_some() {
+                        found += 1;
+                    }
+                }
+                assert_eq!(found, reads, "every key is there");
+                times[which].push(started.elapsed().as_secs_f64() / reads as f64);
+            }
+        }
+        let [on, off, again] = times.map(median);
+        report.push(format!(
+            "store point reads: on {:.2} us, off {:.2} us a read, on/off {:.3} (off/off again {:.3})",
+            on * 1e6,
+            off * 1e6,
+            on / off,
+            off / again
+        ));
         local.count_key_activity(true);
         // What was counted adds up to what was done.
         let counted = answer(&session, "SELECT sum(rows_written) AS w FROM key_activity('t')").await;

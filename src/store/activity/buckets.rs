@@ -26,6 +26,9 @@ use super::record::{ActivityRecord, Counters, MINUTE_MICROS};
 use super::sketch::{KeySketch, key_hash};
 use std::sync::Arc;
 
+/// A sampled key is kept to this many bytes.
+pub(super) const SAMPLE_BYTES: usize = 64;
+
 /// A range is cut when it holds more than this many times an even share
 /// of the keys among half the most ranges allowed.
 const SHARE: u64 = 2;
@@ -96,7 +99,8 @@ pub struct Segment {
     /// What the read counted there (its `reads` is left at 0: a read is
     /// counted once per range when it is added).
     pub counters: Counters,
-    /// Keys met there.
+    /// Keys met there after the first (of the 2nd, 4th, 8th ... row),
+    /// cut to `SAMPLE_BYTES`.
     pub samples: Vec<Box<[u8]>>,
 }
 
@@ -251,16 +255,19 @@ impl KeyBuckets {
         let mut n = 0;
         for s in segments {
             n += s.counters.rows_read;
-            let i = if generation == bounds.generation && s.bucket < bounds.count() {
+            let same = generation == bounds.generation && s.bucket < bounds.count();
+            let i = if same {
                 s.bucket
             } else {
                 bounds.bucket_of(&s.first)
             };
             touch(self, i);
             self.counts[i].add(&s.counters);
-            for key in &s.samples {
-                let i = bounds.bucket_of(key);
-                self.sketches[i].offer(key_hash(key), key);
+            // The keys met in a range of these bounds lie in it.
+            let first = &s.first[..s.first.len().min(SAMPLE_BYTES)];
+            for key in std::iter::once(first).chain(s.samples.iter().map(|k| &k[..])) {
+                let k = if same { i } else { bounds.bucket_of(key) };
+                self.sketches[k].offer(key_hash(key), key);
             }
         }
         self.checked(n);

@@ -2,7 +2,7 @@
 //! its table's [`KeyBuckets`] now and then and at its end; the cost per
 //! row is a check that the key is still in the range of the row before.
 
-use super::buckets::{Bounds, KeyBuckets, Segment};
+use super::buckets::{Bounds, KeyBuckets, SAMPLE_BYTES, Segment};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Microseconds since the epoch, now (a test's clock may differ).
@@ -16,8 +16,6 @@ const HAND_OVER_ROWS: u64 = 1 << 16;
 const HAND_OVER_SEGMENTS: usize = 256;
 /// Keys a read keeps of one range for its sample.
 const SEGMENT_SAMPLES: usize = 24;
-/// A sampled key is kept to this many bytes.
-const SAMPLE_BYTES: usize = 64;
 
 /// One read's counts per range, handed over when it is dropped.
 pub struct ReadTally {
@@ -37,17 +35,17 @@ pub struct ReadTally {
 }
 
 impl ReadTally {
-    /// A tally of a read starting at key `start` of the table whose
-    /// ranges are `buckets`, `reverse` when it goes in descending key
-    /// order.
+    /// A tally of a read that began at `began` (by `clock`) at key
+    /// `start` of the table whose ranges are `buckets`, `reverse` when it
+    /// goes in descending key order.
     pub fn new(
         buckets: Arc<Mutex<KeyBuckets>>,
         bounds: Arc<Bounds>,
         clock: Clock,
+        began: i64,
         start: Vec<u8>,
         reverse: bool,
     ) -> Self {
-        let began = clock();
         ReadTally {
             buckets,
             bounds,
@@ -80,19 +78,20 @@ impl ReadTally {
         s.counters.rows_read += rows;
         s.counters.cells_scanned += cells;
         s.counters.bytes_read = s.counters.bytes_read.saturating_add(bytes);
-        // The keys of the 1st, 2nd, 4th, 8th ... row of the range.
-        if (before + 1).is_power_of_two() && s.samples.len() < SEGMENT_SAMPLES {
+        // The keys of the 2nd, 4th, 8th ... row of the range (the 1st is
+        // its `first`).
+        if before > 0 && (before + 1).is_power_of_two() && s.samples.len() < SEGMENT_SAMPLES {
             s.samples.push(key[..key.len().min(SAMPLE_BYTES)].into());
         }
         self.rows += rows;
         if self.rows >= HAND_OVER_ROWS {
-            self.hand_over();
+            self.hand_over(true);
         }
     }
 
     fn open(&mut self, key: &[u8]) -> usize {
         if self.segments.len() >= HAND_OVER_SEGMENTS {
-            self.hand_over();
+            self.hand_over(true);
         }
         self.segments.push(Segment {
             bucket: self.bounds.bucket_of(key),
@@ -102,8 +101,10 @@ impl ReadTally {
         self.segments.len() - 1
     }
 
-    /// Adds what was counted to the table's ranges, as one read.
-    fn hand_over(&mut self) {
+    /// Adds what was counted to the table's ranges, as one read;
+    /// `going_on` when the read goes on (and needs the ranges as they are
+    /// now).
+    fn hand_over(&mut self, going_on: bool) {
         let now = (self.clock)();
         let micros = u64::try_from(now - self.began).unwrap_or(0);
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
@@ -115,7 +116,9 @@ impl ReadTally {
             &self.start,
             self.reverse,
         );
-        self.bounds = Arc::clone(buckets.bounds());
+        if going_on {
+            self.bounds = Arc::clone(buckets.bounds());
+        }
         drop(buckets);
         self.segments.clear();
         self.rows = 0;
@@ -128,7 +131,7 @@ impl Drop for ReadTally {
     fn drop(&mut self) {
         // A hand-over of nothing after a hand-over is no second read.
         if !self.segments.is_empty() || !self.handed_over {
-            self.hand_over();
+            self.hand_over(false);
         }
     }
 }

@@ -117,15 +117,17 @@ impl KeyActivity {
     /// (`reverse`: in descending key order).
     pub fn read(&self, table: &str, start: &[u8], reverse: bool) -> ReadTally {
         let buckets = self.buckets(table);
+        let now = (self.clock)();
         let bounds = {
             let mut b = lock(&buckets);
-            self.keep_finished(table, &mut b);
+            self.keep_finished_at(table, &mut b, now);
             Arc::clone(b.bounds())
         };
         ReadTally::new(
             buckets,
             bounds,
             Arc::clone(&self.clock),
+            now,
             start.to_vec(),
             reverse,
         )
@@ -155,7 +157,11 @@ impl KeyActivity {
     /// table's minutes past the retention. A log that fails keeps them
     /// waiting (the newest [`MAX_WAITING_MINUTES`]) for the next time.
     fn keep_finished(&self, table: &str, buckets: &mut KeyBuckets) {
-        let now = (self.clock)();
+        self.keep_finished_at(table, buckets, (self.clock)());
+    }
+
+    /// [`KeyActivity::keep_finished`] at `now`.
+    fn keep_finished_at(&self, table: &str, buckets: &mut KeyBuckets, now: i64) {
         let finished = buckets.take_finished(now);
         let Some(log) = &self.log else {
             // In memory only: ended minutes wait, within the retention.
