@@ -131,20 +131,16 @@ impl KeyShape {
                 shape.salt_buckets = distinct.into_iter().map(str::to_string).collect();
             }
         }
+        // Whether the sampled keys' last segments read as times.
+        let last: Vec<&str> = texts.iter().filter_map(|t| t.last().copied()).collect();
+        let time_last = texts.iter().all(|t| t.len() > 1) && mostly_times(&last);
         shape.ascending_time_last = match schema.and_then(|s| s.fields().last()) {
             Some((_, name, SegmentKind::Time { reversed, .. })) => {
                 (!reversed).then(|| name.to_string())
             }
-            Some((_, name, SegmentKind::Text)) => {
-                let last: Vec<&str> = texts.iter().filter_map(|t| t.last().copied()).collect();
-                (texts.iter().all(|t| t.len() > 1) && mostly_times(&last)).then(|| name.to_string())
-            }
+            Some((_, name, SegmentKind::Text)) => time_last.then(|| name.to_string()),
             Some(_) => None,
-            None => {
-                let last: Vec<&str> = texts.iter().filter_map(|t| t.last().copied()).collect();
-                (texts.iter().all(|t| t.len() > 1) && mostly_times(&last))
-                    .then(|| "the last segment".to_string())
-            }
+            None => time_last.then(|| "the last segment".to_string()),
         };
         shape
     }
