@@ -3,11 +3,14 @@
 //! questions asked of each, every answer checked equal, and cellar's time
 //! printed as a ratio to the best peer. Run it with `scripts/bench-compare
 //! [--small]` (which sets up the Python peers); `cargo bench --bench
-//! compare` alone needs `--python PATH` for them.
+//! compare` alone needs `--python PATH` for them. `--counters` adds what
+//! counting key activity costs: every layout's ingest and every query with
+//! the counters on and off on one store (`counters.rs`).
 //!
 //! Without `--bench` (as under `cargo test --all-targets`) it runs a tiny
 //! data set through cellar's layouts and DataFusion only, checking that
-//! every layout answers every question alike.
+//! every layout answers every question alike (and with the counters on
+//! and off alike).
 
 #![allow(
     clippy::unwrap_used,
@@ -17,6 +20,7 @@
 #![allow(missing_docs, reason = "a benchmark, not an API")]
 
 mod answers;
+mod counters;
 mod data;
 mod layouts;
 mod report;
@@ -220,6 +224,9 @@ struct Args {
     layouts: bool,
     /// Where the series section draws its chart.
     chart: Option<PathBuf>,
+    /// The key activity counters on and off, every layout's ingest and
+    /// every query (always, on the tiny data set, under `cargo test`).
+    counters: bool,
 }
 
 fn args() -> Args {
@@ -263,6 +270,7 @@ fn args() -> Args {
             .position(|a| a == "--chart")
             .and_then(|i| argv.get(i + 1))
             .map(PathBuf::from),
+        counters: !bench || argv.iter().any(|a| a == "--counters"),
     }
 }
 
@@ -685,7 +693,7 @@ fn main() {
         report.peers(&peers);
     }
 
-    let skew = rt.block_on(async {
+    let (skew, counted) = rt.block_on(async {
         eprintln!("DataFusion over Parquet ...");
         let ctx = SessionContext::new();
         ctx.register_parquet(
@@ -775,6 +783,11 @@ fn main() {
         {
             report.afresh(layout, &query, seconds);
         }
+        let counted = if args.counters {
+            Some(counters::measure(&session, &variants, &chosen).await)
+        } else {
+            None
+        };
 
         // Load paths: the readings with their key as `_key` (what COPY TO
         // writes), in the source file's key order, loaded by COPY FROM;
@@ -835,11 +848,12 @@ fn main() {
             .only
             .as_ref()
             .is_none_or(|o| "skew".contains(o.as_str()));
-        if wanted {
+        let skew = if wanted {
             Some(skew::measure(&session, rows.min(1_000_000)).await)
         } else {
             None
-        }
+        };
+        (skew, counted)
     });
 
     if args.keep {
@@ -850,6 +864,9 @@ fn main() {
         report.print();
         if let Some(skew) = &skew {
             skew.print();
+        }
+        if let Some(counted) = &counted {
+            counted.print();
         }
     }
     if !mismatches.is_empty() {

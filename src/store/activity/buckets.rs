@@ -26,8 +26,10 @@ use super::record::{ActivityRecord, Counters, MINUTE_MICROS};
 use super::sketch::{KeySketch, key_hash};
 use std::sync::Arc;
 
-/// A sampled key is kept to this many bytes.
+/// A sampled key is kept to this many bytes, and no range start is
+/// longer (a key cut to it lies in the range the whole key does).
 pub(super) const SAMPLE_BYTES: usize = 64;
+const _: () = assert!(SAMPLE_BYTES <= u8::MAX as usize);
 
 /// A range is cut when it holds more than this many times an even share
 /// of the keys among half the most ranges allowed.
@@ -54,17 +56,42 @@ const CUT_NOW_SHARES: u64 = 4;
 #[derive(Debug)]
 pub struct Bounds {
     starts: Vec<Box<[u8]>>,
+    /// Each start's first eight bytes as a number ([`prefix`]): most of a
+    /// search compares numbers, not byte strings.
+    prefixes: Vec<u64>,
     /// Counts the changes of a table's ranges.
     pub generation: u64,
 }
 
+/// A key's first eight bytes, zero-padded, as a big-endian number: keys
+/// whose numbers differ compare as their numbers do.
+#[inline]
+fn prefix(key: &[u8]) -> u64 {
+    let mut bytes = [0; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
+}
+
 impl Bounds {
+    fn new(starts: Vec<Box<[u8]>>, generation: u64) -> Self {
+        Bounds {
+            prefixes: starts.iter().map(|s| prefix(s)).collect(),
+            starts,
+            generation,
+        }
+    }
+
     /// The range holding `key`.
     #[inline]
     pub fn bucket_of(&self, key: &[u8]) -> usize {
-        self.starts
-            .partition_point(|s| &**s <= key)
-            .saturating_sub(1)
+        // The starts below `key`'s number lie below it, those above it
+        // above: only the starts of the same number are compared whole.
+        let p = prefix(key);
+        let lower = self.prefixes.partition_point(|s| *s < p);
+        let same = self.prefixes[lower..].partition_point(|s| *s == p);
+        let at_or_below = self.starts[lower..lower + same].partition_point(|s| &**s <= key);
+        (lower + at_or_below).saturating_sub(1)
     }
 
     /// Whether range `i` holds `key`.
@@ -72,6 +99,18 @@ impl Bounds {
     pub fn contains(&self, i: usize, key: &[u8]) -> bool {
         self.starts.get(i).is_some_and(|s| &**s <= key)
             && self.starts.get(i + 1).is_none_or(|next| key < &**next)
+    }
+
+    /// Whether range `i` holds `key`, a key met after one in range `i`
+    /// by a read in key order (descending when `reverse`): only the edge
+    /// the read moves towards is compared.
+    #[inline]
+    pub fn still_in(&self, i: usize, key: &[u8], reverse: bool) -> bool {
+        if reverse {
+            self.starts.get(i).is_some_and(|s| &**s <= key)
+        } else {
+            self.starts.get(i + 1).is_none_or(|next| key < &**next)
+        }
     }
 
     /// How many ranges there are.
@@ -88,14 +127,55 @@ impl Bounds {
     }
 }
 
+/// A key cut to [`SAMPLE_BYTES`], held inline: a read's first key in a
+/// range costs no allocation.
+#[derive(Clone, Copy)]
+pub struct ShortKey {
+    len: u8,
+    bytes: [u8; SAMPLE_BYTES],
+}
+
+impl ShortKey {
+    /// `key`'s first [`SAMPLE_BYTES`] bytes.
+    pub fn new(key: &[u8]) -> Self {
+        let len = key.len().min(SAMPLE_BYTES);
+        let mut bytes = [0; SAMPLE_BYTES];
+        bytes[..len].copy_from_slice(&key[..len]);
+        ShortKey {
+            len: len as u8,
+            bytes,
+        }
+    }
+}
+
+impl Default for ShortKey {
+    fn default() -> Self {
+        ShortKey::new(&[])
+    }
+}
+
+impl std::ops::Deref for ShortKey {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for ShortKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self))
+    }
+}
+
 /// What one read counted in one range, and keys of it seen (the first,
 /// then every power-of-two-th row), offered to the range's sample.
 #[derive(Debug, Default)]
 pub struct Segment {
     /// The range, in the [`Bounds`] generation the read held.
     pub bucket: usize,
-    /// The first key the read met in it.
-    pub first: Box<[u8]>,
+    /// The first key the read met in it, cut to `SAMPLE_BYTES` (which
+    /// places it in the same range: no range start is longer).
+    pub first: ShortKey,
     /// What the read counted there (its `reads` is left at 0: a read is
     /// counted once per range when it is added).
     pub counters: Counters,
@@ -142,10 +222,7 @@ impl KeyBuckets {
     /// current minute that of `now`.
     pub fn new(max: usize, now: i64) -> Self {
         KeyBuckets {
-            bounds: Arc::new(Bounds {
-                starts: vec![Box::default()],
-                generation: 0,
-            }),
+            bounds: Arc::new(Bounds::new(vec![Box::default()], 0)),
             max: max.max(1),
             minute: minute_of(now),
             counts: vec![Counters::default()],
@@ -228,12 +305,12 @@ impl KeyBuckets {
     /// Counts what a read met (`segments`, in the ranges of `generation`)
     /// at `now`, as one read request taking `micros` in every range it
     /// touched; a read that met no row counts where `start` falls.
-    pub fn read(
+    pub fn read<'a>(
         &mut self,
         now: i64,
         micros: u64,
         generation: u64,
-        segments: &[Segment],
+        segments: impl IntoIterator<Item = &'a Segment>,
         start: &[u8],
         reverse: bool,
     ) {
@@ -248,12 +325,10 @@ impl KeyBuckets {
                 this.counts[i].read_micros = this.counts[i].read_micros.saturating_add(micros);
             }
         };
-        if segments.is_empty() {
-            touch(self, bounds.bucket_of(start));
-            return;
-        }
         let mut n = 0;
+        let mut met = false;
         for s in segments {
+            met = true;
             n += s.counters.rows_read;
             let same = generation == bounds.generation && s.bucket < bounds.count();
             let i = if same {
@@ -264,11 +339,14 @@ impl KeyBuckets {
             touch(self, i);
             self.counts[i].add(&s.counters);
             // The keys met in a range of these bounds lie in it.
-            let first = &s.first[..s.first.len().min(SAMPLE_BYTES)];
-            for key in std::iter::once(first).chain(s.samples.iter().map(|k| &k[..])) {
+            for key in std::iter::once(&s.first[..]).chain(s.samples.iter().map(|k| &k[..])) {
                 let k = if same { i } else { bounds.bucket_of(key) };
                 self.sketches[k].offer(key_hash(key), key);
             }
+        }
+        if !met {
+            touch(self, bounds.bucket_of(start));
+            return;
         }
         self.checked(n);
     }
@@ -307,7 +385,8 @@ impl KeyBuckets {
         let room = (self.max / 2).saturating_sub(self.bounds.count());
         let mut cuts: Vec<&[u8]> = keys
             .iter()
-            .map(|k| &k[..])
+            // No range start is longer than a sampled key.
+            .map(|k| &k[..k.len().min(SAMPLE_BYTES)])
             .filter(|k| !k.is_empty())
             .filter(|k| {
                 let i = self.bounds.bucket_of(k);
@@ -450,10 +529,10 @@ impl KeyBuckets {
     }
 
     fn new_generation(&mut self) {
-        self.bounds = Arc::new(Bounds {
-            starts: self.bounds.starts.clone(),
-            generation: self.bounds.generation + 1,
-        });
+        self.bounds = Arc::new(Bounds::new(
+            self.bounds.starts.clone(),
+            self.bounds.generation + 1,
+        ));
     }
 
     /// Where to cut range `i`: the middle one of its sampled keys when that
@@ -473,10 +552,7 @@ impl KeyBuckets {
     fn split(&mut self, i: usize, key: Box<[u8]>) {
         let mut starts = self.bounds.starts.clone();
         starts.insert(i + 1, key.clone());
-        self.bounds = Arc::new(Bounds {
-            starts,
-            generation: self.bounds.generation,
-        });
+        self.bounds = Arc::new(Bounds::new(starts, self.bounds.generation));
         let right = self.sketches[i].split_off(&key);
         self.sketches.insert(i + 1, right);
         self.counts.insert(i + 1, Counters::default());
@@ -496,10 +572,7 @@ impl KeyBuckets {
     fn join(&mut self, j: usize) {
         let mut starts = self.bounds.starts.clone();
         starts.remove(j + 1);
-        self.bounds = Arc::new(Bounds {
-            starts,
-            generation: self.bounds.generation,
-        });
+        self.bounds = Arc::new(Bounds::new(starts, self.bounds.generation));
         let c = self.counts.remove(j + 1);
         self.counts[j].add(&c);
         let s = self.sketches.remove(j + 1);
@@ -520,5 +593,59 @@ impl KeyBuckets {
             .map(|r| r.start.len() + r.end.as_ref().map_or(0, Vec::len) + 128)
             .sum();
         keys + sketches + per_range * self.counts.len() + finished
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Bounds, ShortKey};
+
+    /// The search by eight-byte numbers finds what a search of the whole
+    /// keys finds: starts sharing their first eight bytes, shorter than
+    /// eight, with zero bytes (which the padding also gives), and keys
+    /// equal to a start.
+    #[test]
+    fn bucket_of_agrees_with_a_search_of_whole_keys() {
+        let mut starts: Vec<Box<[u8]>> = vec![Box::default()];
+        for s in [
+            &b"\x00"[..],
+            b"\x00\x00",
+            b"a",
+            b"ab",
+            b"ab\x00",
+            b"abcdefgh",
+            b"abcdefgh\x00",
+            b"abcdefgha",
+            b"abcdefghb",
+            b"abcdefgi",
+            b"user0042#",
+            b"user0042#2024",
+            b"user0042#2025",
+            b"\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+        ] {
+            starts.push(s.into());
+        }
+        let bounds = Bounds::new(starts.clone(), 0);
+        let mut keys: Vec<Vec<u8>> = starts.iter().map(|s| s.to_vec()).collect();
+        for s in &starts {
+            let mut k = s.to_vec();
+            k.push(0);
+            keys.push(k.clone());
+            k.push(b'z');
+            keys.push(k);
+            if let Some((last, head)) = s.split_last() {
+                keys.push(head.to_vec());
+                let mut below = head.to_vec();
+                below.push(last.wrapping_sub(1));
+                keys.push(below);
+            }
+        }
+        keys.push(b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff".to_vec());
+        for key in &keys {
+            let whole = starts.partition_point(|s| **s <= key[..]).saturating_sub(1);
+            assert_eq!(bounds.bucket_of(key), whole, "{key:?}");
+            // A key cut to a sample's length lies in the same range.
+            assert_eq!(bounds.bucket_of(&ShortKey::new(key)), whole, "{key:?}");
+        }
     }
 }

@@ -14,7 +14,7 @@
 pub const K: usize = 8;
 /// A kept key is cut to this many bytes (any byte string is a place to
 /// cut a range).
-const KEY_BYTES: usize = 64;
+const KEY_BYTES: usize = super::buckets::SAMPLE_BYTES;
 
 /// Distinct keys of a range, estimated, with a sample of them.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 //! its table's [`KeyBuckets`] now and then and at its end; the cost per
 //! row is a check that the key is still in the range of the row before.
 
-use super::buckets::{Bounds, KeyBuckets, SAMPLE_BYTES, Segment};
+use super::buckets::{Bounds, KeyBuckets, SAMPLE_BYTES, Segment, ShortKey};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Microseconds since the epoch, now (a test's clock may differ).
@@ -25,9 +25,12 @@ pub struct ReadTally {
     /// When the read (or the part of it not yet handed over) began.
     began: i64,
     /// Where the read starts: a read that meets no row counts there.
-    start: Vec<u8>,
+    start: ShortKey,
     /// Whether the read goes in descending key order.
     reverse: bool,
+    /// The range the read is in (most reads meet one: no allocation).
+    current: Option<Segment>,
+    /// The ranges it left.
     segments: Vec<Segment>,
     rows: u64,
     /// Whether part of the read was handed over already.
@@ -43,16 +46,17 @@ impl ReadTally {
         bounds: Arc<Bounds>,
         clock: Clock,
         began: i64,
-        start: Vec<u8>,
+        start: &[u8],
         reverse: bool,
     ) -> Self {
         ReadTally {
+            start: ShortKey::new(start),
             buckets,
             bounds,
             clock,
             began,
-            start,
             reverse,
+            current: None,
             segments: Vec::new(),
             rows: 0,
             handed_over: false,
@@ -69,11 +73,16 @@ impl ReadTally {
     /// Counts `rows` rows read at once (a run of a column-wise block),
     /// in the range of the first one's `key`.
     pub fn rows_at(&mut self, key: &[u8], rows: u64, cells: u64, bytes: u64) {
-        let i = match self.segments.last() {
-            Some(s) if self.bounds.contains(s.bucket, key) => self.segments.len() - 1,
-            _ => self.open(key),
+        let still = self
+            .current
+            .as_ref()
+            .is_some_and(|s| self.bounds.still_in(s.bucket, key, self.reverse));
+        if !still {
+            self.open(key);
+        }
+        let Some(s) = &mut self.current else {
+            return;
         };
-        let s = &mut self.segments[i];
         let before = s.counters.rows_read;
         s.counters.rows_read += rows;
         s.counters.cells_scanned += cells;
@@ -89,16 +98,19 @@ impl ReadTally {
         }
     }
 
-    fn open(&mut self, key: &[u8]) -> usize {
+    /// Leaves the current range for the one holding `key`.
+    fn open(&mut self, key: &[u8]) {
+        if let Some(left) = self.current.take() {
+            self.segments.push(left);
+        }
         if self.segments.len() >= HAND_OVER_SEGMENTS {
             self.hand_over(true);
         }
-        self.segments.push(Segment {
+        self.current = Some(Segment {
             bucket: self.bounds.bucket_of(key),
-            first: key.into(),
+            first: ShortKey::new(key),
             ..Segment::default()
         });
-        self.segments.len() - 1
     }
 
     /// Adds what was counted to the table's ranges, as one read;
@@ -112,7 +124,7 @@ impl ReadTally {
             now,
             micros,
             self.bounds.generation,
-            &self.segments,
+            self.segments.iter().chain(&self.current),
             &self.start,
             self.reverse,
         );
@@ -121,6 +133,7 @@ impl ReadTally {
         }
         drop(buckets);
         self.segments.clear();
+        self.current = None;
         self.rows = 0;
         self.began = now;
         self.handed_over = true;
@@ -130,7 +143,7 @@ impl ReadTally {
 impl Drop for ReadTally {
     fn drop(&mut self) {
         // A hand-over of nothing after a hand-over is no second read.
-        if !self.segments.is_empty() || !self.handed_over {
+        if self.current.is_some() || !self.handed_over {
             self.hand_over(false);
         }
     }

@@ -128,7 +128,7 @@ impl KeyActivity {
             bounds,
             Arc::clone(&self.clock),
             now,
-            start.to_vec(),
+            start,
             reverse,
         )
     }
