@@ -24,7 +24,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::execution_plan::reset_plan_states;
 
 use crate::query::CellarTable;
-use crate::query::KeyScanExec;
+use crate::query::{KeyScanExec, ScanAggregateExec};
 
 /// The one scan of a template's logical plan, when every placeholder of
 /// the plan is in that scan's filters.
@@ -40,7 +40,8 @@ pub(crate) struct TemplateScan {
 pub(crate) struct KeptPhysical {
     scan: TemplateScan,
     plan: Arc<dyn ExecutionPlan>,
-    /// The plan's scan (a [`KeyScanExec`]), made anew for each statement.
+    /// The plan's scan (a [`KeyScanExec`], or a [`ScanAggregateExec`]
+    /// over one), made anew for each statement.
     leaf: Arc<dyn ExecutionPlan>,
     /// Whether operators of the plan hold state from a run (see
     /// `plans::keeps_state`).
@@ -117,12 +118,15 @@ fn has_placeholder(e: &Expr) -> bool {
 impl TemplateScan {
     /// `plan` (the physical plan of a statement of the template, as it is
     /// kept: see `plans::reusable`) kept to run again, if it may be: one
-    /// [`KeyScanExec`], and only [`PLAIN`] operators above it.
+    /// [`KeyScanExec`] (or a scan-side aggregate over one), and only
+    /// [`PLAIN`] operators above it.
     pub(crate) fn keep(self, plan: Arc<dyn ExecutionPlan>, reset: bool) -> Option<KeptPhysical> {
         let mut leaves = Vec::new();
         let mut plain = true;
         let _ = plan.apply(|node| {
-            if node.downcast_ref::<KeyScanExec>().is_some() {
+            if node.downcast_ref::<KeyScanExec>().is_some()
+                || node.downcast_ref::<ScanAggregateExec>().is_some()
+            {
                 leaves.push(Arc::clone(node));
             } else {
                 plain &= PLAIN.contains(&node.name());
@@ -159,9 +163,20 @@ impl KeptPhysical {
             .map(|f| bind(f, values))
             .collect::<Option<Vec<_>>>()?;
         let table = table.downcast_ref::<CellarTable>()?;
-        let leaf = self.leaf.downcast_ref::<KeyScanExec>()?;
-        let scan: Arc<dyn ExecutionPlan> =
-            Arc::new(table.rebind(state, leaf, projection.as_ref(), &filters, *fetch)?);
+        let rebind = |leaf: &KeyScanExec| {
+            table
+                .rebind(state, leaf, projection.as_ref(), &filters, *fetch)
+                .map(|scan| Arc::new(scan) as Arc<dyn ExecutionPlan>)
+        };
+        let scan: Arc<dyn ExecutionPlan> = match self.leaf.downcast_ref::<ScanAggregateExec>() {
+            // The aggregate made again over the new scan: what it
+            // answers depends on the scan's ranges and rows.
+            Some(aggregate) => {
+                let scan = rebind(aggregate.scan().downcast_ref::<KeyScanExec>()?)?;
+                Arc::new(aggregate.rebound(scan)?)
+            }
+            None => rebind(self.leaf.downcast_ref::<KeyScanExec>()?)?,
+        };
         let plan = Arc::clone(&self.plan)
             .transform_up(|node| {
                 Ok(match Arc::ptr_eq(&node, &self.leaf) {

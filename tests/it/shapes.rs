@@ -328,3 +328,77 @@ async fn a_series_point_lookup_runs_from_its_kept_physical_plan() {
     }
     assert_eq!(stat(&session, "plans_rebound").await, 5);
 }
+
+/// An aggregate the scan computes (`ScanAggregateExec`) over a range
+/// given by the statement's values runs from the kept physical plan, the
+/// aggregate made again over the new scan; every answer is the text's
+/// planned afresh, and a range cut otherwise (another number of
+/// partitions) is planned anew.
+#[tokio::test]
+async fn a_scan_side_aggregate_runs_from_its_kept_physical_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    balloons(&store).await;
+    let session = SqlSession::new(store.clone());
+    session
+        .query("CREATE TABLE packed (ROW KEY (region TEXT, balloon INT(4), ts TIMESTAMP '%Y-%m-%d-%H%M'), FAMILY m FORMAT PACKED, p DOUBLE IN m, n BIGINT IN m)")
+        .await
+        .unwrap();
+    session
+        .query("INSERT INTO packed (_key, p, n) SELECT _key, p, n FROM t")
+        .await
+        .unwrap();
+    session.query("COMPACT TABLE packed").await.unwrap();
+    let shapes = [
+        "SELECT count(*), avg(p), sum(n), min(p), max(n) FROM {t} WHERE _key >= {} AND _key < {}",
+        "SELECT date_trunc('minute', ts) AS m, count(*), avg(p) FROM {t} \
+         WHERE region = {} AND balloon = {} GROUP BY 1 ORDER BY 1",
+    ];
+    let literals = [
+        ["'eu#0001'", "'eu#0002'"],
+        ["'eu#0002'", "'eu#0003'"],
+        ["'us#0001#2021-03-01-0005'", "'us#0001#2021-03-01-0015'"],
+        ["'us#0003'", "'us#0004'"],
+        ["'eu#0003'", "'eu#0002'"],
+        ["'eu'", "'us#0002'"],
+        ["'eu#0001#2021-03-01-0019'", "'eu#0002#2021-03-01-0001'"],
+    ];
+    let balloon_literals = [
+        ["'eu'", "1"],
+        ["'us'", "2"],
+        ["'eu'", "3"],
+        ["'us'", "9"],
+        ["'eu'", "2"],
+    ];
+    for table in ["t", "packed"] {
+        for (i, shape) in shapes.iter().enumerate() {
+            let shape = shape.replace("{t}", table);
+            let sets: Vec<&[&str; 2]> = match i {
+                0 => literals.iter().collect(),
+                _ => balloon_literals.iter().collect(),
+            };
+            let before = stat(&session, "plans_rebound").await;
+            for (k, [a, b]) in sets.iter().enumerate() {
+                let sql = shape.replacen("{}", a, 1).replacen("{}", b, 1);
+                if k == 0 {
+                    let plan = answer(&session, &format!("EXPLAIN {sql}")).await;
+                    assert!(plan.contains("ScanAggregateExec"), "{plan}");
+                }
+                let afresh = SqlSession::new(store.clone());
+                assert_eq!(
+                    answer(&session, &sql).await,
+                    answer(&afresh, &sql).await,
+                    "{sql}"
+                );
+            }
+            // The first makes the template, the second its kept plan;
+            // most of the rest run from it.
+            let rebound = stat(&session, "plans_rebound").await - before;
+            assert!(
+                rebound >= 2 && rebound < sets.len() as u64,
+                "{rebound} of {} statements of {shape} ran from a kept physical plan",
+                sets.len()
+            );
+        }
+    }
+}

@@ -81,14 +81,9 @@ impl PhysicalOptimizerRule for ScanAggregate {
         plan: Arc<dyn ExecutionPlan>,
         _config: &ConfigOptions,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        plan.transform_up(|node| {
-            let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
-                return Ok(Transformed::no(node));
-            };
-            match ScanAggregateExec::try_new(aggregate)? {
-                Some(exec) => Ok(Transformed::yes(Arc::new(exec) as Arc<dyn ExecutionPlan>)),
-                None => Ok(Transformed::no(node)),
-            }
+        plan.transform_up(|node| match ScanAggregateExec::try_new(&node)? {
+            Some(exec) => Ok(Transformed::yes(Arc::new(exec) as Arc<dyn ExecutionPlan>)),
+            None => Ok(Transformed::no(node)),
         })
         .map(|t| t.data)
     }
@@ -110,6 +105,9 @@ pub(crate) struct ScanAggregateExec {
     partitions: Vec<Vec<RowRange>>,
     /// The scan it replaces the input of: what EXPLAIN shows.
     scan: Arc<dyn ExecutionPlan>,
+    /// The aggregate it replaces (an [`AggregateExec`]): what it is made
+    /// from again over another scan ([`ScanAggregateExec::rebound`]).
+    replaced: Arc<dyn ExecutionPlan>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
 }
@@ -234,11 +232,51 @@ impl ScanAggregateExec {
     /// the kind this answers: a partial aggregate, or a whole one over
     /// partitions no group spans (grouped by `_key` over a scan whose
     /// partitions are key ranges), which the scan then finishes.
-    fn try_new(aggregate: &AggregateExec) -> DfResult<Option<ScanAggregateExec>> {
-        let finishes = match aggregate.mode() {
-            AggregateMode::Partial => false,
-            AggregateMode::Single | AggregateMode::SinglePartitioned => true,
-            _ => return Ok(None),
+    fn try_new(node: &Arc<dyn ExecutionPlan>) -> DfResult<Option<ScanAggregateExec>> {
+        let Some(aggregate) = node.downcast_ref::<AggregateExec>() else {
+            return Ok(None);
+        };
+        let finishes = Self::finishes(aggregate);
+        let Some(input) = finishes.and_then(|finishes| scan_below(aggregate, finishes)) else {
+            return Ok(None);
+        };
+        Self::over(node, aggregate, input)
+    }
+
+    /// Whether a scan-side `aggregate` gives its values (it is whole)
+    /// rather than its states (it is partial); `None` for another mode.
+    fn finishes(aggregate: &AggregateExec) -> Option<bool> {
+        match aggregate.mode() {
+            AggregateMode::Partial => Some(false),
+            AggregateMode::Single | AggregateMode::SinglePartitioned => Some(true),
+            _ => None,
+        }
+    }
+
+    /// The same partial aggregate over `scan` (a [`KeyScanExec`] made
+    /// anew for other values of the same statement shape, declaring what
+    /// this one's scan declared), if it is still one this answers and
+    /// cut into as many partitions: what a kept physical plan runs
+    /// instead of this one. It shares this one's properties, which the
+    /// operators above were planned for.
+    pub(crate) fn rebound(&self, scan: Arc<dyn ExecutionPlan>) -> Option<ScanAggregateExec> {
+        let aggregate = self.replaced.downcast_ref::<AggregateExec>()?;
+        let fresh = Self::over(&self.replaced, aggregate, &scan).ok()??;
+        (fresh.partitions.len() == self.partitions.len()).then(|| ScanAggregateExec {
+            properties: Arc::clone(&self.properties),
+            ..fresh
+        })
+    }
+
+    /// [`ScanAggregateExec::try_new`] with `input`, the scan below
+    /// `aggregate` (the plan `node`), found.
+    fn over(
+        node: &Arc<dyn ExecutionPlan>,
+        aggregate: &AggregateExec,
+        input: &Arc<dyn ExecutionPlan>,
+    ) -> DfResult<Option<ScanAggregateExec>> {
+        let Some(finishes) = Self::finishes(aggregate) else {
+            return Ok(None);
         };
         if aggregate.limit_options().is_some()
             || !aggregate.group_expr().is_single()
@@ -246,9 +284,6 @@ impl ScanAggregateExec {
         {
             return Ok(None);
         }
-        let Some(input) = scan_below(aggregate, finishes) else {
-            return Ok(None);
-        };
         let Some(scan) = input.downcast_ref::<KeyScanExec>() else {
             return Ok(None);
         };
@@ -366,6 +401,7 @@ impl ScanAggregateExec {
             shape: Arc::new(shape),
             partitions,
             scan: Arc::clone(input),
+            replaced: Arc::clone(node),
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
         }))

@@ -23,12 +23,12 @@
 //! exactly one record.
 
 use super::record::{ActivityRecord, Counters, MINUTE_MICROS};
-use super::sketch::{KeySketch, key_hash};
+use super::sketch::{KEY_BYTES, KeySketch, key_hash};
 use std::sync::Arc;
 
 /// A sampled key is kept to this many bytes, and no range start is
 /// longer (a key cut to it lies in the range the whole key does).
-pub(super) const SAMPLE_BYTES: usize = 64;
+pub(super) const SAMPLE_BYTES: usize = KEY_BYTES;
 const _: () = assert!(SAMPLE_BYTES <= u8::MAX as usize);
 
 /// A range is cut when it holds more than this many times an even share

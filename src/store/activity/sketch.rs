@@ -13,8 +13,8 @@
 /// Keys a sketch keeps.
 pub const K: usize = 8;
 /// A kept key is cut to this many bytes (any byte string is a place to
-/// cut a range).
-const KEY_BYTES: usize = super::buckets::SAMPLE_BYTES;
+/// cut a range): no range start is longer.
+pub(super) const KEY_BYTES: usize = 64;
 
 /// Distinct keys of a range, estimated, with a sample of them.
 #[derive(Debug, Clone)]
