@@ -28,6 +28,9 @@ pub(crate) struct Overlay {
     pub writes: BTreeMap<(usize, Vec<u8>), Option<Vec<u8>>>,
     packed: BTreeMap<(usize, Vec<u8>), packed::Cells>,
     bounds: BTreeMap<(usize, Vec<u8>), usize>,
+    /// The block the last lookup of a row in blocks read: the rows of a
+    /// batch are looked up in key order, mostly several in one block.
+    last_block: blocks::LastBlock,
 }
 
 /// One cell to write: (family index, qualifier, timestamp, value).
@@ -152,7 +155,7 @@ impl Overlay {
         if self.unfolded(snapshot, table, slot, &marker)? {
             return Ok(packed::Cells::new());
         }
-        match blocks::get(snapshot, blocks_ks, &marker)? {
+        match self.last_block.get(snapshot, blocks_ks, &marker)? {
             Some(value) if !value.is_empty() => packed::cells_of(&marker, &value),
             _ => Ok(packed::Cells::new()),
         }
@@ -264,7 +267,10 @@ impl Overlay {
             return Ok(live(&stored));
         }
         match &table.blocks[slot] {
-            Some(blocks) => Ok(blocks::get(snapshot, blocks, key)?.and_then(|v| live(&v))),
+            Some(blocks) => Ok(self
+                .last_block
+                .get(snapshot, blocks, key)?
+                .and_then(|v| live(&v))),
             None => Ok(None),
         }
     }

@@ -8,7 +8,7 @@
 mod batch;
 mod tall;
 
-use super::format::blocks::{self, BLOCK_ROWS};
+use super::format::blocks::{self, BLOCK_ROWS, LastBlock};
 use super::format::{FamilyFormat, auto};
 use super::mutation::{check_key, check_qualifier, check_value};
 use super::{FjallStore, aggregate, mutation, now_micros};
@@ -798,6 +798,7 @@ impl Fresh<'_> {
                             &table.keyspaces[slot],
                             table.blocks[slot].as_ref(),
                             &escaped,
+                            &vacant.last_block,
                         )?
                     {
                         *outcome = Ok(false);
@@ -879,6 +880,8 @@ struct Vacant {
     /// The batch's first and last keys (none when it is empty).
     span: Option<(Vec<u8>, Vec<u8>)>,
     slots: Vec<Option<bool>>,
+    /// The block the batch's last lookup of a stored row read.
+    last_block: LastBlock,
 }
 
 impl Vacant {
@@ -886,6 +889,7 @@ impl Vacant {
         Vacant {
             span: fresh.span.clone(),
             slots: vec![None; fresh.table.keyspaces.len()],
+            last_block: LastBlock::default(),
         }
     }
 
@@ -987,6 +991,7 @@ fn encode_new_row(
                 &table.keyspaces[slot],
                 table.blocks[slot].as_ref(),
                 &escaped,
+                &vacant.last_block,
             )?
         {
             return Ok(false);

@@ -198,13 +198,14 @@ impl FamilyFormat {
         keyspace: &fjall::Keyspace,
         blocks: Option<&fjall::Keyspace>,
         escaped_row: &[u8],
+        last_block: &blocks::LastBlock,
     ) -> Result<bool> {
         use fjall::Readable;
         match self {
             FamilyFormat::Cells | FamilyFormat::Auto => Ok(false),
             FamilyFormat::Packed => Ok(snapshot.get(keyspace, escaped_row)?.is_some()
                 || match blocks {
-                    Some(blocks) => blocks::get(snapshot, blocks, escaped_row)?.is_some(),
+                    Some(blocks) => last_block.get(snapshot, blocks, escaped_row)?.is_some(),
                     None => false,
                 }),
         }

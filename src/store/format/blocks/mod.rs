@@ -111,23 +111,74 @@ fn header(out: &mut Vec<u8>, version: u8, lengths: impl ExactSizeIterator<Item =
     out.extend_from_slice(&(at as u32).to_le_bytes());
 }
 
-/// The row `escaped_row`'s PACKED value in the family's blocks, if a block
-/// holds it.
-pub(crate) fn get(
-    snapshot: &Snapshot,
-    blocks: &Keyspace,
-    escaped_row: &[u8],
-) -> Result<Option<Slice>> {
-    let Some(guard) = snapshot.range(blocks, escaped_row..).next() else {
-        return Ok(None);
-    };
-    let (key, value) = guard.into_inner()?;
-    let block = Block::parse(key, value)?;
-    block.check_keys()?;
+/// The row `escaped_row`'s value in `block`, if it holds the row.
+fn value_in(block: &Block, escaped_row: &[u8]) -> Result<Option<Slice>> {
     let i = block.lower_bound(escaped_row);
     match i < block.len() && block.row_key(i) == escaped_row {
         true => block.value_of(i).map(Some),
         false => Ok(None),
+    }
+}
+
+/// The block the last lookup read, kept for the next ([`LastBlock::get`]):
+/// rows looked up in key order (a load over rows stored already) mostly
+/// fall in one block, and reading a block makes all of its keys, so a
+/// block read again for each of its rows cost a load time in proportion
+/// to the block's rows. A clone starts empty.
+#[derive(Default)]
+pub(crate) struct LastBlock(std::sync::Mutex<Option<Kept>>);
+
+/// A block as read, and from which snapshot and keyspace.
+struct Kept {
+    seqno: fjall::SeqNo,
+    keyspace: Keyspace,
+    block: Block,
+}
+
+impl Clone for LastBlock {
+    fn clone(&self) -> LastBlock {
+        LastBlock::default()
+    }
+}
+
+impl LastBlock {
+    /// The row `escaped_row`'s PACKED value in the family's blocks, if a
+    /// block holds it: answered from the block kept when that was read
+    /// from the same snapshot and keyspace and spans `escaped_row` (blocks
+    /// never span each other's rows, so no other block can hold it);
+    /// otherwise the block is sought and kept.
+    pub(crate) fn get(
+        &self,
+        snapshot: &Snapshot,
+        blocks: &Keyspace,
+        escaped_row: &[u8],
+    ) -> Result<Option<Slice>> {
+        let mut kept = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(k) = kept.as_ref()
+            && k.seqno == snapshot.seqno()
+            && k.keyspace == *blocks
+            && k.block.len() > 0
+            && k.block.row_key(0) <= escaped_row
+            && escaped_row <= k.block.row_key(k.block.len() - 1)
+        {
+            return value_in(&k.block, escaped_row);
+        }
+        let Some(guard) = snapshot.range(blocks, escaped_row..).next() else {
+            return Ok(None);
+        };
+        let (key, value) = guard.into_inner()?;
+        let block = Block::parse(key, value)?;
+        block.check_keys()?;
+        let found = value_in(&block, escaped_row);
+        *kept = Some(Kept {
+            seqno: snapshot.seqno(),
+            keyspace: blocks.clone(),
+            block,
+        });
+        found
     }
 }
 
@@ -410,6 +461,76 @@ pub(crate) fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kept block answers only for rows it spans, in the snapshot and
+    /// keyspace it was read from: every lookup through one `LastBlock`,
+    /// in any order, across two keyspaces holding the same keys and a
+    /// later snapshot with another block, answers as a fresh seek does.
+    #[test]
+    fn the_kept_block_answers_as_a_fresh_seek() {
+        use fjall::{Database, KeyspaceCreateOptions};
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::builder(dir.path()).open().unwrap();
+        let one = db.keyspace("one", KeyspaceCreateOptions::default).unwrap();
+        let two = db.keyspace("two", KeyspaceCreateOptions::default).unwrap();
+        // Blocks of rows b, d, f | h, j | l, n, p (odd letters absent).
+        let put = |ks: &Keyspace, rows: &[u8], tag: u8| {
+            let rows: Vec<(Vec<u8>, Vec<u8>)> = rows
+                .iter()
+                .map(|&r| (vec![r, 0, 1], vec![4, r, tag, 0, 0, 0, 0, 0, 0]))
+                .collect();
+            let last = rows.last().unwrap().0.clone();
+            ks.insert(last, encode(&rows, None).unwrap()).unwrap();
+        };
+        for (ks, tag) in [(&one, 1), (&two, 2)] {
+            put(ks, b"bdf", tag);
+            put(ks, b"hj", tag);
+            put(ks, b"lnp", tag);
+        }
+        let before = db.snapshot();
+        put(&one, b"r", 3);
+        let after = db.snapshot();
+        let kept = LastBlock::default();
+        let mut asked: Vec<u8> = (b'a'..=b's').collect();
+        // Ascending, then in an order that jumps back and forth.
+        asked.extend((b'a'..=b's').rev().step_by(3));
+        asked.extend([b'd', b'n', b'b', b'q', b'h', b'p', b'a']);
+        let check = |snapshot: &Snapshot, ks: &Keyspace, r: u8| {
+            let row = [r, 0, 1];
+            let want = LastBlock::default().get(snapshot, ks, &row).unwrap();
+            assert_eq!(
+                kept.get(snapshot, ks, &row).unwrap(),
+                want,
+                "row {}",
+                r as char
+            );
+        };
+        // Runs of lookups in one snapshot and keyspace (answered from the
+        // kept block), then each row in all four in turn (never).
+        for snapshot in [&before, &after] {
+            for ks in [&one, &two] {
+                for &r in &asked {
+                    check(snapshot, ks, r);
+                }
+            }
+        }
+        for &r in &asked {
+            for snapshot in [&before, &after] {
+                for ks in [&one, &two] {
+                    check(snapshot, ks, r);
+                }
+            }
+        }
+        assert!(kept.get(&before, &one, &[b'r', 0, 1]).unwrap().is_none());
+        assert_eq!(
+            kept.get(&after, &one, &[b'r', 0, 1]).unwrap().unwrap()[2],
+            3
+        );
+        assert_eq!(
+            kept.get(&after, &two, &[b'd', 0, 1]).unwrap().unwrap()[2],
+            2
+        );
+    }
 
     #[test]
     fn a_block_gives_back_its_rows() {
