@@ -111,6 +111,18 @@ fn header(out: &mut Vec<u8>, version: u8, lengths: impl ExactSizeIterator<Item =
     out.extend_from_slice(&(at as u32).to_le_bytes());
 }
 
+/// The first block holding rows at or after `key` (escaped), its keys
+/// checked; `None` past the last block.
+fn block_from(snapshot: &Snapshot, blocks: &Keyspace, key: &[u8]) -> Result<Option<Block>> {
+    let Some(guard) = snapshot.range(blocks, key..).next() else {
+        return Ok(None);
+    };
+    let (key, value) = guard.into_inner()?;
+    let block = Block::parse(key, value)?;
+    block.check_keys()?;
+    Ok(Some(block))
+}
+
 /// The row `escaped_row`'s value in `block`, if it holds the row.
 fn value_in(block: &Block, escaped_row: &[u8]) -> Result<Option<Slice>> {
     let i = block.lower_bound(escaped_row);
@@ -166,12 +178,9 @@ impl LastBlock {
         {
             return value_in(&k.block, escaped_row);
         }
-        let Some(guard) = snapshot.range(blocks, escaped_row..).next() else {
+        let Some(block) = block_from(snapshot, blocks, escaped_row)? else {
             return Ok(None);
         };
-        let (key, value) = guard.into_inner()?;
-        let block = Block::parse(key, value)?;
-        block.check_keys()?;
         let found = value_in(&block, escaped_row);
         *kept = Some(Kept {
             seqno: snapshot.seqno(),
@@ -190,12 +199,9 @@ pub(crate) fn any_in(
     first: &[u8],
     last: &[u8],
 ) -> Result<bool> {
-    let Some(guard) = snapshot.range(blocks, first..).next() else {
+    let Some(block) = block_from(snapshot, blocks, first)? else {
         return Ok(false);
     };
-    let (key, value) = guard.into_inner()?;
-    let block = Block::parse(key, value)?;
-    block.check_keys()?;
     let i = block.lower_bound(first);
     Ok(i < block.len() && block.row_key(i) <= last)
 }
@@ -215,12 +221,9 @@ pub(crate) fn gaps<K: AsRef<[u8]>>(
     let mut i = 0;
     while i < keys.len() {
         let at = keys[i].as_ref();
-        let Some(guard) = snapshot.range(blocks, at..).next() else {
+        let Some(block) = block_from(snapshot, blocks, at)? else {
             break;
         };
-        let (key, value) = guard.into_inner()?;
-        let block = Block::parse(key, value)?;
-        block.check_keys()?;
         let (first, last) = (block.row_key(0), block.row_key(block.len() - 1));
         if first <= at {
             return Ok(None);
