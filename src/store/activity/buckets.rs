@@ -339,7 +339,8 @@ impl KeyBuckets {
             touch(self, i);
             self.counts[i].add(&s.counters);
             // The keys met in a range of these bounds lie in it.
-            for key in std::iter::once(&s.first[..]).chain(s.samples.iter().map(|k| &k[..])) {
+            self.sketches[i].offer(key_hash(&s.first), &s.first);
+            for key in s.samples.iter().map(|k| &k[..]) {
                 let k = if same { i } else { bounds.bucket_of(key) };
                 self.sketches[k].offer(key_hash(key), key);
             }

@@ -1,9 +1,12 @@
 //! [`ReadTally`]: what one read counts as it goes, per range, handed to
 //! its table's [`KeyBuckets`] now and then and at its end; the cost per
 //! row is a check that the key is still in the range of the row before.
+//! A read that meets one row (a point read) takes its table's lock once,
+//! at its end, and looks for its range only there.
 
-use super::buckets::{Bounds, KeyBuckets, SAMPLE_BYTES, Segment, ShortKey};
-use std::sync::{Arc, Mutex, PoisonError};
+use super::buckets::{Bounds, KeyBuckets, SAMPLE_BYTES, Segment, ShortKey, minute_of};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Microseconds since the epoch, now (a test's clock may differ).
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
@@ -17,10 +20,48 @@ const HAND_OVER_SEGMENTS: usize = 256;
 /// Keys a read keeps of one range for its sample.
 const SEGMENT_SAMPLES: usize = 24;
 
+/// A table's ranges, as its reads and writes share them.
+#[derive(Debug)]
+pub struct TableActivity {
+    buckets: Mutex<KeyBuckets>,
+    /// The minute (start, in microseconds) the table's ended minutes were
+    /// last kept in: a read beginning in a later one keeps them first,
+    /// and one in the same minute takes no lock to begin.
+    kept_in: AtomicI64,
+}
+
+impl TableActivity {
+    /// A table's ranges `buckets`.
+    pub fn new(buckets: KeyBuckets) -> Self {
+        TableActivity {
+            buckets: Mutex::new(buckets),
+            kept_in: AtomicI64::new(i64::MIN),
+        }
+    }
+
+    /// Its ranges, locked.
+    pub fn lock(&self) -> MutexGuard<'_, KeyBuckets> {
+        self.buckets.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether its ended minutes were kept in the minute of `now` already.
+    pub fn kept_by(&self, now: i64) -> bool {
+        self.kept_in.load(Ordering::Relaxed) >= minute_of(now)
+    }
+
+    /// Notes that its ended minutes were kept at `now`.
+    pub fn kept_at(&self, now: i64) {
+        self.kept_in.fetch_max(minute_of(now), Ordering::Relaxed);
+    }
+}
+
 /// One read's counts per range, handed over when it is dropped.
 pub struct ReadTally {
-    buckets: Arc<Mutex<KeyBuckets>>,
-    bounds: Arc<Bounds>,
+    table: Arc<TableActivity>,
+    /// The table's ranges as the read last took them: none until it
+    /// meets a second row (its first row's range is found when it is
+    /// handed over).
+    bounds: Option<Arc<Bounds>>,
     clock: Clock,
     /// When the read (or the part of it not yet handed over) began.
     began: i64,
@@ -39,11 +80,9 @@ pub struct ReadTally {
 
 impl ReadTally {
     /// A tally of a read that began at `began` (by `clock`) at key
-    /// `start` of the table whose ranges are `buckets`, `reverse` when it
-    /// goes in descending key order.
+    /// `start` of `table`, `reverse` when it goes in descending key order.
     pub fn new(
-        buckets: Arc<Mutex<KeyBuckets>>,
-        bounds: Arc<Bounds>,
+        table: Arc<TableActivity>,
         clock: Clock,
         began: i64,
         start: &[u8],
@@ -51,8 +90,8 @@ impl ReadTally {
     ) -> Self {
         ReadTally {
             start: ShortKey::new(start),
-            buckets,
-            bounds,
+            table,
+            bounds: None,
             clock,
             began,
             reverse,
@@ -73,10 +112,13 @@ impl ReadTally {
     /// Counts `rows` rows read at once (a run of a column-wise block),
     /// in the range of the first one's `key`.
     pub fn rows_at(&mut self, key: &[u8], rows: u64, cells: u64, bytes: u64) {
-        let still = self
-            .current
-            .as_ref()
-            .is_some_and(|s| self.bounds.still_in(s.bucket, key, self.reverse));
+        if self.current.is_some() && self.bounds.is_none() {
+            self.take_bounds();
+        }
+        let still = match (&self.current, &self.bounds) {
+            (Some(s), Some(bounds)) => bounds.still_in(s.bucket, key, self.reverse),
+            _ => false,
+        };
         if !still {
             self.open(key);
         }
@@ -98,6 +140,17 @@ impl ReadTally {
         }
     }
 
+    /// Takes the table's ranges as they are now, at a read's second row,
+    /// and finds the range of its first.
+    #[cold]
+    fn take_bounds(&mut self) {
+        let bounds = Arc::clone(self.table.lock().bounds());
+        if let Some(s) = &mut self.current {
+            s.bucket = bounds.bucket_of(&s.first);
+        }
+        self.bounds = Some(bounds);
+    }
+
     /// Leaves the current range for the one holding `key`.
     fn open(&mut self, key: &[u8]) {
         if let Some(left) = self.current.take() {
@@ -107,7 +160,11 @@ impl ReadTally {
             self.hand_over(true);
         }
         self.current = Some(Segment {
-            bucket: self.bounds.bucket_of(key),
+            // Without the ranges, found when handed over.
+            bucket: self
+                .bounds
+                .as_ref()
+                .map_or(usize::MAX, |b| b.bucket_of(key)),
             first: ShortKey::new(key),
             ..Segment::default()
         });
@@ -119,17 +176,18 @@ impl ReadTally {
     fn hand_over(&mut self, going_on: bool) {
         let now = (self.clock)();
         let micros = u64::try_from(now - self.began).unwrap_or(0);
-        let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut buckets = self.table.lock();
         buckets.read(
             now,
             micros,
-            self.bounds.generation,
+            // No generation: every range is looked for.
+            self.bounds.as_ref().map_or(u64::MAX, |b| b.generation),
             self.segments.iter().chain(&self.current),
             &self.start,
             self.reverse,
         );
         if going_on {
-            self.bounds = Arc::clone(buckets.bounds());
+            self.bounds = Some(Arc::clone(buckets.bounds()));
         }
         drop(buckets);
         self.segments.clear();

@@ -4,10 +4,10 @@
 use super::buckets::KeyBuckets;
 use super::log::ActivityLog;
 use super::record::{ActivityRecord, MINUTE_MICROS};
-use super::tally::{Clock, ReadTally};
+use super::tally::{Clock, ReadTally, TableActivity};
 use crate::error::Result;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 /// Ranges a table's activity is counted in, at most (Key Visualizer's
 /// number).
@@ -27,7 +27,7 @@ pub struct KeyActivity {
     /// [`KeyActivity::set_counting`]).
     counting: std::sync::atomic::AtomicBool,
     split_points: std::sync::OnceLock<SplitPoints>,
-    tables: RwLock<HashMap<String, Arc<Mutex<KeyBuckets>>>>,
+    tables: RwLock<HashMap<String, Arc<TableActivity>>>,
     log: Option<ActivityLog>,
     /// How long minutes are kept, in microseconds.
     retention: i64,
@@ -42,10 +42,6 @@ impl std::fmt::Debug for KeyActivity {
             .field("max_ranges", &self.max_ranges)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl KeyActivity {
@@ -95,7 +91,7 @@ impl KeyActivity {
         }
     }
 
-    fn buckets(&self, table: &str) -> Arc<Mutex<KeyBuckets>> {
+    fn table(&self, table: &str) -> Arc<TableActivity> {
         if let Some(b) = self
             .tables
             .read()
@@ -109,28 +105,20 @@ impl KeyActivity {
         Arc::clone(tables.entry(table.to_string()).or_insert_with(|| {
             let mut buckets = KeyBuckets::new(self.max_ranges, now);
             self.seed(table, &mut buckets);
-            Arc::new(Mutex::new(buckets))
+            Arc::new(TableActivity::new(buckets))
         }))
     }
 
     /// A tally for a read of `table` starting at row key `start`
     /// (`reverse`: in descending key order).
-    pub fn read(&self, table: &str, start: &[u8], reverse: bool) -> ReadTally {
-        let buckets = self.buckets(table);
+    pub fn read(&self, name: &str, start: &[u8], reverse: bool) -> ReadTally {
+        let table = self.table(name);
         let now = (self.clock)();
-        let bounds = {
-            let mut b = lock(&buckets);
-            self.keep_finished_at(table, &mut b, now);
-            Arc::clone(b.bounds())
-        };
-        ReadTally::new(
-            buckets,
-            bounds,
-            Arc::clone(&self.clock),
-            now,
-            start,
-            reverse,
-        )
+        if !table.kept_by(now) {
+            self.keep_finished_at(name, &mut table.lock(), now);
+            table.kept_at(now);
+        }
+        ReadTally::new(table, Arc::clone(&self.clock), now, start, reverse)
     }
 
     /// Counts a write request to `table` that began at `began` (by this
@@ -141,11 +129,12 @@ impl KeyActivity {
         began: i64,
         rows: impl IntoIterator<Item = (&'a [u8], u64)>,
     ) {
-        let buckets = self.buckets(table);
+        let activity = self.table(table);
         let now = (self.clock)();
-        let mut b = lock(&buckets);
+        let mut b = activity.lock();
         b.write(now, u64::try_from(now - began).unwrap_or(0), rows);
-        self.keep_finished(table, &mut b);
+        self.keep_finished_at(table, &mut b, now);
+        activity.kept_at(now);
     }
 
     /// Now, by this activity's clock.
@@ -216,7 +205,7 @@ impl KeyActivity {
             .get(table)
             .cloned();
         let since = super::buckets::minute_of(since);
-        let mut b = buckets.as_ref().map(|b| lock(b));
+        let mut b = buckets.as_ref().map(|b| b.lock());
         if let Some(b) = b.as_mut() {
             self.keep_finished(table, b);
         }
@@ -255,7 +244,7 @@ impl KeyActivity {
             .map(|(t, b)| (t.clone(), Arc::clone(b)))
             .collect();
         for (table, buckets) in tables {
-            let mut b = lock(&buckets);
+            let mut b = buckets.lock();
             self.keep_finished(&table, &mut b);
             let (minute, records) = b.take_current((self.clock)());
             log.add(&table, minute, &records)?;
@@ -292,7 +281,7 @@ impl KeyActivity {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(table)
-            .map_or(0, |b| lock(b).memory())
+            .map_or(0, |b| b.lock().memory())
     }
 
     /// How many ranges `table`'s activity is counted in now.
@@ -302,7 +291,7 @@ impl KeyActivity {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(table)
-            .map_or(0, |b| lock(b).bounds().count())
+            .map_or(0, |b| b.lock().bounds().count())
     }
 }
 
@@ -457,6 +446,75 @@ mod tests {
             .filter(|r| r.minute == last && r.start.starts_with(b"hot#"))
             .count();
         assert!(hot >= 6, "{hot} ranges under hot#");
+    }
+
+    #[test]
+    fn a_read_counts_in_the_ranges_holding_its_rows() {
+        let (a, now) = activity(16);
+        // Keys spread over the key space, minute after minute, until the
+        // table is cut into ranges.
+        for minute in 0..5u64 {
+            for i in 0..2_000u64 {
+                let key = format!("k{:05}", (i * 7919 + minute * 13) % 10_000);
+                a.write("t", now.load(Ordering::SeqCst), [(key.as_bytes(), 1)]);
+            }
+            now.fetch_add(MINUTE_MICROS, Ordering::SeqCst);
+        }
+        assert!(a.ranges("t") >= 8, "{} ranges", a.ranges("t"));
+        let minute = now.load(Ordering::SeqCst);
+        // Each read: the keys of the rows it met, or its start if none.
+        let mut reads: Vec<(Vec<String>, String)> = Vec::new();
+        for i in 0..300u64 {
+            let key = format!("k{:05}", (i * 337) % 10_000);
+            let mut read = a.read("t", key.as_bytes(), false);
+            // A point read finds its range as it ends; a read of a second
+            // row takes the ranges there.
+            let mut rows = vec![key.clone()];
+            if i % 3 == 0 && key.as_str() < "k09000" {
+                rows.push("k09500".to_string());
+            }
+            if i % 7 == 0 {
+                rows.clear();
+            }
+            for row in &rows {
+                read.row(row.as_bytes(), 2, 10);
+            }
+            reads.push((rows, key));
+        }
+        let records = a.records("t", minute).unwrap();
+        let within = |r: &ActivityRecord, key: &str| {
+            r.start.as_slice() <= key.as_bytes()
+                && r.end.as_deref().is_none_or(|e| key.as_bytes() < e)
+        };
+        for r in &records {
+            let rows = reads
+                .iter()
+                .flat_map(|(rows, _)| rows)
+                .filter(|k| within(r, k))
+                .count() as u64;
+            let touched = reads
+                .iter()
+                .filter(|(rows, start)| match rows.is_empty() {
+                    true => within(r, start),
+                    false => rows.iter().any(|k| within(r, k)),
+                })
+                .count() as u64;
+            assert_eq!(
+                (
+                    r.counters.rows_read,
+                    r.counters.cells_scanned,
+                    r.counters.reads
+                ),
+                (rows, 2 * rows, touched),
+                "{r:?}"
+            );
+        }
+        let total = total(&records);
+        assert_eq!(
+            total.rows_read,
+            reads.iter().map(|(rows, _)| rows.len() as u64).sum::<u64>()
+        );
+        assert!(records.len() >= 8, "{} ranges read", records.len());
     }
 
     #[test]
