@@ -612,14 +612,15 @@ impl FjallRows {
         {
             return Ok(false);
         }
-        let first_row = cursor.head_row();
-        if let (Some(_), Some(escaped)) = (&self.tally, first_row) {
-            self.tally_key.clear();
-            codec::unescape_into(escaped, &mut self.tally_key)?;
-        }
         let Some((row, n)) = cursor.tall_run() else {
             return Ok(false);
         };
+        if self.tally.is_some() {
+            // Where the run lies, for the key activity: its first key,
+            // made alone (a count makes no other).
+            self.tally_key.clear();
+            codec::unescape_into(row.key_alone()?, &mut self.tally_key)?;
+        }
         let (gc, filter, now) = (&self.families[family].gc, &self.filter, self.now);
         let selection = format::Selection {
             selects: &|q: &[u8]| filter.qualifiers.matches(q),

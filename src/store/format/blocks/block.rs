@@ -237,6 +237,22 @@ impl Block {
         &bytes[place]
     }
 
+    /// Row `i`'s escaped key, without making the other rows' keys where
+    /// it can (the first row's, or any stored whole): what a read that
+    /// takes no key but counts where its rows lie wants. An error when
+    /// the keys are malformed.
+    pub fn row_key_alone(&self, i: usize) -> Result<&[u8]> {
+        match &self.keys {
+            Some(keys) if i == 0 && self.made_keys.get().is_none() => keys
+                .first(&self.value)
+                .ok_or_else(|| corrupt("malformed keys", &self.key)),
+            _ => {
+                self.check_keys()?;
+                Ok(self.row_key(i))
+            }
+        }
+    }
+
     /// Row `i`'s (escaped key, PACKED value), borrowed.
     #[inline]
     pub fn row_bytes(&self, i: usize) -> (&[u8], &[u8]) {
@@ -372,6 +388,12 @@ impl TallRow<'_> {
             family, self.tall, value, index, self.row, buf, values, columns, newest,
         )
         .ok_or_else(|| corrupt("malformed columns", key))
+    }
+
+    /// The row's escaped key, made alone where it can be
+    /// ([`Block::row_key_alone`]).
+    pub fn key_alone(&self) -> Result<&[u8]> {
+        self.block.row_key_alone(self.row)
     }
 
     /// [`Block::check_keys`] of the row's block.

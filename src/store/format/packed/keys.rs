@@ -87,6 +87,21 @@ impl Keys {
         })
     }
 
+    /// The first key, alone (it shares nothing with a key before it):
+    /// what a read that takes no other key may want without making them
+    /// all. `None` when the section is malformed there.
+    pub fn first<'v>(&self, value: &'v [u8]) -> Option<&'v [u8]> {
+        let section = value.get(..self.end)?;
+        let mut p = self.runs;
+        let shared = Run::read(section, &mut p, self.rows)?;
+        let added = Run::read(section, &mut p, self.rows)?;
+        if shared.get(0) != 0 {
+            return None;
+        }
+        let a = usize::try_from(added.get(0)).ok()?;
+        section.get(self.added..self.added.checked_add(a)?)
+    }
+
     /// The keys, back to back, and where each starts (and, last, where
     /// the last ends).
     /// `None` when the section is malformed: a key sharing more than the
@@ -135,6 +150,7 @@ mod tests {
             .map(|w| &bytes[w[0] as usize..w[1] as usize])
             .collect();
         assert_eq!(back, keys);
+        assert_eq!(section.first(&out), Some(keys[0]));
     }
 
     #[test]
@@ -175,6 +191,7 @@ mod tests {
             let mut p = 0;
             if let Some(section) = Keys::read(&out, &mut p, keys.len()) {
                 let _ = section.decode(&out);
+                let _ = section.first(&out);
             }
         }
     }
