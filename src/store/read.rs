@@ -617,9 +617,10 @@ impl FjallRows {
         };
         if self.tally.is_some() {
             // Where the run lies, for the key activity: its first key,
-            // made alone (a count makes no other).
+            // or its block's first where the block's keys are not made (a
+            // count makes none).
             self.tally_key.clear();
-            codec::unescape_into(row.key_alone()?, &mut self.tally_key)?;
+            codec::unescape_into(row.key_near()?, &mut self.tally_key)?;
         }
         let (gc, filter, now) = (&self.families[family].gc, &self.filter, self.now);
         let selection = format::Selection {

@@ -110,7 +110,8 @@ impl ReadTally {
     }
 
     /// Counts `rows` rows read at once (a run of a column-wise block),
-    /// in the range of the first one's `key`.
+    /// in the range of `key` (the first one's, or near it: see
+    /// `Block::row_key_near`).
     pub fn rows_at(&mut self, key: &[u8], rows: u64, cells: u64, bytes: u64) {
         if self.current.is_some() && self.bounds.is_none() {
             self.take_bounds();

@@ -237,13 +237,14 @@ impl Block {
         &bytes[place]
     }
 
-    /// Row `i`'s escaped key, without making the other rows' keys where
-    /// it can (the first row's, or any stored whole): what a read that
-    /// takes no key but counts where its rows lie wants. An error when
-    /// the keys are malformed.
-    pub fn row_key_alone(&self, i: usize) -> Result<&[u8]> {
+    /// Row `i`'s escaped key where it is at hand (the keys stored whole,
+    /// or made already), else the block's first row's, which is made
+    /// alone: where a run of rows from `i` lies, near enough for the key
+    /// activity, without making every key of the block for a read that
+    /// takes none (a count). An error when the keys are malformed.
+    pub fn row_key_near(&self, i: usize) -> Result<&[u8]> {
         match &self.keys {
-            Some(keys) if i == 0 && self.made_keys.get().is_none() => keys
+            Some(keys) if self.made_keys.get().is_none() => keys
                 .first(&self.value)
                 .ok_or_else(|| corrupt("malformed keys", &self.key)),
             _ => {
@@ -390,10 +391,10 @@ impl TallRow<'_> {
         .ok_or_else(|| corrupt("malformed columns", key))
     }
 
-    /// The row's escaped key, made alone where it can be
-    /// ([`Block::row_key_alone`]).
-    pub fn key_alone(&self) -> Result<&[u8]> {
-        self.block.row_key_alone(self.row)
+    /// The row's escaped key, or its block's first row's where only
+    /// that is at hand ([`Block::row_key_near`]).
+    pub fn key_near(&self) -> Result<&[u8]> {
+        self.block.row_key_near(self.row)
     }
 
     /// [`Block::check_keys`] of the row's block.

@@ -764,7 +764,7 @@ mod tests {
         // The first key made alone (a count's key activity) is refused
         // too, as is any other.
         for i in 0..3 {
-            let err = block.row_key_alone(i).unwrap_err().to_string();
+            let err = block.row_key_near(i).unwrap_err().to_string();
             assert!(err.contains("malformed keys"), "{err}");
         }
         let err = block.check_keys().unwrap_err().to_string();
@@ -775,12 +775,14 @@ mod tests {
         assert!(err.contains("malformed keys"), "{err}");
         // The good block's keys are made and checked alike.
         let block = Block::parse(Slice::from(k2.clone()), Slice::from(good)).unwrap();
-        // The first key alone before the keys are made, then each after.
-        assert_eq!(block.row_key_alone(0).unwrap(), &k0[..]);
+        // Before the keys are made, the first key stands for every row;
+        // after, each row's own.
+        assert_eq!(block.row_key_near(2).unwrap(), &k0[..]);
+        assert_eq!(block.row_key_near(0).unwrap(), &k0[..]);
         block.check_keys().unwrap();
         assert_eq!(block.row_key(1), &k1[..]);
         for (i, k) in [k0, k1, k2].into_iter().enumerate() {
-            assert_eq!(block.row_key_alone(i).unwrap(), &k[..]);
+            assert_eq!(block.row_key_near(i).unwrap(), &k[..]);
         }
     }
 
