@@ -87,14 +87,21 @@ impl Keys {
         })
     }
 
-    /// The first key, alone (it shares nothing with a key before it):
-    /// what a read that takes no other key may want without making them
-    /// all. `None` when the section is malformed there.
-    pub fn first<'v>(&self, value: &'v [u8]) -> Option<&'v [u8]> {
+    /// The section in `value` and its two runs: the bytes each key
+    /// shares with the one before and those it adds.
+    fn parts<'v>(&self, value: &'v [u8]) -> Option<(&'v [u8], Run<'v>, Run<'v>)> {
         let section = value.get(..self.end)?;
         let mut p = self.runs;
         let shared = Run::read(section, &mut p, self.rows)?;
         let added = Run::read(section, &mut p, self.rows)?;
+        Some((section, shared, added))
+    }
+
+    /// The first key, alone (it shares nothing with a key before it):
+    /// what a read that takes no other key may want without making them
+    /// all. `None` when the section is malformed there.
+    pub fn first<'v>(&self, value: &'v [u8]) -> Option<&'v [u8]> {
+        let (section, shared, added) = self.parts(value)?;
         if shared.get(0) != 0 {
             return None;
         }
@@ -108,10 +115,7 @@ impl Keys {
     /// key before holds (or the first sharing any), or added bytes that
     /// are not exactly those the section holds.
     pub fn decode(&self, value: &[u8]) -> Option<(Vec<u8>, Vec<u32>)> {
-        let section = value.get(..self.end)?;
-        let mut p = self.runs;
-        let shared = Run::read(section, &mut p, self.rows)?;
-        let added = Run::read(section, &mut p, self.rows)?;
+        let (section, shared, added) = self.parts(value)?;
         let mut bytes = Vec::with_capacity(self.rows * 32);
         let mut starts = Vec::with_capacity(self.rows + 1);
         let (mut from, mut before) = (self.added, 0..0);
