@@ -73,6 +73,22 @@ fn cut_range(
     // is counted all the same: it makes the query light (`is_bounded`).
     let cut = n >= 2;
     let family = families.first()?;
+    // What the store knows of the range's size, from its index alone: a
+    // range of a few blocks is read whole, by one partition, without a
+    // look at its rows (a probe would read them twice). Rows as dense
+    // rows take bytes (a folded tall row of a few measures, some 3 to 9
+    // bytes): an estimate that errs high but for columns of a pattern (a
+    // counter's take under a byte, and a range of 256 KiB of them is more
+    // rows, still read at once).
+    let size = store
+        .range_size(table, Some(families), &range, n)
+        .ok()
+        .flatten();
+    if let Some(size) = size.as_ref().filter(|s| s.at_most(SPLIT_MIN_RANGE_BYTES)) {
+        let bytes = size.on_disk.saturating_add(size.in_memory);
+        *counted = Some(usize::try_from(bytes / 3).unwrap_or(usize::MAX));
+        return None;
+    }
     let Some(probe) = store
         .probe_rows(table, family, &range, SPLIT_MIN_ROWS)
         .ok()?
@@ -100,26 +116,6 @@ fn cut_range(
     };
     if probe.rows < SPLIT_MIN_ROWS {
         *counted = Some(probe.rows);
-        return None;
-    }
-    // What the store knows of the range's size: a range of a few blocks
-    // is read whole (though of more rows than the probe counts), a
-    // larger one cut where its bytes lie.
-    let size = store
-        .range_size(table, Some(families), &range, n)
-        .ok()
-        .flatten();
-    if let Some(size) = size.as_ref().filter(|s| s.at_most(SPLIT_MIN_RANGE_BYTES)) {
-        // Rows as dense rows take bytes (a folded tall row of a few
-        // measures, some 3 to 9 bytes): an estimate that errs high but
-        // for columns of a pattern (a counter's take under a byte, and
-        // a range of 256 KiB of them is more rows, still read at once).
-        let bytes = size.on_disk.saturating_add(size.in_memory);
-        *counted = Some(
-            usize::try_from(bytes / 3)
-                .unwrap_or(usize::MAX)
-                .max(probe.rows),
-        );
         return None;
     }
     if small || !cut {
