@@ -25,9 +25,11 @@ const SPLIT_MIN_RANGE_BYTES: u64 = 256 << 10;
 /// equal size, so that several partitions read it in parallel: where the
 /// store's own size information puts equal shares of the range's bytes
 /// (`Backend::range_size`), else at equal steps of the key space between
-/// its first and last row. Probes the keys of the range's first
-/// [`SPLIT_MIN_ROWS`] rows and of its last (`FjallStore::probe_rows`);
-/// `None` when there is nothing worth splitting.
+/// its first and last row. A range the store's size information puts at
+/// most [`SPLIT_MIN_RANGE_BYTES`] is read whole and not looked at; a
+/// larger one has the keys of its first [`SPLIT_MIN_ROWS`] rows and of
+/// its last probed (`FjallStore::probe_rows`). `None` when there is
+/// nothing worth splitting.
 pub(crate) fn split_ranges(
     store: &Store,
     table: &str,
