@@ -83,10 +83,13 @@ def main():
     assert r.cells["meta"][b"seen"][0].labels == ["m"], r.cells
     assert r.cells["cf"][b"name"][0].value == b"", r.cells
 
-    # Versions: GC keeps two, the filter asks for one.
-    for v in [b"v1", b"v2", b"v3"]:
+    # Versions: GC keeps two, the filter asks for one. Each write gets its
+    # own millisecond (Bigtable's granularity): two writes in the same
+    # millisecond are one version, the later replacing the earlier.
+    base = datetime.datetime.now(datetime.timezone.utc)
+    for i, v in enumerate([b"v1", b"v2", b"v3"]):
         row = table.direct_row(b"versions")
-        row.set_cell("cf", b"q", v, timestamp=datetime.datetime.now(datetime.timezone.utc))
+        row.set_cell("cf", b"q", v, timestamp=base + datetime.timedelta(milliseconds=i))
         row.commit()
     cells = table.read_row(b"versions").cells["cf"][b"q"]
     assert [c.value for c in cells] == [b"v3", b"v2"], cells
