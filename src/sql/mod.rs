@@ -14,6 +14,7 @@ mod error_text;
 mod files;
 mod functions;
 mod ingest;
+mod insert_select;
 mod insert_values;
 mod limits;
 mod options;
@@ -224,7 +225,13 @@ impl SqlSession {
             limits::balance_chains(inner);
         }
         let target = insert_target(&statement);
-        let plan = match state.statement_to_plan(statement).await {
+        let planned = match insert_select::split(statement) {
+            insert_select::Split::Nested(insert, query) => {
+                insert_select::plan(&state, insert, query).await
+            }
+            insert_select::Split::Other(statement) => state.statement_to_plan(*statement).await,
+        };
+        let plan = match planned {
             Ok(plan) => plan,
             Err(e) => {
                 let schema = target.as_ref().and_then(|t| {
