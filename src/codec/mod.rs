@@ -118,7 +118,7 @@ pub fn unescape_into(escaped: &[u8], out: &mut Vec<u8>) -> Result<()> {
 /// needed escaping (no 0x00), which is the string's body as is.
 pub fn plain_body(escaped: &[u8]) -> Option<&[u8]> {
     let body = escaped.strip_suffix(&TERMINATOR)?;
-    (!body.contains(&0)).then_some(body)
+    memchr::memchr(0, body).is_none().then_some(body)
 }
 
 /// Decodes an escaped string that `escaped_len` has already delimited.

@@ -615,13 +615,6 @@ impl FjallRows {
         let Some((row, n)) = cursor.tall_run() else {
             return Ok(false);
         };
-        if self.tally.is_some() {
-            // Where the run lies, for the key activity: its first key,
-            // or its block's first where the block's keys are not made (a
-            // count makes none).
-            self.tally_key.clear();
-            codec::unescape_into(row.key_near()?, &mut self.tally_key)?;
-        }
         let (gc, filter, now) = (&self.families[family].gc, &self.filter, self.now);
         let selection = format::Selection {
             selects: &|q: &[u8]| filter.qualifiers.matches(q),
@@ -640,14 +633,18 @@ impl FjallRows {
             out.push_keyless(taken);
         }
         let bytes = row.stored_bytes(taken);
+        if let Some(tally) = &mut self.tally {
+            // Where the run lies, for the key activity: a key of it that
+            // is at hand (the block's own when the run ends the block).
+            let key = row.key_in_run(taken)?;
+            let n = taken as u64;
+            tally.escaped_rows_at(key, n, n, bytes, &mut self.tally_key)?;
+        }
         cursor.skip_tall(taken)?;
         if let Some(left) = self.remaining.as_mut() {
             *left -= taken;
         }
         let taken = taken as u64;
-        if let Some(tally) = &mut self.tally {
-            tally.rows_at(&self.tally_key, taken, taken, bytes);
-        }
         self.stats.cells_scanned += taken;
         self.stats.rows_returned += taken;
         self.stats.cells_returned += out.cells() as u64;

@@ -110,8 +110,8 @@ impl ReadTally {
     }
 
     /// Counts `rows` rows read at once (a run of a column-wise block),
-    /// in the range of `key` (the first one's, or near it: see
-    /// `Block::row_key_near`).
+    /// in the range of `key` (one of theirs, or near them: see
+    /// `TallRow::key_in_run`).
     pub fn rows_at(&mut self, key: &[u8], rows: u64, cells: u64, bytes: u64) {
         if self.current.is_some() && self.bounds.is_none() {
             self.take_bounds();
@@ -141,6 +141,47 @@ impl ReadTally {
         }
     }
 
+    /// [`ReadTally::rows_at`] of a run whose key is at hand escaped
+    /// (`codec::escape`): a read going forwards whose range still holds
+    /// it counts it without unescaping it (an escaped key orders at or
+    /// after its own key, so one before the range's end says its key is
+    /// too); otherwise the key is unescaped into `scratch` and placed
+    /// exactly.
+    pub fn escaped_rows_at(
+        &mut self,
+        escaped: &[u8],
+        rows: u64,
+        cells: u64,
+        bytes: u64,
+        scratch: &mut Vec<u8>,
+    ) -> crate::error::Result<()> {
+        if let (Some(s), Some(bounds)) = (&mut self.current, &self.bounds)
+            && !self.reverse
+            && bounds.still_in(s.bucket, escaped, false)
+            // (A row whose key is kept as a sample takes the exact way.)
+            && !(s.counters.rows_read > 0 && (s.counters.rows_read + 1).is_power_of_two())
+        {
+            s.counters.rows_read += rows;
+            s.counters.cells_scanned += cells;
+            s.counters.bytes_read = s.counters.bytes_read.saturating_add(bytes);
+            self.rows += rows;
+            if self.rows >= HAND_OVER_ROWS {
+                self.hand_over(true);
+            }
+            return Ok(());
+        }
+        let key = match crate::codec::plain_body(escaped) {
+            Some(plain) => plain,
+            None => {
+                scratch.clear();
+                crate::codec::unescape_into(escaped, scratch)?;
+                scratch
+            }
+        };
+        self.rows_at(key, rows, cells, bytes);
+        Ok(())
+    }
+
     /// Takes the table's ranges as they are now, at a read's second row,
     /// and finds the range of its first.
     #[cold]
@@ -154,18 +195,33 @@ impl ReadTally {
 
     /// Leaves the current range for the one holding `key`.
     fn open(&mut self, key: &[u8]) {
+        let left_bucket = self.current.as_ref().map_or(usize::MAX, |s| s.bucket);
         if let Some(left) = self.current.take() {
+            if self.segments.capacity() == 0 {
+                // A read that leaves one range often leaves many: room
+                // for all it keeps at once, not grown a step at a time.
+                self.segments.reserve_exact(HAND_OVER_SEGMENTS);
+            }
             self.segments.push(left);
         }
         if self.segments.len() >= HAND_OVER_SEGMENTS {
             self.hand_over(true);
         }
         self.current = Some(Segment {
-            // Without the ranges, found when handed over.
-            bucket: self
-                .bounds
-                .as_ref()
-                .map_or(usize::MAX, |b| b.bucket_of(key)),
+            // Without the ranges, found when handed over; a read in key
+            // order most often moves on to the next range.
+            bucket: self.bounds.as_ref().map_or(usize::MAX, |b| {
+                let next = if self.reverse {
+                    left_bucket.wrapping_sub(1)
+                } else {
+                    left_bucket.wrapping_add(1)
+                };
+                if b.contains(next, key) {
+                    next
+                } else {
+                    b.bucket_of(key)
+                }
+            }),
             first: ShortKey::new(key),
             ..Segment::default()
         });
@@ -205,5 +261,74 @@ impl Drop for ReadTally {
         if self.current.is_some() || !self.handed_over {
             self.hand_over(false);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ReadTally, TableActivity};
+    use crate::codec;
+    use crate::store::activity::buckets::KeyBuckets;
+    use std::sync::Arc;
+
+    /// A table of ranges starting at `starts`, at a fixed minute.
+    fn table(starts: &[&[u8]]) -> Arc<TableActivity> {
+        let mut buckets = KeyBuckets::new(100, 60_000_000);
+        buckets.seed(&starts.iter().map(|s| s.to_vec()).collect::<Vec<_>>());
+        Arc::new(TableActivity::new(buckets))
+    }
+
+    /// Runs counted by their escaped keys land in the ranges their own
+    /// keys lie in, as counted by those keys: keys with zero bytes
+    /// (whose escaped form orders after them) just below and at a range's
+    /// start, keys leaving a range for the next and for one further on.
+    #[test]
+    fn runs_counted_by_escaped_keys_land_where_their_keys_do() {
+        let starts: [&[u8]; 4] = [b"b\x00", b"b\x00\x05", b"c", b"e"];
+        let runs: [(&[u8], u64); 9] = [
+            (b"a", 3),
+            (b"a\x00\xff", 5),
+            (b"b", 7),
+            (b"b\x00", 11),
+            (b"b\x00\x04", 13),
+            (b"b\x00\x05", 17),
+            (b"b\x01", 19),
+            (b"d\x00", 23),
+            (b"f", 29),
+        ];
+        let (raw, escaped) = (table(&starts), table(&starts));
+        let clock: super::Clock = Arc::new(|| 60_000_001);
+        {
+            let mut by_raw =
+                ReadTally::new(Arc::clone(&raw), clock.clone(), 60_000_000, b"", false);
+            let mut by_escaped =
+                ReadTally::new(Arc::clone(&escaped), clock, 60_000_000, b"", false);
+            let mut scratch = Vec::new();
+            for (key, rows) in runs {
+                by_raw.rows_at(key, rows, rows, rows * 10);
+                by_escaped
+                    .escaped_rows_at(&codec::escape(key), rows, rows, rows * 10, &mut scratch)
+                    .unwrap();
+            }
+        }
+        let (raw, escaped) = (raw.lock().current(), escaped.lock().current());
+        let rows = |records: &[crate::store::activity::record::ActivityRecord]| {
+            records
+                .iter()
+                .map(|r| (r.start.clone(), r.counters.rows_read))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            rows(&raw),
+            [
+                (b"".to_vec(), 3 + 5 + 7),
+                (b"b\x00".to_vec(), 11 + 13),
+                (b"b\x00\x05".to_vec(), 17 + 19),
+                (b"c".to_vec(), 23),
+                (b"e".to_vec(), 29),
+            ]
+        );
+        assert_eq!(rows(&escaped), rows(&raw));
+        assert_eq!(escaped, raw);
     }
 }

@@ -391,10 +391,16 @@ impl TallRow<'_> {
         .ok_or_else(|| corrupt("malformed columns", key))
     }
 
-    /// The row's escaped key, or its block's first row's where only
-    /// that is at hand ([`Block::row_key_near`]).
-    pub fn key_near(&self) -> Result<&[u8]> {
-        self.block.row_key_near(self.row)
+    /// An escaped key of the run of `n` rows from this one: the block's
+    /// own key when the run ends the block (its last row's: nothing to
+    /// make), else the row's, or its block's first row's where only that
+    /// is at hand ([`Block::row_key_near`]).
+    pub fn key_in_run(&self, n: usize) -> Result<&[u8]> {
+        if self.row + n == self.block.len() {
+            Ok(self.block.key())
+        } else {
+            self.block.row_key_near(self.row)
+        }
     }
 
     /// [`Block::check_keys`] of the row's block.
