@@ -200,6 +200,9 @@ pub struct KeyBuckets {
     request: u64,
     /// Rows counted since the last look at cutting within the minute.
     since_check: u64,
+    /// Whether a sketch changed since that look (if none did, it would
+    /// find what it found then).
+    grown: bool,
     /// Cuts within the current minute.
     cuts_now: u32,
     /// The minute the store's split points were last asked for.
@@ -230,6 +233,7 @@ impl KeyBuckets {
             stamps: vec![0],
             request: 0,
             since_check: 0,
+            grown: false,
             cuts_now: 0,
             seeded: None,
             finished: Vec::new(),
@@ -278,7 +282,7 @@ impl KeyBuckets {
                 c.writes += 1;
                 c.write_micros = c.write_micros.saturating_add(micros);
             }
-            self.sketches[i].offer(key_hash(key), key);
+            self.grown |= self.sketches[i].offer(key_hash(key), key);
         }
         self.checked(n);
     }
@@ -339,10 +343,10 @@ impl KeyBuckets {
             touch(self, i);
             self.counts[i].add(&s.counters);
             // The keys met in a range of these bounds lie in it.
-            self.sketches[i].offer(key_hash(&s.first), &s.first);
+            self.grown |= self.sketches[i].offer(key_hash(&s.first), &s.first);
             for key in s.samples.iter().map(|k| &k[..]) {
                 let k = if same { i } else { bounds.bucket_of(key) };
-                self.sketches[k].offer(key_hash(key), key);
+                self.grown |= self.sketches[k].offer(key_hash(key), key);
             }
         }
         if !met {
@@ -365,10 +369,14 @@ impl KeyBuckets {
         self.since_check += rows;
         // A young table (few ranges) is cut as often as it needs.
         let young = self.bounds.count() < YOUNG_RANGES;
-        if self.since_check < CHECK_EVERY || (self.cuts_now >= CUTS_PER_MINUTE && !young) {
+        if self.since_check < CHECK_EVERY
+            || !self.grown
+            || (self.cuts_now >= CUTS_PER_MINUTE && !young)
+        {
             return;
         }
         self.since_check = 0;
+        self.grown = false;
         let limit = self.share().saturating_mul(CUT_NOW_SHARES);
         let cut = (0..self.sketches.len())
             .any(|i| self.sketches[i].estimate() > limit && self.cut_point(i).is_some());
@@ -558,6 +566,7 @@ impl KeyBuckets {
         self.sketches.insert(i + 1, right);
         self.counts.insert(i + 1, Counters::default());
         self.stamps.insert(i + 1, 0);
+        self.grown = true;
     }
 
     fn pair_keys(&self, j: usize) -> u64 {
@@ -579,6 +588,7 @@ impl KeyBuckets {
         let s = self.sketches.remove(j + 1);
         self.sketches[j].join(s);
         self.stamps.remove(j + 1);
+        self.grown = true;
     }
 
     /// About how many bytes the table's activity holds in memory.

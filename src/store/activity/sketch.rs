@@ -52,14 +52,16 @@ pub fn key_hash(key: &[u8]) -> u64 {
 }
 
 impl KeySketch {
-    /// Offers a key of hash `hash`.
+    /// Offers a key of hash `hash`; true when the sketch changed (its
+    /// estimate may have).
     #[inline]
-    pub fn offer(&mut self, hash: u64, key: &[u8]) {
-        if self.offered < SETTLED {
+    pub fn offer(&mut self, hash: u64, key: &[u8]) -> bool {
+        let settling = self.offered < SETTLED;
+        if settling {
             self.offered += 1;
         }
         if hash >= self.below || self.kept.iter().any(|(h, _)| *h == hash) {
-            return;
+            return settling;
         }
         let at = self.kept.partition_point(|(h, _)| *h < hash);
         self.kept
@@ -69,6 +71,7 @@ impl KeySketch {
         {
             self.below = h;
         }
+        true
     }
 
     /// About how many distinct keys were offered.

@@ -16,7 +16,7 @@ pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 /// rows).
 const HAND_OVER_ROWS: u64 = 1 << 16;
 /// Ranges a read meets before it hands them over.
-const HAND_OVER_SEGMENTS: usize = 256;
+const HAND_OVER_SEGMENTS: usize = 32;
 /// Keys a read keeps of one range for its sample.
 const SEGMENT_SAMPLES: usize = 24;
 
