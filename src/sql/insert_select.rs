@@ -31,28 +31,22 @@ const STAND_IN: &str = "__cellar_insert_source_";
 /// statement back as it came (`INSERT INTO t VALUES ...` is DataFusion's
 /// own case and stays with it).
 pub(crate) fn split(statement: DfStatement) -> Split {
-    let nested = match &statement {
-        DfStatement::Statement(inner) => match inner.as_ref() {
-            Statement::Insert(Insert {
-                source: Some(source),
-                ..
-            }) => !matches!(source.body.as_ref(), SetExpr::Values(_)) && reads_values(source),
-            _ => false,
-        },
-        _ => false,
-    };
-    if !nested {
-        return Split::Other(Box::new(statement));
-    }
     let DfStatement::Statement(inner) = statement else {
         return Split::Other(Box::new(statement));
     };
     match *inner {
         Statement::Insert(mut insert) => match insert.source.take() {
-            Some(query) => Split::Nested(Box::new(insert), query),
-            None => Split::Other(Box::new(DfStatement::Statement(Box::new(
-                Statement::Insert(insert),
-            )))),
+            Some(query)
+                if !matches!(query.body.as_ref(), SetExpr::Values(_)) && reads_values(&query) =>
+            {
+                Split::Nested(Box::new(insert), query)
+            }
+            source => {
+                insert.source = source;
+                Split::Other(Box::new(DfStatement::Statement(Box::new(
+                    Statement::Insert(insert),
+                ))))
+            }
         },
         other => Split::Other(Box::new(DfStatement::Statement(Box::new(other)))),
     }

@@ -123,18 +123,21 @@ impl ReadTally {
         if !still {
             self.open(key);
         }
+        self.add(key, rows, cells, bytes);
+    }
+
+    /// Adds a run of `rows` rows at `key` to the current range's counts,
+    /// `key` kept as a sample when one is due.
+    fn add(&mut self, key: &[u8], rows: u64, cells: u64, bytes: u64) {
         let Some(s) = &mut self.current else {
             return;
         };
-        let before = s.counters.rows_read;
+        if sample_due(s) && s.samples.len() < SEGMENT_SAMPLES {
+            s.samples.push(key[..key.len().min(SAMPLE_BYTES)].into());
+        }
         s.counters.rows_read += rows;
         s.counters.cells_scanned += cells;
         s.counters.bytes_read = s.counters.bytes_read.saturating_add(bytes);
-        // The keys of the 2nd, 4th, 8th ... row of the range (the 1st is
-        // its `first`).
-        if before > 0 && (before + 1).is_power_of_two() && s.samples.len() < SEGMENT_SAMPLES {
-            s.samples.push(key[..key.len().min(SAMPLE_BYTES)].into());
-        }
         self.rows += rows;
         if self.rows >= HAND_OVER_ROWS {
             self.hand_over(true);
@@ -158,16 +161,10 @@ impl ReadTally {
         if let (Some(s), Some(bounds)) = (&mut self.current, &self.bounds)
             && !self.reverse
             && bounds.still_in(s.bucket, escaped, false)
-            // (A row whose key is kept as a sample takes the exact way.)
-            && !(s.counters.rows_read > 0 && (s.counters.rows_read + 1).is_power_of_two())
+            // (A run whose key is kept as a sample takes the exact way.)
+            && !sample_due(s)
         {
-            s.counters.rows_read += rows;
-            s.counters.cells_scanned += cells;
-            s.counters.bytes_read = s.counters.bytes_read.saturating_add(bytes);
-            self.rows += rows;
-            if self.rows >= HAND_OVER_ROWS {
-                self.hand_over(true);
-            }
+            self.add(escaped, rows, cells, bytes);
             return Ok(());
         }
         let key = match crate::codec::plain_body(escaped) {
@@ -253,6 +250,14 @@ impl ReadTally {
         self.began = now;
         self.handed_over = true;
     }
+}
+
+/// Whether the next run counted in `segment` gives its sample a key:
+/// the keys of the 2nd, 4th, 8th ... row of the range (the 1st is its
+/// `first`).
+fn sample_due(segment: &Segment) -> bool {
+    let before = segment.counters.rows_read;
+    before > 0 && (before + 1).is_power_of_two()
 }
 
 impl Drop for ReadTally {
