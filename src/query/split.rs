@@ -5,7 +5,8 @@
 use crate::store::{RowRange, Store};
 
 /// Tables with fewer pairs than this and fewer bytes on disk than
-/// [`SPLIT_MIN_BYTES`] are read by one partition per range. Bytes count
+/// [`SPLIT_MIN_BYTES`] (compressed blocks counted as uncompressed, see
+/// `RangeSize::on_disk`) are read by one partition per range. Bytes count
 /// too because a PACKED pair may hold thousands of cells: 256 KiB of time
 /// buckets hold about 100 K of them, of folded tall rows (some 3 to 9
 /// bytes each) 30 K to 90 K, a millisecond's decoding.
@@ -15,7 +16,8 @@ const SPLIT_MIN_BYTES: u64 = 256 << 10;
 /// rows between threads would cost more than reading them (one series'
 /// hour or day).
 const SPLIT_MIN_ROWS: usize = 256;
-/// A range holding at most this many bytes (on disk and in memory) is
+/// A range holding at most this many bytes (on disk, compressed blocks
+/// counted as uncompressed, and in memory) is
 /// read by one partition, and runs as a light query: some 30 000 to
 /// 90 000 folded tall rows, a millisecond's reading at most, less than
 /// handing its rows between threads would cost.
@@ -105,8 +107,13 @@ fn cut_range(
         }
         return pieces;
     };
-    let small = store.approximate_cells(table).ok()? < SPLIT_MIN_CELLS
-        && store.table_disk_space(table).ok()? < SPLIT_MIN_BYTES;
+    // The table's bytes: on disk, or the range's as the store's index
+    // counts them (compressed blocks as uncompressed), whichever is more.
+    let bytes = store
+        .table_disk_space(table)
+        .ok()?
+        .max(size.as_ref().map_or(0, |s| s.on_disk));
+    let small = store.approximate_cells(table).ok()? < SPLIT_MIN_CELLS && bytes < SPLIT_MIN_BYTES;
     // The first rows of the range: a range that ends within them is read
     // by one partition, and says so (its row count keeps DataFusion from
     // spreading a few rows over threads, which costs more than reading

@@ -23,13 +23,15 @@ use super::engine::FjallStore;
 use super::format::FamilyFormat;
 use crate::codec::{self, RowRange};
 use crate::error::Result;
-use fjall::{AbstractTree, Keyspace};
+use fjall::{AbstractTree, CompressionType, Keyspace};
 
 /// What the store knows of a row range's size without reading it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RangeSize {
     /// Bytes of the range in on-disk tables: the blocks whose last key
-    /// lies in it (and so a block more or less at either end).
+    /// lies in it (and so a block more or less at either end), as they
+    /// would be uncompressed: a compressed block counts as the block
+    /// size it was cut at (or its own size, when larger).
     pub on_disk: u64,
     /// Bytes in memory the range may hold some of: the keyspaces' whole
     /// memtables (`u64::MAX` when one is being flushed: not known).
@@ -117,6 +119,13 @@ impl FjallStore {
         out: &mut Vec<(Vec<u8>, u64)>,
     ) {
         let version = keyspace.tree.current_version();
+        let block_size = keyspace
+            .tree
+            .tree_config()
+            .data_block_size_policy
+            .first()
+            .copied()
+            .unwrap_or(0);
         for table in version.iter_tables() {
             let key_range = &table.metadata.key_range;
             if key_range.max().as_ref() < start
@@ -126,6 +135,14 @@ impl FjallStore {
             }
             let Some(entries) = self.inner.size_index.entries(table) else {
                 continue;
+            };
+            // A compressed block counts as at least the block size it was
+            // cut at, as stored uncompressed: compression must not make a
+            // range look smaller than the work of reading it.
+            let least = if table.metadata.data_block_compression == CompressionType::None {
+                0
+            } else {
+                block_size
             };
             let from = entries.partition_point(|(k, _)| &**k < start);
             for (key, size) in &entries[from..] {
@@ -140,7 +157,7 @@ impl FjallStore {
                     None => &**key,
                 };
                 if let Ok((row, _)) = codec::unescape(escaped) {
-                    out.push((row, u64::from(*size)));
+                    out.push((row, u64::from((*size).max(least))));
                 }
             }
         }
