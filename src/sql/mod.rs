@@ -16,6 +16,7 @@ mod functions;
 mod ingest;
 mod insert_select;
 mod insert_values;
+mod lexed;
 mod limits;
 mod options;
 mod plans;

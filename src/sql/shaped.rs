@@ -10,6 +10,7 @@ use datafusion::execution::context::SessionState;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement;
 
+use super::lexed::{self, TokenShape};
 use super::plans::{self, MAX_TEXT, Ready, Seen};
 use super::rebind;
 use super::templates::{self, Next, Template, starts_a_query};
@@ -22,17 +23,41 @@ impl SqlSession {
     /// error.
     pub(crate) async fn shaped_plan(&self, sql: &str) -> Option<Ready> {
         let now = self.plans.seen(self.store.catalog_generation())?;
-        if sql.len() > MAX_TEXT || !starts_a_query(sql) || limits::check_statement(sql).is_err() {
+        if sql.len() > MAX_TEXT || !starts_a_query(sql) {
             return None;
         }
         let (state, task) = self.planning_state(now);
         let dialect = state.config().options().sql_parser.dialect;
+        // A token sequence seen before: its shape without a parse (the
+        // first statement of the sequence passed the checks below).
+        let lexed = lexed::lex(sql, dialect.as_ref());
+        if let Some(lexed) = &lexed
+            && let Some(known) = self.shapes.token_shape(&lexed.key)
+            && let Some(template) = self.shapes.template(known.shape(), now)
+            && let Some(literals) = known.literals(lexed)
+        {
+            let ready = self
+                .plan_from_template(&state, task, &template, &literals)
+                .await;
+            if ready.is_some() {
+                self.shapes.count_by_tokens();
+            }
+            return ready;
+        }
+        if limits::check_statement(sql).is_err() {
+            return None;
+        }
         let DfStatement::Statement(mut statement) = state.sql_to_statement(sql, &dialect).ok()?
         else {
             return None;
         };
         limits::balance_chains(&mut statement);
         let shape = templates::shape(&mut statement)?;
+        if let Some(lexed) = lexed
+            && let Some(known) = TokenShape::of(&lexed, &shape)
+        {
+            self.shapes.keep_token_shape(lexed.key, known);
+        }
         let template = match self.shapes.next(&shape.text, now) {
             Next::Text => return None,
             Next::Use(template) => template,
@@ -44,7 +69,20 @@ impl SqlSession {
                 made?
             }
         };
-        let values = templates::bind(&shape.literals, &template.types)?;
+        self.plan_from_template(&state, task, &template, &shape.literals)
+            .await
+    }
+
+    /// The plan of a statement of `template`'s shape whose literals are
+    /// `literals`.
+    async fn plan_from_template(
+        &self,
+        state: &Arc<SessionState>,
+        task: Arc<TaskContext>,
+        template: &Template,
+        literals: &[datafusion::common::ScalarValue],
+    ) -> Option<Ready> {
+        let values = templates::bind(literals, &template.types)?;
         if let Some(Some(kept)) = template.physical.get()
             && let Some(physical) = kept.plan_for(state.as_ref(), &values)
         {

@@ -355,7 +355,7 @@ impl SqlSession {
     fn show_stats(&self) -> DfResult<RecordBatch> {
         let planned = self.planned.load(std::sync::atomic::Ordering::Relaxed);
         let reused = self.plans.reused();
-        let (shaped, rebound) = self.shapes.used();
+        let (shaped, rebound, by_tokens) = self.shapes.used();
         let ingested = self.store.rows_ingested();
         let schema = Schema::new(vec![
             Field::new("name", DataType::Utf8, false),
@@ -369,10 +369,11 @@ impl SqlSession {
                     "plans_reused",
                     "plans_by_shape",
                     "plans_rebound",
+                    "plans_by_tokens",
                     "rows_ingested",
                 ])),
                 Arc::new(UInt64Array::from(vec![
-                    planned, reused, shaped, rebound, ingested,
+                    planned, reused, shaped, rebound, by_tokens, ingested,
                 ])),
             ],
         )?)

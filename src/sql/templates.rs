@@ -44,7 +44,9 @@ use datafusion::sql::sqlparser::ast::{
     BinaryOperator, DataType as SqlDataType, Expr, Query, SetExpr, Statement, TableFactor,
     TimezoneInfo, TypedString, Value, ValueWithSpan, VisitMut, VisitorMut,
 };
+use datafusion::sql::sqlparser::tokenizer::Location;
 
+use super::lexed::TokenShape;
 use super::plans::Seen;
 use super::rebind::KeptPhysical;
 
@@ -58,6 +60,9 @@ pub(crate) struct Shape {
     pub text: String,
     /// The literals, in placeholder order.
     pub literals: Vec<ScalarValue>,
+    /// Where each literal starts in the text (its token's), in the same
+    /// order: what [`super::lexed`] finds them by in the next statement.
+    pub places: Vec<Location>,
 }
 
 /// Replaces the comparison literals in the WHERE clauses of a query with
@@ -77,6 +82,7 @@ pub(crate) fn shape(statement: &mut Statement) -> Option<Shape> {
     }
     let mut taker = Taker {
         literals: Vec::new(),
+        places: Vec::new(),
     };
     taker.query(query);
     if taker.literals.is_empty() {
@@ -85,6 +91,7 @@ pub(crate) fn shape(statement: &mut Statement) -> Option<Shape> {
     Some(Shape {
         text: statement.to_string(),
         literals: taker.literals,
+        places: taker.places,
     })
 }
 
@@ -106,6 +113,7 @@ impl VisitorMut for OwnPlaceholders {
 /// Takes the literals that are operands of comparisons.
 struct Taker {
     literals: Vec<ScalarValue>,
+    places: Vec<Location>,
 }
 
 impl Taker {
@@ -164,12 +172,13 @@ impl Taker {
     /// planner reads as a plain integer or string, or a `TIMESTAMP '...'`
     /// literal.
     fn take(&mut self, expr: &mut Expr) {
-        if let Some(time) = timestamp_literal(expr) {
+        if let Some((time, place)) = timestamp_literal(expr) {
             self.literals.push(time);
+            self.places.push(place);
             *expr = Expr::Value(Value::Placeholder(format!("${}", self.literals.len())).into());
             return;
         }
-        let Expr::Value(ValueWithSpan { value, .. }) = expr else {
+        let Expr::Value(ValueWithSpan { value, span }) = expr else {
             return;
         };
         let literal = match value {
@@ -183,6 +192,7 @@ impl Taker {
             _ => return,
         };
         self.literals.push(literal);
+        self.places.push(span.start);
         *value = Value::Placeholder(format!("${}", self.literals.len()));
     }
 }
@@ -192,10 +202,10 @@ fn literal(expr: &Expr) -> bool {
 }
 
 /// A `TIMESTAMP '...'` literal (no time zone) as the planner reads it: the
-/// text cast to nanoseconds. `None` for any other expression, and for text
-/// that does not cast (the statement is then planned as text, which
-/// reports it).
-fn timestamp_literal(expr: &Expr) -> Option<ScalarValue> {
+/// text cast to nanoseconds, and where the text starts. `None` for any
+/// other expression, and for text that does not cast (the statement is
+/// then planned as text, which reports it).
+fn timestamp_literal(expr: &Expr) -> Option<(ScalarValue, Location)> {
     let Expr::TypedString(TypedString {
         data_type: SqlDataType::Timestamp(None, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone),
         value,
@@ -204,7 +214,13 @@ fn timestamp_literal(expr: &Expr) -> Option<ScalarValue> {
     else {
         return None;
     };
-    let text = value.clone().into_string()?;
+    let time = timestamp_of(value.clone().into_string()?)?;
+    Some((time, value.span.start))
+}
+
+/// `text` cast to a time in nanoseconds as the planner casts a
+/// `TIMESTAMP '...'` literal; `None` where it does not cast.
+pub(crate) fn timestamp_of(text: String) -> Option<ScalarValue> {
     let time = ScalarValue::Utf8(Some(text))
         .cast_to(&DataType::Timestamp(TimeUnit::Nanosecond, None))
         .ok()?;
@@ -384,11 +400,15 @@ pub(crate) struct Shapes {
 #[derive(Default)]
 struct Inner {
     by_text: HashMap<String, Known>,
+    /// Token sequences seen, and their shapes (see [`super::lexed`]).
+    by_tokens: HashMap<String, Arc<TokenShape>>,
     planning: Option<Planning>,
     /// Statements planned from a template (`SHOW STATS`), and those of
     /// them run from its kept physical plan.
     used: u64,
     rebound: u64,
+    /// Statements whose shape was found from their tokens.
+    by_tokens_used: u64,
 }
 
 impl Shapes {
@@ -415,6 +435,29 @@ impl Shapes {
                 Next::Text
             }
         }
+    }
+
+    /// The template of shape `text`, if the session has made it having
+    /// seen `now` (noting nothing: see [`Shapes::next`]).
+    pub fn template(&self, text: &str, now: Seen) -> Option<Arc<Template>> {
+        match self.lock().by_text.get(text) {
+            Some(Known::Template(seen, t)) if *seen == now => Some(Arc::clone(t)),
+            _ => None,
+        }
+    }
+
+    /// The shape of the token sequence `key`, if one was kept.
+    pub fn token_shape(&self, key: &str) -> Option<Arc<TokenShape>> {
+        self.lock().by_tokens.get(key).cloned()
+    }
+
+    /// Keeps the shape of the token sequence `key`.
+    pub fn keep_token_shape(&self, key: String, shape: TokenShape) {
+        let mut inner = self.lock();
+        if inner.by_tokens.len() >= CAPACITY {
+            inner.by_tokens.clear();
+        }
+        inner.by_tokens.insert(key, Arc::new(shape));
     }
 
     /// Records the template of shape `text` (`None`: it has none).
@@ -446,11 +489,17 @@ impl Shapes {
         inner.rebound += u64::from(rebound);
     }
 
-    /// Statements planned from a template so far, and those of them run
-    /// from its kept physical plan.
-    pub fn used(&self) -> (u64, u64) {
+    /// Counts a statement whose shape was found from its tokens.
+    pub fn count_by_tokens(&self) {
+        self.lock().by_tokens_used += 1;
+    }
+
+    /// Statements planned from a template so far, those of them run from
+    /// its kept physical plan, and those whose shape was found from their
+    /// tokens.
+    pub fn used(&self) -> (u64, u64, u64) {
         let inner = self.lock();
-        (inner.used, inner.rebound)
+        (inner.used, inner.rebound, inner.by_tokens_used)
     }
 }
 

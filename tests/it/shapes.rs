@@ -238,6 +238,14 @@ async fn statements_of_one_shape_answer_as_the_text_planned_afresh() {
         (8..by_shape).contains(&rebound),
         "{rebound} of {by_shape} statements planned by shape ran from a kept physical plan"
     );
+    // Most found their shape from their tokens, without a parse (the
+    // third of a shape on; one whose literal the shape would not take,
+    // or whose kept literal differs, is parsed).
+    let by_tokens = stat(&shaped, "plans_by_tokens").await;
+    assert!(
+        by_tokens >= (statements - 3 * shapes.len() - 3) as u64 && by_tokens <= by_shape,
+        "{by_tokens} of {by_shape} statements planned by shape found it by their tokens"
+    );
 }
 
 #[tokio::test]
