@@ -20,11 +20,10 @@
 //! was (`1.5` where `1` was, or a timestamp that does not cast, is parsed
 //! as text).
 
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::ScalarValue;
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
 use datafusion::sql::sqlparser::tokenizer::{Location, Token, Tokenizer};
-
-use super::templates::{Shape, timestamp_of};
 
 /// A statement's tokens: the key its shape is kept under, and its number
 /// and quoted-string literals in order.
@@ -104,20 +103,26 @@ pub(crate) struct TokenShape {
 }
 
 impl TokenShape {
-    /// What `shape` (found by parsing the statement `lexed` was made of)
-    /// made of each literal, matched by where it starts; `None` when one of
-    /// the shape's literals is not a literal token of `lexed`.
-    pub fn of(lexed: &Lexed, shape: &Shape) -> Option<TokenShape> {
+    /// What the shape `shape` (found by parsing the statement `lexed` was
+    /// made of) made of each literal: `taken` are its placeholders' values
+    /// and `places` where each starts, by which they are matched to
+    /// tokens; `None` when one of them is not a literal token of `lexed`.
+    pub fn of(
+        lexed: &Lexed,
+        shape: &str,
+        taken: &[ScalarValue],
+        places: &[Location],
+    ) -> Option<TokenShape> {
         let mut matched = 0;
         let slots = lexed
             .literals
             .iter()
             .map(|(token, place)| {
-                let Some(k) = shape.places.iter().position(|p| p == place) else {
+                let Some(k) = places.iter().position(|p| p == place) else {
                     return Some(Slot::Kept(token.clone()));
                 };
                 matched += 1;
-                let kind = match (&shape.literals[k], token) {
+                let kind = match (taken.get(k)?, token) {
                     (ScalarValue::Int64(_), Token::Number(_, false)) => Kind::Integer,
                     (ScalarValue::Utf8(_), Token::SingleQuotedString(_)) => Kind::Text,
                     (ScalarValue::TimestampNanosecond(..), Token::SingleQuotedString(_)) => {
@@ -128,10 +133,10 @@ impl TokenShape {
                 Some(Slot::Taken(k, kind))
             })
             .collect::<Option<Vec<_>>>()?;
-        (matched == shape.literals.len()).then(|| TokenShape {
-            shape: shape.text.clone(),
+        (matched == taken.len() && places.len() == taken.len()).then(|| TokenShape {
+            shape: shape.to_string(),
             slots,
-            placeholders: shape.literals.len(),
+            placeholders: taken.len(),
         })
     }
 
@@ -170,6 +175,15 @@ impl TokenShape {
     }
 }
 
+/// `text` cast to a time in nanoseconds as the planner casts a
+/// `TIMESTAMP '...'` literal; `None` where it does not cast.
+pub(crate) fn timestamp_of(text: String) -> Option<ScalarValue> {
+    let time = ScalarValue::Utf8(Some(text))
+        .cast_to(&DataType::Timestamp(TimeUnit::Nanosecond, None))
+        .ok()?;
+    (!time.is_null()).then_some(time)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,7 +195,7 @@ mod tests {
         let mut statements = Parser::parse_sql(&GenericDialect {}, sql).unwrap();
         let shape = super::super::templates::shape(&mut statements[0]).unwrap();
         let lexed = lex(sql, "generic").unwrap();
-        let kept = TokenShape::of(&lexed, &shape).unwrap();
+        let kept = TokenShape::of(&lexed, &shape.text, &shape.literals, &shape.places).unwrap();
         (lexed, kept)
     }
 

@@ -54,7 +54,7 @@ impl SqlSession {
         limits::balance_chains(&mut statement);
         let shape = templates::shape(&mut statement)?;
         if let Some(lexed) = lexed
-            && let Some(known) = TokenShape::of(&lexed, &shape)
+            && let Some(known) = TokenShape::of(&lexed, &shape.text, &shape.literals, &shape.places)
         {
             self.shapes.keep_token_shape(lexed.key, known);
         }

@@ -35,7 +35,7 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::execution::TaskContext;
 use datafusion::execution::context::SessionState;
@@ -46,7 +46,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::tokenizer::Location;
 
-use super::lexed::TokenShape;
+use super::lexed::{TokenShape, timestamp_of};
 use super::plans::Seen;
 use super::rebind::KeptPhysical;
 
@@ -216,15 +216,6 @@ fn timestamp_literal(expr: &Expr) -> Option<(ScalarValue, Location)> {
     };
     let time = timestamp_of(value.clone().into_string()?)?;
     Some((time, value.span.start))
-}
-
-/// `text` cast to a time in nanoseconds as the planner casts a
-/// `TIMESTAMP '...'` literal; `None` where it does not cast.
-pub(crate) fn timestamp_of(text: String) -> Option<ScalarValue> {
-    let time = ScalarValue::Utf8(Some(text))
-        .cast_to(&DataType::Timestamp(TimeUnit::Nanosecond, None))
-        .ok()?;
-    (!time.is_null()).then_some(time)
 }
 
 impl VisitorMut for Taker {
@@ -506,6 +497,7 @@ impl Shapes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::arrow::datatypes::TimeUnit;
     use datafusion::sql::sqlparser::dialect::GenericDialect;
     use datafusion::sql::sqlparser::parser::Parser;
 
