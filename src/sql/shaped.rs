@@ -3,7 +3,7 @@
 //! literals go into the template's placeholders, and only the physical
 //! plan is made.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use datafusion::execution::TaskContext;
 use datafusion::execution::context::SessionState;
@@ -83,7 +83,8 @@ impl SqlSession {
         literals: &[datafusion::common::ScalarValue],
     ) -> Option<Ready> {
         let values = templates::bind(literals, &template.types)?;
-        if let Some(Some(kept)) = template.physical.get()
+        let kept = template.kept();
+        if let Some(Some(kept)) = &kept
             && let Some(physical) = kept.plan_for(state.as_ref(), &values)
         {
             self.shapes.count_use(true);
@@ -99,12 +100,14 @@ impl SqlSession {
             .create_physical_plan(&plan, state.as_ref())
             .await
             .ok()?;
-        // (The first statement planned from the template.)
-        if template.physical.get().is_none() {
-            let kept = rebind::template_scan(&template.plan)
-                .zip(plans::reusable(&physical))
-                .and_then(|(scan, (plan, reset))| scan.keep(plan, reset));
-            let _ = template.physical.set(kept);
+        // The first statement planned from the template, or one the kept
+        // plan did not fit: its plan is kept.
+        if !matches!(kept, Some(None)) {
+            template.keep(
+                rebind::template_scan(&template.plan)
+                    .zip(plans::reusable(&physical))
+                    .and_then(|(scan, (plan, reset))| scan.keep(plan, reset)),
+            );
         }
         self.shapes.count_use(false);
         Some((physical, task))
@@ -137,7 +140,7 @@ impl SqlSession {
         Some(Arc::new(Template {
             plan,
             types,
-            physical: OnceLock::new(),
+            physical: std::sync::Mutex::new(None),
         }))
     }
 

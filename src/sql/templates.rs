@@ -33,7 +33,7 @@
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{ParamValues, ScalarValue};
@@ -361,10 +361,37 @@ pub(crate) struct Template {
     pub plan: LogicalPlan,
     /// The type of each placeholder, in order.
     pub types: Vec<DataType>,
-    /// The physical plan kept from the shape's first statement planned
-    /// from the template, when it may run again with other values (see
-    /// [`super::rebind`]); `None` inside when it may not.
-    pub physical: OnceLock<Option<KeptPhysical>>,
+    /// The physical plan kept from the shape's last statement planned
+    /// physically from the template, when it may run again with other
+    /// values (see [`super::rebind`]): `None` before the first; `Some(None)`
+    /// when the first's may not (its operators are not all plain), for
+    /// good. A statement whose scan declares other partitions than the
+    /// kept plan's (the store's size information changed: a memtable
+    /// flushed, a table compacted) is planned physically and kept in its
+    /// stead, so that the next ones run from a plan of the store as it is.
+    pub physical: Mutex<Option<Option<Arc<KeptPhysical>>>>,
+}
+
+impl Template {
+    /// The kept physical plan, as [`Template::physical`] holds it.
+    pub fn kept(&self) -> Option<Option<Arc<KeptPhysical>>> {
+        self.physical
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Keeps `kept`: the first statement's (whatever it is), or a later
+    /// one's in place of the plan it could not run from (when it may be
+    /// kept at all).
+    pub fn keep(&self, kept: Option<KeptPhysical>) {
+        let mut slot = self.physical.lock().unwrap_or_else(PoisonError::into_inner);
+        match (&*slot, kept) {
+            (None, kept) => *slot = Some(kept.map(Arc::new)),
+            (Some(Some(_)), Some(kept)) => *slot = Some(Some(Arc::new(kept))),
+            _ => {}
+        }
+    }
 }
 
 /// What to do with a statement of a shape.
