@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use cellar::{SqlSession, Store};
-use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::array::{AsArray, RecordBatch};
+use datafusion::arrow::datatypes::UInt64Type;
 use datafusion::catalog::MemorySchemaProvider;
 use datafusion::dataframe::DataFrameWriteOptions;
 use datafusion::datasource::MemTable;
@@ -182,8 +183,38 @@ async fn measure_cellar_afresh(
     for (i, q) in first.iter().enumerate() {
         for (j, layout) in LAYOUTS.iter().enumerate().filter(|(_, l)| chosen(l)) {
             let texts: Vec<&str> = variants.iter().map(|v| v[i].cellar[j].as_str()).collect();
+            let before = plan_stats(runner).await;
             let seconds = measure_variants(runner, &texts).await.unwrap();
+            let after = plan_stats(runner).await;
+            let used = |name: &str| after.get(name).unwrap_or(&0) - before.get(name).unwrap_or(&0);
+            // How each statement was planned: a shape's kept physical plan
+            // rebound is the cheap way; the figure says when it was not.
+            eprintln!(
+                "  {} / {}: {} statements, {} by shape, {} rebound, {} by tokens",
+                layout.name,
+                q.name,
+                used("statements_planned"),
+                used("plans_by_shape"),
+                used("plans_rebound"),
+                used("plans_by_tokens"),
+            );
             out.push((layout.name, q.name.clone(), seconds));
+        }
+    }
+    out
+}
+
+/// SHOW STATS as name → value (empty for other runners than cellar's).
+async fn plan_stats(runner: &mut Runner<'_>) -> std::collections::HashMap<String, u64> {
+    let mut out = std::collections::HashMap::new();
+    if !matches!(runner, Runner::Cellar(_)) {
+        return out;
+    }
+    for batch in runner.run("SHOW STATS").await.unwrap_or_default() {
+        let names = batch.column(0).as_string::<i32>();
+        let values = batch.column(1).as_primitive::<UInt64Type>();
+        for row in 0..batch.num_rows() {
+            out.insert(names.value(row).to_string(), values.value(row));
         }
     }
     out
