@@ -13,7 +13,7 @@ use datafusion::sql::sqlparser::ast::Statement;
 use super::lexed::{self, TokenShape};
 use super::plans::{self, MAX_TEXT, Ready, Seen};
 use super::rebind;
-use super::templates::{self, Next, Template, starts_a_query};
+use super::templates::{self, KeptPlan, Next, Template, starts_a_query};
 use super::{SqlSession, limits};
 
 impl SqlSession {
@@ -84,7 +84,7 @@ impl SqlSession {
     ) -> Option<Ready> {
         let values = templates::bind(literals, &template.types)?;
         let kept = template.kept();
-        if let Some(Some(kept)) = &kept
+        if let KeptPlan::Plan(kept) = &kept
             && let Some(physical) = kept.plan_for(state.as_ref(), &values)
         {
             self.shapes.count_use(true);
@@ -102,7 +102,7 @@ impl SqlSession {
             .ok()?;
         // The first statement planned from the template, or one the kept
         // plan did not fit: its plan is kept.
-        if !matches!(kept, Some(None)) {
+        if !matches!(kept, KeptPlan::Never) {
             template.keep(
                 rebind::template_scan(&template.plan)
                     .zip(plans::reusable(&physical))
@@ -140,7 +140,7 @@ impl SqlSession {
         Some(Arc::new(Template {
             plan,
             types,
-            physical: std::sync::Mutex::new(None),
+            physical: std::sync::Mutex::default(),
         }))
     }
 

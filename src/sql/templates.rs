@@ -361,35 +361,49 @@ pub(crate) struct Template {
     pub plan: LogicalPlan,
     /// The type of each placeholder, in order.
     pub types: Vec<DataType>,
-    /// The physical plan kept from the shape's last statement planned
-    /// physically from the template, when it may run again with other
-    /// values (see [`super::rebind`]): `None` before the first; `Some(None)`
-    /// when the first's may not (its operators are not all plain), for
-    /// good. A statement whose scan declares other partitions than the
-    /// kept plan's (the store's size information changed: a memtable
-    /// flushed, a table compacted) is planned physically and kept in its
-    /// stead, so that the next ones run from a plan of the store as it is.
-    pub physical: Mutex<Option<Option<Arc<KeptPhysical>>>>,
+    /// The physical plan kept to run the shape's statements from (see
+    /// [`super::rebind`]).
+    pub physical: Mutex<KeptPlan>,
+}
+
+/// What a template keeps of its statements' physical plans.
+#[derive(Clone, Default)]
+pub(crate) enum KeptPlan {
+    /// No statement was planned physically from the template yet.
+    #[default]
+    Untried,
+    /// The first one's plan may not run again with other values (its
+    /// operators are not all plain): none is kept, for good.
+    Never,
+    /// The plan of the last statement planned physically from the
+    /// template. A statement whose scan declares other partitions than
+    /// this plan's (the store's size information changed: a memtable
+    /// flushed, a table compacted, or a range of another size) is
+    /// planned physically and kept in its stead, so that the next ones
+    /// run from a plan of the store and ranges as they are.
+    Plan(Arc<KeptPhysical>),
 }
 
 impl Template {
     /// The kept physical plan, as [`Template::physical`] holds it.
-    pub fn kept(&self) -> Option<Option<Arc<KeptPhysical>>> {
+    pub fn kept(&self) -> KeptPlan {
         self.physical
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
-    /// Keeps `kept`: the first statement's (whatever it is), or a later
-    /// one's in place of the plan it could not run from (when it may be
-    /// kept at all).
+    /// Keeps `kept`, a statement's physical plan made from the template
+    /// (`None` when it may not run again): the first statement's whatever
+    /// it is, a later one's in place of the plan it could not run from.
     pub fn keep(&self, kept: Option<KeptPhysical>) {
         let mut slot = self.physical.lock().unwrap_or_else(PoisonError::into_inner);
         match (&*slot, kept) {
-            (None, kept) => *slot = Some(kept.map(Arc::new)),
-            (Some(Some(_)), Some(kept)) => *slot = Some(Some(Arc::new(kept))),
-            _ => {}
+            (KeptPlan::Untried, None) => *slot = KeptPlan::Never,
+            (KeptPlan::Untried | KeptPlan::Plan(_), Some(kept)) => {
+                *slot = KeptPlan::Plan(Arc::new(kept));
+            }
+            (KeptPlan::Plan(_) | KeptPlan::Never, None) | (KeptPlan::Never, Some(_)) => {}
         }
     }
 }

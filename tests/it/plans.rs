@@ -8,17 +8,12 @@
     reason = "tests fail loudly on purpose"
 )]
 
-use crate::rows::text;
+use crate::rows::{stat, text};
 use cellar::{SqlSession, Store};
 
 /// How many statements ran from a kept plan so far.
 async fn reused(session: &SqlSession) -> u64 {
-    let out = text(session, "SHOW STATS").await;
-    let line = out
-        .lines()
-        .find(|l| l.contains("plans_reused"))
-        .unwrap_or_else(|| panic!("no plans_reused in {out}"));
-    line.split('|').nth(2).unwrap().trim().parse().unwrap()
+    stat(session, "plans_reused").await
 }
 
 async fn readings(session: &SqlSession) {

@@ -8,6 +8,7 @@
     reason = "tests fail loudly on purpose"
 )]
 
+use crate::rows::stat;
 use cellar::{Mutation, RowMutation, SqlSession, Store};
 use std::sync::Arc;
 
@@ -105,7 +106,12 @@ async fn analyze(session: &SqlSession, sql: &str) -> String {
 /// A session on a store in `dir` whose scans split into two partitions,
 /// as on the two-core machines CI runs on, whatever this one has.
 fn two_partitions(dir: &tempfile::TempDir) -> SqlSession {
-    let session = SqlSession::new(Store::open(dir.path()).unwrap());
+    two_partitions_on(Store::open(dir.path()).unwrap())
+}
+
+/// [`two_partitions`] on an open `store`.
+fn two_partitions_on(store: Store) -> SqlSession {
+    let session = SqlSession::new(store);
     session
         .context()
         .state_ref()
@@ -271,6 +277,33 @@ async fn selective_queries_read_their_result_not_the_table() {
     ] {
         assert!(plan.contains(metric), "{metric} missing in\n{plan}");
     }
+
+    // A shape's kept physical plan follows the partitions its statements
+    // are read by: the first statement planned from the shape's template
+    // (its second: one host, one partition) keeps its plan; the next (40
+    // hosts, two partitions) does not fit it and is planned and kept in
+    // its stead; the ones after it, over other hosts of as many rows, run
+    // from that plan with only the scan made anew, and answer as each
+    // text planned afresh in another session.
+    let fresh = two_partitions_on(session.store().clone());
+    let counted = |from: u32, to: u32| {
+        format!("SELECT count(v) FROM large WHERE host >= 'h{from:02}' AND host < 'h{to:02}'")
+    };
+    let rebound = stat(&session, "plans_rebound").await;
+    for (from, to) in [(42, 43), (41, 42), (20, 60), (10, 50), (30, 70), (0, 40)] {
+        let sql = counted(from, to);
+        let answer = crate::rows::text(&session, &sql).await;
+        assert_eq!(answer, crate::rows::text(&fresh, &sql).await, "{sql}");
+        assert!(
+            answer.contains(&((to - from) * 4_000).to_string()),
+            "{sql}: {answer}"
+        );
+    }
+    assert_eq!(
+        stat(&session, "plans_rebound").await - rebound,
+        3,
+        "the three statements after the one whose plan replaced the first's"
+    );
 }
 
 /// Rows scanned by each partition of the scans of `sql`'s plan, in

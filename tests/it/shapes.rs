@@ -8,6 +8,7 @@
     reason = "tests fail loudly on purpose"
 )]
 
+use crate::rows::stat;
 use cellar::{SqlSession, Store};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 
@@ -21,15 +22,6 @@ async fn answer(session: &SqlSession, sql: &str) -> String {
         }
         Err(e) => format!("error: {e}"),
     }
-}
-
-async fn stat(session: &SqlSession, name: &str) -> u64 {
-    let out = answer(session, "SHOW STATS").await;
-    let line = out
-        .lines()
-        .find(|l| l.contains(name))
-        .unwrap_or_else(|| panic!("no {name} in {out}"));
-    line.split('|').nth(2).unwrap().trim().parse().unwrap()
 }
 
 async fn balloons(store: &Store) {

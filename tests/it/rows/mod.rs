@@ -15,6 +15,16 @@ pub async fn text(session: &SqlSession, sql: &str) -> String {
     pretty_format_batches(&batches).unwrap().to_string()
 }
 
+/// The value of `name` in `session`'s SHOW STATS.
+pub async fn stat(session: &SqlSession, name: &str) -> u64 {
+    let out = text(session, "SHOW STATS").await;
+    let line = out
+        .lines()
+        .find(|l| l.contains(name))
+        .unwrap_or_else(|| panic!("no {name} in {out}"));
+    line.split('|').nth(2).unwrap().trim().parse().unwrap()
+}
+
 /// Rows as text, one `Vec` per row; NULL as `NULL`.
 pub fn texts(batches: &[RecordBatch]) -> Vec<Vec<String>> {
     let options = FormatOptions::default().with_null("NULL");
