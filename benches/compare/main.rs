@@ -190,7 +190,7 @@ async fn measure_cellar_afresh(
             // How each statement was planned: a shape's kept physical plan
             // rebound is the cheap way; the figure says when it was not.
             eprintln!(
-                "  {} / {}: {} statements, {} by shape, {} rebound, {} by tokens",
+                "  {} / {}: {} planned in full, {} by shape ({} rebound, {} by tokens)",
                 layout.name,
                 q.name,
                 used("statements_planned"),

@@ -101,16 +101,12 @@ impl Bounds {
             && self.starts.get(i + 1).is_none_or(|next| key < &**next)
     }
 
-    /// Whether range `i` holds `key`, a key met after one in range `i`
-    /// by a read in key order (descending when `reverse`): only the edge
-    /// the read moves towards is compared.
-    #[inline]
-    pub fn still_in(&self, i: usize, key: &[u8], reverse: bool) -> bool {
-        if reverse {
-            self.starts.get(i).is_some_and(|s| &**s <= key)
-        } else {
-            self.starts.get(i + 1).is_none_or(|next| key < &**next)
-        }
+    /// The edge of range `i` that a read in key order (descending when
+    /// `reverse`) moves towards: its end going forwards (`None` for the
+    /// table's end), its start going backwards.
+    pub fn edge(&self, i: usize, reverse: bool) -> Option<ShortKey> {
+        let at = if reverse { i } else { i.wrapping_add(1) };
+        self.starts.get(at).map(|s| ShortKey::new(s))
     }
 
     /// How many ranges there are.

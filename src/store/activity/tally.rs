@@ -71,6 +71,10 @@ pub struct ReadTally {
     reverse: bool,
     /// The range the read is in (most reads meet one: no allocation).
     current: Option<Segment>,
+    /// The edge of the current range that the read moves towards (see
+    /// [`Bounds::edge`]), copied out of the ranges when the range is
+    /// found, so that a row's check reads only the tally.
+    edge: Option<ShortKey>,
     /// The ranges it left.
     segments: Vec<Segment>,
     rows: u64,
@@ -96,6 +100,7 @@ impl ReadTally {
             began,
             reverse,
             current: None,
+            edge: None,
             segments: Vec::new(),
             rows: 0,
             handed_over: false,
@@ -116,14 +121,22 @@ impl ReadTally {
         if self.current.is_some() && self.bounds.is_none() {
             self.take_bounds();
         }
-        let still = match (&self.current, &self.bounds) {
-            (Some(s), Some(bounds)) => bounds.still_in(s.bucket, key, self.reverse),
-            _ => false,
-        };
-        if !still {
+        if !(self.current.is_some() && self.bounds.is_some() && self.still_in(key)) {
             self.open(key);
         }
         self.add(key, rows, cells, bytes);
+    }
+
+    /// Whether `key`, met after the current range's keys, is still in
+    /// it (when the range was found in the ranges).
+    #[inline]
+    fn still_in(&self, key: &[u8]) -> bool {
+        match (&self.edge, self.reverse) {
+            (Some(end), false) => key < &end[..],
+            (None, false) => true,
+            (Some(start), true) => &start[..] <= key,
+            (None, true) => false,
+        }
     }
 
     /// Adds a run of `rows` rows at `key` to the current range's counts,
@@ -158,9 +171,9 @@ impl ReadTally {
         bytes: u64,
         scratch: &mut Vec<u8>,
     ) -> crate::error::Result<()> {
-        if let (Some(s), Some(bounds)) = (&mut self.current, &self.bounds)
+        if let (Some(s), Some(_)) = (&self.current, &self.bounds)
             && !self.reverse
-            && bounds.still_in(s.bucket, escaped, false)
+            && self.still_in(escaped)
             // (A run whose key is kept as a sample takes the exact way.)
             && !sample_due(s)
         {
@@ -186,6 +199,7 @@ impl ReadTally {
         let bounds = Arc::clone(self.table.lock().bounds());
         if let Some(s) = &mut self.current {
             s.bucket = bounds.bucket_of(&s.first);
+            self.edge = bounds.edge(s.bucket, self.reverse);
         }
         self.bounds = Some(bounds);
     }
@@ -204,21 +218,24 @@ impl ReadTally {
         if self.segments.len() >= HAND_OVER_SEGMENTS {
             self.hand_over(true);
         }
+        // Without the ranges, found when handed over; a read in key
+        // order most often moves on to the next range.
+        let bucket = self.bounds.as_ref().map_or(usize::MAX, |b| {
+            let next = if self.reverse {
+                left_bucket.wrapping_sub(1)
+            } else {
+                left_bucket.wrapping_add(1)
+            };
+            let bucket = if b.contains(next, key) {
+                next
+            } else {
+                b.bucket_of(key)
+            };
+            self.edge = b.edge(bucket, self.reverse);
+            bucket
+        });
         self.current = Some(Segment {
-            // Without the ranges, found when handed over; a read in key
-            // order most often moves on to the next range.
-            bucket: self.bounds.as_ref().map_or(usize::MAX, |b| {
-                let next = if self.reverse {
-                    left_bucket.wrapping_sub(1)
-                } else {
-                    left_bucket.wrapping_add(1)
-                };
-                if b.contains(next, key) {
-                    next
-                } else {
-                    b.bucket_of(key)
-                }
-            }),
+            bucket,
             first: ShortKey::new(key),
             ..Segment::default()
         });

@@ -463,23 +463,34 @@ mod tests {
         assert!(a.ranges("t") >= 8, "{} ranges", a.ranges("t"));
         let minute = now.load(Ordering::SeqCst);
         // Each read: the keys of the rows it met, or its start if none.
-        let mut reads: Vec<(Vec<String>, String)> = Vec::new();
+        let mut reads: Vec<(Vec<String>, String, bool)> = Vec::new();
+        let k = |n: u64| format!("k{n:05}");
         for i in 0..300u64 {
-            let key = format!("k{:05}", (i * 337) % 10_000);
-            let mut read = a.read("t", key.as_bytes(), false);
+            let at = (i * 337) % 10_000;
+            let key = k(at);
             // A point read finds its range as it ends; a read of a second
-            // row takes the ranges there.
+            // row takes the ranges there; longer reads cross several
+            // ranges, in key order or (every fifth) descending.
+            let reverse = i % 5 == 1;
             let mut rows = vec![key.clone()];
             if i % 3 == 0 && key.as_str() < "k09000" {
                 rows.push("k09500".to_string());
             }
+            if i % 5 == 2 {
+                rows = (0..6).map(|j| k(at % 4_000 + j * 1_100)).collect();
+            }
+            if reverse {
+                rows = (0..6).map(|j| k(4_500 + at % 5_500 - j * 900)).collect();
+            }
             if i % 7 == 0 {
                 rows.clear();
             }
+            let start = rows.first().unwrap_or(&key).clone();
+            let mut read = a.read("t", start.as_bytes(), reverse);
             for row in &rows {
                 read.row(row.as_bytes(), 2, 10);
             }
-            reads.push((rows, key));
+            reads.push((rows, start, reverse));
         }
         let records = a.records("t", minute).unwrap();
         let within = |r: &ActivityRecord, key: &str| {
@@ -489,30 +500,37 @@ mod tests {
         for r in &records {
             let rows = reads
                 .iter()
-                .flat_map(|(rows, _)| rows)
+                .flat_map(|(rows, _, _)| rows)
                 .filter(|k| within(r, k))
                 .count() as u64;
-            let touched = reads
-                .iter()
-                .filter(|(rows, start)| match rows.is_empty() {
-                    true => within(r, start),
-                    false => rows.iter().any(|k| within(r, k)),
-                })
-                .count() as u64;
+            let touching = || {
+                reads
+                    .iter()
+                    .filter(|(rows, start, _)| match rows.is_empty() {
+                        true => within(r, start),
+                        false => rows.iter().any(|k| within(r, k)),
+                    })
+            };
+            let touched = touching().count() as u64;
+            let reversed = touching().filter(|(_, _, reverse)| *reverse).count() as u64;
             assert_eq!(
                 (
                     r.counters.rows_read,
                     r.counters.cells_scanned,
-                    r.counters.reads
+                    r.counters.reads,
+                    r.counters.reverse_reads
                 ),
-                (rows, 2 * rows, touched),
+                (rows, 2 * rows, touched, reversed),
                 "{r:?}"
             );
         }
         let total = total(&records);
         assert_eq!(
             total.rows_read,
-            reads.iter().map(|(rows, _)| rows.len() as u64).sum::<u64>()
+            reads
+                .iter()
+                .map(|(rows, _, _)| rows.len() as u64)
+                .sum::<u64>()
         );
         assert!(records.len() >= 8, "{} ranges read", records.len());
     }
