@@ -171,7 +171,8 @@ impl ReadTally {
         bytes: u64,
         scratch: &mut Vec<u8>,
     ) -> crate::error::Result<()> {
-        if let (Some(s), Some(_)) = (&self.current, &self.bounds)
+        if let Some(s) = &self.current
+            && self.bounds.is_some()
             && !self.reverse
             && self.still_in(escaped)
             // (A run whose key is kept as a sample takes the exact way.)
