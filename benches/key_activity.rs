@@ -15,7 +15,7 @@
 //! - 20 000 point reads through the store itself (no SQL): the read
 //!   tally's cost per read.
 //!
-//! Each query runs on, off and off again, in rotating order, 15 times;
+//! Each query runs on, off and off again, in rotating order, 45 times;
 //! the figures are each side's median and the ratio on/off, beside the
 //! ratio of the two runs off (the bench's own noise, in the same run); a
 //! query's time leaves out comparing its answers. `cargo bench --bench
@@ -47,7 +47,7 @@ async fn answer(session: &SqlSession, sql: &str) -> String {
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (rows, chunk, rounds): (u64, u64, usize) = if full {
-        (2_000_000, 10_000, 15)
+        (2_000_000, 10_000, 45)
     } else {
         (30_000, 5_000, 1)
     };
