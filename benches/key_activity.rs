@@ -123,6 +123,15 @@ fn main() {
                 .unwrap();
         }
         session.query("COMPACT TABLE b").await.unwrap();
+        // The buckets hold what was loaded: a row per balloon and hour,
+        // a version per minute in it.
+        for (sql, n) in [
+            ("SELECT count(*) AS n FROM b", balloons * hours),
+            ("SELECT count(*) AS n FROM versions('b')", balloons * minutes),
+        ] {
+            let counted = answer(&session, sql).await;
+            assert!(counted.contains(&format!("| {n} |")), "{sql}: {counted}");
+        }
         type Query = Box<dyn Fn(usize) -> Vec<String>>;
         let queries: Vec<(&str, Query)> = vec![
             (
