@@ -22,6 +22,7 @@ use super::probe::RowProbe;
 use super::request::{ReadFilter, ReadRequest, Row, RowSet};
 use super::sizes::RangeSize;
 use super::source::RowStream;
+use super::time::now_micros;
 use crate::codec::RowRange;
 use crate::error::{Error, Result};
 use std::any::Any;
@@ -431,8 +432,10 @@ impl Backend for FjallStore {
     }
 
     fn read_rows(&self, table: &str, request: ReadRequest) -> Result<RowStream> {
-        let tally = self.read_tally(table, &request);
-        let rows = FjallStore::read_rows(self, table, request)?.tallied(tally);
+        // One clock reading: the age limits' and the read's start.
+        let now = now_micros();
+        let tally = self.read_tally(table, &request, now);
+        let rows = FjallStore::read_rows(self, table, request, now)?.tallied(tally);
         Ok(RowStream::new(Box::new(rows)))
     }
 
@@ -441,8 +444,9 @@ impl Backend for FjallStore {
     }
 
     fn read_pinned(&self, pinned: &Pinned, request: ReadRequest) -> Result<RowStream> {
-        let tally = self.read_tally(&pinned.def().name, &request);
-        let rows = FjallStore::read_pinned(self, pinned, request)?.tallied(tally);
+        let now = now_micros();
+        let tally = self.read_tally(&pinned.def().name, &request, now);
+        let rows = FjallStore::read_pinned(self, pinned, request, now)?.tallied(tally);
         Ok(RowStream::new(Box::new(rows)))
     }
 
@@ -657,9 +661,10 @@ impl FjallStore {
         }
     }
 
-    /// A tally of `request` of `table` in the key activity, if it is
+    /// A tally of `request` of `table`, begun at `now` (by the store's
+    /// clock, which is the activity's), in the key activity, if it is
     /// counted (and the request is not [`ReadRequest::unmetered`]).
-    fn read_tally(&self, table: &str, request: &ReadRequest) -> Option<ReadTally> {
+    fn read_tally(&self, table: &str, request: &ReadRequest, now: i64) -> Option<ReadTally> {
         if request.unmetered {
             return None;
         }
@@ -672,7 +677,7 @@ impl FjallStore {
                 Bound::Included(k) | Bound::Excluded(k) => &k[..],
                 Bound::Unbounded => &[][..],
             });
-        Some(activity.read(table, start, request.reverse))
+        Some(activity.read_from(table, start, request.reverse, now))
     }
 
     /// Counts reads and writes per key range from now on, or stops

@@ -8,7 +8,6 @@ use super::format;
 use super::format::{NumberColumns, NumberRow, NumberRows, RowBuf, RowView};
 use super::request::{ReadFilter, ReadRequest, Row, ScanStats};
 use super::source::Numbers;
-use super::time::now_micros;
 use crate::codec::{self, EncodedRange};
 use crate::error::{Error, Result};
 use fjall::Snapshot;
@@ -750,10 +749,16 @@ impl FjallStore {
     // ---- reads ---------------------------------------------------------
 
     /// Reads rows through one snapshot, lazily (through the trait:
-    /// [`Backend::read_rows`]).
-    pub(crate) fn read_rows(&self, table: &str, request: ReadRequest) -> Result<FjallRows> {
+    /// [`Backend::read_rows`]), as of `now` (microseconds since the
+    /// epoch: where the families' age limits fall).
+    pub(crate) fn read_rows(
+        &self,
+        table: &str,
+        request: ReadRequest,
+        now: i64,
+    ) -> Result<FjallRows> {
         let (handle, snapshot) = self.handle_and_snapshot(table)?;
         let families = handle.family_scans(request.filter.families.as_deref())?;
-        Ok(FjallRows::new(snapshot, families, request, now_micros()))
+        Ok(FjallRows::new(snapshot, families, request, now))
     }
 }

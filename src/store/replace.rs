@@ -9,7 +9,6 @@ use super::engine::{FjallStore, NEXT_ID_KEY, TABLE_PREFIX, TableHandle};
 use super::gate::{Pinned, WriteGate};
 use super::read::FjallRows;
 use super::request::ReadRequest;
-use super::time::now_micros;
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
@@ -28,8 +27,13 @@ impl FjallStore {
 
     /// Reads rows of a pinned table: the table under its name while it is
     /// the one pinned, else the pinned one (replaced or dropped since; its
-    /// keyspaces live on while pinned).
-    pub(crate) fn read_pinned(&self, pinned: &Pinned, request: ReadRequest) -> Result<FjallRows> {
+    /// keyspaces live on while pinned), as of `now`.
+    pub(crate) fn read_pinned(
+        &self,
+        pinned: &Pinned,
+        request: ReadRequest,
+        now: i64,
+    ) -> Result<FjallRows> {
         let held = pinned.held::<TableHandle>().ok_or_else(|| {
             Error::Internal(format!(
                 "table {} was pinned by another backend",
@@ -41,7 +45,7 @@ impl FjallStore {
             _ => (held, self.inner.db.snapshot()),
         };
         let families = handle.family_scans(request.filter.families.as_deref())?;
-        Ok(FjallRows::new(snapshot, families, request, now_micros()))
+        Ok(FjallRows::new(snapshot, families, request, now))
     }
 
     /// Puts table `source` in the place of `target`: one catalog write

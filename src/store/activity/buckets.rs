@@ -49,6 +49,11 @@ const YOUNG_RANGES: usize = 64;
 /// Within a minute, a range is cut when it took this many times its
 /// share.
 const CUT_NOW_SHARES: u64 = 4;
+/// A read offers the first key it meets in a range to the range's sketch
+/// once in this many reads (its later sampled keys always): the distinct
+/// keys of a table only read still reach the sketches, at an eighth of
+/// the cost to a point read.
+const READ_FIRST_KEYS: u64 = 8;
 
 /// Where a table's ranges start, in key order; the first is the empty
 /// key. A new `Bounds` (with a new generation) replaces it when ranges
@@ -56,27 +61,36 @@ const CUT_NOW_SHARES: u64 = 4;
 #[derive(Debug)]
 pub struct Bounds {
     starts: Vec<Box<[u8]>>,
-    /// Each start's first eight bytes as a number ([`prefix`]): most of a
-    /// search compares numbers, not byte strings.
-    prefixes: Vec<u64>,
+    /// Each start's first sixteen bytes as a number ([`prefix`]): most of
+    /// a search compares numbers, not byte strings (sixteen, as keys often
+    /// share their first eight: `us-central1#...`).
+    prefixes: Vec<u128>,
+    /// Every [`STRIDE`]-th of `prefixes`: a search looks here first, in
+    /// memory small enough to stay cached, then among `STRIDE` of them.
+    top: Vec<u128>,
     /// Counts the changes of a table's ranges.
     pub generation: u64,
 }
 
-/// A key's first eight bytes, zero-padded, as a big-endian number: keys
+/// A key's first sixteen bytes, zero-padded, as a big-endian number: keys
 /// whose numbers differ compare as their numbers do.
 #[inline]
-fn prefix(key: &[u8]) -> u64 {
-    let mut bytes = [0; 8];
-    let n = key.len().min(8);
+fn prefix(key: &[u8]) -> u128 {
+    let mut bytes = [0; 16];
+    let n = key.len().min(16);
     bytes[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(bytes)
+    u128::from_be_bytes(bytes)
 }
+
+/// Prefixes of [`Bounds`] a search looks among after its first step.
+const STRIDE: usize = 16;
 
 impl Bounds {
     fn new(starts: Vec<Box<[u8]>>, generation: u64) -> Self {
+        let prefixes: Vec<u128> = starts.iter().map(|s| prefix(s)).collect();
         Bounds {
-            prefixes: starts.iter().map(|s| prefix(s)).collect(),
+            top: prefixes.iter().step_by(STRIDE).copied().collect(),
+            prefixes,
             starts,
             generation,
         }
@@ -88,7 +102,16 @@ impl Bounds {
         // The starts below `key`'s number lie below it, those above it
         // above: only the starts of the same number are compared whole.
         let p = prefix(key);
-        let lower = self.prefixes.partition_point(|s| *s < p);
+        // The first start whose number is not below `p`: after the last
+        // `top` one below it, at most `STRIDE` further.
+        let lower = match self.top.partition_point(|s| *s < p) {
+            0 => 0,
+            t => {
+                let from = (t - 1) * STRIDE + 1;
+                let to = (t * STRIDE).min(self.prefixes.len());
+                from + self.prefixes[from..to].partition_point(|s| *s < p)
+            }
+        };
         let same = self.prefixes[lower..].partition_point(|s| *s == p);
         let at_or_below = self.starts[lower..lower + same].partition_point(|s| &**s <= key);
         (lower + at_or_below).saturating_sub(1)
@@ -187,12 +210,9 @@ pub struct KeyBuckets {
     max: usize,
     /// The current minute's start (microseconds since the epoch).
     minute: i64,
-    counts: Vec<Counters>,
+    counts: Vec<RangeCount>,
     /// Per range, the distinct keys it has seen, estimated and sampled.
     sketches: Vec<KeySketch>,
-    /// Per range, the last request counted in it (a request counts once
-    /// per range).
-    stamps: Vec<u64>,
     request: u64,
     /// Rows counted since the last look at cutting within the minute.
     since_check: u64,
@@ -207,6 +227,26 @@ pub struct KeyBuckets {
     finished: Vec<(i64, Vec<ActivityRecord>)>,
     /// The lowest and highest keys written since the store opened.
     written: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// A range's counters in the current minute, beside the last request
+/// counted in it (a request counts once per range): a read or write
+/// counted in a range touches one place, not two.
+#[derive(Debug, Clone, Copy, Default)]
+struct RangeCount {
+    counters: Counters,
+    stamp: u64,
+}
+
+impl RangeCount {
+    /// Whether `request` is counted here for the first time (then it is
+    /// noted as counted).
+    #[inline]
+    fn first_of(&mut self, request: u64) -> bool {
+        let first = self.stamp != request;
+        self.stamp = request;
+        first
+    }
 }
 
 /// The start of the minute holding `micros`.
@@ -224,9 +264,8 @@ impl KeyBuckets {
             bounds: Arc::new(Bounds::new(vec![Box::default()], 0)),
             max: max.max(1),
             minute: minute_of(now),
-            counts: vec![Counters::default()],
+            counts: vec![RangeCount::default()],
             sketches: vec![KeySketch::default()],
-            stamps: vec![0],
             request: 0,
             since_check: 0,
             grown: false,
@@ -269,12 +308,13 @@ impl KeyBuckets {
                 i = bounds.bucket_of(key);
             }
             let edge = self.beyond_written(key);
-            let c = &mut self.counts[i];
+            let count = &mut self.counts[i];
+            let first = count.first_of(self.request);
+            let c = &mut count.counters;
             c.rows_written += 1;
             c.edge_rows += u64::from(edge);
             c.bytes_written = c.bytes_written.saturating_add(bytes);
-            if self.stamps[i] != self.request {
-                self.stamps[i] = self.request;
+            if first {
                 c.writes += 1;
                 c.write_micros = c.write_micros.saturating_add(micros);
             }
@@ -316,37 +356,43 @@ impl KeyBuckets {
     ) {
         self.at(now);
         self.request += 1;
-        let bounds = Arc::clone(&self.bounds);
         let touch = |this: &mut Self, i: usize| {
-            if this.stamps[i] != this.request {
-                this.stamps[i] = this.request;
-                this.counts[i].reads += 1;
-                this.counts[i].reverse_reads += u64::from(reverse);
-                this.counts[i].read_micros = this.counts[i].read_micros.saturating_add(micros);
+            let count = &mut this.counts[i];
+            if count.first_of(this.request) {
+                let c = &mut count.counters;
+                c.reads += 1;
+                c.reverse_reads += u64::from(reverse);
+                c.read_micros = c.read_micros.saturating_add(micros);
             }
         };
+        let offer_first = self.request.is_multiple_of(READ_FIRST_KEYS);
         let mut n = 0;
         let mut met = false;
         for s in segments {
             met = true;
             n += s.counters.rows_read;
-            let same = generation == bounds.generation && s.bucket < bounds.count();
+            let same = generation == self.bounds.generation && s.bucket < self.bounds.count();
             let i = if same {
                 s.bucket
             } else {
-                bounds.bucket_of(&s.first)
+                self.bounds.bucket_of(&s.first)
             };
             touch(self, i);
-            self.counts[i].add(&s.counters);
-            // The keys met in a range of these bounds lie in it.
-            self.grown |= self.sketches[i].offer(key_hash(&s.first), &s.first);
+            self.counts[i].counters.add(&s.counters);
+            // The keys met in a range of these bounds lie in it. A read's
+            // first key there is offered one read in [`READ_FIRST_KEYS`]
+            // (its sketch is a line of memory a point read need not touch).
+            if offer_first {
+                self.grown |= self.sketches[i].offer(key_hash(&s.first), &s.first);
+            }
             for key in s.samples.iter().map(|k| &k[..]) {
-                let k = if same { i } else { bounds.bucket_of(key) };
+                let k = if same { i } else { self.bounds.bucket_of(key) };
                 self.grown |= self.sketches[k].offer(key_hash(key), key);
             }
         }
         if !met {
-            touch(self, bounds.bucket_of(start));
+            let i = self.bounds.bucket_of(start);
+            touch(self, i);
             return;
         }
         self.checked(n);
@@ -423,14 +469,14 @@ impl KeyBuckets {
         self.counts
             .iter()
             .enumerate()
-            .filter(|(_, c)| !c.is_zero())
+            .filter(|(_, c)| !c.counters.is_zero())
             .map(|(i, c)| {
                 let (start, end) = self.bounds.range(i);
                 ActivityRecord {
                     minute,
                     start: start.to_vec(),
                     end: end.map(<[u8]>::to_vec),
-                    counters: *c,
+                    counters: c.counters,
                 }
             })
             .collect()
@@ -445,7 +491,7 @@ impl KeyBuckets {
         }
         self.counts
             .iter_mut()
-            .for_each(|c| *c = Counters::default());
+            .for_each(|c| c.counters = Counters::default());
     }
 
     /// Takes the current minute's counts out (to be kept elsewhere):
@@ -455,7 +501,7 @@ impl KeyBuckets {
         let records = self.current();
         self.counts
             .iter_mut()
-            .for_each(|c| *c = Counters::default());
+            .for_each(|c| c.counters = Counters::default());
         (self.minute, records)
     }
 
@@ -560,8 +606,7 @@ impl KeyBuckets {
         self.bounds = Arc::new(Bounds::new(starts, self.bounds.generation));
         let right = self.sketches[i].split_off(&key);
         self.sketches.insert(i + 1, right);
-        self.counts.insert(i + 1, Counters::default());
-        self.stamps.insert(i + 1, 0);
+        self.counts.insert(i + 1, RangeCount::default());
         self.grown = true;
     }
 
@@ -580,10 +625,9 @@ impl KeyBuckets {
         starts.remove(j + 1);
         self.bounds = Arc::new(Bounds::new(starts, self.bounds.generation));
         let c = self.counts.remove(j + 1);
-        self.counts[j].add(&c);
+        self.counts[j].counters.add(&c.counters);
         let s = self.sketches.remove(j + 1);
         self.sketches[j].join(s);
-        self.stamps.remove(j + 1);
         self.grown = true;
     }
 
@@ -592,7 +636,7 @@ impl KeyBuckets {
     pub fn memory(&self) -> usize {
         let keys: usize = self.bounds.starts.iter().map(|s| s.len() + 16).sum();
         let sketches: usize = self.sketches.iter().map(KeySketch::memory).sum();
-        let per_range = std::mem::size_of::<Counters>() + std::mem::size_of::<KeySketch>() + 8;
+        let per_range = std::mem::size_of::<RangeCount>() + std::mem::size_of::<KeySketch>();
         let finished: usize = self
             .finished
             .iter()
@@ -607,9 +651,9 @@ impl KeyBuckets {
 mod tests {
     use super::{Bounds, ShortKey};
 
-    /// The search by eight-byte numbers finds what a search of the whole
-    /// keys finds: starts sharing their first eight bytes, shorter than
-    /// eight, with zero bytes (which the padding also gives), and keys
+    /// The search by sixteen-byte numbers finds what a search of the
+    /// whole keys finds: starts sharing their first sixteen bytes, shorter
+    /// than sixteen, with zero bytes (which the padding also gives), and keys
     /// equal to a start.
     #[test]
     fn bucket_of_agrees_with_a_search_of_whole_keys() {
@@ -625,6 +669,14 @@ mod tests {
             b"abcdefgha",
             b"abcdefghb",
             b"abcdefgi",
+            b"abcdefghijklmnop",
+            b"abcdefghijklmnop\x00",
+            b"abcdefghijklmnopa",
+            b"abcdefghijklmnopb",
+            b"abcdefghijklmnoq",
+            b"us-central1#1042",
+            b"us-central1#1042#2026-01-01-0000",
+            b"us-central1#1042#2026-01-02-0000",
             b"user0042#",
             b"user0042#2024",
             b"user0042#2025",
@@ -654,5 +706,44 @@ mod tests {
             // A key cut to a sample's length lies in the same range.
             assert_eq!(bounds.bucket_of(&ShortKey::new(key)), whole, "{key:?}");
         }
+    }
+
+    /// With as many ranges as a table may have, the search's first step
+    /// (every sixteenth start) and its second find what a search of the
+    /// whole keys finds: keys sharing their first sixteen bytes and more,
+    /// at, between, below and beyond the starts.
+    #[test]
+    fn bucket_of_agrees_among_a_thousand_starts() {
+        let key = |region: u64, balloon: u64, minute: u64| {
+            format!("region-{region}-long-name#{balloon:04}#{minute:05}").into_bytes()
+        };
+        let mut starts: Vec<Box<[u8]>> = vec![Box::default()];
+        for i in 1..1000u64 {
+            starts.push(key(i / 300, i / 3 % 100, i % 3 * 1000 + i % 7).into());
+        }
+        starts.sort();
+        starts.dedup();
+        let bounds = Bounds::new(starts.clone(), 0);
+        for region in 0..5 {
+            for balloon in (0..110).step_by(3) {
+                for minute in [0, 1, 999, 1000, 1003, 2006, 9999] {
+                    let k = key(region, balloon, minute);
+                    let whole = starts.partition_point(|s| **s <= k[..]).saturating_sub(1);
+                    assert_eq!(
+                        bounds.bucket_of(&k),
+                        whole,
+                        "{}",
+                        String::from_utf8_lossy(&k)
+                    );
+                }
+            }
+        }
+        for s in &starts {
+            let whole = starts.partition_point(|x| **x <= s[..]).saturating_sub(1);
+            assert_eq!(bounds.bucket_of(s), whole);
+            assert!(bounds.contains(whole, s));
+        }
+        assert_eq!(bounds.bucket_of(b"zzz"), starts.len() - 1);
+        assert_eq!(bounds.bucket_of(b""), 0);
     }
 }

@@ -21,20 +21,31 @@ const HAND_OVER_SEGMENTS: usize = 32;
 const SEGMENT_SAMPLES: usize = 24;
 
 /// A table's ranges, as its reads and writes share them.
-#[derive(Debug)]
 pub struct TableActivity {
     buckets: Mutex<KeyBuckets>,
+    /// The store's clock, held here so that a read need not hold its own.
+    clock: Clock,
     /// The minute (start, in microseconds) the table's ended minutes were
     /// last kept in: a read beginning in a later one keeps them first,
     /// and one in the same minute takes no lock to begin.
     kept_in: AtomicI64,
 }
 
+impl std::fmt::Debug for TableActivity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableActivity")
+            .field("buckets", &self.buckets)
+            .field("kept_in", &self.kept_in)
+            .finish_non_exhaustive()
+    }
+}
+
 impl TableActivity {
-    /// A table's ranges `buckets`.
-    pub fn new(buckets: KeyBuckets) -> Self {
+    /// A table's ranges `buckets`, timed by `clock`.
+    pub fn new(buckets: KeyBuckets, clock: Clock) -> Self {
         TableActivity {
             buckets: Mutex::new(buckets),
+            clock,
             kept_in: AtomicI64::new(i64::MIN),
         }
     }
@@ -62,7 +73,6 @@ pub struct ReadTally {
     /// meets a second row (its first row's range is found when it is
     /// handed over).
     bounds: Option<Arc<Bounds>>,
-    clock: Clock,
     /// When the read (or the part of it not yet handed over) began.
     began: i64,
     /// Where the read starts: a read that meets no row counts there.
@@ -83,20 +93,14 @@ pub struct ReadTally {
 }
 
 impl ReadTally {
-    /// A tally of a read that began at `began` (by `clock`) at key
-    /// `start` of `table`, `reverse` when it goes in descending key order.
-    pub fn new(
-        table: Arc<TableActivity>,
-        clock: Clock,
-        began: i64,
-        start: &[u8],
-        reverse: bool,
-    ) -> Self {
+    /// A tally of a read that began at `began` (by the table's clock) at
+    /// key `start` of `table`, `reverse` when it goes in descending key
+    /// order.
+    pub fn new(table: Arc<TableActivity>, began: i64, start: &[u8], reverse: bool) -> Self {
         ReadTally {
             start: ShortKey::new(start),
             table,
             bounds: None,
-            clock,
             began,
             reverse,
             current: None,
@@ -246,7 +250,7 @@ impl ReadTally {
     /// `going_on` when the read goes on (and needs the ranges as they are
     /// now).
     fn hand_over(&mut self, going_on: bool) {
-        let now = (self.clock)();
+        let now = (self.table.clock)();
         let micros = u64::try_from(now - self.began).unwrap_or(0);
         let mut buckets = self.table.lock();
         buckets.read(
@@ -298,7 +302,7 @@ mod tests {
     fn table(starts: &[&[u8]]) -> Arc<TableActivity> {
         let mut buckets = KeyBuckets::new(100, 60_000_000);
         buckets.seed(&starts.iter().map(|s| s.to_vec()).collect::<Vec<_>>());
-        Arc::new(TableActivity::new(buckets))
+        Arc::new(TableActivity::new(buckets, Arc::new(|| 60_000_001)))
     }
 
     /// Runs counted by their escaped keys land in the ranges their own
@@ -320,12 +324,9 @@ mod tests {
             (b"f", 29),
         ];
         let (raw, escaped) = (table(&starts), table(&starts));
-        let clock: super::Clock = Arc::new(|| 60_000_001);
         {
-            let mut by_raw =
-                ReadTally::new(Arc::clone(&raw), clock.clone(), 60_000_000, b"", false);
-            let mut by_escaped =
-                ReadTally::new(Arc::clone(&escaped), clock, 60_000_000, b"", false);
+            let mut by_raw = ReadTally::new(Arc::clone(&raw), 60_000_000, b"", false);
+            let mut by_escaped = ReadTally::new(Arc::clone(&escaped), 60_000_000, b"", false);
             let mut scratch = Vec::new();
             for (key, rows) in runs {
                 by_raw.rows_at(key, rows, rows, rows * 10);

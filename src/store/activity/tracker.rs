@@ -105,20 +105,26 @@ impl KeyActivity {
         Arc::clone(tables.entry(table.to_string()).or_insert_with(|| {
             let mut buckets = KeyBuckets::new(self.max_ranges, now);
             self.seed(table, &mut buckets);
-            Arc::new(TableActivity::new(buckets))
+            Arc::new(TableActivity::new(buckets, Arc::clone(&self.clock)))
         }))
     }
 
     /// A tally for a read of `table` starting at row key `start`
     /// (`reverse`: in descending key order).
+    #[cfg(test)]
     pub fn read(&self, name: &str, start: &[u8], reverse: bool) -> ReadTally {
+        self.read_from(name, start, reverse, (self.clock)())
+    }
+
+    /// [`KeyActivity::read`] of a read that began at `now` by this
+    /// activity's clock (a reading the caller took anyway).
+    pub fn read_from(&self, name: &str, start: &[u8], reverse: bool, now: i64) -> ReadTally {
         let table = self.table(name);
-        let now = (self.clock)();
         if !table.kept_by(now) {
             self.keep_finished_at(name, &mut table.lock(), now);
             table.kept_at(now);
         }
-        ReadTally::new(table, Arc::clone(&self.clock), now, start, reverse)
+        ReadTally::new(table, now, start, reverse)
     }
 
     /// Counts a write request to `table` that began at `began` (by this
