@@ -83,9 +83,10 @@ pub async fn measure(
     chosen: &impl Fn(&&Layout) -> bool,
 ) -> Counters {
     // A load's time varies by a factor of two with the store's background
-    // work (seen: 0.2 to 0.7 s for the same load in one process): five
-    // rounds.
-    let rounds = if timed() { 5 } else { 1 };
+    // work (seen: 0.2 to 0.7 s for the same load in one process; at full
+    // size the two arms off differed by 7 % with five rounds): seven
+    // rounds, each load's time printed as it ends.
+    let rounds = if timed() { 7 } else { 1 };
     let mut out = Counters {
         rounds,
         ingest: Vec::new(),
@@ -141,8 +142,14 @@ async fn ingest(session: &SqlSession, layout: &Layout, rounds: usize) -> Figure 
                 .await
                 .unwrap();
             session.store().checkpoint().unwrap();
+            let seconds = started.elapsed().as_secs_f64();
             if turn >= warm_up {
-                times[which].push(started.elapsed().as_secs_f64());
+                times[which].push(seconds);
+            }
+            if timed() {
+                let side = ["on", "off", "off again"][which];
+                let side = if turn < warm_up { "untimed" } else { side };
+                eprintln!("  {table}: {seconds:.3} s ({side})");
             }
             count(session, true);
             if layout.settles && timed() {
