@@ -116,9 +116,9 @@ pub async fn measure(
 }
 
 /// `layout`'s ingest, timed in each arm `rounds` times, after a load
-/// untimed: the process's first load of a layout ran slower than those
-/// after it (1.5 to 2 s of 15 in a run of its own), and the first round
-/// begins with the counters on.
+/// untimed: the first load of a layout is unlike those after it (1.5 to
+/// 2 s slower of 15 in a process of its own; 3.5 s faster of 25 in a
+/// protobuf run), and the first round begins with the counters on.
 async fn ingest(session: &SqlSession, layout: &Layout, rounds: usize) -> Figure {
     let mut times: [Vec<f64>; ARMS] = Default::default();
     let mut loaded: Option<u64> = None;
