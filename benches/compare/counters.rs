@@ -122,52 +122,45 @@ pub async fn measure(
 async fn ingest(session: &SqlSession, layout: &Layout, rounds: usize) -> Figure {
     let mut times: [Vec<f64>; ARMS] = Default::default();
     let mut loaded: Option<u64> = None;
-    let warm_up = usize::from(timed());
-    for turn in 0..rounds + warm_up {
-        let round = turn.wrapping_sub(warm_up);
-        for k in 0..ARMS {
-            if turn < warm_up && k > 0 {
-                break;
+    // Each load's arm, in order: `None` for the untimed one (counters on).
+    let untimed = timed().then_some(None);
+    let arms = (0..rounds).flat_map(|round| (0..ARMS).map(move |k| Some(arm(round, k))));
+    for (n, which) in untimed.into_iter().chain(arms).enumerate() {
+        let table = format!("{}_load{n}", layout.table);
+        session
+            .query(&layout.create.replace(layout.table, &table))
+            .await
+            .unwrap();
+        count(session, which.is_none_or(|w| w == ON));
+        let started = Instant::now();
+        session
+            .query(&layout.ingest.replace(layout.table, &table))
+            .await
+            .unwrap();
+        session.store().checkpoint().unwrap();
+        let seconds = started.elapsed().as_secs_f64();
+        if let Some(w) = which {
+            times[w].push(seconds);
+        }
+        if timed() {
+            let side = which.map_or("untimed", |w| ["on", "off", "off again"][w]);
+            eprintln!("  {table}: {seconds:.3} s ({side})");
+        }
+        count(session, true);
+        if layout.settles && timed() {
+            // The background compaction folds the table after its
+            // load: not while the next arm loads.
+            let local = session.store().local().expect("embedded store");
+            let waiting = Instant::now();
+            while !local.folded(&table).unwrap() && waiting.elapsed() < Duration::from_secs(600) {
+                std::thread::sleep(Duration::from_millis(50));
             }
-            let which = arm(round, k);
-            let table = format!("{}_arm{turn}{k}", layout.table);
-            session
-                .query(&layout.create.replace(layout.table, &table))
-                .await
-                .unwrap();
-            count(session, which == ON);
-            let started = Instant::now();
-            session
-                .query(&layout.ingest.replace(layout.table, &table))
-                .await
-                .unwrap();
-            session.store().checkpoint().unwrap();
-            let seconds = started.elapsed().as_secs_f64();
-            if turn >= warm_up {
-                times[which].push(seconds);
-            }
-            if timed() {
-                let side = ["on", "off", "off again"][which];
-                let side = if turn < warm_up { "untimed" } else { side };
-                eprintln!("  {table}: {seconds:.3} s ({side})");
-            }
-            count(session, true);
-            if layout.settles && timed() {
-                // The background compaction folds the table after its
-                // load: not while the next arm loads.
-                let local = session.store().local().expect("embedded store");
-                let waiting = Instant::now();
-                while !local.folded(&table).unwrap() && waiting.elapsed() < Duration::from_secs(600)
-                {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-            let rows = count_rows(session, &table).await;
-            assert_eq!(*loaded.get_or_insert(rows), rows, "{table}: rows loaded");
-            session.query(&format!("DROP TABLE {table}")).await.unwrap();
-            if timed() {
-                lsm_quiet(session);
-            }
+        }
+        let rows = count_rows(session, &table).await;
+        assert_eq!(*loaded.get_or_insert(rows), rows, "{table}: rows loaded");
+        session.query(&format!("DROP TABLE {table}")).await.unwrap();
+        if timed() {
+            lsm_quiet(session);
         }
     }
     Figure::new(format!("ingest / {}", layout.name), times)
