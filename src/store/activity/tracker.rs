@@ -334,11 +334,12 @@ mod tests {
     #[test]
     fn a_scripted_workload_counts_exactly() {
         let (a, now) = activity(MAX_RANGES);
-        // Minute 1000: a write of three rows taking 5 us, a point read.
+        // Minute 1000: a write of four rows taking 5 us (two of them in
+        // one key, as a time bucket's readings are), a point read.
         a.write(
             "t",
             now.load(Ordering::SeqCst) - 5,
-            [(&b"a"[..], 10), (b"b", 20), (b"c", 30)],
+            [(&b"a"[..], 10), (b"b", 20), (b"b", 5), (b"c", 30)],
         );
         {
             let mut read = a.read("t", b"b", false);
@@ -371,7 +372,7 @@ mod tests {
                 first.bytes_written,
                 first.write_micros
             ),
-            (1, 3, 60, 5)
+            (1, 4, 65, 5)
         );
         assert_eq!(
             (
@@ -382,7 +383,7 @@ mod tests {
             ),
             (1, 1, 2, 40)
         );
-        // a, b and c each went past every key before them.
+        // a, b and c each went past every key before them; b again did not.
         assert_eq!((first.edge_rows, first.reverse_reads), (3, 0));
         let second = records[1].counters;
         assert_eq!(

@@ -22,6 +22,9 @@ pub struct BatchMark {
 pub(super) struct BatchRow {
     key: Range<usize>,
     cells: Range<usize>,
+    /// Its cells' qualifiers, values and 8 bytes of timestamp each, summed
+    /// as they are added ([`CellBatch::row_bytes`]).
+    cell_bytes: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -32,6 +35,14 @@ pub(super) struct BatchCell {
     pub timestamp: i64,
     pub qualifier: Range<usize>,
     pub value: Range<usize>,
+}
+
+impl BatchCell {
+    /// What it writes as counted ([`CellBatch::row_bytes`]): its
+    /// qualifier, its value and 8 bytes of timestamp.
+    fn bytes(&self) -> usize {
+        self.qualifier.len() + self.value.len() + 8
+    }
 }
 
 /// One column of rows given a column at a time
@@ -62,6 +73,8 @@ pub(super) struct Columns {
     pub columns: Vec<BatchColumn>,
     /// Each row's time.
     pub times: Vec<i64>,
+    /// What each row's cells take, the same for every row.
+    pub cell_bytes: usize,
 }
 
 /// Rows of cell writes: keys, qualifiers and values in one buffer. Build a
@@ -165,6 +178,7 @@ impl CellBatch {
         self.rows.push(BatchRow {
             key: start..self.bytes.len(),
             cells: self.cells.len()..self.cells.len(),
+            cell_bytes: 0,
         });
     }
 
@@ -197,6 +211,10 @@ impl CellBatch {
         {
             self.cells.truncate(mark.cells);
             row.cells.end = mark.cells;
+            row.cell_bytes = self.cells[row.cells.clone()]
+                .iter()
+                .map(BatchCell::bytes)
+                .sum();
             self.bytes.truncate(mark.bytes);
         }
     }
@@ -238,9 +256,11 @@ impl CellBatch {
             qualifier,
             value: v..self.bytes.len(),
         };
+        let bytes = cell.bytes();
         self.cells.push(cell);
         if let Some(row) = self.rows.last_mut() {
             row.cells.end = self.cells.len();
+            row.cell_bytes += bytes;
         }
     }
 
@@ -302,18 +322,12 @@ impl CellBatch {
 
     /// The bytes row `row` writes: its key, and per cell its qualifier,
     /// value and 8 bytes of timestamp.
+    /// Kept as the batch is built: counting a load's writes reads no cell.
     pub fn row_bytes(&self, row: usize) -> u64 {
         let r = &self.rows[row];
         let cells = match &self.columns {
-            Some(c) => c
-                .columns
-                .iter()
-                .map(|c| c.qualifier.len() + c.width + 8)
-                .sum(),
-            None => self.cells[r.cells.clone()]
-                .iter()
-                .map(|c| c.qualifier.len() + c.value.len() + 8)
-                .sum::<usize>(),
+            Some(c) => c.cell_bytes,
+            None => r.cell_bytes,
         };
         (r.key.len() + cells) as u64
     }
@@ -382,10 +396,15 @@ impl CellBatch {
             )));
         }
         self.prepared.drop_it();
+        let cell_bytes = columns
+            .iter()
+            .map(|c| c.qualifier.len() + c.width + 8)
+            .sum();
         self.columns = Some(Columns {
             family,
             columns,
             times,
+            cell_bytes,
         });
         Ok(())
     }
@@ -521,5 +540,39 @@ mod tests {
         assert_eq!(batch.cell_count(1), 2);
         assert_eq!(batch.key(1), b"a#2");
         assert_eq!(batch.value(&batch.row_cells(1)[1]), b"four");
+        // What the row writes follows its cells: its key, and each
+        // cell's qualifier, value and 8 bytes of timestamp.
+        assert_eq!(batch.row_bytes(0), 3 + (1 + 3 + 8));
+        assert_eq!(batch.row_bytes(1), 3 + (1 + 3 + 8) + (1 + 4 + 8));
+    }
+
+    /// A row's bytes are the same given a column at a time as given as
+    /// cells, and made into cells.
+    #[test]
+    fn row_bytes_agree_between_columns_and_cells() {
+        let mut columns = CellBatch::new();
+        let mut cells = CellBatch::new();
+        let (f, g) = (columns.family("m"), cells.family("m"));
+        for key in [&b"a#1"[..], b"bb#22"] {
+            columns.begin_row(key);
+            cells.begin_row(key);
+            cells.set(g, b"pressure", 7, &1.5f64.to_le_bytes());
+            cells.set(g, b"t", 7, &[1, 2, 3, 4]);
+        }
+        let column = |qualifier: &[u8], width: usize| BatchColumn {
+            qualifier: qualifier.to_vec(),
+            width,
+            values: vec![0; 2 * width],
+        };
+        columns
+            .set_columns(f, vec![column(b"pressure", 8), column(b"t", 4)], vec![7, 7])
+            .unwrap();
+        let made = columns.to_cells();
+        for row in 0..2 {
+            let want = (columns.key(row).len() + (8 + 8 + 8) + (1 + 4 + 8)) as u64;
+            assert_eq!(columns.row_bytes(row), want);
+            assert_eq!(cells.row_bytes(row), want);
+            assert_eq!(made.row_bytes(row), want);
+        }
     }
 }
