@@ -302,19 +302,19 @@ impl KeyBuckets {
         let bounds = Arc::clone(&self.bounds);
         let mut i = 0;
         let mut n = 0;
-        let mut before: &[u8] = &[];
+        let mut before: Option<&[u8]> = None;
         for (key, bytes) in rows {
             n += 1;
             // A key written again in the same request (a time bucket's
             // row, a reading a cell) is in the range it was, at no edge,
             // and already offered to its sketch.
-            if n > 1 && key == before {
+            if before == Some(key) {
                 let c = &mut self.counts[i].counters;
                 c.rows_written += 1;
                 c.bytes_written = c.bytes_written.saturating_add(bytes);
                 continue;
             }
-            before = key;
+            before = Some(key);
             if !bounds.contains(i, key) {
                 i = bounds.bucket_of(key);
             }

@@ -37,11 +37,15 @@ pub(super) struct BatchCell {
     pub value: Range<usize>,
 }
 
+/// What a cell writes as counted ([`CellBatch::row_bytes`]): its
+/// qualifier, its value and 8 bytes of timestamp.
+fn cell_bytes(qualifier: usize, value: usize) -> usize {
+    qualifier + value + 8
+}
+
 impl BatchCell {
-    /// What it writes as counted ([`CellBatch::row_bytes`]): its
-    /// qualifier, its value and 8 bytes of timestamp.
     fn bytes(&self) -> usize {
-        self.qualifier.len() + self.value.len() + 8
+        cell_bytes(self.qualifier.len(), self.value.len())
     }
 }
 
@@ -321,8 +325,8 @@ impl CellBatch {
     }
 
     /// The bytes row `row` writes: its key, and per cell its qualifier,
-    /// value and 8 bytes of timestamp.
-    /// Kept as the batch is built: counting a load's writes reads no cell.
+    /// value and 8 bytes of timestamp. Kept as the batch is built, so
+    /// that counting a load's writes reads no cell.
     pub fn row_bytes(&self, row: usize) -> u64 {
         let r = &self.rows[row];
         let cells = match &self.columns {
@@ -396,15 +400,15 @@ impl CellBatch {
             )));
         }
         self.prepared.drop_it();
-        let cell_bytes = columns
+        let row_cells = columns
             .iter()
-            .map(|c| c.qualifier.len() + c.width + 8)
+            .map(|c| cell_bytes(c.qualifier.len(), c.width))
             .sum();
         self.columns = Some(Columns {
             family,
             columns,
             times,
-            cell_bytes,
+            cell_bytes: row_cells,
         });
         Ok(())
     }
