@@ -186,8 +186,9 @@ impl std::fmt::Debug for ShortKey {
     }
 }
 
-/// What one read counted in one range, and keys of it seen (the first,
-/// then every power-of-two-th row), offered to the range's sample.
+/// What one read counted in one range, and how many keys of it it
+/// sampled (after the first, of every power-of-two-th row), offered to
+/// the range's sketch.
 #[derive(Debug, Default)]
 pub struct Segment {
     /// The range, in the [`Bounds`] generation the read held.
@@ -198,9 +199,10 @@ pub struct Segment {
     /// What the read counted there (its `reads` is left at 0: a read is
     /// counted once per range when it is added).
     pub counters: Counters,
-    /// Keys met there after the first (of the 2nd, 4th, 8th ... row),
-    /// cut to `SAMPLE_BYTES`.
-    pub samples: Vec<Box<[u8]>>,
+    /// How many keys met there after the first (of the 2nd, 4th, 8th ...
+    /// row) the read sampled: the next this many of its sampled keys,
+    /// kept in one buffer for all its ranges, in their order.
+    pub samples: u32,
 }
 
 /// A table's ranges and their counters in the current minute.
@@ -353,15 +355,16 @@ impl KeyBuckets {
         true
     }
 
-    /// Counts what a read met (`segments`, in the ranges of `generation`)
-    /// at `now`, as one read request taking `micros` in every range it
-    /// touched; a read that met no row counts where `start` falls.
+    /// Counts what a read met (`segments`, in the ranges of `generation`,
+    /// each with its sampled keys) at `now`, as one read request taking
+    /// `micros` in every range it touched; a read that met no row counts
+    /// where `start` falls.
     pub fn read<'a>(
         &mut self,
         now: i64,
         micros: u64,
         generation: u64,
-        segments: impl IntoIterator<Item = &'a Segment>,
+        segments: impl IntoIterator<Item = (&'a Segment, &'a [ShortKey])>,
         start: &[u8],
         reverse: bool,
     ) {
@@ -379,7 +382,7 @@ impl KeyBuckets {
         let offer_first = self.request.is_multiple_of(READ_FIRST_KEYS);
         let mut n = 0;
         let mut met = false;
-        for s in segments {
+        for (s, samples) in segments {
             met = true;
             n += s.counters.rows_read;
             let same = generation == self.bounds.generation && s.bucket < self.bounds.count();
@@ -396,7 +399,7 @@ impl KeyBuckets {
             if offer_first {
                 self.grown |= self.sketches[i].offer(key_hash(&s.first), &s.first);
             }
-            for key in s.samples.iter().map(|k| &k[..]) {
+            for key in samples.iter().map(|k| &k[..]) {
                 let k = if same { i } else { self.bounds.bucket_of(key) };
                 self.grown |= self.sketches[k].offer(key_hash(key), key);
             }
@@ -643,6 +646,14 @@ impl KeyBuckets {
     }
 
     /// About how many bytes the table's activity holds in memory.
+    /// The keys range `i`'s sketch keeps, in key order.
+    #[cfg(test)]
+    pub fn sketch_keys(&self, i: usize) -> Vec<Vec<u8>> {
+        let mut keys: Vec<Vec<u8>> = self.sketches[i].keys().map(<[u8]>::to_vec).collect();
+        keys.sort();
+        keys
+    }
+
     #[cfg(test)]
     pub fn memory(&self) -> usize {
         let keys: usize = self.bounds.starts.iter().map(|s| s.len() + 16).sum();

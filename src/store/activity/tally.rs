@@ -4,7 +4,8 @@
 //! A read that meets one row (a point read) takes its table's lock once,
 //! at its end, and looks for its range only there.
 
-use super::buckets::{Bounds, KeyBuckets, SAMPLE_BYTES, Segment, ShortKey, minute_of};
+use super::buckets::{Bounds, KeyBuckets, Segment, ShortKey, minute_of};
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -18,7 +19,10 @@ const HAND_OVER_ROWS: u64 = 1 << 16;
 /// Ranges a read meets before it hands them over.
 const HAND_OVER_SEGMENTS: usize = 32;
 /// Keys a read keeps of one range for its sample.
-const SEGMENT_SAMPLES: usize = 24;
+const SEGMENT_SAMPLES: u32 = 24;
+/// Sampled keys a read holds without an allocation: those of a range it
+/// reads 255 rows of (a short read pays no allocation for them).
+const INLINE_SAMPLES: usize = 8;
 
 /// A table's ranges, as its reads and writes share them.
 pub struct TableActivity {
@@ -87,6 +91,9 @@ pub struct ReadTally {
     edge: Option<ShortKey>,
     /// The ranges it left.
     segments: Vec<Segment>,
+    /// The keys sampled in those ranges and the current one, in order
+    /// (each range says how many are its).
+    samples: SmallVec<[ShortKey; INLINE_SAMPLES]>,
     rows: u64,
     /// Whether part of the read was handed over already.
     handed_over: bool,
@@ -106,6 +113,7 @@ impl ReadTally {
             current: None,
             edge: None,
             segments: Vec::new(),
+            samples: SmallVec::new(),
             rows: 0,
             handed_over: false,
         }
@@ -149,8 +157,9 @@ impl ReadTally {
         let Some(s) = &mut self.current else {
             return;
         };
-        if sample_due(s) && s.samples.len() < SEGMENT_SAMPLES {
-            s.samples.push(key[..key.len().min(SAMPLE_BYTES)].into());
+        if sample_due(s) && s.samples < SEGMENT_SAMPLES {
+            s.samples += 1;
+            self.samples.push(ShortKey::new(key));
         }
         s.counters.rows_read += rows;
         s.counters.cells_scanned += cells;
@@ -258,7 +267,7 @@ impl ReadTally {
             micros,
             // No generation: every range is looked for.
             self.bounds.as_ref().map_or(u64::MAX, |b| b.generation),
-            self.segments.iter().chain(&self.current),
+            with_samples(self.segments.iter().chain(&self.current), &self.samples),
             &self.start,
             self.reverse,
         );
@@ -267,11 +276,25 @@ impl ReadTally {
         }
         drop(buckets);
         self.segments.clear();
+        self.samples.clear();
         self.current = None;
         self.rows = 0;
         self.began = now;
         self.handed_over = true;
     }
+}
+
+/// `segments`, each beside its keys of `samples` (theirs, in order).
+fn with_samples<'a>(
+    segments: impl Iterator<Item = &'a Segment>,
+    samples: &'a [ShortKey],
+) -> impl Iterator<Item = (&'a Segment, &'a [ShortKey])> {
+    let mut rest = samples;
+    segments.map(move |s| {
+        let (theirs, after) = rest.split_at((s.samples as usize).min(rest.len()));
+        rest = after;
+        (s, theirs)
+    })
 }
 
 /// Whether the next run counted in `segment` gives its sample a key:
@@ -354,5 +377,31 @@ mod tests {
         );
         assert_eq!(rows(&escaped), rows(&raw));
         assert_eq!(escaped, raw);
+    }
+
+    /// A read through three ranges offers each range's sketch the keys
+    /// it sampled there, and only those: the 2nd, 4th, 8th ... row of
+    /// each range (more keys than a read holds without an allocation).
+    #[test]
+    fn sampled_keys_reach_their_own_ranges() {
+        let table = table(&[b"c", b"e"]);
+        let key = |prefix: char, i: u32| format!("{prefix}{i:03}").into_bytes();
+        {
+            let mut read = ReadTally::new(Arc::clone(&table), 60_000_000, b"", false);
+            for (prefix, rows) in [('a', 100), ('c', 3), ('e', 50)] {
+                for i in 0..rows {
+                    read.row(&key(prefix, i), 1, 10);
+                }
+            }
+        }
+        let sampled = |prefix, rows: &[u32]| rows.iter().map(|&i| key(prefix, i - 1)).collect();
+        let buckets = table.lock();
+        let kept: Vec<Vec<Vec<u8>>> = (0..3).map(|i| buckets.sketch_keys(i)).collect();
+        let want: Vec<Vec<Vec<u8>>> = vec![
+            sampled('a', &[2, 4, 8, 16, 32, 64]),
+            sampled('c', &[2]),
+            sampled('e', &[2, 4, 8, 16, 32]),
+        ];
+        assert_eq!(kept, want);
     }
 }
