@@ -345,7 +345,8 @@ fn color(level: f64) -> RGBColor {
     )
 }
 
-fn minute_text(micros: i64) -> String {
+/// A minute's start (microseconds since the epoch) as `YYYY-MM-DD HH:MM`.
+pub(super) fn minute_text(micros: i64) -> String {
     chrono::DateTime::from_timestamp_micros(micros).map_or_else(
         || micros.to_string(),
         |t| t.format("%Y-%m-%d %H:%M").to_string(),

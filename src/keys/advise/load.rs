@@ -2,6 +2,7 @@
 //! the key space over the whole span, and how many reads covered the
 //! whole table.
 
+use crate::keys::heatmap::minute_text;
 use crate::keys::pieces::KeyPieces;
 use crate::store::{ActivityCounters as Counters, ActivityRecord, COUNTERS};
 
@@ -14,6 +15,9 @@ const WHOLE_RANGES: usize = 4;
 pub(super) struct Load {
     /// Minutes with activity.
     pub minutes: u64,
+    /// The first and the last of them (their starts, microseconds since
+    /// the epoch).
+    pub span: Option<(i64, i64)>,
     /// Everything counted.
     pub total: Counters,
     /// The key space cut at every range boundary.
@@ -55,10 +59,35 @@ impl Load {
         for minute in records.chunk_by(|a, b| a.minute == b.minute) {
             load.add_minute(minute);
         }
-        if !records.is_empty() {
+        if let (Some(first), Some(last)) = (records.first(), records.last()) {
             load.pieces = Some(pieces);
+            load.span = Some((first.minute, last.minute));
         }
         load
+    }
+
+    /// What it counted, in words: the minutes with activity (not every
+    /// minute of the span need have any) and the rows written and read.
+    pub fn describe(&self) -> String {
+        let when = match self.span {
+            None => "no minute with activity".to_string(),
+            Some((first, _)) if self.minutes == 1 => {
+                format!("1 minute ({} UTC)", minute_text(first))
+            }
+            Some((first, last)) => format!(
+                "{} minutes with activity, from {} to {} UTC",
+                self.minutes,
+                minute_text(first),
+                minute_text(last)
+            ),
+        };
+        let reads = self.total.reads;
+        format!(
+            "key activity of {when}: {} rows written, {} rows read in {reads} read{}",
+            self.total.rows_written,
+            self.total.rows_read,
+            if reads == 1 { "" } else { "s" }
+        )
     }
 
     fn add_minute(&mut self, records: &[ActivityRecord]) {
@@ -93,5 +122,51 @@ impl Load {
             .enumerate()
             .max_by(|a, b| a.1.total_cmp(&b.1))?;
         Some((i, most, total))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Load;
+    use crate::store::{ActivityCounters, ActivityRecord};
+
+    const MINUTE: i64 = 60_000_000;
+
+    fn record(minute: i64, rows_written: u64, reads: u64) -> ActivityRecord {
+        ActivityRecord {
+            minute,
+            start: Vec::new(),
+            end: None,
+            counters: ActivityCounters {
+                rows_written,
+                reads,
+                rows_read: reads * 10,
+                ..ActivityCounters::default()
+            },
+        }
+    }
+
+    /// The summary names the minutes with activity and the span they lie
+    /// in, which may be far longer (activity kept across restarts).
+    #[test]
+    fn the_description_gives_the_minutes_with_activity_and_their_span() {
+        // 2026-12-05 15:25 and 17:31 UTC.
+        let first = 1_796_484_300 * 1_000_000;
+        let last = first + 126 * MINUTE;
+        let load = Load::of(&[record(first, 40, 0), record(last, 0, 3)]);
+        assert_eq!(
+            load.describe(),
+            "key activity of 2 minutes with activity, from 2026-12-05 15:25 to \
+             2026-12-05 17:31 UTC: 40 rows written, 30 rows read in 3 reads"
+        );
+        let one = Load::of(&[record(first, 5, 1)]);
+        assert_eq!(
+            one.describe(),
+            "key activity of 1 minute (2026-12-05 15:25 UTC): 5 rows written, 10 rows read in 1 read"
+        );
+        assert_eq!(
+            Load::of(&[]).describe(),
+            "key activity of no minute with activity: 0 rows written, 0 rows read in 0 reads"
+        );
     }
 }

@@ -204,14 +204,7 @@ fn looked_at(e: &Evidence, clean: bool) -> Finding {
         None => "no key activity (the store counts none: counting is off, or Cloud Bigtable, \
                  whose Key Visualizer shows it)"
             .to_string(),
-        Some(load) => format!(
-            "key activity over {} minute{}: {} rows written, {} rows read in {} reads",
-            load.minutes,
-            if load.minutes == 1 { "" } else { "s" },
-            load.total.rows_written,
-            load.total.rows_read,
-            load.total.reads
-        ),
+        Some(load) => load.describe(),
     };
     Finding {
         severity: Severity::Info,
