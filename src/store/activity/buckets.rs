@@ -645,7 +645,6 @@ impl KeyBuckets {
         self.grown = true;
     }
 
-    /// About how many bytes the table's activity holds in memory.
     /// The keys range `i`'s sketch keeps, in key order.
     #[cfg(test)]
     pub fn sketch_keys(&self, i: usize) -> Vec<Vec<u8>> {
@@ -654,6 +653,7 @@ impl KeyBuckets {
         keys
     }
 
+    /// About how many bytes the table's activity holds in memory.
     #[cfg(test)]
     pub fn memory(&self) -> usize {
         let keys: usize = self.bounds.starts.iter().map(|s| s.len() + 16).sum();
